@@ -1,0 +1,225 @@
+"""The ``feverous-es`` command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from feverous_es import __version__
+from feverous_es.index.backends import STORES, open_store, open_writer
+
+console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_INDEX = "feverous-index"
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    sys.exit(code)
+
+
+def friendly_errors(command: F) -> F:
+    """Known failures (bad dump, bad index, missing model) end in one line and exit 1, not a
+    traceback; an interrupt says how to resume."""
+
+    @wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from feverous_es.index.embedder import ModelError
+        from feverous_es.index.store import StoreError
+        from feverous_es.index.wiki import WikiError
+
+        try:
+            return command(*args, **kwargs)
+        except (WikiError, StoreError, ModelError) as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            _fail("interrupted; what was written is kept: run the same command to resume", 130)
+
+    return run  # type: ignore[return-value]
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="feverous-es")
+def main() -> None:
+    """Fact verification over Wikipedia (FEVEROUS): index a dump, then search it.
+
+    Start with `feverous-es index wiki.db`, then `feverous-es search "some claim"`.
+    """
+
+
+@main.command()
+@click.argument("wiki_db", type=click.Path(path_type=Path))
+@click.option(
+    "--out", "-o", default=DEFAULT_INDEX, show_default=True, type=click.Path(path_type=Path),
+    help="Index directory (embedded store). Re-running resumes an interrupted build.",
+)  # fmt: skip
+@click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), help="Index only the dump's first N pages.")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+    help="Texts per embedding batch (batches are formed by length).",
+)  # fmt: skip
+@click.option(
+    "--max-length", type=click.IntRange(min=8, max=512), default=128, show_default=True,
+    help="Tokens per text kept for embedding.",
+)  # fmt: skip
+@click.option(
+    "--chunk-size", type=click.IntRange(min=1), default=20_000, show_default=True,
+    help="Elements per atomic write; an interrupt loses at most the chunk in flight.",
+)  # fmt: skip
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
+@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
+@friendly_errors
+def index(
+    wiki_db: Path,
+    out: Path,
+    store: str,
+    limit: int | None,
+    batch_size: int,
+    max_length: int,
+    chunk_size: int,
+    device: str,
+    as_json: bool,
+) -> None:
+    """Index every sentence, list item, table cell and caption of a FEVEROUS WIKI_DB.
+
+    Elements get BM25 text (Papelo linearization) and a MiniLM vector (one per table row,
+    shared by its cells); pages get a title + intro record for page retrieval.
+    """
+    from feverous_es.index.build import build
+    from feverous_es.index.embedder import Embedder
+    from feverous_es.index.wiki import WikiDB
+
+    db = WikiDB(wiki_db)
+    embedder = Embedder(max_length=max_length, batch_size=batch_size, device=device)
+    writer = open_writer(store, out, embedder.dim)
+    try:
+        state = writer.state()
+        done = db.count() - db.count(state.last_rowid)
+        total = db.count(limit=limit)
+        with Progress(
+            TextColumn("[bold]indexing[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("pages"),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=as_json,
+        ) as progress:
+            task = progress.add_task("index", total=total, completed=min(done, total), rate="")
+            elements = [0]
+
+            def advance(rows: int, added: int) -> None:
+                elements[0] += added
+                elapsed = progress.tasks[task].elapsed or 1e-9
+                progress.update(task, advance=rows, rate=f"{elements[0] / elapsed:,.0f} el/s")
+
+            report = build(
+                db, writer, embedder, limit=limit, chunk_elements=chunk_size, on_progress=advance
+            )
+    finally:
+        writer.close()
+        db.close()
+
+    if as_json:
+        _print_json({**dataclasses.asdict(report), "index": str(out), "store": store})
+        return
+    final = report.state
+    if report.already_complete:
+        console.print(f"{out}: index already complete ({final.elements:,} elements); nothing to do")
+        return
+    console.print(
+        f"indexed {report.pages:,} pages -> {report.elements:,} elements, "
+        f"{report.vectors:,} vectors in {report.wall_seconds:,.1f} s "
+        f"(index total: {final.elements:,} elements, {final.pages:,} pages) -> {out}"
+    )
+    if report.malformed:
+        console.print(f"[yellow]skipped {len(report.malformed)} malformed pages:[/yellow]")
+        for line in report.malformed[:10]:
+            console.print(f"  {line}", highlight=False)
+        if len(report.malformed) > 10:
+            console.print(f"  … and {len(report.malformed) - 10} more (see --json)")
+
+
+@main.command()
+@click.argument("query")
+@click.option(
+    "--index", "index_dir", default=DEFAULT_INDEX, show_default=True,
+    type=click.Path(path_type=Path), help="Index directory.",
+)  # fmt: skip
+@click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True)
+@click.option("-k", "--top", "k", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option(
+    "--mode", type=click.Choice(["hybrid", "bm25", "knn"]), default="hybrid", show_default=True
+)
+@click.option("--page", "pages", multiple=True, help="Only elements of this page (repeatable).")
+@click.option(
+    "--type", "types", multiple=True,
+    type=click.Choice(["sentence", "cell", "header_cell", "table_caption", "item"]),
+    help="Only elements of this type (repeatable).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
+@friendly_errors
+def search(
+    query: str,
+    index_dir: Path,
+    store: str,
+    k: int,
+    mode: str,
+    pages: tuple[str, ...],
+    types: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Search the index for QUERY: BM25, kNN or both fused."""
+    from feverous_es.index.elements import ElementType
+    from feverous_es.index.embedder import Embedder
+    from feverous_es.index.store import Filters
+
+    if not query.strip():
+        _fail("the query is empty", 2)
+    index_store = open_store(store, index_dir)
+    try:
+        filters = Filters(pages=pages, types=tuple(ElementType(t) for t in types))
+        if mode == "bm25":
+            hits = index_store.search_text(query, k, filters)
+        else:
+            vector = Embedder().embed([query])[0]
+            if mode == "knn":
+                hits = index_store.search_vector(vector, k, filters)
+            else:
+                hits = index_store.search_hybrid(query, vector, k, filters)
+    finally:
+        index_store.close()
+    if as_json:
+        _print_json(
+            [{"score": h.score, **dataclasses.asdict(h.element)} for h in hits]
+        )
+        return
+    table = Table("score", "id", "type", "text", show_lines=False)
+    for hit in hits:
+        table.add_row(f"{hit.score:.3f}", hit.element.id, hit.element.type, hit.element.text)
+    Console().print(table)

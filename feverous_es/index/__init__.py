@@ -1,0 +1,1 @@
+"""Dump reading, element ids, Papelo linearization, embedding, and the stores."""

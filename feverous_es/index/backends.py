@@ -1,0 +1,25 @@
+"""Choosing a store by name, so that commands above the store interface never name one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from feverous_es.index.store import Store, StoreError, StoreWriter
+
+STORES = ("embedded",)
+
+
+def open_writer(kind: str, location: str | Path, dim: int) -> StoreWriter:
+    if kind == "embedded":
+        from feverous_es.index.embedded import EmbeddedWriter
+
+        return EmbeddedWriter(Path(location), dim)
+    raise StoreError(f"unknown store {kind!r} (choose from {', '.join(STORES)})")
+
+
+def open_store(kind: str, location: str | Path) -> Store:
+    if kind == "embedded":
+        from feverous_es.index.embedded import EmbeddedStore
+
+        return EmbeddedStore(Path(location))
+    raise StoreError(f"unknown store {kind!r} (choose from {', '.join(STORES)})")

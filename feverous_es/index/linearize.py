@@ -1,0 +1,73 @@
+"""Papelo's text forms of page elements (seed 000, Table 1) and wiki-link markup.
+
+* sentence: ``[Title] sentence``
+* list item: ``[Title] CONTEXT <element before the list> VALUE <item>``
+* table cell: the whole row as ``KEY header VALUE value`` pairs (``VALUE value`` where no header
+  is above), the current cell's pair wrapped in ``{{ … }}``, ``CAPTION caption`` first when the
+  table has one
+* caption: ``[Title] CAPTION caption``
+
+Table 1 of the paper prints the list form as ``LIST CONTEXT``; its text and DESIGN.md say
+``CONTEXT``, which is the contract here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# [[Target|anchor]] or [[Target]]; targets never contain "]" or "|".
+_LINK = re.compile(r"\[\[([^\]|]*)(?:\|([^\]]*))?\]\]")
+
+
+def strip_links(text: str) -> tuple[str, tuple[str, ...]]:
+    """Replace ``[[Target|anchor]]`` by ``anchor`` (``[[Target]]`` by ``Target``) and return the
+    plain text with the link targets as page titles (underscores read as spaces)."""
+    if "[[" not in text:
+        return text, ()
+    targets: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        target, anchor = match.group(1), match.group(2)
+        if target.strip():
+            targets.append(target.replace("_", " ").strip())
+        return anchor if anchor is not None else target
+
+    return _LINK.sub(replace, text), tuple(dict.fromkeys(targets))
+
+
+def sentence(title: str, text: str) -> str:
+    return f"[{title}] {text}"
+
+
+def list_item(title: str, context: str, item: str) -> str:
+    if context:
+        return f"[{title}] CONTEXT {context} VALUE {item}"
+    return f"[{title}] VALUE {item}"
+
+
+def caption(title: str, text: str) -> str:
+    return f"[{title}] CAPTION {text}"
+
+
+def row_pairs(values: Sequence[str], keys: Sequence[str | None]) -> list[str]:
+    """The ``KEY k VALUE v`` pair of each cell of a row (``VALUE v`` where it has no header)."""
+    return [
+        f"KEY {key} VALUE {value}" if key else f"VALUE {value}"
+        for value, key in zip(values, keys, strict=True)
+    ]
+
+
+def _row_prefix(title: str, table_caption: str) -> str:
+    return f"[{title}] CAPTION {table_caption}" if table_caption else f"[{title}]"
+
+
+def cell(title: str, table_caption: str, pairs: Sequence[str], index: int) -> str:
+    """The row with pair ``index`` marked: the linearization of that row's ``index``-th cell."""
+    marked = [*pairs[:index], f"{{{{ {pairs[index]} }}}}", *pairs[index + 1 :]]
+    return " ".join([_row_prefix(title, table_caption), *marked])
+
+
+def row(title: str, table_caption: str, pairs: Sequence[str]) -> str:
+    """The row with no cell marked: the text the row's one shared embedding is computed from."""
+    return " ".join([_row_prefix(title, table_caption), *pairs])

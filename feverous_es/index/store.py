@@ -1,0 +1,149 @@
+"""The store interface: what the index build writes and what the claim pipeline reads.
+
+Two stores implement it: the embedded one (tantivy + vectors on local disk, no server) and the
+Elasticsearch one. Everything above this interface is shared by both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from feverous_es.index.elements import Element, ElementType, PageRecord
+
+
+class StoreError(Exception):
+    """A store that cannot be opened or written, with a message a user can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Restricts a search; empty fields do not filter. Fields combine with AND, values with OR."""
+
+    pages: tuple[str, ...] = ()
+    types: tuple[ElementType, ...] = ()
+    tables: tuple[tuple[str, int], ...] = ()  # (page, table index)
+
+    def __bool__(self) -> bool:
+        return bool(self.pages or self.types or self.tables)
+
+
+@dataclass(frozen=True, slots=True)
+class HybridWeights:
+    """Hybrid score = text * BM25 + vector * (1 + cos) / 2, as Elasticsearch scores a request
+    with both ``query`` and ``knn``; an element found by one side only gets that side's part."""
+
+    text: float = 1.0
+    vector: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    element: Element
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class PageHit:
+    page: PageRecord
+    score: float
+
+
+@dataclass(slots=True)
+class Chunk:
+    """One atomic write: the elements and pages read from a run of consecutive wiki rows.
+
+    ``vectors`` holds one row per distinct ``vector_key`` of ``elements``, in the order the keys
+    first appear; ``page_vectors`` one row per page record.
+    """
+
+    seq: int
+    last_rowid: int
+    elements: list[Element]
+    vectors: np.ndarray
+    pages: list[PageRecord]
+    page_vectors: np.ndarray
+    malformed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildState:
+    """Where a build stands: the next chunk to write and the wiki rowid to read after."""
+
+    next_seq: int = 0
+    last_rowid: int = 0
+    elements: int = 0
+    pages: int = 0
+    malformed: int = 0
+    complete: bool = False
+
+
+class Store(Protocol):
+    """Read side."""
+
+    dim: int
+
+    def search_text(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[Hit]: ...
+
+    def search_vector(
+        self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
+    ) -> list[Hit]: ...
+
+    def search_hybrid(
+        self,
+        query: str,
+        vector: np.ndarray,
+        k: int = 100,
+        filters: Filters | None = None,
+        weights: HybridWeights = HybridWeights(),
+    ) -> list[Hit]: ...
+
+    def get_elements(self, ids: Sequence[str]) -> list[Element]: ...
+
+    def page_elements(self, page: str) -> list[Element]: ...
+
+    def get_pages(self, titles: Sequence[str]) -> list[PageRecord]: ...
+
+    def search_pages_text(self, query: str, k: int = 10) -> list[PageHit]: ...
+
+    def search_pages_vector(self, vector: np.ndarray, k: int = 10) -> list[PageHit]: ...
+
+    def state(self) -> BuildState: ...
+
+    def close(self) -> None: ...
+
+
+class StoreWriter(Protocol):
+    """Write side. ``write`` is all-or-nothing: after a crash, ``state()`` names the last chunk
+    that is wholly in the store, and nothing of a later chunk is visible."""
+
+    def state(self) -> BuildState: ...
+
+    def write(self, chunk: Chunk) -> None: ...
+
+    def finish(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def fuse_hybrid(
+    text_hits: Sequence[Hit], vector_hits: Sequence[Hit], weights: HybridWeights, k: int
+) -> list[Hit]:
+    """Elasticsearch's ``query`` + ``knn`` scoring, done client-side. ``vector_hits`` carry cosine
+    similarity as their score."""
+    scores: dict[str, float] = {}
+    elements: dict[str, Element] = {}
+    for hit in text_hits:
+        scores[hit.element.id] = weights.text * hit.score
+        elements[hit.element.id] = hit.element
+    for hit in vector_hits:
+        part = weights.vector * (1.0 + hit.score) / 2.0
+        scores[hit.element.id] = scores.get(hit.element.id, 0.0) + part
+        elements.setdefault(hit.element.id, hit.element)
+    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:k]
+    return [Hit(elements[element_id], score) for element_id, score in ranked]

@@ -1,0 +1,70 @@
+"""Read a FEVEROUS Wikipedia dump: a SQLite file with one table ``wiki(id, data)``, ``id`` the
+NFD page title and ``data`` the page JSON."""
+
+from __future__ import annotations
+
+import sqlite3
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class WikiError(Exception):
+    """A dump that cannot be read, with a one-line reason."""
+
+
+class WikiDB:
+    """Read-only access to a dump, in rowid order so a build can resume after any page."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise WikiError(f"{self.path}: no such file")
+        if not self.path.is_file():
+            raise WikiError(f"{self.path}: not a file")
+        with self.path.open("rb") as handle:
+            if handle.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                raise WikiError(f"{self.path}: not a SQLite file (a FEVEROUS wiki.db is one)")
+        self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        try:
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(wiki)")}
+        except sqlite3.DatabaseError as exc:
+            raise WikiError(f"{self.path}: unreadable SQLite file ({exc})") from exc
+        if not columns:
+            raise WikiError(f"{self.path}: no 'wiki' table (expected wiki(id, data))")
+        if not {"id", "data"} <= columns:
+            raise WikiError(f"{self.path}: table 'wiki' lacks the columns id and data")
+
+    def count(self, after_rowid: int = 0, limit: int | None = None) -> int:
+        (total,) = self._conn.execute(
+            "SELECT count(*) FROM wiki WHERE rowid > ?", (after_rowid,)
+        ).fetchone()
+        return total if limit is None else min(total, limit)
+
+    def rows(
+        self, after_rowid: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[int, str, str]]:
+        """(rowid, page id, page JSON text) in rowid order."""
+        query = "SELECT rowid, id, data FROM wiki WHERE rowid > ? ORDER BY rowid"
+        args: tuple[int, ...] = (after_rowid,)
+        if limit is not None:
+            query += " LIMIT ?"
+            args += (limit,)
+        yield from self._conn.execute(query, args)
+
+    def page_json(self, title: str) -> str | None:
+        row = self._conn.execute(
+            "SELECT data FROM wiki WHERE id = ?", (unicodedata.normalize("NFD", title),)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> WikiDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
