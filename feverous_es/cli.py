@@ -215,11 +215,13 @@ def search(
     finally:
         index_store.close()
     if as_json:
-        _print_json(
-            [{"score": h.score, **dataclasses.asdict(h.element)} for h in hits]
-        )
+        _print_json([{"score": h.score, **dataclasses.asdict(h.element)} for h in hits])
         return
     table = Table("score", "id", "type", "text", show_lines=False)
     for hit in hits:
         table.add_row(f"{hit.score:.3f}", hit.element.id, hit.element.type, hit.element.text)
     Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -24,3 +25,50 @@ def mini_wiki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with gzip.open(source) as src, target.open("wb") as dst:
         shutil.copyfileobj(src, dst)
     return target
+
+
+def raw_element_ids(page_id: str, data: dict) -> list[str]:
+    """Every element id a raw page JSON holds, read independently of the parser."""
+    ids = []
+    for key, value in data.items():
+        if key.startswith("sentence_"):
+            ids.append(f"{page_id}_{key}")
+        elif key.startswith("table_"):
+            ids += [f"{page_id}_{c['id']}" for row in value["table"] for c in row]
+            if "caption" in value:
+                ids.append(f"{page_id}_table_caption_{key.split('_')[1]}")
+        elif key.startswith("list_"):
+            ids += [f"{page_id}_{item['id']}" for item in value["list"]]
+    return ids
+
+
+def write_wiki(path: Path, pages: list[tuple[str, str]]) -> Path:
+    """A dump in the FEVEROUS format holding the given (id, page JSON text) rows."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE wiki (id PRIMARY KEY, data json)")
+    conn.executemany("INSERT INTO wiki VALUES (?, ?)", pages)
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def mini_slice(mini_wiki: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """300 real pages: 150 with tables (half of those with captions) and 150 prose pages,
+    FEVEROUS-S pages with wiki-link markup among them."""
+    conn = sqlite3.connect(mini_wiki)
+    picked = conn.execute(
+        "SELECT id, data FROM wiki WHERE data LIKE '%\"caption\"%' LIMIT 75"
+    ).fetchall()
+    picked += conn.execute(
+        "SELECT id, data FROM wiki WHERE data LIKE '%\"table_0\"%' "
+        "AND data NOT LIKE '%\"caption\"%' LIMIT 75"
+    ).fetchall()
+    picked += conn.execute("SELECT id, data FROM wiki WHERE data LIKE '%[[%' LIMIT 75").fetchall()
+    picked += conn.execute(
+        "SELECT id, data FROM wiki WHERE data NOT LIKE '%\"table_0\"%' "
+        "AND data NOT LIKE '%[[%' LIMIT 75"
+    ).fetchall()
+    conn.close()
+    unique = list(dict(picked).items())
+    return write_wiki(tmp_path_factory.mktemp("slice") / "wiki.db", unique)

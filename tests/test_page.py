@@ -10,6 +10,7 @@ import pytest
 
 from feverous_es.index.elements import ElementType
 from feverous_es.index.page import MalformedPage, parse_page
+from tests.conftest import raw_element_ids
 
 
 def cell(cid: str, value: str, header: bool = False, rows: int | str = 1, cols: int | str = 1):
@@ -199,27 +200,12 @@ def test_malformed_pages_say_why(data: str, reason: str) -> None:
         parse_page("P", data)
 
 
-def raw_ids(page_id: str, data: dict) -> list[str]:
-    """Every element id the raw page JSON holds, read independently of the parser."""
-    ids = []
-    for key, value in data.items():
-        if key.startswith("sentence_"):
-            ids.append(f"{page_id}_{key}")
-        elif key.startswith("table_"):
-            ids += [f"{page_id}_{c['id']}" for row in value["table"] for c in row]
-            if "caption" in value:
-                ids.append(f"{page_id}_table_caption_{key.split('_')[1]}")
-        elif key.startswith("list_"):
-            ids += [f"{page_id}_{item['id']}" for item in value["list"]]
-    return ids
-
-
 def test_real_pages_yield_exactly_their_ids(mini_wiki: Path) -> None:
     conn = sqlite3.connect(mini_wiki)
     checked = 0
     for page_id, data in conn.execute("SELECT id, data FROM wiki WHERE rowid % 5 = 0"):
         parsed = [e.id for e in parse_page(page_id, data).elements]
-        expected = raw_ids(page_id, json.loads(data))
+        expected = raw_element_ids(page_id, json.loads(data))
         assert len(parsed) == len(set(parsed))
         assert sorted(parsed) == sorted(expected)
         checked += len(parsed)
