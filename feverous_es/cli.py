@@ -32,7 +32,7 @@ DEFAULT_INDEX = "feverous-index"
 
 
 def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 

@@ -166,9 +166,11 @@ def build(
         return False
 
     def read() -> None:
-        for parsed in _chunks(db_reader, state, remaining, chunk_elements, report.read):
-            if not put(parsed_queue, parsed, main):
-                return
+        # SQLite connections belong to the thread that made them: the reader opens its own.
+        with WikiDB(db.path) as own_db:
+            for parsed in _chunks(own_db, state, remaining, chunk_elements, report.read):
+                if not put(parsed_queue, parsed, main):
+                    return
         put(parsed_queue, _DONE, main)
 
     def write() -> None:
@@ -189,8 +191,6 @@ def build(
             if on_progress:
                 on_progress(rows, len(chunk.elements))
 
-    # SQLite connections belong to their thread: the reader thread opens its own.
-    db_reader = WikiDB(db.path)
     main = threading.current_thread()
     reader, writer_thread = _Worker(read), _Worker(write)
     reader.start()
@@ -216,7 +216,6 @@ def build(
     finally:
         stop.set()
         reader.join()
-        db_reader.close()
     _raise_from(reader)
     report.wall_seconds = time.perf_counter() - started
     report.state = writer.state()

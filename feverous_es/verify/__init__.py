@@ -1,1 +1,1 @@
-"""The claim pipeline: pages, candidates, evidence, hops, verdict (built with the pipeline issue)."""
+"""The claim pipeline: pages, candidates, evidence, hops, verdict (pipeline issue)."""

@@ -1,0 +1,692 @@
+"""The embedded store: one directory on local disk, no server.
+
+Layout of the directory:
+
+* ``meta.json``: format name, version and vector size.
+* ``elements.sqlite``: elements (ordinal ``eid`` in insertion order), one row per distinct vector
+  (its key, embed text and the element types using it), pages, and the build state.
+* ``vectors.f32`` / ``page_vectors.f32``: raw float32 rows, unit length, memory-mapped to read.
+* ``text/`` and ``pages/``: tantivy indices (BM25) over element linearizations and over page
+  title + intro; they store only the SQLite ordinal of each document.
+* ``vectors.<group>.usearch``: HNSW graphs, built by ``finish`` when exact search would be
+  slow: one for sentence vectors, one for table rows, and so on (see ``_type_group``).
+
+A chunk is written in the order vectors (fsync), tantivy (commit), SQLite (one transaction that
+also advances the state). The SQLite state is the truth: whatever a crash left beyond it (vector
+rows past its counts, tantivy documents of later chunks, tagged with their chunk ``seq``) is
+removed when a writer opens the directory again.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import orjson
+import tantivy
+from tantivy import Occur, Query
+
+from feverous_es.index.elements import Element, ElementType, PageRecord
+from feverous_es.index.store import (
+    BuildState,
+    Chunk,
+    Filters,
+    Hit,
+    HybridWeights,
+    PageHit,
+    StoreError,
+    fuse_hybrid,
+)
+from feverous_es.index.vectors import (
+    HNSW_THRESHOLD,
+    VectorMatrix,
+    build_graphs,
+    normalized,
+    truncate_rows,
+    write_rows,
+)
+
+FORMAT = "feverous-es-embedded"
+FORMAT_VERSION = 1
+
+_META = "meta.json"
+_SQLITE = "elements.sqlite"
+_VECTORS = "vectors.f32"
+_PAGE_VECTORS = "page_vectors.f32"
+_TEXT = "text"
+_PAGES = "pages"
+_GRAPHS = ("vectors.*.usearch", "vectors.*.tmp")
+
+_ANALYZER = "en_stem"
+# One writer thread per index: the build embeds on all cores at the same time.
+_TEXT_WRITER_HEAP = 256_000_000
+_PAGE_WRITER_HEAP = 32_000_000
+_TYPE_BITS = {element_type: 1 << i for i, element_type in enumerate(ElementType)}
+
+
+def _type_group(bits: int) -> int:
+    """The HNSW group of a vector used by these element types: the first type's bit, header
+    cells counting as cells (the vector of a table row serves both)."""
+    for element_type in ElementType:
+        if bits & _TYPE_BITS[element_type]:
+            if element_type is ElementType.HEADER_CELL:
+                return _TYPE_BITS[ElementType.CELL]
+            return _TYPE_BITS[element_type]
+    return 0
+
+
+_GROUP_OF_BITS = np.array([_type_group(bits) for bits in range(256)], dtype=np.uint8)
+
+_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS elements (
+    eid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    page TEXT NOT NULL,
+    type TEXT NOT NULL,
+    text TEXT NOT NULL,
+    linearized TEXT NOT NULL,
+    vec INTEGER NOT NULL,
+    links TEXT,
+    section_path TEXT,
+    context TEXT,
+    tbl INTEGER,
+    row INTEGER,
+    col INTEGER,
+    list_index INTEGER,
+    level INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS elements_id ON elements (id);
+CREATE INDEX IF NOT EXISTS elements_page ON elements (page);
+CREATE INDEX IF NOT EXISTS elements_vec ON elements (vec);
+CREATE TABLE IF NOT EXISTS vectors (
+    vec INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
+    embed_text TEXT NOT NULL,
+    types INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pages (
+    pid INTEGER PRIMARY KEY,
+    title TEXT NOT NULL UNIQUE,
+    intro TEXT NOT NULL,
+    links TEXT
+);
+CREATE TABLE IF NOT EXISTS state (
+    one INTEGER PRIMARY KEY CHECK (one = 0),
+    next_seq INTEGER NOT NULL,
+    last_rowid INTEGER NOT NULL,
+    elements INTEGER NOT NULL,
+    pages INTEGER NOT NULL,
+    malformed INTEGER NOT NULL,
+    complete INTEGER NOT NULL,
+    vectors INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO state VALUES (0, 0, 0, 0, 0, 0, 0, 0);
+"""
+
+# Elements share their vector's key and embed text, stored once per vector.
+_ELEMENT_SELECT = """
+SELECT e.eid, e.id, e.page, e.type, e.text, e.linearized, v.key, v.embed_text, e.links,
+       e.section_path, e.context, e.tbl, e.row, e.col, e.list_index, e.level
+FROM elements e JOIN vectors v ON v.vec = e.vec
+"""
+_IN_JSON = "IN (SELECT value FROM json_each(?))"
+_EQUAL_WEIGHTS = HybridWeights()
+
+
+def english_analyzer() -> tantivy.TextAnalyzer:
+    """The analyzer of the BM25 fields, applied to documents and queries alike."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword("english"))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _element_schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    # Frequencies without positions: BM25 needs no more, and positions would double the index.
+    builder.add_text_field("text", tokenizer_name=_ANALYZER, index_option="freq")
+    for name in ("page", "type", "table"):
+        builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    builder.add_unsigned_field("seq", indexed=True)
+    builder.add_unsigned_field("eid", stored=True, fast=True)
+    return builder.build()
+
+
+def _page_schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    for name in ("title", "intro"):
+        builder.add_text_field(name, tokenizer_name=_ANALYZER, index_option="freq")
+    builder.add_unsigned_field("seq", indexed=True)
+    builder.add_unsigned_field("pid", stored=True, fast=True)
+    return builder.build()
+
+
+def _table_key(page: str, table: int) -> str:
+    return f"{page}\x1f{table}"
+
+
+def _json(values: Sequence[object]) -> str | None:
+    return orjson.dumps(values).decode() if values else None
+
+
+def _tuple(value: str | None) -> tuple[str, ...]:
+    return tuple(orjson.loads(value)) if value else ()
+
+
+def _read_meta(path: Path) -> dict[str, object]:
+    try:
+        meta = orjson.loads((path / _META).read_bytes())
+    except FileNotFoundError:
+        raise StoreError(f"{path} is not an embedded index (it has no {_META})") from None
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise StoreError(f"{path / _META} cannot be read: {error}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise StoreError(f"{path} is not an embedded index ({_META} names another format)")
+    if meta.get("version") != FORMAT_VERSION:
+        raise StoreError(
+            f"{path} has index format version {meta.get('version')}, this program reads "
+            f"version {FORMAT_VERSION}: rebuild the index"
+        )
+    return meta
+
+
+def _load_state(db: sqlite3.Connection) -> tuple[BuildState, int]:
+    """The build state and the number of element vectors it accounts for."""
+    row = db.execute(
+        "SELECT next_seq, last_rowid, elements, pages, malformed, complete, vectors FROM state"
+    ).fetchone()
+    if row is None:
+        raise StoreError("the index has no build state: rebuild it")
+    *counts, complete, vectors = row
+    return BuildState(*counts, complete=bool(complete)), vectors
+
+
+def _open_tantivy(path: Path, schema: tantivy.Schema | None) -> tantivy.Index:
+    """Open a tantivy index, creating it when a schema is given and it does not exist yet."""
+    if schema is None:
+        index = tantivy.Index.open(str(path))
+    else:
+        path.mkdir(exist_ok=True)
+        index = tantivy.Index(schema, path=str(path), reuse=True)
+    index.register_tokenizer(_ANALYZER, english_analyzer())
+    return index
+
+
+def _vector_types(db: sqlite3.Connection, rows: int) -> np.ndarray:
+    """The element-type bits of the first ``rows`` vectors."""
+    return np.fromiter(
+        (
+            types
+            for (types,) in db.execute(
+                "SELECT types FROM vectors WHERE vec < ? ORDER BY vec", (rows,)
+            )
+        ),
+        dtype=np.uint8,
+        count=rows,
+    )
+
+
+def _later_docs(index: tantivy.Index, seq: int) -> Query:
+    return Query.range_query(index.schema, "seq", tantivy.FieldType.Unsigned, lower_bound=seq)
+
+
+class EmbeddedWriter:
+    """Write side of the embedded store; opening an existing directory resumes its build."""
+
+    def __init__(self, path: Path, dim: int, hnsw_threshold: int = HNSW_THRESHOLD) -> None:
+        self.path = Path(path)
+        self.dim = dim
+        self._hnsw_threshold = hnsw_threshold
+        self._init_meta()
+        try:
+            # The build writes from its own thread; one thread at a time uses the connection.
+            self._db = sqlite3.connect(
+                self.path / _SQLITE, isolation_level=None, check_same_thread=False
+            )
+            # A large page cache keeps the id and page indices' B-trees in memory while
+            # elements arrive in wiki order rather than key order.
+            self._db.execute("PRAGMA cache_size = -131072")
+            self._db.executescript(_SCHEMA_SQL)
+            self._texts = _open_tantivy(self.path / _TEXT, _element_schema())
+            self._pages = _open_tantivy(self.path / _PAGES, _page_schema())
+            self._text_writer = self._texts.writer(heap_size=_TEXT_WRITER_HEAP, num_threads=1)
+            self._page_writer = self._pages.writer(heap_size=_PAGE_WRITER_HEAP, num_threads=1)
+        except (sqlite3.Error, ValueError, OSError) as error:
+            raise StoreError(f"cannot open {self.path} for writing: {error}") from error
+        self._closed = False
+        self._state, self._vectors = _load_state(self._db)
+        if not self._state.complete:
+            # Graphs saved by a finish that crashed before marking the build complete.
+            for pattern in _GRAPHS:
+                for file in self.path.glob(pattern):
+                    file.unlink()
+            self._discard_partial()
+
+    def _init_meta(self) -> None:
+        meta_path = self.path / _META
+        if meta_path.exists():
+            dim = _read_meta(self.path).get("dim")
+            if dim != self.dim:
+                raise StoreError(
+                    f"{self.path} holds {dim}-dimensional vectors, the embedder makes {self.dim}"
+                )
+            return
+        if self.path.exists() and any(self.path.iterdir()):
+            raise StoreError(f"{self.path} is not empty and not an embedded index")
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = meta_path.with_suffix(".tmp")
+        tmp.write_bytes(
+            orjson.dumps({"format": FORMAT, "version": FORMAT_VERSION, "dim": self.dim})
+        )
+        os.replace(tmp, meta_path)
+
+    def state(self) -> BuildState:
+        return self._state
+
+    def write(self, chunk: Chunk) -> None:
+        """Add one chunk, all or nothing: on any error the store is left as it was before."""
+        state = self._state
+        if state.complete:
+            raise StoreError(f"{self.path} holds a complete build: build a new index to add to it")
+        if chunk.seq != state.next_seq:
+            raise StoreError(
+                f"chunk {chunk.seq} is out of order: the store expects {state.next_seq}"
+            )
+        element_vecs, vector_rows = self._vector_rows(chunk)
+        vectors = self._matrix(chunk.vectors, len(vector_rows), f"chunk {chunk.seq} vectors")
+        page_vectors = self._matrix(chunk.page_vectors, len(chunk.pages), "page vectors")
+        try:
+            write_rows(self.path / _VECTORS, self._vectors, vectors, self.dim)
+            write_rows(self.path / _PAGE_VECTORS, state.pages, page_vectors, self.dim)
+            self._index_text(chunk)
+            self._commit(chunk, element_vecs, vector_rows)
+        except BaseException:
+            self._discard_partial()
+            raise
+        self._state, self._vectors = _load_state(self._db)
+
+    def _vector_rows(self, chunk: Chunk) -> tuple[list[int], list[tuple[int, str, str, int]]]:
+        """Each element's vector number, and the chunk's vector rows (number, key, embed text,
+        bits of the element types using it) in the order their keys first appear, as
+        ``Chunk.vectors`` holds them."""
+        numbers: dict[str, int] = {}
+        first: list[Element] = []
+        types: list[int] = []
+        element_vecs = []
+        for element in chunk.elements:
+            local = numbers.setdefault(element.vector_key, len(first))
+            if local == len(first):
+                first.append(element)
+                types.append(0)
+            types[local] |= _TYPE_BITS[element.type]
+            element_vecs.append(self._vectors + local)
+        rows = [
+            (self._vectors + local, element.vector_key, element.embed_text, types[local])
+            for local, element in enumerate(first)
+        ]
+        return element_vecs, rows
+
+    def _matrix(self, vectors: np.ndarray, rows: int, what: str) -> np.ndarray:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.size == 0 and rows == 0:
+            return matrix.reshape(0, self.dim)
+        if matrix.shape != (rows, self.dim):
+            raise StoreError(f"{what} have shape {matrix.shape}, expected ({rows}, {self.dim})")
+        return normalized(matrix)
+
+    def _index_text(self, chunk: Chunk) -> None:
+        state = self._state
+        schema = self._texts.schema
+        for eid, element in enumerate(chunk.elements, start=state.elements):
+            doc = {
+                "text": element.linearized,
+                "page": element.page,
+                "type": element.type.value,
+                "seq": chunk.seq,
+                "eid": eid,
+            }
+            if element.table is not None:
+                doc["table"] = _table_key(element.page, element.table)
+            self._text_writer.add_document(tantivy.Document.from_dict(doc, schema))
+        schema = self._pages.schema
+        for pid, page in enumerate(chunk.pages, start=state.pages):
+            doc = {"title": page.title, "intro": page.intro, "seq": chunk.seq, "pid": pid}
+            self._page_writer.add_document(tantivy.Document.from_dict(doc, schema))
+        self._text_writer.commit()
+        self._page_writer.commit()
+
+    def _commit(
+        self, chunk: Chunk, element_vecs: list[int], vector_rows: list[tuple[int, str, str, int]]
+    ) -> None:
+        state = self._state
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?)", vector_rows)
+            db.executemany(
+                "INSERT INTO elements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (
+                        eid, e.id, e.page, e.type.value, e.text, e.linearized, vec,
+                        _json(e.links), _json(e.section_path), _json(e.context),
+                        e.table, e.row, e.column, e.list_index, e.level,
+                    )
+                    for (eid, e), vec in zip(
+                        enumerate(chunk.elements, start=state.elements), element_vecs, strict=True
+                    )
+                ),
+            )  # fmt: skip
+            db.executemany(
+                "INSERT INTO pages VALUES (?, ?, ?, ?)",
+                (
+                    (pid, page.title, page.intro, _json(page.links))
+                    for pid, page in enumerate(chunk.pages, start=state.pages)
+                ),
+            )
+        except sqlite3.IntegrityError as error:
+            raise StoreError(
+                f"chunk {chunk.seq} repeats an element id or page title already stored: {error}"
+            ) from error
+        db.execute(
+            "UPDATE state SET next_seq = ?, last_rowid = ?, elements = ?, pages = ?,"
+            " malformed = ?, vectors = ?",
+            (
+                chunk.seq + 1,
+                chunk.last_rowid,
+                state.elements + len(chunk.elements),
+                state.pages + len(chunk.pages),
+                state.malformed + len(chunk.malformed),
+                self._vectors + len(vector_rows),
+            ),
+        )
+        db.execute("COMMIT")
+
+    def _discard_partial(self) -> None:
+        """Remove whatever a failed or crashed write left beyond the SQLite state."""
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+        self._state, self._vectors = _load_state(self._db)
+        truncate_rows(self.path / _VECTORS, self._vectors, self.dim)
+        truncate_rows(self.path / _PAGE_VECTORS, self._state.pages, self.dim)
+        for index, writer in ((self._texts, self._text_writer), (self._pages, self._page_writer)):
+            writer.rollback()
+            later = _later_docs(index, self._state.next_seq)
+            index.reload()
+            if index.searcher().search(later, 1, count=True).count:
+                writer.delete_documents_by_query(later)
+                writer.commit()
+
+    def finish(self) -> None:
+        """Mark the build complete, first building the HNSW graph if the index is large."""
+        if self._state.complete:
+            return
+        if self._vectors > self._hnsw_threshold:
+            # Groups of a tenth of the threshold or fewer vectors take < 1 ms to scan exactly.
+            groups = _GROUP_OF_BITS[_vector_types(self._db, self._vectors)]
+            build_graphs(self.path / _VECTORS, self.dim, groups, self._hnsw_threshold // 10)
+        self._db.execute("UPDATE state SET complete = 1")
+        self._state = replace(self._state, complete=True)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Waiting for tantivy's merges leaves fewer segments, so searches are faster.
+        self._text_writer.wait_merging_threads()
+        self._page_writer.wait_merging_threads()
+        self._db.close()
+
+
+def _element(row: tuple) -> Element:
+    (_, id_, page, type_, text, linearized, key, embed_text, links, section_path, context,
+     table, row_, column, list_index, level) = row  # fmt: skip
+    return Element(
+        id=id_,
+        page=page,
+        type=ElementType(type_),
+        text=text,
+        linearized=linearized,
+        vector_key=key,
+        embed_text=embed_text,
+        links=_tuple(links),
+        section_path=_tuple(section_path),
+        context=_tuple(context),
+        table=table,
+        row=row_,
+        column=column,
+        list_index=list_index,
+        level=level,
+    )
+
+
+def _element_where(filters: Filters) -> tuple[str, list[str | None]]:
+    """SQL conditions (each starting with AND) on ``elements e`` for the filters."""
+    sql: list[str] = []
+    params: list[str | None] = []
+    if filters.pages:
+        sql.append(f"AND e.page {_IN_JSON}")
+        params.append(_json(filters.pages))
+    if filters.types:
+        sql.append(f"AND e.type {_IN_JSON}")
+        params.append(_json([ElementType(t).value for t in filters.types]))
+    if filters.tables:
+        # The page condition lets SQLite use the page index before testing the table.
+        sql.append(f"AND e.page {_IN_JSON} AND e.page || char(31) || e.tbl {_IN_JSON}")
+        params.append(_json([page for page, _ in filters.tables]))
+        params.append(_json([_table_key(page, table) for page, table in filters.tables]))
+    return " ".join(sql), params
+
+
+class EmbeddedStore:
+    """Read side of the embedded store. Vector search sees the vectors that were stored when
+    it was opened: reopen it to see later chunks of a build in progress."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        meta = _read_meta(self.path)
+        self.dim = int(str(meta["dim"]))
+        try:
+            # Not mode=ro: a read-write connection rolls back the journal a killed build left
+            # (SQLite opens a write-protected file read-only by itself). SQLite is built
+            # serialized here, so threads may share the connection.
+            uri = f"file:{quote(str(self.path / _SQLITE))}?mode=rw"
+            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._db.execute("PRAGMA query_only = ON")
+            state, vectors = _load_state(self._db)
+            self._texts = _open_tantivy(self.path / _TEXT, None)
+            self._pages = _open_tantivy(self.path / _PAGES, None)
+            # Which element types use each vector: type filters test it per vector.
+            self._vector_types = _vector_types(self._db, vectors)
+            self._vectors = VectorMatrix(
+                self.path / _VECTORS,
+                self.dim,
+                vectors,
+                groups=_GROUP_OF_BITS[self._vector_types],
+                graphs=self.path if state.complete else None,
+            )
+            self._page_vectors = VectorMatrix(self.path / _PAGE_VECTORS, self.dim, state.pages)
+        except (sqlite3.Error, ValueError, OSError) as error:
+            raise StoreError(f"{self.path} is not a readable embedded index: {error}") from error
+        self._analyzer = english_analyzer()
+
+    @property
+    def vectors(self) -> VectorMatrix:
+        """The element vectors, for diagnostics such as HNSW recall against exact search."""
+        return self._vectors
+
+    def state(self) -> BuildState:
+        return _load_state(self._db)[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+    # Elements and pages by key.
+
+    def get_elements(self, ids: Sequence[str]) -> list[Element]:
+        rows = self._db.execute(f"{_ELEMENT_SELECT} WHERE e.id {_IN_JSON}", (_json(list(ids)),))
+        found = {element.id: element for element in map(_element, rows)}
+        return [found[element_id] for element_id in ids if element_id in found]
+
+    def page_elements(self, page: str) -> list[Element]:
+        rows = self._db.execute(f"{_ELEMENT_SELECT} WHERE e.page = ? ORDER BY e.eid", (page,))
+        return [_element(row) for row in rows]
+
+    def get_pages(self, titles: Sequence[str]) -> list[PageRecord]:
+        rows = self._db.execute(
+            f"SELECT title, intro, links FROM pages WHERE title {_IN_JSON}", (_json(list(titles)),)
+        )
+        found = {title: PageRecord(title, intro, _tuple(links)) for title, intro, links in rows}
+        return [found[title] for title in titles if title in found]
+
+    def _elements(self, eids: Iterable[int]) -> dict[int, Element]:
+        rows = self._db.execute(f"{_ELEMENT_SELECT} WHERE e.eid {_IN_JSON}", (_json(list(eids)),))
+        return {row[0]: _element(row) for row in rows}
+
+    def _hits(self, scored: list[tuple[int, float]]) -> list[Hit]:
+        elements = self._elements(eid for eid, _ in scored)
+        return [Hit(elements[eid], score) for eid, score in scored if eid in elements]
+
+    # Element search.
+
+    def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list[Hit]:
+        return self._hits(self._text_scores(query, k, filters))
+
+    def search_vector(
+        self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
+    ) -> list[Hit]:
+        return self._hits(self._vector_scores(vector, k, filters))
+
+    def search_hybrid(
+        self,
+        query: str,
+        vector: np.ndarray,
+        k: int = 100,
+        filters: Filters | None = None,
+        weights: HybridWeights = _EQUAL_WEIGHTS,
+    ) -> list[Hit]:
+        text = self._text_scores(query, k, filters)
+        vector_scores = self._vector_scores(vector, k, filters)
+        elements = self._elements({eid for eid, _ in text + vector_scores})
+        text_hits = [Hit(elements[eid], score) for eid, score in text if eid in elements]
+        vector_hits = [Hit(elements[eid], score) for eid, score in vector_scores if eid in elements]
+        return fuse_hybrid(text_hits, vector_hits, weights, k)
+
+    def _match(self, index: tantivy.Index, fields: Sequence[str], text: str) -> Query | None:
+        """A disjunction of the analyzed query terms over ``fields``; None if no term is left.
+        Terms, not the query parser: claims hold quotes, colons and parentheses."""
+        terms = dict.fromkeys(self._analyzer.analyze(text))
+        if not terms:
+            return None
+        return Query.boolean_query(
+            [
+                (Occur.Should, Query.term_query(index.schema, field, term, index_option="freq"))
+                for term in terms
+                for field in fields
+            ]
+        )
+
+    def _text_scores(self, text: str, k: int, filters: Filters | None) -> list[tuple[int, float]]:
+        query = self._match(self._texts, ("text",), text)
+        if query is None or k <= 0:
+            return []
+        if filters:
+            # Filters restrict without scoring, as a bool query's filter clause does.
+            query = Query.boolean_query(
+                [
+                    (Occur.Must, query),
+                    (Occur.Must, Query.const_score_query(self._filter(filters), 0.0)),
+                ]
+            )
+        searcher = self._texts.searcher()
+        hits = searcher.search(query, k, count=False).hits
+        eids = searcher.fast_field_values("eid", [address for _, address in hits])
+        return [(int(eid), score) for (score, _), eid in zip(hits, eids, strict=True)]
+
+    def _filter(self, filters: Filters) -> Query:
+        schema = self._texts.schema
+        parts = []
+        if filters.pages:
+            parts.append(Query.term_set_query(schema, "page", list(filters.pages)))
+        if filters.types:
+            types = [ElementType(t).value for t in filters.types]
+            parts.append(Query.term_set_query(schema, "type", types))
+        if filters.tables:
+            tables = [_table_key(page, table) for page, table in filters.tables]
+            parts.append(Query.term_set_query(schema, "table", tables))
+        return Query.boolean_query([(Occur.Must, part) for part in parts])
+
+    def _query_vector(self, vector: np.ndarray, matrix: VectorMatrix) -> np.ndarray:
+        try:
+            return matrix.query(vector)
+        except ValueError as error:
+            raise StoreError(f"{error}: the embedder does not match the index") from error
+
+    def _vector_scores(
+        self, vector: np.ndarray, k: int, filters: Filters | None
+    ) -> list[tuple[int, float]]:
+        """Top-``k`` elements by cosine: the best vectors, each expanded to the elements that
+        share it (a table row's cells), in score then document order."""
+        query = self._query_vector(vector, self._vectors)
+        if k <= 0 or not self._vectors.rows:
+            return []
+        filters = filters or Filters()
+        where, params = _element_where(filters)
+        if filters.pages or filters.tables:
+            # Few vectors: search exactly over just those.
+            rows = np.fromiter(
+                (vec for (vec,) in self._db.execute(
+                    f"SELECT DISTINCT e.vec FROM elements e WHERE e.vec < ? {where}",
+                    (self._vectors.rows, *params),
+                )),
+                dtype=np.int64,
+            )  # fmt: skip
+            vecs, scores = self._vectors.search(query, k, rows=rows)
+        elif filters.types:
+            bits = sum(_TYPE_BITS[ElementType(t)] for t in set(filters.types))
+            vecs, scores = self._vectors.search(query, k, allowed=(self._vector_types & bits) != 0)
+        else:
+            vecs, scores = self._vectors.search(query, k)
+        rank = {int(vec): i for i, vec in enumerate(vecs)}
+        members = self._db.execute(
+            f"SELECT e.eid, e.vec FROM elements e WHERE e.vec {_IN_JSON} {where}",
+            (_json(list(rank)), *params),
+        ).fetchall()
+        members.sort(key=lambda member: (rank[member[1]], member[0]))
+        return [(eid, float(scores[rank[vec]])) for eid, vec in members[:k]]
+
+    # Page search.
+
+    def search_pages_text(self, query: str, k: int = 10) -> list[PageHit]:
+        match = self._match(self._pages, ("title", "intro"), query)
+        if match is None or k <= 0:
+            return []
+        searcher = self._pages.searcher()
+        hits = searcher.search(match, k, count=False).hits
+        pids = searcher.fast_field_values("pid", [address for _, address in hits])
+        return self._page_hits(
+            [(int(pid), score) for (score, _), pid in zip(hits, pids, strict=True)]
+        )
+
+    def search_pages_vector(self, vector: np.ndarray, k: int = 10) -> list[PageHit]:
+        query = self._query_vector(vector, self._page_vectors)
+        pids, scores = self._page_vectors.search(query, k)
+        return self._page_hits(
+            [(int(pid), float(score)) for pid, score in zip(pids, scores, strict=True)]
+        )
+
+    def _page_hits(self, scored: list[tuple[int, float]]) -> list[PageHit]:
+        rows = self._db.execute(
+            f"SELECT pid, title, intro, links FROM pages WHERE pid {_IN_JSON}",
+            (_json([pid for pid, _ in scored]),),
+        )
+        pages = {pid: PageRecord(title, intro, _tuple(links)) for pid, title, intro, links in rows}
+        return [PageHit(pages[pid], score) for pid, score in scored if pid in pages]

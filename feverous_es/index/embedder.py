@@ -1,0 +1,209 @@
+"""Sentence embeddings with all-MiniLM-L6-v2 through ONNX Runtime.
+
+Runtime only: onnxruntime, tokenizers and numpy. The ONNX files come from a one-time export
+(:mod:`feverous_es.index.export`, which needs torch) that :func:`ensure_model` runs in a
+subprocess, so a process that embeds never imports torch.
+
+    >>> embedder = Embedder()
+    >>> embedder.embed(["Paris is the capital of France."]).shape
+    (1, 384)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIM = 384
+FP32_FILE = "model.onnx"
+INT8_FILE = "model_int8.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+MANIFEST_FILE = "manifest.json"
+# Exit status of the export command when its optional dependencies are not installed.
+MISSING_EXTRA_EXIT = 3
+INSTALL_HINT = "pip install torch==2.13.0, then pip install 'feverous-es[export]'"
+
+
+class ModelError(Exception):
+    """The model files are missing, corrupt, or cannot be exported here."""
+
+
+def default_model_dir() -> Path:
+    """``$FEVEROUS_ES_CACHE/models/<model>``, else ``~/.cache/feverous-es/models/<model>``."""
+    cache = os.environ.get("FEVEROUS_ES_CACHE")
+    root = Path(cache) if cache else Path.home() / ".cache" / "feverous-es"
+    return root / "models" / MODEL_NAME
+
+
+def ensure_model(model_dir: Path | None = None) -> Path:
+    """Return the directory of the exported model, exporting it first if it is missing.
+
+    The export runs as ``python -m feverous_es.index.export`` in a child process: it needs torch,
+    which the calling process should never have to load.
+    """
+    model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+    if _is_complete(model_dir):
+        return model_dir
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    # A source checkout that is not installed must stay importable from the child's sys.path.
+    package_root = Path(__file__).resolve().parents[2]
+    site_dirs = {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}
+    if package_root not in site_dirs:
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(package_root), env.get("PYTHONPATH")])
+        )
+    cmd = [sys.executable, "-m", "feverous_es.index.export", "--out", str(model_dir)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode == MISSING_EXTRA_EXIT:
+        raise ModelError(f"exporting {MODEL_NAME} to ONNX needs the export extra: {INSTALL_HINT}")
+    if proc.returncode != 0 or not _is_complete(model_dir):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ModelError(
+            f"export of {MODEL_NAME} failed (exit {proc.returncode}: {last}); run "
+            f"`python {' '.join(cmd[1:])}` to see its full output"
+        )
+    return model_dir
+
+
+def _is_complete(model_dir: Path) -> bool:
+    # The export installs the directory with one rename, so a manifest means a finished export.
+    manifest = model_dir / MANIFEST_FILE
+    if not manifest.is_file():
+        return False
+    files = json.loads(manifest.read_text())["files"]
+    return all((model_dir / name).is_file() for name in files)
+
+
+def _verified(model_dir: Path, name: str) -> Path:
+    """The path of ``name`` after checking its sha256 against the export's manifest."""
+    path = model_dir / name
+    expected = json.loads((model_dir / MANIFEST_FILE).read_text())["files"][name]["sha256"]
+    if sha256_file(path) != expected:
+        raise ModelError(f"{path} does not match its manifest; delete {model_dir} to re-export")
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _cuda_device_present() -> bool:
+    # onnxruntime-gpu lists the CUDA provider even on machines without a GPU, and a session
+    # asked for it falls back to CPU only after loading the model; ask the driver first.
+    try:
+        cuda = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return (
+        cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    )
+
+
+def _open_session(
+    model_dir: Path, *, quantized: bool, device: str, threads: int | None
+) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    if device != "cpu" and _cuda_device_present():
+        session = ort.InferenceSession(
+            _verified(model_dir, FP32_FILE),
+            options,
+            providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
+        )
+        # Without usable CUDA libraries the session quietly runs on CPU, where int8 is faster.
+        if session.get_providers()[0] == "CUDAExecutionProvider":
+            return session
+    if device == "cuda":
+        raise ModelError("device='cuda' but the CUDA execution provider is not usable here")
+    model = INT8_FILE if quantized else FP32_FILE
+    return ort.InferenceSession(
+        _verified(model_dir, model), options, providers=["CPUExecutionProvider"]
+    )
+
+
+class Embedder:
+    """all-MiniLM-L6-v2 sentence embeddings: mean pooling over tokens, L2-normalized.
+
+    On a CUDA device the fp32 model runs on the CUDA execution provider; on CPU the int8 model
+    (``quantized=False`` for fp32). ``device`` is ``"auto"``, ``"cuda"`` or ``"cpu"``.
+    ``tokens`` counts the non-padding tokens embedded so far (for throughput figures).
+    """
+
+    dim: int = DIM
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        *,
+        quantized: bool = True,
+        max_length: int = 128,
+        batch_size: int = 32,
+        device: str = "auto",
+        threads: int | None = None,
+    ) -> None:
+        if device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', not {device!r}")
+        model_dir = ensure_model(model_dir)
+        self.batch_size = batch_size
+        self.tokens = 0
+
+        self._tokenizer = Tokenizer.from_file(str(_verified(model_dir, TOKENIZER_FILE)))
+        # The shipped tokenizer pads every text to 128; batches are padded by hand instead.
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length)
+
+        self._session = _open_session(
+            model_dir, quantized=quantized, device=device, threads=threads
+        )
+        self.provider: str = self._session.get_providers()[0]
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``: float32 array of shape ``(len(texts), 384)``, rows of unit length."""
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        if len(texts) == 0:
+            return out
+        encodings = self._tokenizer.encode_batch(list(texts))
+        # Batches of similar length waste little compute on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._embed_batch([encodings[i].ids for i in idx])
+        return out
+
+    def _embed_batch(self, ids: list[list[int]]) -> np.ndarray:
+        width = max(len(x) for x in ids)
+        input_ids = np.zeros((len(ids), width), dtype=np.int64)  # 0 is [PAD]
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for row, x in enumerate(ids):
+            input_ids[row, : len(x)] = x
+            mask[row, : len(x)] = 1
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = self._session.run(None, feed)[0]
+        # sentence-transformers' Pooling(mean) then Normalize, with their epsilons.
+        weights = mask[..., None].astype(np.float32)
+        counts = np.maximum(weights.sum(axis=1), 1e-9)
+        pooled = (hidden * weights).sum(axis=1) / counts
+        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        self.tokens += int(mask.sum())
+        return (pooled / norms).astype(np.float32, copy=False)

