@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
@@ -248,16 +249,9 @@ class EmbeddedWriter:
         self._hnsw_threshold = hnsw_threshold
         self._init_meta()
         try:
-            # The build writes from its own thread; one thread at a time uses the connection.
-            self._db = sqlite3.connect(
-                self.path / _SQLITE, isolation_level=None, check_same_thread=False
-            )
-            # A large page cache keeps the id and page indices' B-trees in memory while
-            # elements arrive in wiki order rather than key order.
-            self._db.execute("PRAGMA cache_size = -131072")
-            self._db.executescript(_SCHEMA_SQL)
             self._texts = _open_tantivy(self.path / _TEXT, _element_schema())
             self._pages = _open_tantivy(self.path / _PAGES, _page_schema())
+            self._db = self._init_db()
             self._text_writer = self._texts.writer(heap_size=_TEXT_WRITER_HEAP, num_threads=1)
             self._page_writer = self._pages.writer(heap_size=_PAGE_WRITER_HEAP, num_threads=1)
         except (sqlite3.Error, ValueError, OSError) as error:
@@ -270,6 +264,24 @@ class EmbeddedWriter:
                 for file in self.path.glob(pattern):
                     file.unlink()
             self._discard_partial()
+
+    def _init_db(self) -> sqlite3.Connection:
+        """Open the SQLite file, creating it under another name first: it appears complete with
+        its schema, after everything else, so a reader can open the directory once it is
+        there."""
+        path = self.path / _SQLITE
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.unlink(missing_ok=True)
+            with closing(sqlite3.connect(tmp)) as db:
+                db.executescript(_SCHEMA_SQL)
+            os.replace(tmp, path)
+        # The build writes from its own thread; one thread at a time uses the connection.
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        # A large page cache keeps the id and page indices' B-trees in memory while elements
+        # arrive in wiki order rather than key order.
+        db.execute("PRAGMA cache_size = -131072")
+        return db
 
     def _init_meta(self) -> None:
         meta_path = self.path / _META
@@ -426,11 +438,11 @@ class EmbeddedWriter:
                 writer.commit()
 
     def finish(self) -> None:
-        """Mark the build complete, first building the HNSW graph if the index is large."""
+        """Mark the build complete, first building the HNSW graphs if the index is large."""
         if self._state.complete:
             return
         if self._vectors > self._hnsw_threshold:
-            # Groups of a tenth of the threshold or fewer vectors take < 1 ms to scan exactly.
+            # Groups under a tenth of the threshold take ~2 ms or less to scan exactly.
             groups = _GROUP_OF_BITS[_vector_types(self._db, self._vectors)]
             build_graphs(self.path / _VECTORS, self.dim, groups, self._hnsw_threshold // 10)
         self._db.execute("UPDATE state SET complete = 1")
