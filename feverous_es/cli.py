@@ -24,6 +24,7 @@ from rich.table import Table
 
 from feverous_es import __version__
 from feverous_es.index.backends import STORES, open_store, open_writer
+from feverous_es.index.elastic.cli import es_group
 
 console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,10 +46,12 @@ def friendly_errors(command: F) -> F:
         from feverous_es.index.embedder import ModelError
         from feverous_es.index.store import StoreError
         from feverous_es.index.wiki import WikiError
+        from feverous_es.plugins.registry import PluginError
+        from feverous_es.verify.pipeline import EmptyClaimError
 
         try:
             return command(*args, **kwargs)
-        except (WikiError, StoreError, ModelError) as exc:
+        except (WikiError, StoreError, ModelError, PluginError, EmptyClaimError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted; what was written is kept: run the same command to resume", 130)
@@ -221,6 +224,176 @@ def search(
     for hit in hits:
         table.add_row(f"{hit.score:.3f}", hit.element.id, hit.element.type, hit.element.text)
     Console().print(table)
+
+
+def _pipeline_options(command: F) -> F:
+    """The options every claim-pipeline command shares: index, store, plugins, hops, device."""
+    for option in reversed([
+        click.option(
+            "--index", "index_dir", default=DEFAULT_INDEX, show_default=True,
+            type=click.Path(path_type=Path), help="Index directory (embedded store).",
+        ),
+        click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True),
+        click.option(
+            "--config", "config_path", type=click.Path(path_type=Path),
+            help="Pipeline configuration (TOML); default $FEVEROUS_ES_CONFIG.",
+        ),
+        click.option(
+            "--plugin", "plugins", multiple=True, metavar="STAGE=NAME",
+            help="Run a stage with another plugin, e.g. --plugin reranker=retrieval.",
+        ),
+        click.option(
+            "--hops", type=click.IntRange(min=0), help="Next-hop rounds (default 7; 0: none)."
+        ),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto"),
+    ]):  # fmt: skip
+        command = option(command)
+    return command
+
+
+def _open_pipeline(
+    index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
+    hops: int | None, device: str,
+):  # fmt: skip
+    from feverous_es.plugins.config import load_config
+    from feverous_es.verify.pipeline import open_pipeline
+
+    chosen = {}
+    for item in plugins:
+        stage, sep, name = item.partition("=")
+        if not sep or not name:
+            _fail(f"--plugin takes STAGE=NAME, not {item!r}", 2)
+        chosen[stage.strip()] = name.strip()
+    config = load_config(config_path, plugins=chosen, hops=hops)
+    return open_pipeline(store, index_dir, config, device)
+
+
+@main.command()
+@click.argument("claim")
+@_pipeline_options
+@click.option("--explain", is_flag=True, help="Also show the pages retrieved and each hop.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@friendly_errors
+def verify(
+    claim: str, index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
+    hops: int | None, device: str, explain: bool, as_json: bool,
+) -> None:  # fmt: skip
+    """Verify CLAIM: a verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), its confidence, and the
+    evidence that decided it."""
+    from feverous_es.verify.report import print_result, result_to_dict
+
+    if not claim.strip():
+        _fail("the claim is empty", 2)
+    pipeline = _open_pipeline(index_dir, store, config_path, plugins, hops, device)
+    try:
+        result = pipeline.verify(claim)
+    finally:
+        pipeline.context.store.close()
+    if as_json:
+        _print_json(result_to_dict(result))
+    else:
+        print_result(Console(), result, explain=explain)
+
+
+@main.command()
+@click.argument("claims", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "--out", "-o", required=True, type=click.Path(path_type=Path, dir_okay=False),
+    help="Submission jsonl; an existing one is resumed (claims already in it are skipped).",
+)  # fmt: skip
+@_pipeline_options
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
+    help="Claims per batch (model inference batches across them).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@friendly_errors
+def predict(
+    claims: Path, out: Path, index_dir: Path, store: str, config_path: Path | None,
+    plugins: tuple[str, ...], hops: int | None, device: str, batch_size: int, as_json: bool,
+) -> None:  # fmt: skip
+    """Predict every claim of CLAIMS (official FEVEROUS jsonl, dummy first line or not) into
+    official submission lines: predicted_label and predicted_evidence."""
+    from feverous_es.verify.predict import predict_file
+
+    pipeline = _open_pipeline(index_dir, store, config_path, plugins, hops, device)
+    try:
+        with Progress(
+            TextColumn("[bold]predicting[/bold]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("claims"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=console, disable=as_json,
+        ) as progress:  # fmt: skip
+            task = progress.add_task("predict", total=None)
+            report = predict_file(
+                pipeline, claims, out, batch_size=batch_size,
+                on_start=lambda total: progress.update(task, total=total),
+                on_batch=lambda n: progress.advance(task, n),
+            )  # fmt: skip
+    finally:
+        pipeline.context.store.close()
+    if as_json:
+        _print_json({**dataclasses.asdict(report), "out": str(out)})
+        return
+    console.print(
+        f"predicted {report.predicted:,} claims ({report.already_done:,} already in {out}) "
+        f"-> {out}; labels: "
+        + (", ".join(f"{label} {n:,}" for label, n in sorted(report.labels.items())) or "none")
+    )
+    for bad in report.malformed[:10]:
+        console.print(f"[yellow]skipped line {bad.line_no}:[/yellow] {bad.reason}", highlight=False)
+    if len(report.malformed) > 10:
+        console.print(f"… and {len(report.malformed) - 10} more malformed lines (see --json)")
+
+
+@main.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print the plugins as JSON.")
+def plugins_command(as_json: bool) -> None:
+    """List the installed pipeline plugins per stage, and the ones configured by default."""
+    from feverous_es.plugins.config import DEFAULT_PLUGINS
+    from feverous_es.plugins.registry import available
+
+    found = available()
+    if as_json:
+        _print_json({"available": found, "default": DEFAULT_PLUGINS})
+        return
+    table = Table("stage", "plugin", "from", "default")
+    for stage, names in found.items():
+        for name, origin in sorted(names.items()):
+            table.add_row(stage, name, origin, "yes" if DEFAULT_PLUGINS[stage] == name else "")
+    Console().print(table)
+
+
+main.add_command(es_group)
+
+
+@main.command("score")
+@click.argument("predictions", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--gold", "-g", required=True, type=click.Path(path_type=Path, dir_okay=False),
+    help="Gold claim file (official FEVEROUS jsonl; a dummy first line is skipped).",
+)  # fmt: skip
+@click.option(
+    "--count-missing", is_flag=True,
+    help="Score gold claims with no prediction as wrong (default: leave them out, say how many).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def score_command(predictions: Path, gold: Path, count_missing: bool, as_json: bool) -> None:
+    """Score PREDICTIONS (submission jsonl, as `predict` writes it) against --gold with the
+    official FEVEROUS metric: FEVEROUS score, label accuracy, evidence precision / recall / F1,
+    per challenge, a label confusion matrix, and table Hits@1/5/10 for gold files with
+    `gold_tables`. Predictions are matched to gold claims by id."""
+    from feverous_es.verify.score_report import print_score_report
+    from feverous_es.verify.scoring import ScoreError, score_files
+
+    try:
+        report = score_files(predictions, gold, count_missing=count_missing)
+    except ScoreError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        print_score_report(Console(), report)
 
 
 if __name__ == "__main__":

@@ -72,3 +72,22 @@ def mini_slice(mini_wiki: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     conn.close()
     unique = list(dict(picked).items())
     return write_wiki(tmp_path_factory.mktemp("slice") / "wiki.db", unique)
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded index of the repo's sample dump (129 real pages), built once per session."""
+    from feverous_es.index.build import build
+    from feverous_es.index.embedded import EmbeddedWriter
+    from feverous_es.index.embedder import Embedder
+    from feverous_es.index.wiki import WikiDB
+
+    out = tmp_path_factory.mktemp("sample") / "index"
+    embedder = Embedder()
+    db, writer = WikiDB(SAMPLE_DB), EmbeddedWriter(out, embedder.dim)
+    try:
+        build(db, writer, embedder)
+    finally:
+        writer.close()
+        db.close()
+    return out

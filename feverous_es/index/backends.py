@@ -6,7 +6,7 @@ from pathlib import Path
 
 from feverous_es.index.store import Store, StoreError, StoreWriter
 
-STORES = ("embedded",)
+STORES = ("embedded", "elasticsearch")
 
 
 def open_writer(kind: str, location: str | Path, dim: int) -> StoreWriter:
@@ -14,6 +14,11 @@ def open_writer(kind: str, location: str | Path, dim: int) -> StoreWriter:
         from feverous_es.index.embedded import EmbeddedWriter
 
         return EmbeddedWriter(Path(location), dim)
+    if kind == "elasticsearch":
+        # location: a cluster URL, a config file, or ignored (environment / default config file).
+        from feverous_es.index import elastic
+
+        return elastic.open_writer(location, dim)
     raise StoreError(f"unknown store {kind!r} (choose from {', '.join(STORES)})")
 
 
@@ -22,4 +27,8 @@ def open_store(kind: str, location: str | Path) -> Store:
         from feverous_es.index.embedded import EmbeddedStore
 
         return EmbeddedStore(Path(location))
+    if kind == "elasticsearch":
+        from feverous_es.index import elastic
+
+        return elastic.open_store(location)
     raise StoreError(f"unknown store {kind!r} (choose from {', '.join(STORES)})")

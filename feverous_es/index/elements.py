@@ -6,8 +6,12 @@ Element ids are the FEVEROUS dataset's, exactly: ``Page_sentence_i``, ``Page_cel
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)$")
 
 
 class ElementType(StrEnum):
@@ -65,3 +69,11 @@ class PageRecord:
     @property
     def embed_text(self) -> str:
         return f"{self.title}. {self.intro}" if self.intro else self.title
+
+
+def title_keys(title: str) -> tuple[str, ...]:
+    """The keys a claim span matches ``title`` by: NFD, case-folded, with and without a
+    trailing disambiguation (``"Mercury (planet)"`` is found by ``"mercury"`` too)."""
+    key = unicodedata.normalize("NFD", title).casefold().replace("_", " ").strip()
+    bare = _DISAMBIGUATION.sub("", key)
+    return (key, bare) if bare and bare != key else (key,)

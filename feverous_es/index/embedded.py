@@ -32,7 +32,7 @@ import orjson
 import tantivy
 from tantivy import Occur, Query
 
-from feverous_es.index.elements import Element, ElementType, PageRecord
+from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
 from feverous_es.index.store import (
     BuildState,
     Chunk,
@@ -529,6 +529,7 @@ class EmbeddedStore:
         except (sqlite3.Error, ValueError, OSError) as error:
             raise StoreError(f"{self.path} is not a readable embedded index: {error}") from error
         self._analyzer = english_analyzer()
+        self._titles: dict[str, list[str]] | None = None
 
     @property
     def vectors(self) -> VectorMatrix:
@@ -558,6 +559,15 @@ class EmbeddedStore:
         )
         found = {title: PageRecord(title, intro, _tuple(links)) for title, intro, links in rows}
         return [found[title] for title in titles if title in found]
+
+    def match_titles(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        if self._titles is None:
+            # Built on first use: one pass over the titles (~1 s per million pages).
+            self._titles = {}
+            for (title,) in self._db.execute("SELECT title FROM pages"):
+                for key in title_keys(title):
+                    self._titles.setdefault(key, []).append(title)
+        return {key: self._titles[key] for key in keys if key in self._titles}
 
     def _elements(self, eids: Iterable[int]) -> dict[int, Element]:
         rows = self._db.execute(f"{_ELEMENT_SELECT} WHERE e.eid {_IN_JSON}", (_json(list(eids)),))

@@ -11,9 +11,6 @@ subprocess, so a process that embeds never imports torch.
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -22,29 +19,34 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from tokenizers import Tokenizer
+
+from feverous_es.onnx_session import (
+    ModelError,
+    check_device,
+    manifest_complete,
+    models_dir,
+    open_session,
+    verified,
+)
+
+# Re-exported: the export and its callers import them from here.
+from feverous_es.onnx_session import MANIFEST_FILE as MANIFEST_FILE  # isort: skip
+from feverous_es.onnx_session import sha256_file as sha256_file  # isort: skip
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
-MANIFEST_FILE = "manifest.json"
 # Exit status of the export command when its optional dependencies are not installed.
 MISSING_EXTRA_EXIT = 3
 INSTALL_HINT = "pip install torch==2.13.0, then pip install 'feverous-es[export]'"
 
 
-class ModelError(Exception):
-    """The model files are missing, corrupt, or cannot be exported here."""
-
-
 def default_model_dir() -> Path:
     """``$FEVEROUS_ES_CACHE/models/<model>``, else ``~/.cache/feverous-es/models/<model>``."""
-    cache = os.environ.get("FEVEROUS_ES_CACHE")
-    root = Path(cache) if cache else Path.home() / ".cache" / "feverous-es"
-    return root / "models" / MODEL_NAME
+    return models_dir() / MODEL_NAME
 
 
 def ensure_model(model_dir: Path | None = None) -> Path:
@@ -54,7 +56,7 @@ def ensure_model(model_dir: Path | None = None) -> Path:
     which the calling process should never have to load.
     """
     model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
-    if _is_complete(model_dir):
+    if manifest_complete(model_dir):
         return model_dir
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     # A source checkout that is not installed must stay importable from the child's sys.path.
@@ -68,7 +70,7 @@ def ensure_model(model_dir: Path | None = None) -> Path:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode == MISSING_EXTRA_EXIT:
         raise ModelError(f"exporting {MODEL_NAME} to ONNX needs the export extra: {INSTALL_HINT}")
-    if proc.returncode != 0 or not _is_complete(model_dir):
+    if proc.returncode != 0 or not manifest_complete(model_dir):
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ModelError(
             f"export of {MODEL_NAME} failed (exit {proc.returncode}: {last}); run "
@@ -77,66 +79,9 @@ def ensure_model(model_dir: Path | None = None) -> Path:
     return model_dir
 
 
-def _is_complete(model_dir: Path) -> bool:
-    # The export installs the directory with one rename, so a manifest means a finished export.
-    manifest = model_dir / MANIFEST_FILE
-    if not manifest.is_file():
-        return False
-    files = json.loads(manifest.read_text())["files"]
-    return all((model_dir / name).is_file() for name in files)
-
-
 def _verified(model_dir: Path, name: str) -> Path:
     """The path of ``name`` after checking its sha256 against the export's manifest."""
-    path = model_dir / name
-    expected = json.loads((model_dir / MANIFEST_FILE).read_text())["files"][name]["sha256"]
-    if sha256_file(path) != expected:
-        raise ModelError(f"{path} does not match its manifest; delete {model_dir} to re-export")
-    return path
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _cuda_device_present() -> bool:
-    # onnxruntime-gpu lists the CUDA provider even on machines without a GPU, and a session
-    # asked for it falls back to CPU only after loading the model; ask the driver first.
-    try:
-        cuda = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
-    except OSError:
-        return False
-    count = ctypes.c_int(0)
-    return (
-        cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-    )
-
-
-def _open_session(
-    model_dir: Path, *, quantized: bool, device: str, threads: int | None
-) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    if device != "cpu" and _cuda_device_present():
-        session = ort.InferenceSession(
-            _verified(model_dir, FP32_FILE),
-            options,
-            providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
-        )
-        # Without usable CUDA libraries the session quietly runs on CPU, where int8 is faster.
-        if session.get_providers()[0] == "CUDAExecutionProvider":
-            return session
-    if device == "cuda":
-        raise ModelError("device='cuda' but the CUDA execution provider is not usable here")
-    model = INT8_FILE if quantized else FP32_FILE
-    return ort.InferenceSession(
-        _verified(model_dir, model), options, providers=["CPUExecutionProvider"]
-    )
+    return verified(model_dir, name, remedy="re-export")
 
 
 class Embedder:
@@ -159,8 +104,7 @@ class Embedder:
         device: str = "auto",
         threads: int | None = None,
     ) -> None:
-        if device not in ("auto", "cuda", "cpu"):
-            raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', not {device!r}")
+        check_device(device)
         model_dir = ensure_model(model_dir)
         self.batch_size = batch_size
         self.tokens = 0
@@ -170,8 +114,12 @@ class Embedder:
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length)
 
-        self._session = _open_session(
-            model_dir, quantized=quantized, device=device, threads=threads
+        self._session = open_session(
+            lambda on_cuda: _verified(
+                model_dir, FP32_FILE if on_cuda or not quantized else INT8_FILE
+            ),
+            device=device,
+            threads=threads,
         )
         self.provider: str = self._session.get_providers()[0]
         self._inputs = {i.name for i in self._session.get_inputs()}

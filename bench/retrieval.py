@@ -1,0 +1,367 @@
+"""Retrieval benchmark: the claim pipeline's evidence against plain BM25, on mini-FEVEROUS.
+
+    python bench/retrieval.py INDEX                              # 300 + 300 claims, seed 0
+    python bench/retrieval.py INDEX --n-feverous 0 --n-tabfact 0 # the whole dev sets
+    python bench/retrieval.py INDEX --reranker cross-encoder --hops 7 --json out.json
+
+INDEX is an embedded index of the mini-FEVEROUS ``wiki.db``. The pipeline's retrieval stages
+run as configured (pages → candidates → reranker → selector, then ``--hops`` rounds of the
+hop plugin); a stand-in verdict plugin returns a constant, so no verdict model is needed.
+``--set stage.option=value`` overrides a plugin option (repeatable), for tuning.
+
+Printed side by side, on the same sampled claims:
+
+* FEVEROUS-S complete-evidence recall: a gold set entirely inside the 5 predicted sentences;
+  plain BM25 is the top 5 of all sentences (``search_text`` with a sentence filter).
+* TabFact gold-table Hits@1/5/10: for the pipeline, tables ranked by where their first element
+  (cell, header cell, caption) appears in the evidence; for plain BM25, an in-memory tantivy
+  index of whole tables (title + caption + every cell), with the store's English analyzer.
+* page recall of the page retriever (every gold page among the pages it returns), and the
+  mean number of candidates (and their words) that reach the reranker.
+* seconds per claim of each pipeline stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import sys
+import time
+import unicodedata
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import tantivy
+from tantivy import Occur, Query
+
+from feverous_es.index.elements import ElementType
+from feverous_es.index.embedded import EmbeddedStore, english_analyzer
+from feverous_es.index.store import Filters
+from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
+from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Verdict
+from feverous_es.plugins.registry import PluginError, factory, register
+from feverous_es.verify.pipeline import ClaimResult, LazyEmbedder, Pipeline
+
+MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
+HITS_AT = (1, 5, 10)
+
+
+def nfd(text: str) -> str:
+    return unicodedata.normalize("NFD", text)
+
+
+def read_claims(path: Path, n: int, seed: int) -> list[dict[str, Any]]:
+    """A seeded sample of ``n`` claims (all when ``n`` is 0, none when negative), skipping the
+    dummy first line."""
+    if n < 0:
+        return []
+    with path.open(encoding="utf-8") as lines:
+        records = [json.loads(line) for line in lines if line.strip()]
+    records = [r for r in records if r.get("claim")]
+    if 0 < n < len(records):
+        records = random.Random(seed).sample(records, n)
+    return records
+
+
+def gold_sets(record: dict[str, Any]) -> list[set[str]]:
+    return [{nfd(i) for i in s["content"]} for s in record["evidence"] if s["content"]]
+
+
+def gold_table(record: dict[str, Any]) -> tuple[str, int]:
+    page, _, table = nfd(record["gold_tables"][0]).rpartition("_table_")
+    return page, int(table)
+
+
+def complete(predicted: Sequence[str], sets: Sequence[set[str]]) -> bool:
+    held = set(predicted)
+    return any(s <= held for s in sets)
+
+
+def table_order(evidence: Sequence[Candidate]) -> list[tuple[str, int]]:
+    """Tables in the order their first element appears in the evidence."""
+    order: dict[tuple[str, int], None] = {}
+    for candidate in evidence:
+        if candidate.element.table is not None:
+            order.setdefault((candidate.element.page, candidate.element.table), None)
+    return list(order)
+
+
+def hits(ranked: Sequence[tuple[str, int]], gold: tuple[str, int]) -> dict[int, bool]:
+    position = ranked.index(gold) if gold in ranked else None
+    return {k: position is not None and position < k for k in HITS_AT}
+
+
+class ConstantVerdict:
+    """The bench's verdict plugin: no model, the evidence is what is measured."""
+
+    def __init__(self, context: PluginContext | None = None) -> None:
+        pass
+
+    def predict(self, batch: Sequence[tuple[Any, Sequence[Candidate]]]) -> list[Verdict]:
+        return [Verdict(Label.SUPPORTS, 1.0) for _ in batch]
+
+
+class RetrievalOrderFallback:
+    """``retrieval`` when the rankers module cannot load (its cross-encoder not written yet)."""
+
+    def __init__(self, context: PluginContext | None = None) -> None:
+        pass
+
+    def rerank(self, batch: Sequence[tuple[Any, Sequence[Candidate]]]) -> list[list[Candidate]]:
+        return [sorted(c, key=lambda x: x.score, reverse=True) for _, c in batch]
+
+
+# Plain BM25 baselines.
+
+
+class TableBM25:
+    """Whole tables (title + caption + every cell) in an in-memory tantivy index, BM25 with the
+    store's analyzer; the tables are read from the embedded index's SQLite file."""
+
+    def __init__(self, index_dir: Path) -> None:
+        started = time.perf_counter()
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("text", tokenizer_name="en_stem", index_option="freq")
+        builder.add_unsigned_field("id", stored=True, fast=True)
+        self.index = tantivy.Index(builder.build())
+        self.index.register_tokenizer("en_stem", english_analyzer())
+        self.analyzer = english_analyzer()
+        texts: dict[tuple[str, int], list[str]] = defaultdict(list)
+        uri = f"file:{index_dir / 'elements.sqlite'}?mode=ro"
+        with sqlite3.connect(uri, uri=True) as db:
+            rows = db.execute(
+                "SELECT page, tbl, text FROM elements WHERE tbl IS NOT NULL ORDER BY eid"
+            )
+            for page, table, text in rows:
+                parts = texts[page, table]
+                if not parts:
+                    parts.append(page)
+                parts.append(text)
+        self.tables = list(texts)
+        schema = self.index.schema
+        writer = self.index.writer(heap_size=200_000_000, num_threads=1)
+        for i, key in enumerate(self.tables):
+            doc = {"text": " ".join(texts[key]), "id": i}
+            writer.add_document(tantivy.Document.from_dict(doc, schema))
+        writer.commit()
+        writer.wait_merging_threads()
+        self.index.reload()
+        self.seconds = time.perf_counter() - started
+
+    def search(self, claim: str, k: int = 10) -> list[tuple[str, int]]:
+        terms = dict.fromkeys(self.analyzer.analyze(claim))
+        if not terms:
+            return []
+        query = Query.boolean_query(
+            [(Occur.Should, Query.term_query(self.index.schema, "text", t)) for t in terms]
+        )
+        searcher = self.index.searcher()
+        found = searcher.search(query, k).hits
+        ids = searcher.fast_field_values("id", [address for _, address in found])
+        return [self.tables[int(i)] for i in ids]
+
+
+def bm25_sentences(store: EmbeddedStore, claim: str) -> list[str]:
+    hits = store.search_text(claim, 5, Filters(types=(ElementType.SENTENCE,)))
+    return [hit.element.id for hit in hits]
+
+
+# The pipeline.
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``stage.option=value`` (value read as JSON when it parses, else as a string)."""
+    options: dict[str, dict[str, Any]] = defaultdict(dict)
+    for item in items:
+        key, _, raw = item.partition("=")
+        stage, _, option = key.partition(".")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        options[stage][option] = value
+    return dict(options)
+
+
+def make_pipeline(
+    store: EmbeddedStore, reranker: str, hops: int, options: dict[str, dict[str, Any]]
+) -> Pipeline:
+    register("verdict", "bench-constant", ConstantVerdict)
+    if reranker == "retrieval":
+        try:
+            factory("reranker", "retrieval")
+        except PluginError:
+            register("reranker", "retrieval", RetrievalOrderFallback)
+    plugins = {**DEFAULT_PLUGINS, "reranker": reranker, "verdict": "bench-constant"}
+    config = PipelineConfig(plugins=plugins, options=options, hops=hops)
+    return Pipeline(config, PluginContext(store, LazyEmbedder("cpu"), "cpu"))
+
+
+def run_pipeline(
+    pipeline: Pipeline, claims: Sequence[str], batch: int
+) -> tuple[list[ClaimResult], list[int], list[int], dict[str, float]]:
+    """Results, candidates (count, words) reaching the first rerank per claim, stage seconds."""
+    counts: list[int] = []
+    words: list[int] = []
+    retriever = pipeline.candidates
+    original = retriever.candidates
+
+    def counted(query, pages):  # type: ignore[no-untyped-def]
+        pool = original(query, pages)
+        counts.append(len(pool))
+        words.append(sum(len(c.element.linearized.split()) for c in pool))
+        return pool
+
+    retriever.candidates = counted  # type: ignore[method-assign]
+    pipeline.seconds.clear()
+    pipeline.context.embed(["warm up"])
+    results: list[ClaimResult] = []
+    for start in range(0, len(claims), batch):
+        results += pipeline.verify_many(claims[start : start + batch])
+    retriever.candidates = original  # type: ignore[method-assign]
+    return results, counts, words, dict(pipeline.seconds)
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("index", type=Path)
+    parser.add_argument("--data", type=Path, default=MINI)
+    parser.add_argument("--n-feverous", type=int, default=300, help="0: all 1,496 claims")
+    parser.add_argument("--n-tabfact", type=int, default=300, help="0: all 12,389 claims")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reranker", default="retrieval")
+    parser.add_argument("--hops", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=16, help="claims per verify_many call")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
+    parser.add_argument("--json", type=Path, help="write the report here too")
+    args = parser.parse_args(argv)
+
+    store = EmbeddedStore(args.index)
+    pipeline = make_pipeline(store, args.reranker, args.hops, parse_overrides(args.overrides))
+    report: dict[str, Any] = {
+        "index": str(args.index),
+        "reranker": args.reranker,
+        "hops": args.hops,
+        "seed": args.seed,
+        "options": parse_overrides(args.overrides),
+    }
+
+    feverous = read_claims(args.data / "feverous_s_dev.jsonl", args.n_feverous, args.seed)
+    if feverous:
+        claims = [r["claim"] for r in feverous]
+        sets = [gold_sets(r) for r in feverous]
+        started = time.perf_counter()
+        results, counts, words, seconds = run_pipeline(pipeline, claims, args.batch)
+        wall = time.perf_counter() - started
+        sentences = [
+            [c.element.id for c in r.evidence if c.element.type is ElementType.SENTENCE]
+            for r in results
+        ]
+        page_recall = [
+            all(i.rpartition("_sentence_")[0] in {p.page.title for p in r.pages} for i in s)
+            for r, gs in zip(results, sets, strict=True)
+            for s in gs[:1]
+        ]
+        section: dict[str, Any] = {
+            "claims": len(claims),
+            "pipeline_complete_recall@5": mean(
+                [complete(p, s) for p, s in zip(sentences, sets, strict=True)]
+            ),
+            "page_recall": mean(page_recall),
+            "pages_per_claim": mean([len(r.pages) for r in results]),
+            "candidates_per_claim": mean(counts),
+            "candidate_words_per_claim": mean(words),
+            "seconds_per_claim": {k: v / len(claims) for k, v in seconds.items()},
+            "wall_seconds_per_claim": wall / len(claims),
+        }
+        if not args.no_baseline:
+            bm25 = [bm25_sentences(store, claim) for claim in claims]
+            section["bm25_complete_recall@5"] = mean(
+                [complete(p, s) for p, s in zip(bm25, sets, strict=True)]
+            )
+        report["feverous_s"] = section
+
+    tabfact = read_claims(args.data / "tabfact_dev.jsonl", args.n_tabfact, args.seed)
+    if tabfact:
+        claims = [r["claim"] for r in tabfact]
+        golds = [gold_table(r) for r in tabfact]
+        started = time.perf_counter()
+        results, counts, words, seconds = run_pipeline(pipeline, claims, args.batch)
+        wall = time.perf_counter() - started
+        found = [hits(table_order(r.evidence), g) for r, g in zip(results, golds, strict=True)]
+        section = {
+            "claims": len(claims),
+            "pipeline_hits": {k: mean([f[k] for f in found]) for k in HITS_AT},
+            "tables_in_evidence": mean([len(table_order(r.evidence)) for r in results]),
+            "page_recall": mean(
+                [
+                    g[0] in {p.page.title for p in r.pages}
+                    for r, g in zip(results, golds, strict=True)
+                ]
+            ),
+            "pages_per_claim": mean([len(r.pages) for r in results]),
+            "candidates_per_claim": mean(counts),
+            "candidate_words_per_claim": mean(words),
+            "seconds_per_claim": {k: v / len(claims) for k, v in seconds.items()},
+            "wall_seconds_per_claim": wall / len(claims),
+        }
+        if not args.no_baseline:
+            tables = TableBM25(args.index)
+            section["bm25_table_index_seconds"] = tables.seconds
+            found = [
+                hits(tables.search(c, max(HITS_AT)), g) for c, g in zip(claims, golds, strict=True)
+            ]
+            section["bm25_hits"] = {k: mean([f[k] for f in found]) for k in HITS_AT}
+        report["tabfact"] = section
+
+    store.close()
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print(f"reranker={report['reranker']} hops={report['hops']} seed={report['seed']} "
+          f"options={report['options']}")  # fmt: skip
+    section = report.get("feverous_s")
+    if section:
+        print(f"\nFEVEROUS-S, {section['claims']} claims: complete recall@5 (5 sentences)")
+        if "bm25_complete_recall@5" in section:
+            print(f"  plain BM25 over all sentences  {section['bm25_complete_recall@5']:.3f}")
+        print(f"  pipeline                       {section['pipeline_complete_recall@5']:.3f}")
+        print_common(section)
+    section = report.get("tabfact")
+    if section:
+        print(f"\nTabFact, {section['claims']} claims: gold table Hits@1/5/10")
+        if "bm25_hits" in section:
+            print(f"  plain BM25 over whole tables   {percent(section['bm25_hits'])}")
+        print(f"  pipeline                       {percent(section['pipeline_hits'])}")
+        print(f"  tables in the evidence         {section['tables_in_evidence']:.1f}")
+        print_common(section)
+
+
+def percent(found: dict[int, float]) -> str:
+    return " / ".join(f"{100 * found[k]:.1f}" for k in HITS_AT)
+
+
+def print_common(section: dict[str, Any]) -> None:
+    print(f"  page recall (all gold pages)   {section['page_recall']:.3f} "
+          f"of {section['pages_per_claim']:.1f} pages")  # fmt: skip
+    print(f"  candidates to the reranker     {section['candidates_per_claim']:.0f} "
+          f"({section['candidate_words_per_claim']:.0f} words)")  # fmt: skip
+    stages = " ".join(f"{k} {v:.3f}" for k, v in section["seconds_per_claim"].items())
+    print(f"  seconds per claim: {stages}; wall {section['wall_seconds_per_claim']:.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

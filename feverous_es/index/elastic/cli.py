@@ -1,0 +1,267 @@
+"""``feverous-es es …``: the cluster-side commands (status, new builds, pruning, reader keys).
+
+The cluster and credentials come from the environment or the config file (see
+:mod:`feverous_es.index.elastic.config`), never from flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+import orjson
+
+from feverous_es.index.store import StoreError
+
+if TYPE_CHECKING:
+    from elasticsearch import Elasticsearch
+
+    from feverous_es.index.elastic.config import ElasticConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_KEY_NAME = "feverous-es-reader"
+
+
+def _errors(command: F) -> F:
+    """A :class:`StoreError` ends the command with one line and exit code 1."""
+
+    @wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except StoreError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return run  # type: ignore[return-value]
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+def reader_role(config: ElasticConfig) -> dict[str, Any]:
+    """The role of a reader key: ``read`` on the two aliases and nothing else (no cluster
+    privilege, no access to the versioned indices by name)."""
+    return {
+        "feverous-es-reader": {
+            "cluster": [],
+            "indices": [
+                {
+                    "names": [config.elements_alias, config.pages_alias],
+                    "privileges": ["read"],
+                    "allow_restricted_indices": False,
+                }
+            ],
+        }
+    }
+
+
+def create_reader_key(
+    client: Elasticsearch, config: ElasticConfig, name: str, expiration: str | None
+) -> dict[str, Any]:
+    """Create the reader API key; returns the API's answer (id, name, api_key, encoded, …)."""
+    if config.auth_kind() == "api_key":
+        raise StoreError(
+            "an API key cannot create a key with privileges: run `feverous-es es reader-key` "
+            "with FEVEROUS_ES_USER / FEVEROUS_ES_PASSWORD (a user with manage_api_key or "
+            "manage_own_api_key) instead of FEVEROUS_ES_API_KEY"
+        )
+    from feverous_es.index.elastic.errors import elastic_errors
+
+    options: dict[str, Any] = {
+        "name": name,
+        "role_descriptors": reader_role(config),
+        "metadata": {"application": "feverous-es", "access": "read aliases"},
+    }
+    if expiration:
+        options["expiration"] = expiration
+    with elastic_errors(config, "cannot create the reader key"):
+        return dict(client.security.create_api_key(**options).body)
+
+
+def _connect() -> tuple[ElasticConfig, Elasticsearch]:
+    from feverous_es.index.elastic.client import connect
+    from feverous_es.index.elastic.config import load_config
+
+    config = load_config()
+    return config, connect(config)
+
+
+@click.group("es")
+def es_group() -> None:
+    """Elasticsearch cluster commands. The cluster comes from FEVEROUS_ES_URL (credentials from
+    FEVEROUS_ES_API_KEY or FEVEROUS_ES_USER / FEVEROUS_ES_PASSWORD) or the config file
+    $FEVEROUS_ES_ELASTIC_CONFIG (default ~/.config/feverous-es/elasticsearch.toml)."""
+
+
+@es_group.command("reader-key")
+@click.option("--name", default=DEFAULT_KEY_NAME, show_default=True, help="Name of the API key.")
+@click.option("--expiration", help="Lifetime, e.g. 90d (default: never expires).")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's whole answer as JSON.")
+@_errors
+def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
+    """Create an API key that may only read the aliases, for another team.
+
+    The key (its `encoded` form, for `Authorization: ApiKey …`) is printed once on stdout;
+    store it now, it cannot be shown again.
+    """
+    config, client = _connect()
+    try:
+        answer = create_reader_key(client, config, name, expiration)
+    finally:
+        client.close()
+    if as_json:
+        _echo_json(answer)
+        return
+    click.echo(
+        f"created API key {answer.get('name')!r} (id {answer.get('id')}), read-only on "
+        f"{config.elements_alias} and {config.pages_alias}"
+        + (f", expires in {expiration}" if expiration else ", no expiry"),
+        err=True,
+    )
+    click.echo(answer["encoded"])
+
+
+@es_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@_errors
+def status(as_json: bool) -> None:
+    """The cluster, what the aliases point at, and every build version with its state."""
+    from feverous_es.index.elastic.client import check_cluster
+    from feverous_es.index.elastic.errors import elastic_errors
+    from feverous_es.index.elastic.loader import alias_holders
+    from feverous_es.index.elastic.store import list_builds, state_from_meta
+
+    config, client = _connect()
+    try:
+        with elastic_errors(config):
+            version = check_cluster(client, config)
+            aliases = {
+                alias: alias_holders(client, alias)
+                for alias in (config.elements_alias, config.pages_alias)
+            }
+            builds = list_builds(client, config)
+    finally:
+        client.close()
+    rows = []
+    for number, build in sorted(builds.items()):
+        meta = build["meta"]
+        state = state_from_meta(meta) if meta else None
+        rows.append(
+            {
+                "version": number,
+                "elements_index": build["elements"],
+                "pages_index": build["pages"],
+                "published": build["elements"] in aliases[config.elements_alias],
+                "state": None if state is None else dataclasses.asdict(state),
+            }
+        )
+    if as_json:
+        _echo_json({"cluster": config.display_url, "version": version, "aliases": aliases,
+                    "builds": rows})  # fmt: skip
+        return
+    click.echo(f"cluster {config.display_url} (Elasticsearch {version or 'version not visible'})")
+    for alias, holders in aliases.items():
+        click.echo(f"  alias {alias} -> {', '.join(holders) or '(none)'}")
+    for row in rows:
+        state = row["state"]
+        detail = (
+            "not made by feverous-es"
+            if state is None
+            else ("complete" if state["complete"] else "in progress")
+            + f", {state['elements']:,} elements, {state['pages']:,} pages"
+        )
+        mark = " (published)" if row["published"] else ""
+        click.echo(f"  v{row['version']}: {detail}{mark}")
+
+
+@es_group.command("new-build")
+@click.option(
+    "--dim", type=click.IntRange(min=1), default=384, show_default=True,
+    help="Vector size (the embedder's).",
+)  # fmt: skip
+@_errors
+def new_build(dim: int) -> None:
+    """Create empty indices for the next version; `feverous-es index --store elasticsearch`
+    then fills them, and publishes them (alias swap) when it completes."""
+    from feverous_es.index.elastic.errors import elastic_errors
+    from feverous_es.index.elastic.store import (
+        check_aliases_free,
+        create_build,
+        list_builds,
+        next_version,
+    )
+
+    config, client = _connect()
+    try:
+        with elastic_errors(config, "cannot create the new build"):
+            check_aliases_free(client, config)
+            builds = list_builds(client, config)
+            latest = max(builds, default=None)
+            if (
+                latest is not None
+                and builds[latest]["meta"]
+                and not builds[latest]["meta"].get("complete")
+            ):
+                raise StoreError(
+                    f"v{latest} is still in progress: finish it with `feverous-es index "
+                    "--store elasticsearch`, or delete its indices first"
+                )
+            version = next_version(builds)
+            elements, pages = create_build(client, config, version, dim)
+    finally:
+        client.close()
+    click.echo(f"created v{version}: {elements}, {pages} (empty; run `feverous-es index`)")
+
+
+@es_group.command("prune")
+@click.option(
+    "--keep", type=click.IntRange(min=1), default=2, show_default=True,
+    help="Complete versions to keep (the published one always stays).",
+)  # fmt: skip
+@click.option("--yes", is_flag=True, help="Delete without asking.")
+@_errors
+def prune(keep: int, yes: bool) -> None:
+    """Delete old versioned indices: all but the newest KEEP complete builds; never the one
+    behind the aliases, never a build in progress."""
+    from feverous_es.index.elastic.errors import elastic_errors
+    from feverous_es.index.elastic.loader import alias_holders
+    from feverous_es.index.elastic.store import list_builds
+
+    config, client = _connect()
+    try:
+        with elastic_errors(config, "cannot prune"):
+            published = set(alias_holders(client, config.elements_alias))
+            builds = list_builds(client, config)
+            complete = [
+                number
+                for number, build in sorted(builds.items(), reverse=True)
+                if build["meta"] and build["meta"].get("complete")
+            ]
+            doomed = [
+                number for number in complete[keep:] if builds[number]["elements"] not in published
+            ]
+            names = [
+                name
+                for number in doomed
+                for name in (builds[number]["elements"], builds[number]["pages"])
+                if name
+            ]
+            if not names:
+                click.echo("nothing to delete")
+                return
+            if not yes:
+                click.confirm(f"delete {', '.join(names)}?", abort=True)
+            client.indices.delete(index=",".join(names))
+    finally:
+        client.close()
+    click.echo(f"deleted {', '.join(names)}")

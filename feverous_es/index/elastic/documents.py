@@ -1,0 +1,247 @@
+"""The two Elasticsearch indices, declared once as elasticsearch-dsl documents.
+
+Their mappings, the index bodies the build creates, the ``_source`` of each document and the
+conversion back to :class:`Element` / :class:`PageRecord` all come from here. The layout is a
+public contract (other teams query these indices directly; see docs/elasticsearch.md): change it
+only together with :data:`FORMAT_VERSION`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from elasticsearch.dsl import (
+    DenseVector,
+    Document,
+    Index,
+    Integer,
+    Keyword,
+    Long,
+    MetaField,
+    Text,
+)
+
+from feverous_es.index.elastic.config import ElasticConfig
+from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
+
+FORMAT = "feverous-es-elasticsearch"
+FORMAT_VERSION = 1
+# The key under the elements index's mappings ``_meta`` that holds the build state.
+META_KEY = "feverous_es"
+VECTOR = "vector"
+# Elasticsearch refuses document ids over 512 bytes.
+_MAX_ID_BYTES = 512
+
+
+class ElementDoc(Document):
+    """One sentence, list item, table cell, header cell or table caption."""
+
+    id = Keyword()  # the FEVEROUS element id, e.g. "Page_cell_0_1_2"
+    page = Keyword()  # NFD page title
+    type = Keyword()  # sentence | cell | header_cell | table_caption | item
+    table = Integer()
+    row = Integer()
+    column = Integer()
+    list_index = Integer()
+    level = Integer()
+    section_path = Keyword(multi=True)
+    context = Text(multi=True)
+    links = Keyword(multi=True)
+    text = Text()  # the raw text, wiki links reduced to their anchors
+    linearized = Text(analyzer="english")  # Papelo's linearization, what BM25 searches
+    vector_key = Keyword()  # the cells of one table row share one vector (and key)
+    embed_text = Text(index=False)  # the text the vector was computed from
+    ord = Long()  # order of insertion: the element's position in its page
+    seq = Integer()  # build chunk that wrote it
+    vector = DenseVector(dims=384, similarity="cosine", index_options={"type": "int8_hnsw"})
+
+    class Index:
+        name = "feverous-elements"
+
+    class Meta:
+        dynamic = MetaField("strict")
+        source = MetaField(excludes=[VECTOR])
+
+
+class PageDoc(Document):
+    """One Wikipedia page: title and intro, for page retrieval."""
+
+    title = Text(
+        fields={"exact": Keyword(), "analyzed": Text(analyzer="english")},
+    )
+    title_keys = Keyword(multi=True)  # NFD, case-folded, with and without "(disambiguation)"
+    intro = Text(analyzer="english")
+    links = Keyword(multi=True)
+    ord = Long()
+    seq = Integer()
+    vector = DenseVector(dims=384, similarity="cosine", index_options={"type": "int8_hnsw"})
+
+    class Index:
+        name = "feverous-pages"
+
+    class Meta:
+        dynamic = MetaField("strict")
+        source = MetaField(excludes=[VECTOR])
+
+
+def _vector_mapping(config: ElasticConfig, dim: int) -> dict[str, Any]:
+    field = DenseVector(
+        dims=dim,
+        similarity=config.similarity,
+        index=True,
+        index_options=dict(config.index_options),
+    )
+    return field.to_dict()
+
+
+def index_body(
+    document: type[Document],
+    name: str,
+    config: ElasticConfig,
+    dim: int,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The create-index body of a versioned index: the document's mappings with the configured
+    vector field, and the load settings (no refresh, no replicas) the build starts with."""
+    index = Index(name)
+    index.settings(
+        number_of_shards=config.shards,
+        number_of_replicas=0,
+        refresh_interval="-1",
+    )
+    index.document(document)
+    body = index.to_dict()
+    body["mappings"]["properties"][VECTOR] = _vector_mapping(config, dim)
+    if meta is not None:
+        body["mappings"]["_meta"] = {META_KEY: dict(meta)}
+    return body
+
+
+def expected_properties(
+    document: type[Document], config: ElasticConfig, dim: int
+) -> dict[str, Any]:
+    return index_body(document, "x", config, dim)["mappings"]["properties"]
+
+
+def mapping_conflicts(actual: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
+    """Fields of ``expected`` that ``actual`` (an index's mappings ``properties``) lacks or maps
+    with another type, analyzer or vector size; empty when the index can hold our documents."""
+    problems = []
+    for name, want in expected.items():
+        have = actual.get(name)
+        if have is None:
+            problems.append(f"{name} is missing")
+            continue
+        for key in ("type", "analyzer", "dims", "similarity"):
+            found, wanted = _setting(have, key), _setting(want, key)
+            if found != wanted:
+                problems.append(f"{name}.{key} is {found!r}, not {wanted!r}")
+    return problems
+
+
+def _setting(field: Mapping[str, Any], key: str) -> Any:
+    value = field.get(key)
+    if value is None and key == "analyzer" and field.get("type") == "text":
+        return "standard"
+    return value
+
+
+def doc_id(key: str) -> str:
+    """The ``_id`` of the document whose element id or page title is ``key``."""
+    if len(key.encode("utf-8")) <= _MAX_ID_BYTES:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _vector(vector: np.ndarray | None) -> np.ndarray | None:
+    """A vector as it is sent (orjson writes float32 arrays compactly); None for an all-zero one,
+    which cosine similarity refuses."""
+    if vector is None or not np.any(vector):
+        return None
+    return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def _drop_empty(source: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: value
+        for key, value in source.items()
+        if value is not None and not (isinstance(value, list) and not value)
+    }
+
+
+def element_source(
+    element: Element, ord_: int, seq: int, vector: np.ndarray | None
+) -> dict[str, Any]:
+    return _drop_empty(
+        {
+            "id": element.id,
+            "page": element.page,
+            "type": element.type.value,
+            "table": element.table,
+            "row": element.row,
+            "column": element.column,
+            "list_index": element.list_index,
+            "level": element.level,
+            "section_path": list(element.section_path),
+            "context": list(element.context),
+            "links": list(element.links),
+            "text": element.text,
+            "linearized": element.linearized,
+            "vector_key": element.vector_key,
+            "embed_text": element.embed_text,
+            "ord": ord_,
+            "seq": seq,
+            VECTOR: _vector(vector),
+        }
+    )
+
+
+def page_source(page: PageRecord, ord_: int, seq: int, vector: np.ndarray | None) -> dict[str, Any]:
+    return _drop_empty(
+        {
+            "title": page.title,
+            "title_keys": list(title_keys(page.title)),
+            "intro": page.intro,
+            "links": list(page.links),
+            "ord": ord_,
+            "seq": seq,
+            VECTOR: _vector(vector),
+        }
+    )
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+def element_from_source(source: Mapping[str, Any]) -> Element:
+    return Element(
+        id=source["id"],
+        page=source["page"],
+        type=ElementType(source["type"]),
+        text=source.get("text", ""),
+        linearized=source.get("linearized", ""),
+        vector_key=source.get("vector_key", source["id"]),
+        embed_text=source.get("embed_text", ""),
+        links=_strings(source.get("links")),
+        section_path=_strings(source.get("section_path")),
+        context=_strings(source.get("context")),
+        table=source.get("table"),
+        row=source.get("row"),
+        column=source.get("column"),
+        list_index=source.get("list_index"),
+        level=source.get("level"),
+    )
+
+
+def page_from_source(source: Mapping[str, Any]) -> PageRecord:
+    return PageRecord(
+        title=source["title"], intro=source.get("intro", ""), links=_strings(source.get("links"))
+    )

@@ -1,0 +1,221 @@
+"""Bulk loading and the alias swap: how a build reaches the cluster without ever showing half an
+index.
+
+Documents go through the client's ``streaming_bulk`` in several worker threads fed by one bounded
+queue, so memory stays bounded however large the build: each request is cut at
+``ElasticConfig.bulk_docs`` documents or ``bulk_bytes`` bytes, whichever comes first, and 429 and
+transient 5xx answers are retried with exponential backoff (whole requests and single
+documents). Documents that still fail are collected, not dropped: the caller fails the build.
+
+Readers see a build only through the aliases, which one ``_aliases`` request moves from the old
+versioned indices to the new ones (atomic in Elasticsearch).
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from elasticsearch import Elasticsearch
+from elasticsearch.helpers import streaming_bulk
+
+from feverous_es.index.elastic.config import ElasticConfig
+from feverous_es.index.elastic.documents import doc_id, element_source, page_source
+from feverous_es.index.store import BuildState, Chunk
+
+# 429: too many requests (a full write queue); 502-504: a node or proxy briefly unavailable.
+RETRY_STATUS = (429, 502, 503, 504)
+_END = object()
+_KEPT_FAILURES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    index: str
+    id: str
+    status: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status}: {self.reason})"
+
+
+@dataclass
+class BulkReport:
+    """What a load sent and what finally failed (the first few in detail)."""
+
+    sent: int = 0
+    failed: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.errors
+
+    def summary(self, describe: Callable[[BaseException], str] = str) -> str:
+        """One line: how many documents failed, the first few, and the first request error."""
+        parts = []
+        if self.failed:
+            shown = "; ".join(str(failure) for failure in self.failures[:3])
+            parts.append(f"{self.failed} of {self.sent} documents failed, e.g. {shown}")
+        if self.errors:
+            parts.append(f"a bulk request failed: {describe(self.errors[0])}")
+        return "; ".join(parts)
+
+
+def failure_from_info(info: Mapping[str, Any]) -> Failure:
+    """A :class:`Failure` from one failed item as ``streaming_bulk`` yields it."""
+    (_, item), *_ = info.items()
+    error = item.get("error", "")
+    if isinstance(error, Mapping):
+        reason = f"{error.get('type', '')}: {error.get('reason', '')}".strip(": ")
+    else:
+        reason = str(error)
+    return Failure(
+        index=str(item.get("_index", "")),
+        id=str(item.get("_id", "")),
+        status=int(item.get("status", 0) or 0),
+        reason=" ".join(reason.split())[:200],
+    )
+
+
+def bulk_load(
+    client: Elasticsearch, actions: Iterable[dict[str, Any]], config: ElasticConfig
+) -> BulkReport:
+    """Send ``actions`` (``streaming_bulk`` actions) with ``config.bulk_workers`` threads and
+    report every document that finally failed. Never raises for a failed document or request:
+    the report says what went wrong."""
+    report = BulkReport()
+    lock = threading.Lock()
+    stop = threading.Event()
+    workers = max(1, config.bulk_workers)
+    pending: queue.Queue[object] = queue.Queue(maxsize=workers * max(1, config.bulk_docs))
+
+    def consume() -> Iterator[dict[str, Any]]:
+        while True:
+            item = pending.get()
+            if item is _END:
+                return
+            yield item  # type: ignore[misc]
+
+    def work() -> None:
+        try:
+            for ok, info in streaming_bulk(
+                client,
+                consume(),
+                chunk_size=config.bulk_docs,
+                max_chunk_bytes=config.bulk_bytes,
+                raise_on_error=False,
+                raise_on_exception=False,
+                max_retries=config.bulk_retries,
+                initial_backoff=config.bulk_initial_backoff,
+                max_backoff=config.bulk_max_backoff,
+                retry_on_status=RETRY_STATUS,
+                yield_ok=False,
+            ):
+                if not ok:
+                    failure = failure_from_info(info)
+                    with lock:
+                        report.failed += 1
+                        if len(report.failures) < _KEPT_FAILURES:
+                            report.failures.append(failure)
+        except BaseException as error:
+            with lock:
+                report.errors.append(error)
+            stop.set()
+            # Keep taking from the queue so the producer never blocks on a dead worker.
+            while pending.get() is not _END:
+                pass
+
+    threads = [
+        threading.Thread(target=work, name=f"es-bulk-{i}", daemon=True) for i in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        for action in actions:
+            if stop.is_set():
+                break
+            pending.put(action)
+            report.sent += 1
+    finally:
+        for _ in threads:
+            pending.put(_END)
+        for thread in threads:
+            thread.join()
+    return report
+
+
+def chunk_actions(
+    chunk: Chunk, elements_index: str, pages_index: str, state: BuildState
+) -> Iterator[dict[str, Any]]:
+    """The bulk actions of one chunk, made lazily: its elements (each with its vector row, shared
+    by the cells of a table row) and then its pages. ``ord`` continues the build's count."""
+    rows: dict[str, int] = {}
+    for i, element in enumerate(chunk.elements):
+        row = rows.setdefault(element.vector_key, len(rows))
+        yield {
+            "_op_type": "index",
+            "_index": elements_index,
+            "_id": doc_id(element.id),
+            "_source": element_source(element, state.elements + i, chunk.seq, chunk.vectors[row]),
+        }
+    for j, page in enumerate(chunk.pages):
+        yield {
+            "_op_type": "index",
+            "_index": pages_index,
+            "_id": doc_id(page.title),
+            "_source": page_source(page, state.pages + j, chunk.seq, chunk.page_vectors[j]),
+        }
+
+
+# Versions and aliases.
+
+
+def versioned_name(alias: str, version: int) -> str:
+    return f"{alias}-v{version}"
+
+
+def version_of(alias: str, index: str) -> int | None:
+    """N for ``<alias>-v<N>``; None for any other name."""
+    match = re.fullmatch(re.escape(alias) + r"-v(\d+)", index)
+    return int(match[1]) if match else None
+
+
+def alias_holders(client: Elasticsearch, alias: str) -> list[str]:
+    """The indices ``alias`` points at now (none when it does not exist)."""
+    response = client.options(ignore_status=404).indices.get_alias(name=alias)
+    body = response.body
+    if not isinstance(body, dict) or "error" in body or "status" in body:
+        return []
+    return sorted(name for name, value in body.items() if alias in value.get("aliases", {}))
+
+
+def swap_actions(
+    targets: Mapping[str, str], holders: Mapping[str, Sequence[str]]
+) -> list[dict[str, Any]]:
+    """``_aliases`` actions that point each alias of ``targets`` at its new index and nowhere
+    else; sent as one request they take effect together."""
+    actions: list[dict[str, Any]] = []
+    for alias, index in targets.items():
+        for old in holders.get(alias, ()):
+            if old != index:
+                actions.append({"remove": {"index": old, "alias": alias}})
+        if index not in holders.get(alias, ()):
+            actions.append({"add": {"index": index, "alias": alias}})
+    return actions
+
+
+def swap_aliases(client: Elasticsearch, targets: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Point every alias of ``targets`` at its index in one atomic request; returns the actions
+    sent (none when the aliases already point there)."""
+    holders = {alias: alias_holders(client, alias) for alias in targets}
+    actions = swap_actions(targets, holders)
+    if actions:
+        client.indices.update_aliases(actions=actions)
+    return actions

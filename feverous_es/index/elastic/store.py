@@ -1,0 +1,607 @@
+"""The Elasticsearch store: :class:`ElasticWriter` builds, :class:`ElasticStore` reads.
+
+A build writes into versioned indices ``<prefix>-elements-v<N>`` and ``<prefix>-pages-v<N>``,
+created with ``refresh_interval: -1`` and no replicas. The build state (next chunk, last dump
+rowid, counts, complete) lives in the elements index's mappings ``_meta`` and advances only after
+every document of a chunk is acknowledged; documents carry the chunk ``seq`` that wrote them, so a
+failed or killed chunk is deleted (``seq >= next_seq``) before the build goes on. ``finish``
+refreshes, checks that the indices hold exactly the documents the state counts, restores refresh
+and replicas, marks the build complete and moves the aliases ``<prefix>-elements`` /
+``<prefix>-pages`` to the new indices in one atomic request. Readers only ever use the aliases,
+so they see the previous build until then.
+
+Opening a writer continues the newest version when it is unfinished (or finished but not yet
+behind the aliases); a finished, published build is left alone (``feverous-es es new-build``
+starts version N+1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+import numpy as np
+from elasticsearch import AuthorizationException, Elasticsearch, NotFoundError
+
+from feverous_es.index.elastic import queries
+from feverous_es.index.elastic.client import connect
+from feverous_es.index.elastic.config import ElasticConfig
+from feverous_es.index.elastic.documents import (
+    FORMAT,
+    FORMAT_VERSION,
+    META_KEY,
+    ElementDoc,
+    PageDoc,
+    doc_id,
+    element_from_source,
+    expected_properties,
+    index_body,
+    mapping_conflicts,
+    page_from_source,
+)
+from feverous_es.index.elastic.errors import describe, elastic_errors
+from feverous_es.index.elastic.loader import (
+    alias_holders,
+    bulk_load,
+    chunk_actions,
+    swap_aliases,
+    version_of,
+    versioned_name,
+)
+from feverous_es.index.elements import Element, PageRecord
+from feverous_es.index.store import (
+    BuildState,
+    Chunk,
+    Filters,
+    Hit,
+    HybridWeights,
+    PageHit,
+    StoreError,
+    fuse_hybrid,
+)
+
+_EQUAL_WEIGHTS = HybridWeights()
+_MGET_BATCH = 1000
+_MSEARCH_BATCH = 100
+_PAGE_BATCH = 5000
+_MAX_TITLE_HITS = 10_000
+# Deleting a failed chunk's documents may take longer than one search.
+_DELETE_TIMEOUT = 600.0
+
+
+def state_meta(state: BuildState, dim: int, version: int) -> dict[str, Any]:
+    """The ``_meta`` entry that records a build: its format, vector size and state."""
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "dim": dim, "version": version,
+            **asdict(state)}  # fmt: skip
+
+
+def state_from_meta(meta: Mapping[str, Any]) -> BuildState:
+    return BuildState(
+        next_seq=int(meta.get("next_seq", 0)),
+        last_rowid=int(meta.get("last_rowid", 0)),
+        elements=int(meta.get("elements", 0)),
+        pages=int(meta.get("pages", 0)),
+        malformed=int(meta.get("malformed", 0)),
+        complete=bool(meta.get("complete", False)),
+    )
+
+
+def build_meta(mappings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The feverous-es ``_meta`` of an index's mappings; None when it has none."""
+    meta = (mappings.get("_meta") or {}).get(META_KEY)
+    return dict(meta) if isinstance(meta, Mapping) and meta.get("format") == FORMAT else None
+
+
+def _mappings(client: Elasticsearch, pattern: str) -> dict[str, dict[str, Any]]:
+    """Index name -> mappings, for the indices matching ``pattern`` (none is not an error)."""
+    body = client.indices.get_mapping(index=pattern, allow_no_indices=True).body
+    return {name: value.get("mappings", {}) for name, value in body.items()}
+
+
+def list_builds(client: Elasticsearch, config: ElasticConfig) -> dict[int, dict[str, Any]]:
+    """Version -> what is known of it: its indices, and the build ``_meta`` of its elements
+    index (None when the index was not made by feverous-es)."""
+    builds: dict[int, dict[str, Any]] = {}
+    for kind, alias in (("elements", config.elements_alias), ("pages", config.pages_alias)):
+        for name, mappings in _mappings(client, f"{alias}-v*").items():
+            version = version_of(alias, name)
+            if version is None:
+                continue
+            entry = builds.setdefault(version, {"elements": None, "pages": None, "meta": None})
+            entry[kind] = name
+            if kind == "elements":
+                entry["meta"] = build_meta(mappings)
+                entry["mappings"] = mappings
+    return builds
+
+
+def check_aliases_free(client: Elasticsearch, config: ElasticConfig) -> None:
+    """Fail when an alias name is taken by a concrete index (the swap could never succeed)."""
+    for alias in (config.elements_alias, config.pages_alias):
+        if client.indices.exists(index=alias) and not alias_holders(client, alias):
+            raise StoreError(
+                f"{alias} is an index, not an alias: feverous-es publishes builds through an "
+                f"alias of that name; delete or rename that index, or set FEVEROUS_ES_PREFIX"
+            )
+
+
+def create_build(
+    client: Elasticsearch, config: ElasticConfig, version: int, dim: int
+) -> tuple[str, str]:
+    """Create the versioned indices of a new, empty build (elements first: it holds the state,
+    so a build exists exactly when its elements index does)."""
+    elements = versioned_name(config.elements_alias, version)
+    pages = versioned_name(config.pages_alias, version)
+    meta = state_meta(BuildState(), dim, version)
+    client.indices.create(index=elements, **index_body(ElementDoc, elements, config, dim, meta))
+    client.indices.create(index=pages, **index_body(PageDoc, pages, config, dim))
+    return elements, pages
+
+
+def next_version(builds: Mapping[int, Any]) -> int:
+    return max(builds, default=0) + 1
+
+
+class ElasticWriter:
+    """Write side of the Elasticsearch store (see the module docstring)."""
+
+    def __init__(
+        self, config: ElasticConfig, dim: int, client: Elasticsearch | None = None
+    ) -> None:
+        self.config = config
+        self.dim = dim
+        self._own_client = client is None
+        self._client = client if client is not None else connect(config)
+        try:
+            with elastic_errors(config, "cannot open the Elasticsearch build"):
+                self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        client, config = self._client, self.config
+        check_aliases_free(client, config)
+        builds = list_builds(client, config)
+        latest = max(builds, default=None)
+        if latest is None:
+            self.version = 1
+            self.elements_index, self.pages_index = create_build(client, config, 1, self.dim)
+            self._state = BuildState()
+        else:
+            self._resume(latest, builds[latest])
+        if not self._state.complete:
+            self._set_load_settings()
+            self._discard_partial()
+
+    def _resume(self, version: int, build: Mapping[str, Any]) -> None:
+        client, config = self._client, self.config
+        self.version = version
+        self.elements_index = versioned_name(config.elements_alias, version)
+        self.pages_index = versioned_name(config.pages_alias, version)
+        meta = build["meta"]
+        if build["elements"] is None or meta is None:
+            raise StoreError(
+                f"index {build['elements'] or build['pages']} exists but was not made by "
+                "feverous-es (its mapping has no feverous_es _meta): delete it or set "
+                "FEVEROUS_ES_PREFIX"
+            )
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise StoreError(
+                f"{self.elements_index} has index format version {meta.get('format_version')}, "
+                f"this program writes {FORMAT_VERSION}: start a new build with "
+                "`feverous-es es new-build`"
+            )
+        if meta.get("dim") != self.dim:
+            raise StoreError(
+                f"{self.elements_index} holds {meta.get('dim')}-dimensional vectors, the embedder "
+                f"makes {self.dim}: start a new build with `feverous-es es new-build`"
+            )
+        conflicts = mapping_conflicts(
+            build["mappings"].get("properties", {}),
+            expected_properties(ElementDoc, config, self.dim),
+        )
+        if conflicts:
+            raise StoreError(
+                f"{self.elements_index} has a conflicting mapping ({'; '.join(conflicts[:3])}): "
+                "delete it or start a new build with `feverous-es es new-build`"
+            )
+        self._state = state_from_meta(meta)
+        if build["pages"] is None:
+            if self._state.pages:
+                raise StoreError(
+                    f"{self.pages_index} is missing though the build wrote pages to it: "
+                    "start a new build with `feverous-es es new-build`"
+                )
+            client.indices.create(
+                index=self.pages_index, **index_body(PageDoc, self.pages_index, config, self.dim)
+            )
+
+    def _indices(self) -> list[str]:
+        return [self.elements_index, self.pages_index]
+
+    def _set_load_settings(self) -> None:
+        self._client.indices.put_settings(
+            index=self._indices(),
+            settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}},
+        )
+
+    def _discard_partial(self, quick: bool = False) -> None:
+        """Delete what a failed or killed chunk left (documents from ``next_seq`` on). ``quick``
+        (after a failed write, when the cluster may be struggling) gives up sooner: the next
+        open of the build does it again anyway."""
+        if quick:
+            client = self._client.options(
+                request_timeout=self.config.request_timeout, max_retries=0
+            )
+        else:
+            timeout = max(_DELETE_TIMEOUT, self.config.request_timeout)
+            client = self._client.options(request_timeout=timeout)
+        client.indices.refresh(index=self._indices())
+        client.delete_by_query(
+            index=self._indices(),
+            query=queries.stale_docs(self._state.next_seq),
+            conflicts="proceed",
+            refresh=True,
+            wait_for_completion=True,
+        )
+
+    def _save_state(self, state: BuildState) -> None:
+        self._client.indices.put_mapping(
+            index=self.elements_index, meta={META_KEY: state_meta(state, self.dim, self.version)}
+        )
+        self._state = state
+
+    def state(self) -> BuildState:
+        return self._state
+
+    def _stored_state(self) -> BuildState:
+        """The state as the cluster holds it (quickly, or an error)."""
+        client = self._client.options(request_timeout=self.config.request_timeout, max_retries=0)
+        body = client.indices.get_mapping(index=self.elements_index).body
+        meta = build_meta(body[self.elements_index]["mappings"])
+        if meta is None:
+            raise StoreError(f"{self.elements_index} lost its build state")
+        return state_from_meta(meta)
+
+    def _check_chunk(self, chunk: Chunk) -> None:
+        state = self._state
+        if state.complete:
+            raise StoreError(
+                f"{self.elements_index} holds a complete build: start a new one with "
+                "`feverous-es es new-build` to index again"
+            )
+        if chunk.seq != state.next_seq:
+            raise StoreError(
+                f"chunk {chunk.seq} is out of order: the store expects {state.next_seq}"
+            )
+        keys = len(dict.fromkeys(element.vector_key for element in chunk.elements))
+        for name, matrix, rows in (
+            ("vectors", chunk.vectors, keys),
+            ("page vectors", chunk.page_vectors, len(chunk.pages)),
+        ):
+            shape = np.shape(matrix)
+            if rows and (len(shape) != 2 or shape[0] != rows or shape[1] != self.dim):
+                raise StoreError(
+                    f"chunk {chunk.seq} {name} have shape {shape}, the store expects "
+                    f"({rows}, {self.dim})"
+                )
+
+    def write(self, chunk: Chunk) -> None:
+        """Add one chunk; on any failure its documents are deleted again and the state is kept,
+        so the same command resumes the build."""
+        self._check_chunk(chunk)
+        state = self._state
+        with elastic_errors(self.config, f"chunk {chunk.seq}"):
+            try:
+                actions = chunk_actions(chunk, self.elements_index, self.pages_index, state)
+                report = bulk_load(self._client, actions, self.config)
+                if not report.ok:
+                    raise StoreError(
+                        f"chunk {chunk.seq} was not stored: "
+                        + report.summary(lambda error: describe(error, self.config))
+                        + "; the aliases are unchanged: run the same command to resume"
+                    )
+                self._save_state(
+                    BuildState(
+                        next_seq=chunk.seq + 1,
+                        last_rowid=chunk.last_rowid,
+                        elements=state.elements + len(chunk.elements),
+                        pages=state.pages + len(chunk.pages),
+                        malformed=state.malformed + len(chunk.malformed),
+                    )
+                )
+            except BaseException:
+                self._state = state
+                # If this fails too, the next open discards the partial chunk.
+                with contextlib.suppress(Exception):
+                    if self._stored_state() == state:
+                        self._discard_partial(quick=True)
+                    else:  # the state was saved after all (its answer was lost)
+                        self._state = self._stored_state()
+                raise
+
+    def finish(self) -> None:
+        """Publish the build: refresh, check every document is there, restore refresh and
+        replicas, mark it complete, then swap both aliases in one request. Safe to repeat."""
+        client, config, state = self._client, self.config, self._state
+        with elastic_errors(config, "cannot publish the build"):
+            client.indices.refresh(index=self._indices())
+            for index, expected in ((self.elements_index, state.elements),
+                                    (self.pages_index, state.pages)):  # fmt: skip
+                found = int(client.count(index=index)["count"])
+                if found != expected:
+                    raise StoreError(
+                        f"{index} holds {found:,} documents but the build wrote {expected:,} "
+                        "(lost, or repeated ids): the aliases are unchanged; start a new build "
+                        "with `feverous-es es new-build`"
+                    )
+            client.indices.put_settings(
+                index=self._indices(),
+                settings={
+                    "index": {
+                        "refresh_interval": config.refresh_interval,
+                        "number_of_replicas": config.replicas,
+                    }
+                },
+            )
+            if not state.complete:
+                self._save_state(replace(state, complete=True))
+            swap_aliases(
+                client,
+                {config.elements_alias: self.elements_index, config.pages_alias: self.pages_index},
+            )
+
+    def close(self) -> None:
+        if self._own_client and self._client is not None:
+            self._client.close()
+            self._client = None  # type: ignore[assignment]
+
+
+def _vector(vector: np.ndarray, dim: int) -> np.ndarray:
+    query = np.asarray(vector, dtype=np.float32).ravel()
+    if query.shape != (dim,):
+        raise StoreError(
+            f"the query vector has {query.shape[0]} dimensions, the index {dim}: "
+            "the embedder does not match the index"
+        )
+    return query
+
+
+def _hits(response: Mapping[str, Any], cosine: bool = False) -> list[Hit]:
+    out = []
+    for hit in response["hits"]["hits"]:
+        score = float(hit.get("_score") or 0.0)
+        out.append(
+            Hit(element_from_source(hit["_source"]), queries.cosine_from_score(score) if cosine
+                else score)
+        )  # fmt: skip
+    return out
+
+
+def _page_hits(response: Mapping[str, Any], cosine: bool = False) -> list[PageHit]:
+    out = []
+    for hit in response["hits"]["hits"]:
+        score = float(hit.get("_score") or 0.0)
+        out.append(
+            PageHit(page_from_source(hit["_source"]), queries.cosine_from_score(score) if cosine
+                    else score)
+        )  # fmt: skip
+    return out
+
+
+def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class ElasticStore:
+    """Read side of the Elasticsearch store: everything goes through the aliases, so a reader
+    sees the last published build. Works with a key that may only read the aliases."""
+
+    def __init__(self, config: ElasticConfig, client: Elasticsearch | None = None) -> None:
+        self.config = config
+        self._own_client = client is None
+        self._client = client if client is not None else connect(config)
+        self.elements = config.elements_alias
+        self.pages = config.pages_alias
+        try:
+            self._meta = self._open()
+        except BaseException:
+            self.close()
+            raise
+        self.dim = int(self._meta.get("dim", config.dims)) if self._meta else config.dims
+
+    def _open(self) -> dict[str, Any] | None:
+        with elastic_errors(self.config, "cannot open the Elasticsearch store"):
+            try:
+                self._client.count(index=self.elements)
+                self._client.count(index=self.pages)
+            except NotFoundError:
+                raise StoreError(
+                    f"no index behind the aliases {self.elements} / {self.pages} at "
+                    f"{self.config.display_url}: build one with "
+                    "`feverous-es index WIKI_DB --store elasticsearch`"
+                ) from None
+            return self._read_meta()
+
+    def _read_meta(self) -> dict[str, Any] | None:
+        """The build ``_meta`` behind the elements alias; None for a key that may not read
+        mappings (it lacks view_index_metadata)."""
+        try:
+            body = self._client.indices.get_mapping(index=self.elements).body
+        except AuthorizationException:
+            return None
+        for mappings in body.values():
+            meta = build_meta(mappings.get("mappings", {}))
+            if meta is not None:
+                return meta
+        return None
+
+    def state(self) -> BuildState:
+        with elastic_errors(self.config):
+            meta = self._read_meta()
+            if meta is not None:
+                return state_from_meta(meta)
+            # Aliases point only at complete builds.
+            return BuildState(
+                elements=int(self._client.count(index=self.elements)["count"]),
+                pages=int(self._client.count(index=self.pages)["count"]),
+                complete=True,
+            )
+
+    def close(self) -> None:
+        if self._own_client and self._client is not None:
+            self._client.close()
+            self._client = None  # type: ignore[assignment]
+
+    # Requests.
+
+    def _search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        with elastic_errors(self.config, "search failed"):
+            return self._client.search(index=index, body=dict(body)).body
+
+    def _msearch(self, index: str, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Responses to ``bodies``, sent as ``_msearch`` requests of up to 100 searches."""
+        out: list[dict[str, Any]] = []
+        with elastic_errors(self.config, "search failed"):
+            for batch in _batches(bodies, _MSEARCH_BATCH):
+                response = self._client.msearch(searches=queries.msearch_body(index, batch))
+                for item in response["responses"]:
+                    if "error" in item:
+                        error = item["error"]
+                        reason = error.get("reason", error) if isinstance(error, dict) else error
+                        raise StoreError(f"search failed: {reason}")
+                    out.append(item)
+        return out
+
+    def _mget(self, index: str, keys: Sequence[str]) -> list[dict[str, Any]]:
+        sources = []
+        with elastic_errors(self.config):
+            for batch in _batches(list(keys), _MGET_BATCH):
+                response = self._client.mget(index=index, ids=[doc_id(key) for key in batch])
+                sources.extend(doc["_source"] for doc in response["docs"] if doc.get("found"))
+        return sources
+
+    # Elements and pages by key.
+
+    def get_elements(self, ids: Sequence[str]) -> list[Element]:
+        found = {e.id: e for e in map(element_from_source, self._mget(self.elements, ids))}
+        return [found[element_id] for element_id in ids if element_id in found]
+
+    def page_elements(self, page: str) -> list[Element]:
+        elements: list[Element] = []
+        after: int | None = None
+        while True:
+            body = queries.page_elements_search(page, _PAGE_BATCH, after)
+            hits = self._search(self.elements, body)["hits"]["hits"]
+            elements.extend(element_from_source(hit["_source"]) for hit in hits)
+            if len(hits) < _PAGE_BATCH:
+                return elements
+            after = int(hits[-1]["sort"][0])
+
+    def get_pages(self, titles: Sequence[str]) -> list[PageRecord]:
+        found = {p.title: p for p in map(page_from_source, self._mget(self.pages, titles))}
+        return [found[title] for title in titles if title in found]
+
+    def match_titles(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        body = queries.title_keys_search(sorted(wanted), _MAX_TITLE_HITS)
+        response = self._search(self.pages, body)
+        out: dict[str, list[str]] = {}
+        for hit in response["hits"]["hits"]:
+            source = hit["_source"]
+            hit_keys = source.get("title_keys", [])
+            for key in [hit_keys] if isinstance(hit_keys, str) else hit_keys:
+                if key in wanted:
+                    out.setdefault(key, []).append(source["title"])
+        return {key: out[key] for key in keys if key in out}
+
+    # Element search.
+
+    def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list[Hit]:
+        if k <= 0 or not query.strip():
+            return []
+        return _hits(self._search(self.elements, queries.text_search(query, k, filters)))
+
+    def search_vector(
+        self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
+    ) -> list[Hit]:
+        query = _vector(vector, self.dim)
+        if k <= 0:
+            return []
+        body = queries.vector_search(query, k, self.config, filters)
+        return _hits(self._search(self.elements, body), cosine=True)
+
+    def search_hybrid(
+        self,
+        query: str,
+        vector: np.ndarray,
+        k: int = 100,
+        filters: Filters | None = None,
+        weights: HybridWeights = _EQUAL_WEIGHTS,
+    ) -> list[Hit]:
+        if self.config.hybrid == "msearch":
+            return self.search_hybrid_batch([(query, vector)], k, filters, weights)[0]
+        query_vector = _vector(vector, self.dim)
+        if k <= 0:
+            return []
+        body = queries.hybrid_search(query, query_vector, k, self.config, filters, weights)
+        return _hits(self._search(self.elements, body))
+
+    def search_text_batch(
+        self, texts: Sequence[str], k: int = 100, filters: Filters | None = None
+    ) -> list[list[Hit]]:
+        """BM25 for many queries (claims) in ``_msearch`` requests."""
+        if k <= 0:
+            return [[] for _ in texts]
+        bodies = [queries.text_search(text, k, filters) for text in texts]
+        return [_hits(response) for response in self._msearch(self.elements, bodies)]
+
+    def search_hybrid_batch(
+        self,
+        requests: Sequence[tuple[str, np.ndarray]],
+        k: int = 100,
+        filters: Filters | None = None,
+        weights: HybridWeights = _EQUAL_WEIGHTS,
+    ) -> list[list[Hit]]:
+        """Hybrid retrieval for many (query, vector) pairs in ``_msearch`` requests: one search
+        each (``knn_query``, ``rrf``, ``linear``) or a BM25 and a kNN search each fused
+        client-side (``msearch``)."""
+        if k <= 0:
+            return [[] for _ in requests]
+        pairs = [(text, _vector(vector, self.dim)) for text, vector in requests]
+        config = self.config
+        if config.hybrid == "msearch":
+            bodies = []
+            for text, vector in pairs:
+                bodies.append(queries.text_search(text, k, filters))
+                bodies.append(queries.vector_search(vector, k, config, filters))
+            responses = self._msearch(self.elements, bodies)
+            return [
+                fuse_hybrid(_hits(text), _hits(knn, cosine=True), weights, k)
+                for text, knn in zip(responses[0::2], responses[1::2], strict=True)
+            ]
+        bodies = [
+            queries.hybrid_search(text, vector, k, config, filters, weights)
+            for text, vector in pairs
+        ]
+        return [_hits(response) for response in self._msearch(self.elements, bodies)]
+
+    # Page search.
+
+    def search_pages_text(self, query: str, k: int = 10) -> list[PageHit]:
+        if k <= 0 or not query.strip():
+            return []
+        return _page_hits(self._search(self.pages, queries.page_text_search(query, k)))
+
+    def search_pages_vector(self, vector: np.ndarray, k: int = 10) -> list[PageHit]:
+        query = _vector(vector, self.dim)
+        if k <= 0:
+            return []
+        body = queries.page_vector_search(query, k, self.config)
+        return _page_hits(self._search(self.pages, body), cosine=True)

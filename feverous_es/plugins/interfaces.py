@@ -1,0 +1,101 @@
+"""The stages of the claim pipeline as small typed interfaces, and the values they exchange.
+
+A plugin implements one stage. Its factory is called as ``factory(context, **options)`` with
+the :class:`PluginContext` of the run and the options the configuration gives that stage.
+Retrieval stages work one claim at a time (their cost is store queries); the model stages
+(reranking, verdict) take a batch of claims so inference can batch across them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+import numpy as np
+
+from feverous_es.index.elements import Element
+from feverous_es.index.store import PageHit, Store
+
+
+class Label(StrEnum):
+    SUPPORTS = "SUPPORTS"
+    REFUTES = "REFUTES"
+    NOT_ENOUGH_INFO = "NOT ENOUGH INFO"
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A claim and its sentence embedding, computed once and shared by every stage."""
+
+    text: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A possible piece of evidence. ``score``: higher is better, comparable only within the
+    stage that set it. ``hop``: 1 for the initial retrieval, n for the hop that found it."""
+
+    element: Element
+    score: float
+    hop: int = 1
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    label: Label
+    probability: float
+    probabilities: Mapping[Label, float] = field(default_factory=dict)
+
+
+class Embed(Protocol):
+    def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass
+class PluginContext:
+    """What a plugin may use: the store, the sentence embedder, the device to run models on."""
+
+    store: Store
+    embed: Embed
+    device: str = "auto"
+
+
+class PageRetriever(Protocol):
+    def retrieve(self, query: Query) -> list[PageHit]: ...
+
+
+class CandidateRetriever(Protocol):
+    def candidates(self, query: Query, pages: Sequence[PageHit]) -> list[Candidate]: ...
+
+
+class Reranker(Protocol):
+    def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
+        """Rescore each claim's candidates; each list comes back best first."""
+        ...
+
+
+class EvidenceSelector(Protocol):
+    def select(self, ranked: Sequence[Candidate]) -> list[Candidate]:
+        """The evidence set from candidates ranked best first."""
+        ...
+
+    def push(self, evidence: Sequence[Candidate], new: Sequence[Candidate]) -> list[Candidate]:
+        """Put ``new`` on top of ``evidence``; what no longer fits the budget falls out."""
+        ...
+
+
+class NextHop(Protocol):
+    def propose(self, query: Query, evidence: Sequence[Candidate], hop: int) -> list[Candidate]:
+        """Elements still missing from ``evidence`` (none: the chain is complete)."""
+        ...
+
+
+class VerdictModel(Protocol):
+    def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]: ...
+
+
+PluginFactory = Callable[..., Any]

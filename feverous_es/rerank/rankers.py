@@ -1,0 +1,70 @@
+"""The built-in reranker plugins.
+
+``cross-encoder`` scores (claim, Papelo linearization) pairs with two ONNX cross-encoders, one
+for cells and header cells and one for everything else (seed 000 §3 trains one per kind); both
+default to ms-marco-MiniLM-L-12-v2 (one session when both name the same model). Every pair of
+a batch of claims goes through one call per model, so inference batches across claims.
+``retrieval`` keeps the retrieval scores: no model, for speed or for testing other stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
+from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.verify.candidates import CELL_TYPES
+
+
+def _best_first(candidates: Sequence[Candidate]) -> list[Candidate]:
+    return sorted(candidates, key=lambda c: c.score, reverse=True)
+
+
+class RetrievalOrder:
+    """The ``retrieval`` reranker."""
+
+    def __init__(self, context: PluginContext | None = None) -> None:
+        pass
+
+    def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
+        return [_best_first(candidates) for _, candidates in batch]
+
+
+class CrossEncoderReranker:
+    """The ``cross-encoder`` reranker. ``model`` / ``cell_model``: a model directory or ONNX
+    file replacing the default for non-cells / cells."""
+
+    def __init__(
+        self,
+        context: PluginContext,
+        model: str | None = None,
+        cell_model: str | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        options = {"device": context.device}
+        if max_length is not None:
+            options["max_length"] = max_length
+        self.non_cell = CrossEncoder(Path(model) if model else None, **options)
+        self.cell = (
+            self.non_cell
+            if cell_model == model
+            else CrossEncoder(Path(cell_model) if cell_model else None, **options)
+        )
+
+    def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
+        groups: dict[int, tuple[CrossEncoder, list[tuple[int, int]]]] = {}
+        for i, (_, candidates) in enumerate(batch):
+            for j, candidate in enumerate(candidates):
+                model = self.cell if candidate.element.type in CELL_TYPES else self.non_cell
+                groups.setdefault(id(model), (model, []))[1].append((i, j))
+        scores: dict[tuple[int, int], float] = {}
+        for model, keys in groups.values():
+            pairs = [(batch[i][0].text, batch[i][1][j].element.linearized) for i, j in keys]
+            scores.update(zip(keys, map(float, model.score(pairs)), strict=True))
+        return [
+            _best_first(
+                Candidate(c.element, scores[i, j], c.hop, c.source) for j, c in enumerate(cands)
+            )
+            for i, (_, cands) in enumerate(batch)
+        ]

@@ -1,0 +1,147 @@
+"""Page retrieval: claim spans that name page titles, BM25 over page text, dense kNN, fused.
+
+Papelo (seed 000 §3) kept the FEVEROUS baseline: pages whose titles match entities of the
+claim, plus the best TF-IDF pages. With no entity tagger here, every span of the claim is
+looked up as a title (NFD, case-folded, exact before fuzzy); a span inside a longer matching
+span is dropped, so "Russell County, Alabama" wins over "Alabama". BM25 on title + intro is
+the fuzzy side, the page vector the semantic one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from feverous_es.index.elements import title_keys
+from feverous_es.index.store import PageHit, Store
+from feverous_es.plugins.interfaces import PluginContext, Query
+
+_EDGE_PUNCTUATION = " \t\"'\u201c\u201d\u2018\u2019.,;:!?()[]{}"
+_POSSESSIVE = re.compile("['\u2019]s$")
+# Spans made only of these never name the page a claim is about.
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "she",
+        "that",
+        "the",
+        "their",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "which",
+        "who",
+        "with",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TitleMatch:
+    title: str
+    span: str
+    tokens: int  # length of the matching span, in words
+
+
+def claim_spans(claim: str, max_words: int = 10) -> dict[str, tuple[int, int]]:
+    """Every span of up to ``max_words`` words, as a title key -> (start, end) word range.
+    Punctuation inside a span is kept ("Russell County, Alabama"), at its edges dropped."""
+    words = claim.split()
+    spans: dict[str, tuple[int, int]] = {}
+    for start in range(len(words)):
+        for end in range(start + 1, min(start + max_words, len(words)) + 1):
+            text = _POSSESSIVE.sub("", " ".join(words[start:end]).strip(_EDGE_PUNCTUATION))
+            text = text.strip(_EDGE_PUNCTUATION)
+            if len(text) < 2 or all(w.lower() in _STOPWORDS for w in text.split()):
+                continue
+            for key in title_keys(text)[:1]:
+                spans.setdefault(key, (start, end))
+    return spans
+
+
+def match_titles(store: Store, claim: str, max_words: int = 10) -> list[TitleMatch]:
+    """Pages whose title a span of the claim names, longest span first; spans inside a longer
+    matching span are dropped."""
+    spans = claim_spans(claim, max_words)
+    found = store.match_titles(list(spans))
+    ranges = sorted(((spans[key], key) for key in found), key=lambda item: item[0][0] - item[0][1])
+    kept: list[tuple[int, int]] = []
+    matches: list[TitleMatch] = []
+    for (start, end), key in ranges:
+        if any(s <= start and end <= e and (s, e) != (start, end) for s, e in kept):
+            continue
+        kept.append((start, end))
+        matches.extend(TitleMatch(title, key, end - start) for title in found[key])
+    return matches
+
+
+class HybridPageRetriever:
+    """The ``hybrid`` page retriever: title matches, BM25 and kNN pages, fused by score.
+
+    score = title_weight * span words / longest span words
+          + text_weight * BM25 / best BM25 + vector_weight * cosine
+    """
+
+    def __init__(
+        self,
+        context: PluginContext,
+        k: int = 8,
+        depth: int = 20,
+        title_weight: float = 0.5,
+        text_weight: float = 1.0,
+        vector_weight: float = 0.5,
+        max_span_words: int = 10,
+    ) -> None:
+        self.store = context.store
+        self.k = k
+        self.depth = depth
+        self.weights = (title_weight, text_weight, vector_weight)
+        self.max_span_words = max_span_words
+
+    def retrieve(self, query: Query) -> list[PageHit]:
+        title_weight, text_weight, vector_weight = self.weights
+        scores: dict[str, float] = {}
+        records = {}
+        matches = match_titles(self.store, query.text, self.max_span_words)
+        if matches:
+            longest = max(m.tokens for m in matches)
+            for match in matches:
+                part = title_weight * match.tokens / longest
+                scores[match.title] = max(scores.get(match.title, 0.0), part)
+        text_hits = self.store.search_pages_text(query.text, self.depth)
+        best = max((hit.score for hit in text_hits), default=0.0) or 1.0
+        for hit in text_hits:
+            title = hit.page.title
+            scores[title] = scores.get(title, 0.0) + text_weight * hit.score / best
+            records[title] = hit.page
+        for hit in self.store.search_pages_vector(query.vector, self.depth):
+            title = hit.page.title
+            scores[title] = scores.get(title, 0.0) + vector_weight * hit.score
+            records[title] = hit.page
+        ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[: self.k]
+        missing = [title for title, _ in ranked if title not in records]
+        records.update((page.title, page) for page in self.store.get_pages(missing))
+        return [PageHit(records[title], score) for title, score in ranked if title in records]

@@ -1,0 +1,109 @@
+"""Whole claim files through the pipeline, written as official FEVEROUS submission lines.
+
+Resumable: the output is appended one flushed batch at a time, and a rerun skips the claims
+whose ids are already in it (a line cut short by a kill is dropped and redone).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+
+import orjson
+
+from feverous_es.verify.claims import (
+    ClaimRecord,
+    MalformedLine,
+    dumps_submission_line,
+    read_claims,
+    submission_line,
+)
+from feverous_es.verify.pipeline import ClaimResult, Pipeline
+
+
+@dataclass
+class PredictReport:
+    claims: int = 0
+    predicted: int = 0
+    already_done: int = 0
+    malformed: list[MalformedLine] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+
+
+def done_ids(out: Path) -> set[str]:
+    """Ids already predicted in ``out``; a trailing partial line is cut off the file."""
+    if not out.exists():
+        return set()
+    data = out.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    if len(complete) != len(data):
+        with out.open("r+b") as f:
+            f.truncate(len(complete))
+    ids = set()
+    for line in complete.splitlines():
+        try:
+            ids.add(str(orjson.loads(line)["id"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            continue
+    return ids
+
+
+def _batches(records: Iterable[ClaimRecord], size: int) -> Iterator[list[ClaimRecord]]:
+    iterator = iter(records)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def to_submission(record: ClaimRecord, result: ClaimResult) -> dict:
+    return submission_line(
+        record.id,
+        record.claim,
+        result.verdict.label.value,
+        [candidate.element.id for candidate in result.evidence],
+    )
+
+
+def predict_file(
+    pipeline: Pipeline,
+    claims: Path,
+    out: Path,
+    *,
+    batch_size: int = 16,
+    on_start: Callable[[int], None] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> PredictReport:
+    """Predict every claim of ``claims`` not yet in ``out``. ``on_start(total to do)`` then
+    ``on_batch(claims done)`` report progress."""
+    report = PredictReport()
+    todo: list[ClaimRecord] = []
+    finished = done_ids(out)
+    for item in read_claims(claims):
+        if isinstance(item, MalformedLine):
+            report.malformed.append(item)
+            continue
+        report.claims += 1
+        if item.key in finished:
+            report.already_done += 1
+        else:
+            todo.append(item)
+    if on_start:
+        on_start(len(todo))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("ab") as sink:
+        for batch in _batches(todo, batch_size):
+            results = pipeline.verify_many([record.claim for record in batch])
+            lines = []
+            for record, result in zip(batch, results, strict=True):
+                lines.append(dumps_submission_line(to_submission(record, result)))
+                label = result.verdict.label.value
+                report.labels[label] = report.labels.get(label, 0) + 1
+            sink.write(b"".join(lines))
+            sink.flush()
+            os.fsync(sink.fileno())
+            report.predicted += len(batch)
+            if on_batch:
+                on_batch(len(batch))
+    return report

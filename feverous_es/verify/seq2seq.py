@@ -1,0 +1,65 @@
+"""A seq2seq (T5-style) model exported to ONNX, for the generator hop and the seq2seq verdict.
+
+Papelo's next-hop and label modules are T5 models reading one input string (seed 000 §4):
+
+    missing: <titles of the pages retrieved> [HYP] <claim> <evidence, each "[Title] …">
+
+ONNX generation goes through optimum's ``ORTModelForSeq2SeqLM``, which needs the ``export``
+extra (torch, transformers, optimum): these plugins are for users who trained such a model.
+No T5 weights exist offline; ``feverous-es train hop`` makes one from a checkpoint you bring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from feverous_es.index.embedder import INSTALL_HINT, ModelError
+
+
+class Seq2SeqModel:
+    """An ONNX seq2seq model directory as optimum exports it, with its tokenizer."""
+
+    def __init__(self, model_dir: Path, *, device: str = "auto", max_length: int = 512) -> None:
+        try:
+            from optimum.onnxruntime import ORTModelForSeq2SeqLM
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ModelError(f"seq2seq models need the export extra: {INSTALL_HINT}") from None
+        if not Path(model_dir).is_dir():
+            raise ModelError(f"no seq2seq model directory at {model_dir}")
+        provider = "CPUExecutionProvider" if device == "cpu" else None
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+            self.model = ORTModelForSeq2SeqLM.from_pretrained(
+                model_dir, **({"provider": provider} if provider else {})
+            )
+        except (OSError, ValueError) as error:
+            raise ModelError(f"{model_dir} is not an exported seq2seq model: {error}") from None
+        self.max_length = max_length
+
+    def _encode(self, texts: Sequence[str]) -> dict:
+        return self.tokenizer(
+            list(texts), return_tensors="pt", padding=True, truncation=True,
+            max_length=self.max_length,
+        )  # fmt: skip
+
+    def generate(self, texts: Sequence[str], max_new_tokens: int = 64) -> list[str]:
+        inputs = self._encode(texts)
+        output = self.model.generate(**inputs, max_new_tokens=max_new_tokens, num_beams=1)
+        return self.tokenizer.batch_decode(output, skip_special_tokens=True)
+
+    def choose(self, texts: Sequence[str], options: Sequence[str]) -> np.ndarray:
+        """Probability of each option as the output's first token, per text: (texts, options)."""
+        first = [self.tokenizer(o, add_special_tokens=False).input_ids[0] for o in options]
+        output = self.model.generate(
+            **self._encode(texts),
+            max_new_tokens=1,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+        logits = output.scores[0].detach().numpy()[:, first]
+        logits = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return logits / logits.sum(axis=1, keepdims=True)

@@ -1,0 +1,131 @@
+"""The verdict stage: claim + evidence → SUPPORTS / REFUTES / NOT ENOUGH INFO.
+
+The model reads the claim and a premise: the evidence's Papelo linearizations concatenated, in
+evidence order, each starting with its ``[Title]``, optionally preceded by math hints (seed 000
+§5). The built-in ``classifier`` runs an ONNX sequence classifier over (claim, premise) pairs;
+``seq2seq`` a T5-style model answering "supports" / "refutes" / "neutral" (Papelo's choice);
+its labels come from the model's ``config.json`` (``id2label``). A model trained without an NEI
+class never predicts it (Papelo's submitted choice); ``nei_below`` turns low-confidence
+verdicts into NOT ENOUGH INFO.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from feverous_es.index.embedder import ModelError
+from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
+from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.verify.inputs import premise, seq2seq_input
+from feverous_es.verify.seq2seq import Seq2SeqModel
+
+# The verdict model shipped with the package (models issue); any model directory replaces it.
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "verdict"
+
+_LABEL_NAMES = {
+    "supports": Label.SUPPORTS,
+    "supported": Label.SUPPORTS,
+    "entailment": Label.SUPPORTS,
+    "refutes": Label.REFUTES,
+    "refuted": Label.REFUTES,
+    "contradiction": Label.REFUTES,
+    "not enough info": Label.NOT_ENOUGH_INFO,
+    "nei": Label.NOT_ENOUGH_INFO,
+    "neutral": Label.NOT_ENOUGH_INFO,
+}
+
+
+def read_labels(model_dir: Path) -> list[Label]:
+    """The model's output labels, in logit order, from ``config.json``'s ``id2label``."""
+    path = model_dir / "config.json"
+    try:
+        id2label = json.loads(path.read_text(encoding="utf-8"))["id2label"]
+        names = [id2label[str(i)] for i in range(len(id2label))]
+        return [_LABEL_NAMES[name.strip().lower().replace("_", " ")] for name in names]
+    except FileNotFoundError:
+        raise ModelError(f"verdict model {model_dir} has no config.json with its labels") from None
+    except (KeyError, ValueError, AttributeError) as error:
+        raise ModelError(
+            f"{path}: id2label must name SUPPORTS / REFUTES [/ NOT ENOUGH INFO] ({error})"
+        ) from None
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+class ClassifierVerdict:
+    """The ``classifier`` verdict. ``model``: a model directory (ONNX + tokenizer.json +
+    config.json); ``math_hints``: prefix the premise with hints (the model must have been
+    trained with them); ``nei_below``: probability under which the verdict is NEI."""
+
+    def __init__(
+        self,
+        context: PluginContext,
+        model: str | None = None,
+        math_hints: bool = False,
+        nei_below: float = 0.0,
+        max_length: int = 512,
+    ) -> None:
+        model_dir = Path(model) if model else DEFAULT_MODEL
+        if not model_dir.exists():
+            raise ModelError(
+                f"no verdict model at {model_dir}: train one with `feverous-es train verdict` "
+                "and give it as options.verdict.model in the pipeline configuration"
+            )
+        self.labels = read_labels(model_dir if model_dir.is_dir() else model_dir.parent)
+        self.model = CrossEncoder(model_dir, device=context.device, max_length=max_length)
+        self.hints = math_hints
+        self.nei_below = nei_below
+
+    def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
+        if not batch:
+            return []
+        pairs = [(query.text, premise(query.text, ev, hints=self.hints)) for query, ev in batch]
+        probabilities = softmax(self.model.logits(pairs))
+        if probabilities.shape[1] != len(self.labels):
+            raise ModelError(
+                f"the verdict model has {probabilities.shape[1]} outputs but config.json names "
+                f"{len(self.labels)} labels"
+            )
+        return [_verdict(self.labels, row, self.nei_below) for row in probabilities]
+
+
+def _verdict(labels: Sequence[Label], row: np.ndarray, nei_below: float) -> Verdict:
+    best = int(row.argmax())
+    label, p = labels[best], float(row[best])
+    if p < nei_below:
+        label = Label.NOT_ENOUGH_INFO
+    return Verdict(label, p, dict(zip(labels, map(float, row), strict=True)))
+
+
+class Seq2SeqVerdict:
+    """The ``seq2seq`` verdict (seed 000 §5). ``model``: an exported T5-style directory; its
+    first output token is read as supports / refutes / neutral."""
+
+    OPTIONS = ("supports", "refutes", "neutral")
+    LABELS = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
+
+    def __init__(
+        self,
+        context: PluginContext,
+        model: str,
+        math_hints: bool = False,
+        nei_below: float = 0.0,
+        max_length: int = 512,
+    ) -> None:
+        self.model = Seq2SeqModel(Path(model), device=context.device, max_length=max_length)
+        self.hints = math_hints
+        self.nei_below = nei_below
+
+    def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
+        if not batch:
+            return []
+        texts = [seq2seq_input(q.text, ev, prefix="", hints=self.hints) for q, ev in batch]
+        rows = self.model.choose(texts, self.OPTIONS)
+        return [_verdict(self.LABELS, row, self.nei_below) for row in rows]

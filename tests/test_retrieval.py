@@ -1,0 +1,167 @@
+"""Retrieval logic: table scoring, cells per table, the page prior of non-cells, and the
+candidate retriever on the sample index."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from feverous_es.index.elements import Element, ElementType, PageRecord
+from feverous_es.index.store import Filters, Hit, PageHit
+from feverous_es.plugins.interfaces import PluginContext, Query
+from feverous_es.verify.candidates import (
+    PapeloCandidates,
+    TableWeights,
+    Terms,
+    bigrams,
+    numbers,
+    score_tables,
+    table_cells,
+)
+
+from .conftest import REPO
+
+
+def cell(page: str, table: int, row: int, column: int, text: str, row_text: str = "") -> Element:
+    kind = ElementType.HEADER_CELL if row == 0 else ElementType.CELL
+    local = f"{'header_' if row == 0 else ''}cell_{table}_{row}_{column}"
+    lin = f"[{page}] {row_text or text}"
+    return Element(
+        f"{page}_{local}", page, kind, text, lin, f"{page}_row_{table}_{row}", lin,
+        table=table, row=row, column=column,
+    )  # fmt: skip
+
+
+def sentence(page: str, i: int, text: str) -> Element:
+    lin = f"[{page}] {text}"
+    return Element(f"{page}_sentence_{i}", page, ElementType.SENTENCE, text, lin, lin, lin)
+
+
+def test_claim_features_use_the_index_analysis() -> None:
+    terms = Terms()
+    assert terms("The Cavaliers' games") == terms("the cavalier game")
+    assert bigrams(["third", "round", "turkish"]) == {("third", "round"), ("round", "turkish")}
+    assert numbers("a time of 7:46.95 in 2013 , 54 goal") == {"7:46.95", "2013", "54"}
+
+
+def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
+    claim = "during the third round of the turkish cup there be 54 winner"
+    # Table A: one row matches many words, but no pair of them inside one cell.
+    a = [Hit(cell("Cup A", 0, 1, 0, "turkish third"), 10.0),
+         Hit(cell("Cup A", 0, 1, 1, "round cup"), 10.0)]  # fmt: skip
+    # Table B: its best row scores a little lower, but "third round" is a cell and 54 a value.
+    b = [Hit(cell("Cup B", 1, 3, 0, "third round"), 9.0),
+         Hit(cell("Cup B", 1, 3, 1, "54"), 9.0),
+         Hit(cell("Cup B", 1, 0, 1, "winners from previous round"), 4.0)]  # fmt: skip
+    scores = score_tables(claim, a + b)
+    assert set(scores) == {("Cup A", 0), ("Cup B", 1)}
+    assert scores["Cup B", 1] > scores["Cup A", 0]
+    # Row BM25 alone keeps the order of the best rows.
+    only_rows = score_tables(claim, a + b, TableWeights(1, 0, 0, 0, 0, 0))
+    assert only_rows["Cup A", 0] > only_rows["Cup B", 1]
+
+
+def test_title_words_count_for_every_table_of_the_page() -> None:
+    claim = "the cavalier win a total of 4 game in december"
+    hits = [Hit(cell("1970-71 Cleveland Cavaliers season", 0, 2, 0, "december 4"), 5.0),
+            Hit(cell("Some other season", 0, 2, 0, "december 4"), 5.0)]  # fmt: skip
+    scores = score_tables(claim, hits)
+    assert scores["1970-71 Cleveland Cavaliers season", 0] > scores["Some other season", 0]
+
+
+def test_table_cells_keep_the_table_order_and_fill_quotas_best_row_first() -> None:
+    claim = "smith score 20 point"
+    hits = [Hit(cell("P", 0, r, c, f"v{r}{c}" if c else ("smith" if r == 2 else "x")), 10.0 - r)
+            for r in range(1, 4) for c in range(3)]  # fmt: skip
+    hits += [Hit(cell("Q", 1, r, c, f"w{r}{c}"), 20.0) for r in range(1, 3) for c in range(2)]
+    out = table_cells(claim, hits, [("P", 0), ("Q", 1)], [4, 2])
+    ids = [c.element.local_id for c in out]
+    # P first (its rank), best row (1) first; Q's two cells after, though its BM25 is higher.
+    assert ids[:4] == ["cell_0_1_0", "cell_0_1_1", "cell_0_1_2", "cell_0_2_0"]
+    assert [c.element.page for c in out] == ["P"] * 4 + ["Q"] * 2
+    assert all(x.score > y.score for x, y in itertools.pairwise(out))
+    # In a row, the cell whose own text matches the claim comes first.
+    out = table_cells(claim, [h for h in hits if h.element.row == 2], [("P", 0)], [1])
+    assert out[0].element.text == "smith"
+
+
+class FakeStore:
+    """Just the searches the candidate retriever makes, from fixed hit lists."""
+
+    def __init__(self, text: Sequence[Hit], vector: Sequence[Hit]) -> None:
+        self.text, self.vector = list(text), list(vector)
+
+    def _filtered(self, hits: list[Hit], k: int, filters: Filters | None) -> list[Hit]:
+        f = filters or Filters()
+        keep = [h for h in hits
+                if (not f.pages or h.element.page in f.pages)
+                and (not f.types or h.element.type in f.types)
+                and (not f.tables or (h.element.page, h.element.table) in f.tables)]  # fmt: skip
+        return sorted(keep, key=lambda h: h.score, reverse=True)[:k]
+
+    def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list[Hit]:
+        return self._filtered(self.text, k, filters)
+
+    def search_vector(
+        self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
+    ) -> list[Hit]:
+        return self._filtered(self.vector, k, filters)
+
+
+def fake_context(store: FakeStore) -> PluginContext:
+    return PluginContext(store, lambda texts: np.zeros((len(texts), 3)))  # type: ignore[arg-type]
+
+
+def test_page_prior_lifts_the_sentences_of_the_best_page() -> None:
+    gold = sentence("Vema Seamount", 2, "It lies in the South Atlantic")
+    stray = sentence("Botulism", 4, "lies in the south")
+    weak_page = sentence("Cape Town", 0, "South Atlantic city")
+    store = FakeStore(
+        text=[Hit(gold, 9.0), Hit(stray, 10.0), Hit(weak_page, 9.5)],
+        vector=[Hit(gold, 0.6), Hit(stray, 0.55), Hit(weak_page, 0.5)],
+    )
+    context = fake_context(store)
+    retriever = PapeloCandidates(context, tables=0)
+    pages = [PageHit(PageRecord("Vema Seamount", ""), 2.9),
+             PageHit(PageRecord("Cape Town", ""), 1.3)]  # fmt: skip
+    query = Query("claim", np.zeros(3, dtype=np.float32))
+    out = retriever.candidates(query, pages)
+    assert [c.element.page for c in out] == ["Vema Seamount", "Cape Town", "Botulism"]
+    # Without the prior, the highest BM25 (a page not retrieved) would come first.
+    plain = PapeloCandidates(context, tables=0, page_weight=0.0)
+    assert plain.candidates(query, pages)[0].element.page == "Botulism"
+
+
+def test_candidates_find_the_gold_table_on_the_sample_index(sample_index: Path) -> None:
+    from feverous_es.index.embedded import EmbeddedStore
+    from feverous_es.index.embedder import Embedder
+
+    claims = [json.loads(line) for line in (REPO / "sample" / "claims.jsonl").open()]
+    tabfact = [c for c in claims if c.get("gold_tables")][:10]
+    assert tabfact
+    store = EmbeddedStore(sample_index)
+    embedder = Embedder()
+    try:
+        retriever = PapeloCandidates(PluginContext(store, embedder.embed))
+        found = 0
+        for record in tabfact:
+            query = Query(record["claim"], embedder.embed([record["claim"]])[0])
+            ranked, _ = retriever.rank_tables(query, [])
+            page, _, table = record["gold_tables"][0].rpartition("_table_")
+            found += ranked[:1] == [(page, int(table))]
+            cells = retriever.candidates(query, [])
+            assert len([c for c in cells if c.element.type.is_cell_type]) <= 12 + 2 * 7
+        assert found >= 7
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("option", ["row", "bigrams", "numbers"])
+def test_table_weights_are_plugin_options(option: str) -> None:
+    retriever = PapeloCandidates(fake_context(FakeStore([], [])), **{option: 0.0})
+    assert getattr(retriever.weights, option) == 0.0

