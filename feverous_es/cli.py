@@ -364,6 +364,7 @@ def plugins_command(as_json: bool) -> None:
 
 
 main.add_command(es_group)
+main.add_command(__import__("feverous_es.verify.train_cli", fromlist=["x"]).train_group)
 
 
 @main.command("score")

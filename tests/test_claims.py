@@ -22,7 +22,16 @@ from feverous_es.verify.claims import (
 )
 from tests.conftest import DEV_SAMPLE, MINI
 
-DUMMY = '{"id": "", "claim": "", "label": "", "evidence": [], "annotator_operations": [], "challenge": ""}'
+DUMMY = json.dumps(
+    {
+        "id": "",
+        "claim": "",
+        "label": "",
+        "evidence": [],
+        "annotator_operations": [],
+        "challenge": "",
+    }
+)
 
 
 def _claim(claim_id: int, **extra: object) -> str:
@@ -80,7 +89,12 @@ def test_element_to_triple_rejects(bad: str) -> None:
 
 
 def test_triple_to_element_rejects() -> None:
-    for triple in [("P", "cell", "1"), ("P", "nope", "1"), ("", "sentence", "1"), ("P", "item", "")]:
+    for triple in [
+        ("P", "cell", "1"),
+        ("P", "nope", "1"),
+        ("", "sentence", "1"),
+        ("P", "item", ""),
+    ]:
         with pytest.raises(ValueError, match="not a FEVEROUS evidence triple"):
             triple_to_element(*triple)
 
@@ -228,4 +242,6 @@ def test_prediction_lines_lenient_and_malformed() -> None:
     assert items[2] == MalformedLine(3, "prediction 3: no predicted_label")
     assert items[3] == MalformedLine(4, "prediction 4: no predicted_evidence")
     assert isinstance(items[4], MalformedLine) and "[page, type, position]" in items[4].reason
-    assert isinstance(items[5], MalformedLine) and "not a FEVEROUS evidence triple" in items[5].reason
+    assert (
+        isinstance(items[5], MalformedLine) and "not a FEVEROUS evidence triple" in items[5].reason
+    )

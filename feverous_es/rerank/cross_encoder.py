@@ -5,8 +5,9 @@ Runtime only: onnxruntime, tokenizers and numpy. The default model is ms-marco-M
 ONNX (a BERT-style sequence classifier with one output logit) replaces it by path.
 
     >>> encoder = CrossEncoder()
-    >>> encoder.score([("Who wrote Hamlet?", "Hamlet is a tragedy by William Shakespeare.")])
-    array([9.1...], dtype=float32)
+    >>> encoder.score([("Who wrote Hamlet?", "Hamlet is a play by Shakespeare."),
+    ...                ("Who wrote Hamlet?", "Paris is in France.")]).argmax()
+    0
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ REQUIRED_INPUTS = ("input_ids", "attention_mask")
 
 
 class CrossEncoder:
-    """Scores (query, passage) pairs with an ONNX cross-encoder.
+    """Scores (query, passage) pairs with an ONNX cross-encoder: :meth:`score` for a ranker's
+    one logit, :meth:`logits` for a classifier's several.
 
     ``model``: None for the default ms-marco-MiniLM-L-12-v2 (installed on first use), a model
     directory holding ``model.onnx`` (and optionally ``model_int8.onnx``) and ``tokenizer.json``,
-    or an ``.onnx`` file with ``tokenizer.json`` beside it. Files listed in a directory's
-    ``manifest.json`` are checked against their sha256 before use.
+    or an ``.onnx`` file with ``tokenizer.json`` beside it. Files that the directory's
+    ``manifest.json`` lists are checked against their sha256 before use.
 
     ``quantized``: on CPU, run ``model_int8.onnx`` when the directory has one (about 1.6x
     faster here, but its activations are quantized per batch, so a score moves by up to ~0.4
@@ -75,20 +77,18 @@ class CrossEncoder:
         self.tokens = 0
 
         directory, onnx_file = _locate(model)
-        checked = (directory / MANIFEST_FILE).is_file()
+        listed = _manifest_files(directory)
 
         def file(name: str) -> Path:
-            return (
-                verified(directory, name, remedy="install it again")
-                if checked
-                else directory / name
-            )
+            if name in listed:
+                return verified(directory, name, remedy="install it again")
+            return directory / name
 
         loaded: list[Path] = []
 
         def model_file(on_cuda: bool) -> Path:
             if onnx_file is not None:
-                path = onnx_file
+                path = file(onnx_file.name)
             elif quantized and not on_cuda and (directory / INT8_FILE).is_file():
                 path = file(INT8_FILE)
             else:
@@ -108,30 +108,48 @@ class CrossEncoder:
         self.provider: str = self._session.get_providers()[0]
         self.model_path: Path = loaded[-1]
         inputs = {i.name for i in self._session.get_inputs()}
-        missing = [name for name in REQUIRED_INPUTS if name not in inputs]
         outputs = self._session.get_outputs()
-        width = outputs[0].shape[-1] if outputs and outputs[0].shape else None
-        if missing or not outputs or (isinstance(width, int) and width != 1):
+        missing = [name for name in REQUIRED_INPUTS if name not in inputs]
+        if missing or not outputs:
             raise ModelError(
-                f"{self.model_path} is not a cross-encoder with one logit (inputs "
-                f"{sorted(inputs)}, outputs {[(o.name, o.shape) for o in outputs]})"
+                f"{self.model_path} is not a cross-encoder (inputs {sorted(inputs)}, outputs "
+                f"{[o.name for o in outputs]}; it needs {', '.join(REQUIRED_INPUTS)})"
             )
         self._token_types = "token_type_ids" in inputs
+        width = outputs[0].shape[-1] if outputs[0].shape else None
+        # Logits per pair: 1 for a ranker, one per class for a classifier (None: known on use).
+        self.num_logits: int | None = width if isinstance(width, int) else None
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Raw relevance logits of ``(query, passage)`` pairs, float32, in the pairs' order.
+        """Raw relevance logits of ``(query, passage)`` pairs, float32, shape ``(len(pairs),)``,
+        in the pairs' order. For a model with one output logit (a ranker).
 
         Pairs are batched by length across the whole call, so one call with the candidates of
         many queries batches across queries.
         """
-        out = np.empty(len(pairs), dtype=np.float32)
+        logits = self.logits(pairs)
+        if logits.shape[1] != 1:
+            raise ModelError(
+                f"{self.model_path} has {logits.shape[1]} output logits, not one: use logits()"
+            )
+        return logits[:, 0]
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The model's raw output logits, float32, shape ``(len(pairs), num_logits)``, batched
+        like :meth:`score` (for classifiers, e.g. a verdict model with one logit per label)."""
+        width = self.num_logits or 1
         if len(pairs) == 0:
-            return out
+            return np.empty((0, width), dtype=np.float32)
         encodings = self._encode(pairs)
         order = sorted(range(len(pairs)), key=lambda i: len(encodings[i].ids))
+        out: np.ndarray | None = None
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
-            out[idx] = self._score_batch([encodings[i] for i in idx])
+            batch = self._run([encodings[i] for i in idx])
+            if out is None:
+                out = np.empty((len(pairs), batch.shape[1]), dtype=np.float32)
+            out[idx] = batch
+        assert out is not None
         return out
 
     def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[Encoding]:
@@ -147,7 +165,7 @@ class CrossEncoder:
         except Exception:
             return self._fallback.encode(*pair)
 
-    def _score_batch(self, encodings: list[Encoding]) -> np.ndarray:
+    def _run(self, encodings: list[Encoding]) -> np.ndarray:
         width = max(len(e.ids) for e in encodings)
         input_ids = np.zeros((len(encodings), width), dtype=np.int64)  # 0 is [PAD]
         mask = np.zeros_like(input_ids)
@@ -162,7 +180,7 @@ class CrossEncoder:
             feed["token_type_ids"] = types
         logits = np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
         self.tokens += int(mask.sum())
-        return logits.reshape(len(encodings), -1)[:, 0]
+        return logits.reshape(len(encodings), -1)
 
 
 def _locate(model: Path | str | None) -> tuple[Path, Path | None]:
@@ -178,6 +196,18 @@ def _locate(model: Path | str | None) -> tuple[Path, Path | None]:
         f"{path} is not a cross-encoder model: expected a directory with {FP32_FILE} and "
         f"{TOKENIZER_FILE}, or an .onnx file with {TOKENIZER_FILE} beside it"
     )
+
+
+def _manifest_files(directory: Path) -> set[str]:
+    """The files a directory's ``manifest.json`` lists with their sha256 (none without one)."""
+    try:
+        manifest = json.loads((directory / MANIFEST_FILE).read_text())
+    except FileNotFoundError:
+        return set()
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{directory / MANIFEST_FILE} is unreadable ({exc})") from exc
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    return set(files) if isinstance(files, dict) else set()  # else not a manifest of ours
 
 
 def _model_max_length(directory: Path) -> int:

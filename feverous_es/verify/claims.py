@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ NOT_ENOUGH_INFO = "NOT ENOUGH INFO"
 LABELS = (SUPPORTS, REFUTES, NOT_ENOUGH_INFO)
 
 Triple = tuple[str, str, str]
-"""An official evidence triple ``(page, type, position)``, e.g. ``("Korean Air", "cell", "1_19_0")``."""
+"""An official evidence triple ``(page, type, position)``: ``("Korean Air", "cell", "1_19_0")``."""
 
 # The type marker and the position's arity anchor the split at the id's end, so a page that
 # itself contains ``_cell_`` or underscores still parses (the regex backtracks to the last marker
@@ -202,7 +202,7 @@ def read_predictions(path: str | os.PathLike[str]) -> Iterator[PredictionRecord 
 
 def parse_claims(lines: Iterable[bytes | str]) -> Iterator[ClaimRecord | MalformedLine]:
     """:func:`read_claims` over lines already read (tests, streams)."""
-    for line_no, record in _records(lines):
+    for line_no, record in _records(lines, _is_dummy):
         if isinstance(record, MalformedLine):
             yield record
             continue
@@ -216,7 +216,7 @@ def parse_predictions(lines: Iterable[bytes | str]) -> Iterator[PredictionRecord
     """Submission lines: ``predicted_label`` and ``predicted_evidence`` required; the evidence as
     official triples or as element ids (the official ``evaluate.py`` input accepts ids); integer
     positions are taken as strings. ``id`` optional; other fields (gold ones too) are ignored."""
-    for line_no, record in _records(lines):
+    for line_no, record in _records(lines, _is_dummy_prediction):
         if isinstance(record, MalformedLine):
             yield record
             continue
@@ -226,9 +226,11 @@ def parse_predictions(lines: Iterable[bytes | str]) -> Iterator[PredictionRecord
             yield MalformedLine(line_no, str(exc))
 
 
-def _records(lines: Iterable[bytes | str]) -> Iterator[tuple[int, dict[str, Any] | MalformedLine]]:
+def _records(
+    lines: Iterable[bytes | str], is_dummy: Callable[[dict[str, Any]], bool]
+) -> Iterator[tuple[int, dict[str, Any] | MalformedLine]]:
     """Parsed JSON objects with their line numbers; blank lines are skipped, and so is a first
-    record that is the official dummy (empty or missing id, empty claim)."""
+    record that ``is_dummy`` (the official files' placeholder first line)."""
     first = True
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
@@ -243,7 +245,7 @@ def _records(lines: Iterable[bytes | str]) -> Iterator[tuple[int, dict[str, Any]
             yield line_no, MalformedLine(line_no, f"not a JSON object but {type(record).__name__}")
             first = False
             continue
-        if first and _is_dummy(record):
+        if first and is_dummy(record):
             first = False
             continue
         first = False
@@ -251,7 +253,13 @@ def _records(lines: Iterable[bytes | str]) -> Iterator[tuple[int, dict[str, Any]
 
 
 def _is_dummy(record: dict[str, Any]) -> bool:
+    """The official dummy claim: empty or missing id and no claim text."""
     return record.get("id") in ("", None) and not record.get("claim")
+
+
+def _is_dummy_prediction(record: dict[str, Any]) -> bool:
+    """A dummy that also predicts nothing (a real id-less prediction has a label)."""
+    return _is_dummy(record) and not record.get("predicted_label")
 
 
 def _id(record: dict[str, Any], required: bool) -> int | str | None:

@@ -103,6 +103,13 @@ class HybridPageRetriever:
 
     score = title_weight * span words / longest span words
           + text_weight * BM25 / best BM25 + vector_weight * cosine
+
+    Defaults measured on 700 FEVEROUS-S dev claims (bench/retrieval.py): 8 pages instead of 5
+    and title and vector weights of 0.5 instead of 1 raise the share of claims with every gold
+    page retrieved from 0.974 to 0.986; with the page prior of the candidates (see
+    :mod:`feverous_es.verify.candidates`) complete-evidence recall@5 rises from 0.927 to 0.944.
+    A span naming a title is weighed less because claims name many side pages ("Alabama")
+    whose sentences are rarely the evidence.
     """
 
     def __init__(

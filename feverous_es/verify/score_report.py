@@ -41,10 +41,8 @@ def print_score_report(console: Console, report: ScoreReport) -> None:
             table.add_row(*_metrics_row(name, metrics))
     console.print(table)
 
-    predicted = sorted(
-        {p for row in report.confusion.values() for p in row},
-        key=lambda p: (LABELS.index(p) if p in LABELS else len(LABELS), p),
-    )
+    others = {p for row in report.confusion.values() for p in row} - set(LABELS)
+    predicted = [*LABELS, *sorted(others)] if report.confusion else []
     if predicted:
         matrix = Table(
             "gold \\ predicted", *predicted, title="Labels (claims)", title_justify="left"

@@ -18,7 +18,7 @@ evaluation``), reproduced here claim by claim:
   F1 is the harmonic mean of the two averages (0.0 where the official code divides by zero).
 * Label accuracy: the share of claims whose predicted label equals the gold one.
 
-Beyond the official numbers: the same metrics per ``challenge``, a gold × predicted label
+Beyond the official numbers: the same metrics per ``challenge``, a gold-by-predicted label
 confusion matrix, and for claims with ``gold_tables`` (TabFact-style) table Hits@k: tables are
 ranked by where their first cell, header cell, caption (or the table itself) appears in the
 *untruncated* predicted evidence.
@@ -367,4 +367,3 @@ def _read(path: str | os.PathLike[str], reader: Any, what: str) -> tuple[list[An
         detail = f"; line {bad[0].line_no}: {bad[0].reason}" if bad else " (it is empty)"
         raise ScoreError(f"{what} {path} holds no valid record{detail}")
     return records, bad
-

@@ -70,7 +70,7 @@ class ClassifierVerdict:
         model: str | None = None,
         math_hints: bool = False,
         nei_below: float = 0.0,
-        max_length: int = 512,
+        max_length: int = 256,  # the shipped model was trained at 256 tokens
     ) -> None:
         model_dir = Path(model) if model else DEFAULT_MODEL
         if not model_dir.exists():
