@@ -25,6 +25,7 @@ from rich.table import Table
 from feverous_es import __version__
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
+from feverous_es.training.cli import train_group
 
 console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -364,7 +365,7 @@ def plugins_command(as_json: bool) -> None:
 
 
 main.add_command(es_group)
-main.add_command(__import__("feverous_es.verify.train_cli", fromlist=["x"]).train_group)
+main.add_command(train_group)
 
 
 @main.command("score")

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from feverous_es.cli import main
 from feverous_es.plugins.interfaces import Label, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
-from feverous_es.verify import train_verdict as tv
+from feverous_es.training import verdict as tv
+from feverous_es.training.export import torch_logits
 
 CLAIMS = [
     ("The Glenn Thompson Plantation is also known as Cedar Heights Plantation.", "SUPPORTS"),
@@ -115,7 +116,7 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: tv.RunOptio
     batch = [(Query(e.claim, np.zeros(384, np.float32)), e.candidates()) for e in examples]
     got = verdict.predict(batch)
     pairs = [(e.claim, e.premise(False)) for e in examples]
-    expected = softmax(tv.torch_logits(options.work / tv.TRAINED_DIR, pairs, 64))
+    expected = softmax(torch_logits(options.work / tv.TRAINED_DIR, pairs, 64))
     for result, row in zip(got, expected, strict=True):
         assert result.label is (Label.SUPPORTS if row.argmax() == 0 else Label.REFUTES)
         assert result.probabilities[Label.SUPPORTS] == pytest.approx(row[0], abs=0.05)

