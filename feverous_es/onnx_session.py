@@ -3,6 +3,18 @@
 A model directory is installed with one rename and holds ``manifest.json``: the sha256 and size
 of each file, checked before a file is used. A session runs on the CUDA execution provider when a
 CUDA device is usable, else on the CPU provider.
+
+A directory may hold one graph per precision: ``model.onnx`` (fp32), ``model.fp16.onnx`` (for
+the CUDA provider) and ``model.int8.onnx`` (dynamic int8, for the CPU provider; older exports
+name it ``model_int8.onnx``). :func:`choose_model_file` picks one for the provider; sessions are
+shared per file, provider and thread count, so two users of one model share one session.
+
+No I/O binding on CUDA: each batch is built on the host (length-sorted, padded to its own
+longest pair), so its inputs cross to the device once either way, and the outputs come back to
+the host for pooling (embedder) or sorting (rankers); binding would only pre-allocate outputs,
+which for dynamic batch shapes means re-binding every batch. It would pay once pooling and
+normalization moved into the graph, so that a batch's output is (batch, 384) not
+(batch, tokens, 384).
 """
 
 from __future__ import annotations
@@ -13,12 +25,18 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 import onnxruntime as ort
 
 MANIFEST_FILE = "manifest.json"
+FP32_FILE = "model.onnx"
+FP16_FILE = "model.fp16.onnx"
+INT8_FILE = "model.int8.onnx"
+LEGACY_INT8_FILE = "model_int8.onnx"  # the embedder's and the reranker's installs
+PRECISION_FILES = {"fp32": FP32_FILE, "fp16": FP16_FILE, "int8": INT8_FILE}
 DEVICES = ("auto", "cuda", "cpu")
 CUDA_PROVIDER = "CUDAExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -41,6 +59,37 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_entry(path: Path) -> dict[str, object]:
+    """A manifest's record of one file: its sha256 and size."""
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def write_manifest(model_dir: Path, names: Iterable[str], **meta: object) -> dict[str, object]:
+    """Write ``model_dir/manifest.json``: ``meta``'s keys, then ``files`` (``names`` hashed).
+    Returns the manifest."""
+    manifest: dict[str, object] = {
+        **meta,
+        "files": {name: file_entry(model_dir / name) for name in names},
+    }
+    (model_dir / MANIFEST_FILE).write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return manifest
+
+
+def choose_model_file(available: Collection[str], on_cuda: bool, *, quantized: bool = True) -> str:
+    """The graph to load out of the file names ``available``: on CUDA ``model.fp16.onnx`` when
+    there is one, else fp32; on CPU the int8 graph when ``quantized`` and there is one, else
+    fp32. (fp16 on the CPU provider is slower than fp32: most of its kernels are fp32 only.)"""
+    if on_cuda:
+        return FP16_FILE if FP16_FILE in available else FP32_FILE
+    if quantized:
+        for name in (INT8_FILE, LEGACY_INT8_FILE):
+            if name in available:
+                return name
+    return FP32_FILE
 
 
 def manifest_complete(model_dir: Path) -> bool:
@@ -92,7 +141,8 @@ def open_session(
     """A session on CUDA when ``device`` allows it and CUDA is usable, else on CPU.
 
     ``model_file(on_cuda)`` returns the (verified) ONNX file to load for that provider, so a
-    caller can run fp32 on a GPU and int8 on CPU, and hashes only the file it loads.
+    caller can run fp16 on a GPU and int8 on CPU (:func:`choose_model_file`), and hashes only
+    the file it loads.
     ``device="cuda"`` raises ModelError when CUDA is not usable.
     """
     check_device(device)
@@ -109,9 +159,27 @@ def open_session(
     return _load(model_file(False), options, [CPU_PROVIDER])
 
 
+# (file, size, mtime, providers, threads) -> session: a model opened twice while a first user
+# holds it (the cell and non-cell rerankers, a verdict model that is also a ranker) is loaded
+# once; a session no one holds is freed. A replaced file has a new key.
+_SESSIONS: weakref.WeakValueDictionary[tuple, ort.InferenceSession] = weakref.WeakValueDictionary()
+
+
 def _load(path: Path, options: ort.SessionOptions, providers: list[str]) -> ort.InferenceSession:
     try:
-        return ort.InferenceSession(path, options, providers=providers)
+        stat = Path(path).stat()
+        key = (
+            str(Path(path).resolve()),
+            stat.st_size,
+            stat.st_mtime_ns,
+            tuple(providers),
+            options.intra_op_num_threads,
+        )
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = ort.InferenceSession(path, options, providers=providers)
+            _SESSIONS[key] = session
+        return session
     except Exception as exc:  # onnxruntime raises its own classes (InvalidProtobuf, Fail, ...)
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelError(f"{path} cannot be loaded by ONNX Runtime: {reason}") from exc

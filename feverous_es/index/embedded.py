@@ -32,7 +32,13 @@ import orjson
 import tantivy
 from tantivy import Occur, Query
 
-from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
+from feverous_es.index.elements import (
+    Element,
+    ElementType,
+    PageRecord,
+    fold_accents,
+    title_keys,
+)
 from feverous_es.index.store import (
     BuildState,
     Chunk,
@@ -53,7 +59,7 @@ from feverous_es.index.vectors import (
 )
 
 FORMAT = "feverous-es-embedded"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: BM25 fields hold accent-folded text
 
 _META = "meta.json"
 _SQLITE = "elements.sqlite"
@@ -149,6 +155,18 @@ def english_analyzer() -> tantivy.TextAnalyzer:
         .filter(tantivy.Filter.stemmer("english"))
         .build()
     )
+
+
+class BM25Analyzer:
+    """What the BM25 fields hold of a text: accents folded (see
+    :func:`~feverous_es.index.elements.fold_accents`: tantivy's tokenizer would split a
+    decomposed "Mocăniță" into "moca" and "nit"), then :func:`english_analyzer`'s terms."""
+
+    def __init__(self) -> None:
+        self._analyzer = english_analyzer()
+
+    def analyze(self, text: str) -> list[str]:
+        return self._analyzer.analyze(fold_accents(text))
 
 
 def _element_schema() -> tantivy.Schema:
@@ -360,7 +378,7 @@ class EmbeddedWriter:
         schema = self._texts.schema
         for eid, element in enumerate(chunk.elements, start=state.elements):
             doc = {
-                "text": element.linearized,
+                "text": fold_accents(element.linearized),
                 "page": element.page,
                 "type": element.type.value,
                 "seq": chunk.seq,
@@ -371,7 +389,8 @@ class EmbeddedWriter:
             self._text_writer.add_document(tantivy.Document.from_dict(doc, schema))
         schema = self._pages.schema
         for pid, page in enumerate(chunk.pages, start=state.pages):
-            doc = {"title": page.title, "intro": page.intro, "seq": chunk.seq, "pid": pid}
+            title, intro = fold_accents(page.title), fold_accents(page.intro)
+            doc = {"title": title, "intro": intro, "seq": chunk.seq, "pid": pid}
             self._page_writer.add_document(tantivy.Document.from_dict(doc, schema))
         self._text_writer.commit()
         self._page_writer.commit()
@@ -528,7 +547,7 @@ class EmbeddedStore:
             self._page_vectors = VectorMatrix(self.path / _PAGE_VECTORS, self.dim, state.pages)
         except (sqlite3.Error, ValueError, OSError) as error:
             raise StoreError(f"{self.path} is not a readable embedded index: {error}") from error
-        self._analyzer = english_analyzer()
+        self._analyzer = BM25Analyzer()
         self._titles: dict[str, list[str]] | None = None
 
     @property

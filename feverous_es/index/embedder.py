@@ -11,6 +11,7 @@ subprocess, so a process that embeds never imports torch.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from tokenizers import Tokenizer
 from feverous_es.onnx_session import (
     ModelError,
     check_device,
+    choose_model_file,
     manifest_complete,
     models_dir,
     open_session,
@@ -31,6 +33,7 @@ from feverous_es.onnx_session import (
 )
 
 # Re-exported: the export and its callers import them from here.
+from feverous_es.onnx_session import FP16_FILE as FP16_FILE  # isort: skip
 from feverous_es.onnx_session import MANIFEST_FILE as MANIFEST_FILE  # isort: skip
 from feverous_es.onnx_session import sha256_file as sha256_file  # isort: skip
 
@@ -87,8 +90,10 @@ def _verified(model_dir: Path, name: str) -> Path:
 class Embedder:
     """all-MiniLM-L6-v2 sentence embeddings: mean pooling over tokens, L2-normalized.
 
-    On a CUDA device the fp32 model runs on the CUDA execution provider; on CPU the int8 model
-    (``quantized=False`` for fp32). ``device`` is ``"auto"``, ``"cuda"`` or ``"cpu"``.
+    On a CUDA device the fp16 model runs on the CUDA execution provider (fp32 for an export
+    without one); on CPU the int8 model (``quantized=False`` for fp32). ``model_file`` names
+    the graph to run on any provider instead (parity checks, benchmarks). ``device`` is
+    ``"auto"``, ``"cuda"`` or ``"cpu"``.
     ``tokens`` counts the non-padding tokens embedded so far (for throughput figures).
     """
 
@@ -103,6 +108,7 @@ class Embedder:
         batch_size: int = 32,
         device: str = "auto",
         threads: int | None = None,
+        model_file: str | None = None,
     ) -> None:
         check_device(device)
         model_dir = ensure_model(model_dir)
@@ -114,14 +120,16 @@ class Embedder:
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length)
 
-        self._session = open_session(
-            lambda on_cuda: _verified(
-                model_dir, FP32_FILE if on_cuda or not quantized else INT8_FILE
-            ),
-            device=device,
-            threads=threads,
-        )
+        listed = json.loads((model_dir / MANIFEST_FILE).read_text())["files"]
+        loaded: list[str] = []
+
+        def pick(on_cuda: bool) -> Path:
+            loaded.append(model_file or choose_model_file(listed, on_cuda, quantized=quantized))
+            return _verified(model_dir, loaded[-1])
+
+        self._session = open_session(pick, device=device, threads=threads)
         self.provider: str = self._session.get_providers()[0]
+        self.model_file: str = loaded[-1]
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -20,19 +20,15 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from feverous_es.onnx_session import (
+    FP32_FILE,
     MANIFEST_FILE,
     ModelError,
     check_device,
+    choose_model_file,
     open_session,
     verified,
 )
-from feverous_es.rerank.fetch import (
-    FP32_FILE,
-    INT8_FILE,
-    TOKENIZER_CONFIG_FILE,
-    TOKENIZER_FILE,
-    ensure_reranker,
-)
+from feverous_es.rerank.fetch import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, ensure_reranker
 
 # Pairs of the mini-FEVEROUS data are at most ~320 tokens (claim + linearized table row), and
 # length-sorted batches make a pair's cost depend on its own length only, so the limit is the
@@ -47,15 +43,17 @@ class CrossEncoder:
     one logit, :meth:`logits` for a classifier's several.
 
     ``model``: None for the default ms-marco-MiniLM-L-12-v2 (installed on first use), a model
-    directory holding ``model.onnx`` (and optionally ``model_int8.onnx``) and ``tokenizer.json``,
-    or an ``.onnx`` file with ``tokenizer.json`` beside it. Files that the directory's
+    directory holding ``model.onnx`` (and optionally ``model.fp16.onnx`` and ``model.int8.onnx``
+    or ``model_int8.onnx``) and ``tokenizer.json``, or an ``.onnx`` file with ``tokenizer.json``
+    beside it (that file then runs on any provider). Files that the directory's
     ``manifest.json`` lists are checked against their sha256 before use.
 
-    ``quantized``: on CPU, run ``model_int8.onnx`` when the directory has one (about 1.6x
-    faster here, but its activations are quantized per batch, so a score moves by up to ~0.4
-    with the other pairs of its batch); the default fp32 graph gives a pair the same score in
-    any batch. On a CUDA device the fp32 graph always runs. ``device``: ``"auto"``, ``"cuda"``
-    or ``"cpu"``. ``max_length`` bounds a pair's tokens; only the passage is truncated.
+    ``quantized``: on CPU, run the int8 graph when the directory has one (about 1.6x faster
+    here, but its activations are quantized per batch, so a score moves by up to ~0.4 with the
+    other pairs of its batch); the default fp32 graph gives a pair the same score in any batch.
+    On a CUDA device ``model.fp16.onnx`` runs when the directory has one, else fp32.
+    ``device``: ``"auto"``, ``"cuda"`` or ``"cpu"``. ``max_length`` bounds a pair's tokens;
+    only the passage is truncated.
     ``tokens`` counts the non-padding tokens scored so far (for throughput figures).
     """
 
@@ -89,10 +87,9 @@ class CrossEncoder:
         def model_file(on_cuda: bool) -> Path:
             if onnx_file is not None:
                 path = file(onnx_file.name)
-            elif quantized and not on_cuda and (directory / INT8_FILE).is_file():
-                path = file(INT8_FILE)
             else:
-                path = file(FP32_FILE)
+                present = {p.name for p in directory.glob("*.onnx")}
+                path = file(choose_model_file(present, on_cuda, quantized=quantized))
             loaded.append(path)
             return path
 

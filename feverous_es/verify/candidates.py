@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from feverous_es.index.elements import Element, ElementType
-from feverous_es.index.embedded import english_analyzer
+from feverous_es.index.embedded import BM25Analyzer
 from feverous_es.index.store import Filters, Hit, PageHit
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 
@@ -63,10 +63,11 @@ def rank_tables(hits: Sequence[Hit]) -> list[TableKey]:
 
 
 class Terms:
-    """The BM25 fields' analysis (lower-cased, stop words out, stemmed), cached per text."""
+    """The BM25 fields' analysis (accents folded, lower-cased, stop words out, stemmed),
+    cached per text."""
 
     def __init__(self) -> None:
-        self._analyzer = english_analyzer()
+        self._analyzer = BM25Analyzer()
         self._cache: dict[str, list[str]] = {}
 
     def __call__(self, text: str) -> list[str]:

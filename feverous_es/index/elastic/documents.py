@@ -72,7 +72,7 @@ class PageDoc(Document):
     title = Text(
         fields={"exact": Keyword(), "analyzed": Text(analyzer="english")},
     )
-    title_keys = Keyword(multi=True)  # NFD, case-folded, with and without "(disambiguation)"
+    title_keys = Keyword(multi=True)  # accents and case folded, with and without "(…)"
     intro = Text(analyzer="english")
     links = Keyword(multi=True)
     ord = Long()
