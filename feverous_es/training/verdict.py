@@ -30,36 +30,33 @@ torch, transformers and optimum are imported inside functions: the runtime never
 from __future__ import annotations
 
 import json
-import math
-import os
-import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from feverous_es.index.elements import Element, ElementType
-from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Verdict
+from feverous_es.plugins.interfaces import Candidate
+from feverous_es.training import common
 from feverous_es.training.common import (
+    CHECKPOINT_FILE,
+    LOSS_LOG,
+    TRAINED_DIR,
     TrainError,
     base_name,
     check_base,
-    hash_unit,
     import_torch,
-    is_holdout,
-    load_checkpoint,
+    split,
 )
 from feverous_es.training.export import export, onnx_logits
-from feverous_es.verify.claims import REFUTES, SUPPORTS, MalformedLine, read_claims
+from feverous_es.verify.claims import REFUTES, SUPPORTS
 from feverous_es.verify.inputs import premise
+
+__all__ = ["CHECKPOINT_FILE", "LOSS_LOG", "TRAINED_DIR", "TrainError", "split"]
 
 LABELS = (SUPPORTS, REFUTES)  # logit order; config.json's id2label
 EVIDENCE_FILE = "evidence.jsonl"
-CHECKPOINT_FILE = "checkpoint.pt"
-LOSS_LOG = "loss.jsonl"  # step and training loss, one line a step
-TRAINED_DIR = "trained"  # the fine-tuned torch model, in the work directory
-_STUB_VERDICT = "_train-verdict-none"
 
 
 @dataclass
@@ -89,26 +86,10 @@ class Example:
 
 
 @dataclass
-class TrainSettings:
-    base: Path
-    epochs: float = 1.0
-    max_length: int = 256
-    batch_size: int = 16
-    learning_rate: float = 5e-5
-    warmup: float = 0.06
-    seed: int = 13
+class TrainSettings(common.TrainSettings):
     math_hints: bool = False
-    checkpoint_every: int = 50
-    threads: int | None = None
-    # The word embeddings are half of MiniLM's weights; frozen, the optimizer skips them, and a
-    # few thousand claims would move only the rows of the words they contain.
-    freeze_embeddings: bool = True
 
-    def fingerprint(self) -> dict[str, Any]:
-        """What a checkpoint must agree with to be resumed (not epochs: a run may be extended)."""
-        keys = ("max_length", "batch_size", "learning_rate", "warmup", "seed", "math_hints")
-        keys += ("freeze_embeddings",)
-        return {"base": str(self.base), **{k: getattr(self, k) for k in keys}}
+    FINGERPRINT: ClassVar[tuple[str, ...]] = (*common.TrainSettings.FINGERPRINT, "math_hints")
 
 
 # ----------------------------------------------------------------------------- claims
@@ -123,36 +104,19 @@ def read_labelled_claims(
         raise TrainError("no claim files given (--claims FILE.jsonl)")
     chosen: list[tuple[str, str, str, str]] = []
     for path in paths:
-        path = Path(path)
-        if not path.is_file():
-            raise TrainError(f"claim file {path} does not exist")
-        source = path.stem
-        rows = []
-        for record in read_claims(path):
-            if isinstance(record, MalformedLine) or record.label not in LABELS:
-                continue
-            if not record.claim.strip():
-                continue
-            rows.append((source, str(record.id), record.claim, record.label))
+        source = Path(path).stem
+        rows = [
+            (source, str(record.id), record.claim, record.label)
+            for record in common.claim_records(Path(path))
+            if record.label in LABELS
+        ]
         if not rows:
             raise TrainError(f"{path} has no SUPPORTS / REFUTES claims")
-        if limit is not None and len(rows) > limit:
-            rows = sorted(rows, key=lambda r: hash_unit(seed, r[0], r[1], "sample"))[:limit]
-        chosen += rows
+        chosen += common.sample(rows, limit, seed, key=lambda r: (r[0], r[1]))
     return chosen
 
 
 # ----------------------------------------------------------------------------- evidence
-
-
-class _NoVerdict:
-    """Stands in for the verdict stage while evidence is collected (no model needed)."""
-
-    def __init__(self, context: PluginContext, **_: Any) -> None:
-        pass
-
-    def predict(self, batch: Sequence[Any]) -> list[Verdict]:
-        return [Verdict(Label.SUPPORTS, 1.0) for _ in batch]
 
 
 def _evidence_record(candidate: Candidate) -> dict[str, Any]:
@@ -171,15 +135,12 @@ def _evidence_record(candidate: Candidate) -> dict[str, Any]:
 def read_cache(path: Path) -> dict[tuple[str, str], Example]:
     """The cached examples by (source, id); a torn last line (a killed run) is ignored."""
     cached: dict[tuple[str, str], Example] = {}
-    if not path.exists():
-        return cached
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            try:
-                example = Example(**json.loads(line))
-            except (ValueError, TypeError):
-                continue
-            cached[example.source, example.id] = example
+    for record in common.read_jsonl(path):
+        try:
+            example = Example(**record)
+        except TypeError:
+            continue
+        cached[example.source, example.id] = example
     return cached
 
 
@@ -197,74 +158,35 @@ def collect_evidence(
 ) -> list[Example]:
     """Each claim's retrieved evidence, from ``cache`` when it holds it, else from the pipeline
     (and appended to ``cache``). Returns the examples in the order of ``claims``."""
-    from feverous_es.plugins.config import load_config
-    from feverous_es.plugins.registry import register, unregister
-    from feverous_es.verify.pipeline import open_pipeline
-
     cached = read_cache(cache)
     todo = [c for c in claims if (c[0], c[1]) not in cached]
     if on_progress:
         on_progress(len(claims) - len(todo), len(claims))
     if todo:
-        if store == "embedded" and not Path(index).is_dir():
-            raise TrainError(f"index {index} does not exist (build it with `feverous-es index`)")
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        register("verdict", _STUB_VERDICT, _NoVerdict)
-        try:
-            config = load_config(
-                plugins={"reranker": reranker, "verdict": _STUB_VERDICT}, hops=hops, environ={}
-            )
-            pipeline = open_pipeline(store, index, config, device)
-            try:
-                with cache.open("a", encoding="utf-8") as out:
-                    done = len(claims) - len(todo)
-                    for start in range(0, len(todo), batch_size):
-                        chunk = todo[start : start + batch_size]
-                        results = pipeline.verify_many([c[2] for c in chunk])
-                        for (source, cid, text, label), result in zip(chunk, results, strict=True):
-                            example = Example(
-                                source,
-                                cid,
-                                text,
-                                label,
-                                [_evidence_record(c) for c in result.evidence],
-                            )
-                            cached[source, cid] = example
-                            out.write(json.dumps(asdict(example), ensure_ascii=False) + "\n")
-                        out.flush()
-                        done += len(chunk)
-                        if on_progress:
-                            on_progress(done, len(claims))
-            finally:
-                pipeline.context.store.close()
-        finally:
-            unregister("verdict", _STUB_VERDICT)
+        with (
+            common.retrieval_pipeline(
+                index, store=store, reranker=reranker, hops=hops, device=device
+            ) as pipeline,
+            common.append_to(cache) as out,
+        ):
+            done = len(claims) - len(todo)
+            for start in range(0, len(todo), batch_size):
+                chunk = todo[start : start + batch_size]
+                results = pipeline.verify_many([c[2] for c in chunk])
+                for (source, cid, text, label), result in zip(chunk, results, strict=True):
+                    example = Example(
+                        source, cid, text, label, [_evidence_record(c) for c in result.evidence]
+                    )
+                    cached[source, cid] = example
+                    out.write(json.dumps(asdict(example), ensure_ascii=False) + "\n")
+                out.flush()
+                done += len(chunk)
+                if on_progress:
+                    on_progress(done, len(claims))
     return [cached[c[0], c[1]] for c in claims]
 
 
 # ----------------------------------------------------------------------------- training
-
-
-def _encode(tokenizer: Any, examples: Sequence[Example], settings: TrainSettings) -> list[dict]:
-    encoded = []
-    for example in examples:
-        ids = tokenizer(
-            example.claim,
-            example.premise(settings.math_hints),
-            truncation="only_second",
-            max_length=settings.max_length,
-        )
-        encoded.append({k: ids[k] for k in ids})  # input_ids, token_type_ids, attention_mask
-    return encoded
-
-
-def _collate(torch: Any, rows: Sequence[dict], pad_id: int) -> dict[str, Any]:
-    width = max(len(r["input_ids"]) for r in rows)
-    batch = {}
-    for key in rows[0]:
-        pad = pad_id if key == "input_ids" else 0
-        batch[key] = torch.tensor([r[key] + [pad] * (width - len(r[key])) for r in rows])
-    return batch
 
 
 def train(
@@ -276,113 +198,30 @@ def train(
     stop_after: int | None = None,
 ) -> Path | None:
     """Fine-tune ``settings.base`` into ``<work>/trained`` and return that directory (None when
-    ``stop_after`` stopped it first).
-
-    Resumes from ``<work>/checkpoint.pt`` when it exists (the batches are a function of the seed
-    and the epoch, so a resumed run sees the batches the killed one would have). ``stop_after``
-    stops after that many steps of this call (tests use it to simulate a kill).
+    ``stop_after`` stopped it first); resumable (:func:`~feverous_es.training.common.fit`).
     ``on_progress(step, total, tokens_per_second)``.
     """
     torch = import_torch()
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        get_linear_schedule_with_warmup,
-    )
-
     check_base(settings.base)
     if not examples:
         raise TrainError("no training examples (every claim is held out?)")
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
-    work.mkdir(parents=True, exist_ok=True)
-    checkpoint_path = work / CHECKPOINT_FILE
-    state = load_checkpoint(torch, checkpoint_path) if checkpoint_path.exists() else None
-    if state is not None and state.get("settings") != settings.fingerprint():
-        raise TrainError(
-            f"checkpoint {checkpoint_path} was made with other settings "
-            f"({state.get('settings')}); delete it or use another --work directory"
-        )
-
-    torch.manual_seed(settings.seed)
-    tokenizer = AutoTokenizer.from_pretrained(settings.base)
-    id2label = dict(enumerate(LABELS))
-    try:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            settings.base,
-            num_labels=len(LABELS),
-            id2label=id2label,
-            label2id={v: k for k, v in id2label.items()},
-            ignore_mismatched_sizes=True,
-        )
-    except (OSError, ValueError) as error:
-        raise TrainError(f"cannot load {settings.base}: {str(error).splitlines()[0]}") from None
-    if settings.freeze_embeddings:
-        model.get_input_embeddings().weight.requires_grad_(False)
-    encoded = _encode(tokenizer, examples, settings)
+    tokenizer, model = common.load_model(torch, settings, LABELS)
+    pairs = [(e.claim, e.premise(settings.math_hints)) for e in examples]
+    encoded = common.encode_pairs(tokenizer, pairs, settings.max_length)
     labels = [LABELS.index(e.label) for e in examples]
-    steps_per_epoch = math.ceil(len(encoded) / settings.batch_size)
-    total = max(1, math.ceil(steps_per_epoch * settings.epochs))
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.01)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(settings.warmup * total), total)
-    step = 0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        step = int(state["step"])
-        torch.set_rng_state(state["torch_rng"])
-
-    def save() -> None:
-        tmp = checkpoint_path.with_suffix(".tmp")
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "step": step,
-                "settings": settings.fingerprint(),
-                "torch_rng": torch.get_rng_state(),
-            },
-            tmp,
-        )
-        os.replace(tmp, checkpoint_path)
-
-    model.train()
     pad_id = tokenizer.pad_token_id or 0
-    started, tokens, done_here = time.perf_counter(), 0, 0
-    while step < total:
-        epoch, offset = divmod(step, steps_per_epoch)
-        order = list(range(len(encoded)))
-        random.Random(settings.seed * 1000 + epoch).shuffle(order)
-        batch_ids = order[offset * settings.batch_size : (offset + 1) * settings.batch_size]
-        batch = _collate(torch, [encoded[i] for i in batch_ids], pad_id)
-        target = torch.tensor([labels[i] for i in batch_ids])
-        loss = torch.nn.functional.cross_entropy(model(**batch).logits, target)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        step += 1
-        done_here += 1
-        with (work / LOSS_LOG).open("a", encoding="utf-8") as log:
-            log.write(json.dumps({"step": step, "loss": round(float(loss), 5)}) + "\n")
-        tokens += int(batch["attention_mask"].sum())
-        if on_progress:
-            on_progress(step, total, tokens / max(time.perf_counter() - started, 1e-9))
-        if step % settings.checkpoint_every == 0 or step == total:
-            save()
-        if stop_after is not None and done_here >= stop_after and step < total:
-            save()
-            return None
 
-    out = work / TRAINED_DIR
-    model.eval()
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    def batch_loss(ids: list[int]) -> tuple[Any, int]:
+        batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
+        target = torch.tensor([labels[i] for i in ids])
+        loss = torch.nn.functional.cross_entropy(model(**batch).logits, target)
+        return loss, int(batch["attention_mask"].sum())
+
+    finished = common.fit(
+        torch, model, settings, work, len(encoded), batch_loss,
+        on_progress=on_progress, stop_after=stop_after,
+    )  # fmt: skip
+    return common.save_trained(model, tokenizer, work) if finished else None
 
 
 def accuracy(
@@ -476,15 +315,6 @@ data (CC BY-SA 3.0/4.0, Wikipedia contributors).
     (out / "training.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
-def split(
-    examples: Iterable[Example], seed: int, holdout: float
-) -> tuple[list[Example], list[Example]]:
-    train_set, held = [], []
-    for e in examples:
-        (held if is_holdout(seed, e.source, e.id, holdout) else train_set).append(e)
-    return train_set, held
-
-
 # ----------------------------------------------------------------------------- the command
 
 
@@ -546,7 +376,6 @@ def run(
     exported = export(trained, options.out, options.work, probe, settings.max_length)
     from feverous_es.plugins.config import DEFAULT_HOPS
 
-    steps_per_epoch = math.ceil(len(train_set) / settings.batch_size)
     report: dict[str, Any] = {
         "command": options.command,
         "claims": [Path(p).name for p in options.claims],
@@ -563,7 +392,7 @@ def run(
             "learning_rate": settings.learning_rate,
             "seed": settings.seed,
             "math_hints": settings.math_hints,
-            "steps": max(1, math.ceil(steps_per_epoch * settings.epochs)),
+            "steps": settings.total_steps(len(train_set)),
             "seconds": round(seconds, 1),
             "tokens_per_second": round(rate[0], 1),
         },
