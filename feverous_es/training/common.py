@@ -15,7 +15,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TextIO, TypeVar
 
@@ -206,6 +206,65 @@ def retrieval_pipeline(
             pipeline.context.store.close()
     finally:
         unregister("verdict", _STUB_VERDICT)
+
+
+def rank_candidates(pipeline: Any, claims: Sequence[str]) -> list[tuple[list[Any], list[Any]]]:
+    """Each claim's retrieved pages and its candidates in the reranker's order: the pipeline's
+    stages up to the reranker (no evidence budget, no next hop)."""
+    from feverous_es.plugins.interfaces import Query
+
+    vectors = pipeline.context.embed(list(claims))
+    queries = [Query(claim, v) for claim, v in zip(claims, vectors, strict=True)]
+    pages = [pipeline.pages.retrieve(query) for query in queries]
+    pools = [pipeline.candidates.candidates(q, h) for q, h in zip(queries, pages, strict=True)]
+    ranked = pipeline.reranker.rerank(list(zip(queries, pools, strict=True)))
+    return list(zip(pages, ranked, strict=True))
+
+
+def read_records(path: Path, record_type: Callable[..., R]) -> dict[tuple[str, str], R]:
+    """The records of a cache file by ``(source, id)``; a line that does not fit
+    ``record_type`` (a torn last line, another version's) is skipped."""
+    cached: dict[tuple[str, str], R] = {}
+    for fields in read_jsonl(path):
+        try:
+            record = record_type(**fields)
+        except TypeError:
+            continue
+        cached[record.source, record.id] = record  # type: ignore[attr-defined]
+    return cached
+
+
+def collect_cached(
+    claims: Sequence[C],
+    cache: Path,
+    record_type: Callable[..., R],
+    pipeline: Callable[[], contextlib.AbstractContextManager[Any]],
+    make: Callable[[Any, Sequence[C]], Iterable[R]],
+    *,
+    batch_size: int = 16,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[R]:
+    """One training record a claim, in the order of ``claims``: from ``cache`` when it holds
+    the claim's, else made by ``make(pipeline, claims)`` a batch at a time and appended to
+    ``cache`` as it goes, so a killed run loses at most one batch. ``record_type`` is a
+    dataclass with ``source`` and ``id``; the pipeline is opened only when there is work."""
+    cached = read_records(cache, record_type)
+    todo = [c for c in claims if (c.source, c.id) not in cached]
+    if on_progress:
+        on_progress(len(claims) - len(todo), len(claims))
+    if todo:
+        with pipeline() as opened, append_to(cache) as out:
+            done = len(claims) - len(todo)
+            for start in range(0, len(todo), batch_size):
+                chunk = todo[start : start + batch_size]
+                for record in make(opened, chunk):
+                    cached[record.source, record.id] = record  # type: ignore[attr-defined]
+                    out.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")  # type: ignore[call-overload]
+                out.flush()
+                done += len(chunk)
+                if on_progress:
+                    on_progress(done, len(claims))
+    return [cached[c.source, c.id] for c in claims]
 
 
 # ----------------------------------------------------------------------------- fine-tuning

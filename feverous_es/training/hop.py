@@ -60,7 +60,7 @@ from typing import Any, ClassVar
 
 from feverous_es.index.elements import Element, ElementType, title_keys
 from feverous_es.onnx_session import write_manifest
-from feverous_es.plugins.interfaces import Candidate, Query
+from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
@@ -173,14 +173,7 @@ class Retrieved:
 
 
 def read_retrieved(path: Path) -> dict[tuple[str, str], Retrieved]:
-    cached: dict[tuple[str, str], Retrieved] = {}
-    for record in common.read_jsonl(path):
-        try:
-            item = Retrieved(**record)
-        except TypeError:
-            continue
-        cached[item.source, item.id] = item
-    return cached
+    return common.read_records(path, Retrieved)
 
 
 def collect_retrieved(
@@ -195,48 +188,35 @@ def collect_retrieved(
 ) -> list[Retrieved]:
     """Each claim's retrieval, from ``cache`` when it holds it, else from the pipeline's page and
     candidate stages (``retrieval`` order) and appended to ``cache``; in the order of ``claims``."""
-    cached = read_retrieved(cache)
-    todo = [c for c in claims if (c.source, c.id) not in cached]
-    if on_progress:
-        on_progress(len(claims) - len(todo), len(claims))
-    if todo:
-        with (
-            common.retrieval_pipeline(index, store=store, device=device) as pipeline,
-            common.append_to(cache) as out,
-        ):
-            done = len(claims) - len(todo)
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start : start + batch_size]
-                vectors = pipeline.context.embed([c.claim for c in chunk])
-                queries = [Query(c.claim, v) for c, v in zip(chunk, vectors, strict=True)]
-                wanted = [i for c in chunk for i in c.gold]
-                found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
-                hits = [pipeline.pages.retrieve(query) for query in queries]
-                pools = [
-                    pipeline.candidates.candidates(q, h) for q, h in zip(queries, hits, strict=True)
-                ]
-                ranked = pipeline.reranker.rerank(list(zip(queries, pools, strict=True)))
-                for claim, pages, candidates in zip(chunk, hits, ranked, strict=True):
-                    gold = set(claim.gold)
-                    item = Retrieved(
-                        claim.source,
-                        claim.id,
-                        claim.claim,
-                        claim.label,
-                        list(dict.fromkeys(hit.page.title for hit in pages)),
-                        [element_record(found[i]) for i in claim.gold if i in found],
-                        [i for i in claim.gold if i not in found],
-                        [element_record(c.element) for c in candidates if c.element.id not in gold][
-                            :KEPT_CANDIDATES
-                        ],
-                    )
-                    cached[claim.source, claim.id] = item
-                    out.write(json.dumps(asdict(item), ensure_ascii=False) + "\n")
-                out.flush()
-                done += len(chunk)
-                if on_progress:
-                    on_progress(done, len(claims))
-    return [cached[c.source, c.id] for c in claims]
+
+    def make(pipeline: Any, chunk: Sequence[HopClaim]) -> list[Retrieved]:
+        wanted = [i for c in chunk for i in c.gold]
+        found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
+        ranked = common.rank_candidates(pipeline, [c.claim for c in chunk])
+        records = []
+        for claim, (pages, candidates) in zip(chunk, ranked, strict=True):
+            gold = set(claim.gold)
+            others = [element_record(c.element) for c in candidates if c.element.id not in gold]
+            records.append(
+                Retrieved(
+                    claim.source,
+                    claim.id,
+                    claim.claim,
+                    claim.label,
+                    list(dict.fromkeys(hit.page.title for hit in pages)),
+                    [element_record(found[i]) for i in claim.gold if i in found],
+                    [i for i in claim.gold if i not in found],
+                    others[:KEPT_CANDIDATES],
+                )
+            )
+        return records
+
+    def pipeline() -> Any:
+        return common.retrieval_pipeline(index, store=store, device=device)
+
+    return common.collect_cached(
+        claims, cache, Retrieved, pipeline, make, batch_size=batch_size, on_progress=on_progress
+    )
 
 
 # ----------------------------------------------------------------------------- pairs

@@ -31,12 +31,11 @@ torch, transformers and optimum are imported inside functions: the runtime never
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,7 +43,6 @@ import numpy as np
 
 from feverous_es.index.elements import ElementType
 from feverous_es.onnx_session import write_manifest
-from feverous_es.plugins.interfaces import Query
 from feverous_es.training import common
 from feverous_es.training.common import TrainError, base_name, check_base, import_torch
 from feverous_es.training.export import export
@@ -135,14 +133,7 @@ def _element(element: Any, score: float | None = None) -> dict[str, Any]:
 
 
 def read_pools(path: Path) -> dict[tuple[str, str], Pool]:
-    pools: dict[tuple[str, str], Pool] = {}
-    for record in common.read_jsonl(path):
-        try:
-            pool = Pool(**record)
-        except TypeError:
-            continue
-        pools[pool.source, pool.id] = pool
-    return pools
+    return common.read_records(path, Pool)
 
 
 def collect_pools(
@@ -157,45 +148,29 @@ def collect_pools(
 ) -> list[Pool]:
     """Each claim's pool, from ``cache`` when it holds it, else from the pipeline's page and
     candidate stages (ordered by the ``retrieval`` reranker) and appended to ``cache``."""
-    cached = read_pools(cache)
-    todo = [c for c in claims if (c.source, c.id) not in cached]
-    if on_progress:
-        on_progress(len(claims) - len(todo), len(claims))
-    if todo:
-        with (
-            common.retrieval_pipeline(index, store=store, device=device) as pipeline,
-            common.append_to(cache) as out,
-        ):
-            done = len(claims) - len(todo)
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start : start + batch_size]
-                vectors = pipeline.context.embed([c.claim for c in chunk])
-                queries = [Query(c.claim, v) for c, v in zip(chunk, vectors, strict=True)]
-                found = {
-                    e.id: e
-                    for e in pipeline.context.store.get_elements([i for c in chunk for i in c.gold])
-                }
-                pools = [
-                    pipeline.candidates.candidates(query, pipeline.pages.retrieve(query))
-                    for query in queries
-                ]
-                ranked = pipeline.reranker.rerank(list(zip(queries, pools, strict=True)))
-                for claim, candidates in zip(chunk, ranked, strict=True):
-                    pool = Pool(
-                        claim.source,
-                        claim.id,
-                        claim.claim,
-                        [_element(found[i]) for i in claim.gold if i in found],
-                        [i for i in claim.gold if i not in found],
-                        [_element(c.element, c.score) for c in candidates],
-                    )
-                    cached[claim.source, claim.id] = pool
-                    out.write(json.dumps(asdict(pool), ensure_ascii=False) + "\n")
-                out.flush()
-                done += len(chunk)
-                if on_progress:
-                    on_progress(done, len(claims))
-    return [cached[c.source, c.id] for c in claims]
+
+    def make(pipeline: Any, chunk: Sequence[GoldClaim]) -> list[Pool]:
+        wanted = [i for c in chunk for i in c.gold]
+        found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
+        ranked = common.rank_candidates(pipeline, [c.claim for c in chunk])
+        return [
+            Pool(
+                claim.source,
+                claim.id,
+                claim.claim,
+                [_element(found[i]) for i in claim.gold if i in found],
+                [i for i in claim.gold if i not in found],
+                [_element(c.element, c.score) for c in candidates],
+            )
+            for claim, (_, candidates) in zip(chunk, ranked, strict=True)
+        ]
+
+    def pipeline() -> Any:
+        return common.retrieval_pipeline(index, store=store, device=device)
+
+    return common.collect_cached(
+        claims, cache, Pool, pipeline, make, batch_size=batch_size, on_progress=on_progress
+    )
 
 
 # ----------------------------------------------------------------------------- groups

