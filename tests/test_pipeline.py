@@ -14,7 +14,7 @@ from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.config import DEFAULT_PLUGINS, load_config
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
 from feverous_es.plugins.registry import PluginError, available, load, register, unregister
-from feverous_es.verify.pages import claim_spans
+from feverous_es.verify.pages import Casing, claim_spans, match_titles
 from feverous_es.verify.pipeline import EmptyClaimError, open_pipeline
 from feverous_es.verify.selection import BudgetSelector
 
@@ -114,6 +114,29 @@ def test_claim_spans_keep_inner_punctuation_and_skip_stopword_spans() -> None:
     assert "alabama" in spans  # possessive dropped
     assert "is in" not in spans
     assert spans["pittsview"] == (0, 1)
+
+
+class TitleStore:
+    """Just enough of a store for title matching: titles by their folded key."""
+
+    def __init__(self, *titles: str) -> None:
+        self.titles = {title.casefold(): [title] for title in titles}
+
+    def match_titles(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        return {key: self.titles[key] for key in keys if key in self.titles}
+
+
+def test_title_matches_say_how_the_claim_writes_the_span() -> None:
+    store = TitleStore("Gwernymynydd", "Village", "Mold", "Battle of Sandomierz")
+    casing = {
+        m.title: m.casing for m in match_titles(store, "Gwernymynydd is a village near Mold.")
+    }
+    assert casing == {"Gwernymynydd": Casing.NAME, "Village": Casing.LOWER, "Mold": Casing.NAME}
+    # stopwords inside a name may be lower case; a claim with no capitals tells nothing
+    named = match_titles(store, "The Battle of Sandomierz was won.")
+    assert [(m.title, m.casing) for m in named] == [("Battle of Sandomierz", Casing.NAME)]
+    uncased = match_titles(store, "mold have a village")
+    assert {m.casing for m in uncased} == {Casing.UNCASED}
 
 
 # The whole pipeline on the real sample pages.
