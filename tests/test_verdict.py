@@ -104,3 +104,21 @@ def test_model_inputs_follow_papelo() -> None:
     assert text.startswith("four equals 4 LEAST 4 less than 30 less than 2017 GREATEST [P] ")
     assert premise("x", chain) == "[P] Four of 30 teams won."
     assert seq2seq_input("Claim.", chain) == "missing: P [HYP] Claim. [P] Four of 30 teams won."
+
+
+def test_classifier_reads_its_input_settings_from_training_json(
+    tmp_path: Path, tiny_classifier
+) -> None:
+    model_dir, _ = tiny_classifier
+    trained = tmp_path / "trained"
+    shutil.copytree(model_dir, trained)
+    (trained / "training.json").write_text(
+        json.dumps({"training": {"max_length": 384, "math_hints": True}})
+    )
+    context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
+    verdict = ClassifierVerdict(context, model=str(trained))
+    assert (verdict.model.max_length, verdict.hints) == (384, True)
+    given = ClassifierVerdict(context, model=str(trained), math_hints=False, max_length=128)
+    assert (given.model.max_length, given.hints) == (128, False)
+    plain = ClassifierVerdict(context, model=str(model_dir))  # no training.json
+    assert (plain.model.max_length, plain.hints) == (256, False)

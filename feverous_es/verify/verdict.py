@@ -1,12 +1,12 @@
 """The verdict stage: claim + evidence → SUPPORTS / REFUTES / NOT ENOUGH INFO.
 
-The model reads the claim and a premise: the evidence's Papelo linearizations concatenated, in
-evidence order, each starting with its ``[Title]``, optionally preceded by math hints (seed 000
-§5). The built-in ``classifier`` runs an ONNX sequence classifier over (claim, premise) pairs;
-``seq2seq`` a T5-style model answering "supports" / "refutes" / "neutral" (Papelo's choice);
-its labels come from the model's ``config.json`` (``id2label``). A model trained without an NEI
-class never predicts it (Papelo's submitted choice); ``nei_below`` turns low-confidence
-verdicts into NOT ENOUGH INFO.
+The model reads the claim and a premise: the evidence's Papelo linearizations concatenated
+(:func:`feverous_es.verify.inputs.premise`), each starting with its ``[Title]``, optionally
+preceded by math hints (seed 000 §5). The built-in ``classifier`` runs an ONNX sequence
+classifier over (claim, premise) pairs, its labels from the model's ``config.json``
+(``id2label``); ``seq2seq`` a T5-style model answering "supports" / "refutes" / "neutral"
+(Papelo's choice). A model trained without an NEI class never predicts it (Papelo's submitted
+choice); ``nei_below`` turns low-confidence verdicts into NOT ENOUGH INFO.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,18 +60,30 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
+def trained_inputs(model_dir: Path) -> dict[str, Any]:
+    """The input settings a model of ``feverous-es train verdict`` was trained with
+    (``max_length``, ``math_hints``, from its ``training.json``); empty for other models."""
+    try:
+        training = json.loads((model_dir / "training.json").read_text(encoding="utf-8"))
+        return {k: training["training"][k] for k in ("max_length", "math_hints")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 class ClassifierVerdict:
     """The ``classifier`` verdict. ``model``: a model directory (ONNX + tokenizer.json +
-    config.json); ``math_hints``: prefix the premise with hints (the model must have been
-    trained with them); ``nei_below``: probability under which the verdict is NEI."""
+    config.json); ``math_hints``: prefix the premise with hints; ``max_length``: tokens of
+    (claim, premise) read. Both default to what the model was trained with (its
+    ``training.json``), else no hints and 256 tokens. ``nei_below``: probability under which
+    the verdict is NEI."""
 
     def __init__(
         self,
         context: PluginContext,
         model: str | None = None,
-        math_hints: bool = False,
+        math_hints: bool | None = None,
         nei_below: float = 0.0,
-        max_length: int = 256,  # the shipped model was trained at 256 tokens
+        max_length: int | None = None,
     ) -> None:
         model_dir = Path(model) if model else DEFAULT_MODEL
         if not model_dir.exists():
@@ -78,9 +91,12 @@ class ClassifierVerdict:
                 f"no verdict model at {model_dir}: train one with `feverous-es train verdict` "
                 "and give it as options.verdict.model in the pipeline configuration"
             )
-        self.labels = read_labels(model_dir if model_dir.is_dir() else model_dir.parent)
+        directory = model_dir if model_dir.is_dir() else model_dir.parent
+        self.labels = read_labels(directory)
+        trained = trained_inputs(directory)
+        max_length = max_length or trained.get("max_length", 256)
         self.model = CrossEncoder(model_dir, device=context.device, max_length=max_length)
-        self.hints = math_hints
+        self.hints = trained.get("math_hints", False) if math_hints is None else math_hints
         self.nei_below = nei_below
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
