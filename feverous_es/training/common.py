@@ -437,6 +437,60 @@ def fit(
     return True
 
 
+@dataclass
+class RunOptions:
+    """What every training command is given: the claim files and a seeded sample of them, the
+    index their training data is retrieved from, the model and work directories, the share of
+    claims held out for measuring, and the command line for the model card."""
+
+    claims: list[Path]
+    index: Path
+    out: Path
+    work: Path
+    settings: TrainSettings
+    holdout: float = 0.2
+    limit: int | None = None
+    store: str = "embedded"
+    device: str = "cpu"
+    command: str = ""
+
+    def check(self) -> None:
+        if not 0.0 <= self.holdout < 1.0:
+            raise TrainError(f"--holdout must be in [0, 1), not {self.holdout}")
+
+    def report(self) -> dict[str, Any]:
+        """The fields every training report (``training.json``) opens with."""
+        return {
+            "command": self.command,
+            "claims": [Path(p).name for p in self.claims],
+            "claims_per_file": self.limit,
+            "holdout": self.holdout,
+        }
+
+
+ProgressCallback = Callable[[int, int, float], None]
+"""``(step, total steps, tokens per second)``."""
+
+
+def timed_training(
+    train: Callable[..., Path | None], on_step: ProgressCallback | None
+) -> tuple[Path | None, dict[str, float]]:
+    """``train(on_progress=…)``'s result, with the seconds it took and its last tokens/s as the
+    report gives them; ``on_step`` sees every step."""
+    rate = 0.0
+
+    def step(done: int, total: int, tokens_per_second: float) -> None:
+        nonlocal rate
+        rate = tokens_per_second
+        if on_step:
+            on_step(done, total, tokens_per_second)
+
+    started = time.perf_counter()
+    trained = train(on_progress=step)
+    seconds = time.perf_counter() - started
+    return trained, {"seconds": round(seconds, 1), "tokens_per_second": round(rate, 1)}
+
+
 def save_trained(model: Any, tokenizer: Any, work: Path) -> Path:
     """The fine-tuned torch model and its tokenizer, saved to ``<work>/trained``."""
     out = work / TRAINED_DIR

@@ -51,10 +51,10 @@ import json
 import random
 import re
 import shutil
-import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -616,17 +616,8 @@ greedy generations identical to torch's on {_metric(agreement)} of the held-out 
 
 
 @dataclass
-class RunOptions:
-    claims: list[Path]
-    index: Path
-    out: Path
-    work: Path
+class RunOptions(common.RunOptions):
     settings: TrainSettings
-    holdout: float = 0.2
-    limit: int | None = None
-    store: str = "embedded"
-    device: str = "cpu"
-    command: str = ""
 
 
 def run(
@@ -639,8 +630,7 @@ def run(
 ) -> dict[str, Any] | None:
     """Retrieval, pairs, fine-tuning, export, held-out metrics and the model card; returns the
     report (None when ``stop_after`` interrupted the training)."""
-    if not 0.0 <= options.holdout < 1.0:
-        raise TrainError(f"--holdout must be in [0, 1), not {options.holdout}")
+    options.check()
     settings = options.settings
     check_seq2seq_base(settings.base)
     claims = read_hop_claims(options.claims, limit=options.limit, seed=settings.seed)
@@ -658,18 +648,11 @@ def run(
         for pair in pairs:
             out.write(json.dumps(asdict(pair), ensure_ascii=False) + "\n")
     train_set, held = split(pairs, settings.seed, options.holdout)
-    started = time.perf_counter()
-    rate: list[float] = [0.0]
-
-    def step(done: int, total: int, tokens_per_second: float) -> None:
-        rate[0] = tokens_per_second
-        if on_step:
-            on_step(done, total, tokens_per_second)
-
-    trained = train(train_set, settings, options.work, on_progress=step, stop_after=stop_after)
+    trained, timing = common.timed_training(
+        partial(train, train_set, settings, options.work, stop_after=stop_after), on_step
+    )
     if trained is None:
         return None
-    seconds = time.perf_counter() - started
     probe = [p.input for p in (held or train_set)[:16]]
     exported = export(
         trained, options.out, options.work, probe, settings.max_length, options.command
@@ -682,10 +665,7 @@ def run(
             on_eval(len(outputs), len(held))
     lengths = {"max_length": settings.max_length, "target_length": settings.target_length}
     report: dict[str, Any] = {
-        "command": options.command,
-        "claims": [Path(p).name for p in options.claims],
-        "claims_per_file": options.limit,
-        "holdout": options.holdout,
+        **options.report(),
         "gold_absent_from_index": sum(len(r.absent) for r in retrieved),
         "pair_counts": {kind: sum(p.kind == kind for p in pairs) for kind in KINDS},
         "training": {
@@ -699,8 +679,7 @@ def run(
             "distractors": settings.distractors,
             "seed": settings.seed,
             "steps": settings.total_steps(len(train_set)),
-            "seconds": round(seconds, 1),
-            "tokens_per_second": round(rate[0], 1),
+            **timing,
         },
         "export": exported,
         "torch_agreement": torch_agreement(

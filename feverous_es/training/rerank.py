@@ -32,10 +32,10 @@ torch, transformers and optimum are imported inside functions: the runtime never
 from __future__ import annotations
 
 import random
-import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -477,18 +477,9 @@ Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX ma
 
 
 @dataclass
-class RunOptions:
-    claims: list[Path]
-    index: Path
-    out: Path
-    work: Path
+class RunOptions(common.RunOptions):
     settings: TrainSettings
     kinds: tuple[str, ...] = KINDS
-    holdout: float = 0.2
-    limit: int | None = None
-    store: str = "embedded"
-    device: str = "cpu"
-    command: str = ""
 
 
 def run(
@@ -501,8 +492,7 @@ def run(
     """Pools, groups, fine-tuning, export, held-out metrics and the card, for each kind;
     returns ``{kind: report}`` (None when ``stop_after`` interrupted a training).
     ``on_step(kind, step, total, tokens_per_second)``."""
-    if not 0.0 <= options.holdout < 1.0:
-        raise TrainError(f"--holdout must be in [0, 1), not {options.holdout}")
+    options.check()
     unknown = [k for k in options.kinds if k not in KINDS]
     if unknown or not options.kinds:
         raise TrainError(f"--kind must be one of {', '.join(KINDS)}, not {unknown}")
@@ -517,7 +507,6 @@ def run(
     )  # fmt: skip
     train_pools, held_pools = common.split(pools, settings.seed, options.holdout)
     reports: dict[str, Any] = {}
-    rates: dict[str, float] = {}
     for kind in options.kinds:
         groups = build_groups(
             train_pools, kind, negatives=settings.negatives, others=settings.others,
@@ -528,27 +517,20 @@ def run(
             seed=settings.seed,
         )  # fmt: skip
 
-        def step(done: int, total: int, tokens_per_second: float, kind: str = kind) -> None:
-            rates[kind] = tokens_per_second
-            if on_step:
-                on_step(kind, done, total, tokens_per_second)
-
-        started = time.perf_counter()
         work = options.work / kind
-        trained = train(groups, settings, work, on_progress=step, stop_after=stop_after)
+        trained, timing = common.timed_training(
+            partial(train, groups, settings, work, stop_after=stop_after),
+            partial(on_step, kind) if on_step else None,
+        )
         if trained is None:
             return None
-        seconds = time.perf_counter() - started
         probe = [pair for g in (held or groups)[:16] for pair in g.pairs()][:64]
         out = options.out / kind
         exported = export(trained, out, work, probe, settings.max_length)
         score = _scorer(out, settings.max_length)
         report: dict[str, Any] = {
             "kind": kind,
-            "command": options.command,
-            "claims": [Path(p).name for p in options.claims],
-            "claims_per_file": options.limit,
-            "holdout": options.holdout,
+            **options.report(),
             "claims_with_gold": sum(
                 any(kind_of(e["type"]) == kind for e in p.gold) for p in train_pools
             ),
@@ -565,8 +547,7 @@ def run(
                 "learning_rate": settings.learning_rate,
                 "seed": settings.seed,
                 "steps": settings.total_steps(len(groups)),
-                "seconds": round(seconds, 1),
-                "tokens_per_second": round(rates.get(kind, 0.0), 1),
+                **timing,
             },
             "export": exported,
             "holdout_groups": group_metrics(score, held),

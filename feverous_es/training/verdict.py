@@ -28,9 +28,9 @@ torch, transformers and optimum are imported inside functions: the runtime never
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
@@ -297,19 +297,11 @@ same label on {parity["int8"]["argmax_agreement"]:.1%} of the pairs.
 
 
 @dataclass
-class RunOptions:
-    claims: list[Path]
-    index: Path
-    out: Path
-    work: Path
+class RunOptions(common.RunOptions):
     settings: TrainSettings
     holdout: float = 0.3
-    limit: int | None = None
-    store: str = "embedded"
     reranker: str = "retrieval"
     hops: int | None = None
-    device: str = "cpu"
-    command: str = ""
 
 
 def run(
@@ -321,8 +313,7 @@ def run(
 ) -> dict[str, Any] | None:
     """Evidence, fine-tuning, export, held-out accuracy and the model card; returns the report
     (None when ``stop_after`` interrupted the training)."""
-    if not 0.0 <= options.holdout < 1.0:
-        raise TrainError(f"--holdout must be in [0, 1), not {options.holdout}")
+    options.check()
     settings = options.settings
     check_base(settings.base)
     claims = read_labelled_claims(options.claims, limit=options.limit, seed=settings.seed)
@@ -337,28 +328,18 @@ def run(
         on_progress=on_evidence,
     )
     train_set, held = split(examples, settings.seed, options.holdout)
-    started = time.perf_counter()
-    rate: list[float] = [0.0]
-
-    def step(done: int, total: int, tokens_per_second: float) -> None:
-        rate[0] = tokens_per_second
-        if on_step:
-            on_step(done, total, tokens_per_second)
-
-    trained = train(train_set, settings, options.work, on_progress=step, stop_after=stop_after)
+    trained, timing = common.timed_training(
+        partial(train, train_set, settings, options.work, stop_after=stop_after), on_step
+    )
     if trained is None:
         return None
-    seconds = time.perf_counter() - started
     probe_set = held or train_set
     probe = [(e.claim, e.premise(settings.math_hints)) for e in probe_set[:64]]
     exported = export(trained, options.out, options.work, probe, settings.max_length)
     from feverous_es.plugins.config import DEFAULT_HOPS
 
     report: dict[str, Any] = {
-        "command": options.command,
-        "claims": [Path(p).name for p in options.claims],
-        "claims_per_file": options.limit,
-        "holdout": options.holdout,
+        **options.report(),
         "reranker": options.reranker,
         "hops": DEFAULT_HOPS if options.hops is None else options.hops,
         "training": {
@@ -371,8 +352,7 @@ def run(
             "seed": settings.seed,
             "math_hints": settings.math_hints,
             "steps": settings.total_steps(len(train_set)),
-            "seconds": round(seconds, 1),
-            "tokens_per_second": round(rate[0], 1),
+            **timing,
         },
         "export": exported,
         "holdout_accuracy": accuracy(

@@ -20,7 +20,7 @@ from feverous_es.plugins.interfaces import PluginContext, Query
 _EDGE_PUNCTUATION = " \t\"'\u201c\u201d\u2018\u2019.,;:!?()[]{}"
 _POSSESSIVE = re.compile("['\u2019]s$")
 # Spans made only of these never name the page a claim is about.
-STOPWORDS = frozenset(
+_STOPWORDS = frozenset(
     [
         "a",
         "an",
@@ -86,7 +86,7 @@ def claim_spans(claim: str, max_words: int = 10) -> dict[str, tuple[int, int]]:
         for end in range(start + 1, min(start + max_words, len(words)) + 1):
             text = _POSSESSIVE.sub("", " ".join(words[start:end]).strip(_EDGE_PUNCTUATION))
             text = text.strip(_EDGE_PUNCTUATION)
-            if len(text) < 2 or all(w.lower() in STOPWORDS for w in text.split()):
+            if len(text) < 2 or all(w.lower() in _STOPWORDS for w in text.split()):
                 continue
             for key in title_keys(text)[:1]:
                 spans.setdefault(key, (start, end))
@@ -109,7 +109,7 @@ def match_titles(store: Store, claim: str, max_words: int = 10) -> list[TitleMat
         kept.append((start, end))
         if not cased:
             casing = Casing.UNCASED
-        elif any(w[:1].islower() for w in words[start:end] if w.lower() not in STOPWORDS):
+        elif any(w[:1].islower() for w in words[start:end] if w.lower() not in _STOPWORDS):
             casing = Casing.LOWER
         else:
             casing = Casing.NAME
