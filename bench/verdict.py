@@ -90,6 +90,9 @@ def main() -> None:
     from feverous_es.verify.verdict import DEFAULT_MODEL
 
     model = args.model or DEFAULT_MODEL
+    if not (model / "training.json").is_file():
+        parser.error(f"{model} has no training.json: only models of `feverous-es train verdict` "
+                     "name the claims they were kept from")  # fmt: skip
     training = json.loads((model / "training.json").read_text(encoding="utf-8"))
     figures: dict[str, dict] = {}
     for name in training["claims"]:
