@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from feverous_es.index.elements import ElementType
+from feverous_es.index.linearize import readable_row
 from feverous_es.index.page import MalformedPage, parse_page
 from tests.conftest import raw_element_ids
 
@@ -111,6 +112,19 @@ def test_papelo_table1_list_item() -> None:
     assert element.type is ElementType.ITEM
     assert element.context == ("Temple Tower_title", "Temple Tower_section_0")
     assert element.section_path == ("Cast",)
+
+
+def test_readable_row_is_the_row_as_plain_text() -> None:
+    captioned = by_id("L-arabinose operon", ARABINOSE)["L-arabinose operon_cell_0_1_0"]
+    assert readable_row(captioned.linearized) == (
+        "L-arabinose operon, Catabolism of arabinose in E. coli. Substrate: L-arabinose; "
+        "Enzyme(s): AraA; Function: Isomerase; Reversible: Yes; Product: L-ribulose"
+    )
+    infobox = by_id("Temple Tower", TEMPLE_TOWER)["Temple Tower_cell_0_2_1"]
+    assert readable_row(infobox.linearized) == (
+        "Temple Tower. Release date; Temple Tower: April 13, 1930"
+    )
+    assert readable_row("[Temple Tower] A film.") == "[Temple Tower] A film."
 
 
 def test_row_cells_share_one_vector_and_differ_only_in_marker() -> None:

@@ -18,8 +18,10 @@ from feverous_es.verify.candidates import (
     PapeloCandidates,
     TableWeights,
     Terms,
+    best_rows,
     bigrams,
     numbers,
+    rerank_by_rows,
     score_tables,
     table_cells,
 )
@@ -178,3 +180,34 @@ def test_items_and_captions_come_after_the_table_cells() -> None:
     ranked = sorted(out, key=lambda c: c.score, reverse=True)
     assert [c.element.page for c in ranked if c.element.type.is_cell_type][:4] == ["R"] * 4
     assert ranked[-1].element.id == "Q_table_caption_1"
+
+
+class LengthEncoder:
+    """A stand-in cross-encoder: the longer the passage, the higher its logit."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self.pairs += pairs
+        return np.array([len(passage) / 10 for _, passage in pairs])
+
+
+def test_rows_rerank_the_tables_by_their_best_row_in_plain_text() -> None:
+    hits = [
+        Hit(cell("A", 0, 1, 0, "x", "KEY team VALUE ajax"), 9.0),
+        Hit(cell("A", 0, 2, 0, "y", "KEY team VALUE ajax amsterdam"), 2.0),
+        Hit(cell("B", 0, 3, 0, "z", "KEY team VALUE feyenoord rotterdam"), 5.0),
+    ]
+    rows = best_rows(hits)
+    assert {key: element.row for key, element in rows.items()} == {("A", 0): 1, ("B", 0): 3}
+    scores = {("A", 0): 2.0, ("B", 0): 1.0, ("C", 0): 1.5}
+    ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
+    encoder = LengthEncoder()
+    # B's row is 1.5 logits ahead of A's: at weight 1 that outweighs A's one-point lead, and
+    # C, with no cell row to score, keeps its score.
+    fused = rerank_by_rows("claim", ranked, scores, rows, encoder, 1.0)  # type: ignore[arg-type]
+    assert fused == [("B", 0), ("A", 0), ("C", 0)]
+    assert encoder.pairs == [("claim", "A. team: ajax"), ("claim", "B. team: feyenoord rotterdam")]
+    weak = rerank_by_rows("claim", ranked, scores, rows, encoder, 0.1)  # type: ignore[arg-type]
+    assert weak == ranked
