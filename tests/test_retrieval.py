@@ -18,7 +18,7 @@ from feverous_es.verify.candidates import (
     PapeloCandidates,
     TableWeights,
     Terms,
-    best_rows,
+    best_cells,
     bigrams,
     numbers,
     rerank_by_rows,
@@ -199,8 +199,8 @@ def test_rows_rerank_the_tables_by_their_best_row_in_plain_text() -> None:
         Hit(cell("A", 0, 2, 0, "y", "KEY team VALUE ajax amsterdam"), 2.0),
         Hit(cell("B", 0, 3, 0, "z", "KEY team VALUE feyenoord rotterdam"), 5.0),
     ]
-    rows = best_rows(hits)
-    assert {key: element.row for key, element in rows.items()} == {("A", 0): 1, ("B", 0): 3}
+    rows = best_cells(hits)
+    assert {key: hit.element.row for key, hit in rows.items()} == {("A", 0): 1, ("B", 0): 3}
     scores = {("A", 0): 2.0, ("B", 0): 1.0, ("C", 0): 1.5}
     ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
     encoder = LengthEncoder()

@@ -64,14 +64,22 @@ def table_of(hit: Hit) -> TableKey | None:
     return None if element.table is None else (element.page, element.table)
 
 
-def rank_tables(hits: Sequence[Hit]) -> list[TableKey]:
-    """Tables in the order of their best-scoring cell."""
-    order: dict[TableKey, float] = {}
+def best_cells(hits: Sequence[Hit]) -> dict[TableKey, Hit]:
+    """Per table, its best-scoring cell or header cell hit (the cell of its best row)."""
+    best: dict[TableKey, Hit] = {}
     for hit in hits:
         key = table_of(hit)
-        if key is not None and hit.score > order.get(key, float("-inf")):
-            order[key] = hit.score
-    return sorted(order, key=lambda key: order[key], reverse=True)
+        if key is None or hit.element.type not in CELL_TYPES:
+            continue
+        if key not in best or hit.score > best[key].score:
+            best[key] = hit
+    return best
+
+
+def rank_tables(hits: Sequence[Hit]) -> list[TableKey]:
+    """Tables in the order of their best-scoring cell."""
+    best = best_cells(hits)
+    return sorted(best, key=lambda key: best[key].score, reverse=True)
 
 
 class Terms:
@@ -170,30 +178,19 @@ def score_tables(
     return scores
 
 
-def best_rows(hits: Sequence[Hit]) -> dict[TableKey, Element]:
-    """Per table, the cell of its best-scoring row."""
-    best: dict[TableKey, Hit] = {}
-    for hit in hits:
-        key = table_of(hit)
-        if key is None or hit.element.type not in CELL_TYPES:
-            continue
-        if key not in best or hit.score > best[key].score:
-            best[key] = hit
-    return {key: hit.element for key, hit in best.items()}
-
-
 def rerank_by_rows(
     claim: str,
     ranked: Sequence[TableKey],
     scores: dict[TableKey, float],
-    rows: dict[TableKey, Element],
+    rows: dict[TableKey, Hit],
     encoder: CrossEncoder,
     weight: float,
 ) -> list[TableKey]:
     """``ranked`` re-sorted by table score + ``weight`` * the cross-encoder's logit for (claim,
-    best row as plain text); a table without a cell row keeps its score."""
+    best row as plain text); ``rows`` holds each table's best cell (:func:`best_cells`), and a
+    table without one keeps its score."""
     keyed = [key for key in ranked if key in rows]
-    logits = encoder.score([(claim, readable_row(rows[key].linearized)) for key in keyed])
+    logits = encoder.score([(claim, readable_row(rows[key].element.linearized)) for key in keyed])
     fused = dict(scores)
     for key, logit in zip(keyed, logits, strict=True):
         fused[key] += weight * float(logit)
@@ -368,7 +365,7 @@ class PapeloCandidates:
         ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
         if self.row_tables > 0:
             head = ranked[: self.row_tables]
-            rows = best_rows(hits)
+            rows = best_cells(hits)
             ranked = (
                 rerank_by_rows(query.text, head, scores, rows, self.row_encoder(), self.row_weight)
                 + ranked[self.row_tables :]
