@@ -14,6 +14,7 @@ from feverous_es.index.embedder import ModelError
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.verify.inputs import premise, seq2seq_input
 from feverous_es.verify.verdict import ClassifierVerdict
+from tests.test_page import ARABINOSE, by_id
 
 LABELS = {0: "SUPPORTS", 1: "REFUTES", 2: "NOT ENOUGH INFO"}
 
@@ -104,6 +105,22 @@ def test_model_inputs_follow_papelo() -> None:
     assert text.startswith("four equals 4 LEAST 4 less than 30 less than 2017 GREATEST [P] ")
     assert premise("x", chain) == "[P] Four of 30 teams won."
     assert seq2seq_input("Claim.", chain) == "missing: P [HYP] Claim. [P] Four of 30 teams won."
+
+
+def test_premise_gives_each_table_row_once_under_its_table_head() -> None:
+    """25 selected cells of one table must not become 25 copies of a few rows."""
+    elements = by_id("L-arabinose operon", ARABINOSE)
+    cells = [elements[f"L-arabinose operon_cell_0_1_{c}"] for c in range(5)]
+    header = elements["L-arabinose operon_header_cell_0_0_2"]
+    chain = [
+        *evidence("Arabinose is a sugar."),
+        *(Candidate(e, 1.0) for e in [cells[0], header, *cells[1:]]),
+    ]
+    row = "Substrate: L-arabinose; Enzyme(s): AraA; Function: Isomerase; Reversible: Yes; "
+    assert premise("x", chain) == (
+        "[P] Arabinose is a sugar. L-arabinose operon, Catabolism of arabinose in E. coli. "
+        f"{row}Product: L-ribulose | Substrate; Enzyme(s); Function; Reversible; Product"
+    )
 
 
 def test_classifier_reads_its_input_settings_from_training_json(

@@ -78,18 +78,15 @@ def row(title: str, table_caption: str, pairs: Sequence[str]) -> str:
     return " ".join([_row_prefix(title, table_caption), *pairs])
 
 
-def readable_row(linearized: str) -> str:
-    """A cell's or row's linearization as plain text, ``Title, caption. header: value; value``.
-
-    The ms-marco cross-encoders were trained on web passages: on 1,000 TabFact dev claims they
-    rank tables by their best row better in this form than in the KEY / VALUE markup (gold-table
-    Hits@5 82.5 against 81.9, both fused with the table score). Text that is not a row comes
-    back unchanged; a value that itself holds `` KEY `` or `` VALUE `` is split there.
-    """
+def readable_row_parts(linearized: str) -> tuple[str, str] | None:
+    """A row's linearization as plain text in two parts, ``("Title, caption", "header: value;
+    value")`` (the ``{{ }}`` marker dropped, so every cell of a row gives the same parts); None
+    for text that is not a row. A value that itself holds `` KEY `` or `` VALUE `` is split
+    there."""
     text = linearized.replace("{{ ", "").replace(" }}", "")
     head = _ROW_HEAD.match(text)
     if head is None:
-        return text
+        return None
     pairs = [
         f"{pair['key']}: {pair['value']}" if pair["key"] else pair["value"]
         for pair in _ROW_PAIR.finditer(text, head.end())
@@ -97,4 +94,18 @@ def readable_row(linearized: str) -> str:
     title, table_caption = head["title"], head["caption"]
     if table_caption and table_caption.casefold() != title.casefold():
         title = f"{title}, {table_caption}"
-    return f"{title}. {'; '.join(pairs)}"
+    return title, "; ".join(pairs)
+
+
+def readable_row(linearized: str) -> str:
+    """A cell's or row's linearization as plain text, ``Title, caption. header: value; value``.
+
+    The ms-marco cross-encoders were trained on web passages: on 1,000 TabFact dev claims they
+    rank tables by their best row better in this form than in the KEY / VALUE markup (gold-table
+    Hits@5 82.5 against 81.9, both fused with the table score). Text that is not a row comes
+    back unchanged.
+    """
+    parts = readable_row_parts(linearized)
+    if parts is None:
+        return linearized
+    return f"{parts[0]}. {parts[1]}"
