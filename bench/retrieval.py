@@ -3,6 +3,7 @@
     python bench/retrieval.py INDEX                              # 300 + 300 claims, seed 0
     python bench/retrieval.py INDEX --n-feverous 0 --n-tabfact 0 # the whole dev sets
     python bench/retrieval.py INDEX --reranker cross-encoder --hops 7 --json out.json
+    python bench/retrieval.py INDEX --n-tabfact 0 --shard 1/2     # every 2nd claim from the 2nd
 
 INDEX is an embedded index of the mini-FEVEROUS ``wiki.db``. The pipeline's retrieval stages
 run as configured (pages → candidates → reranker → selector, then ``--hops`` rounds of the
@@ -211,6 +212,17 @@ def run_pipeline(
     return results, counts, words, dict(pipeline.seconds)
 
 
+def shard(text: str) -> tuple[int, int]:
+    part, _, parts = text.partition("/")
+    try:
+        i, n = int(part), int(parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N, e.g. 0/2") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: I must be 0 … N-1")
+    return i, n
+
+
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
@@ -226,6 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hops", type=int, default=0)
     parser.add_argument("--batch", type=int, default=16, help="claims per verify_many call")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument(
+        "--shard", type=shard, default=(0, 1), metavar="I/N",
+        help="only every N-th sampled claim from the I-th (0-based): run I = 0 … N-1 in parallel",
+    )  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
     parser.add_argument("--json", type=Path, help="write the report here too")
     args = parser.parse_args(argv)
@@ -234,13 +250,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     pipeline = make_pipeline(store, args.reranker, args.hops, parse_overrides(args.overrides))
     report: dict[str, Any] = {
         "index": str(args.index),
+        "shard": f"{args.shard[0]}/{args.shard[1]}",
         "reranker": args.reranker,
         "hops": args.hops,
         "seed": args.seed,
         "options": parse_overrides(args.overrides),
     }
 
+    part, parts = args.shard
     feverous = read_claims(args.data / "feverous_s_dev.jsonl", args.n_feverous, args.seed)
+    feverous = feverous[part::parts]
     if feverous:
         claims = [r["claim"] for r in feverous]
         sets = [gold_sets(r) for r in feverous]
@@ -276,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["feverous_s"] = section
 
     tabfact = read_claims(args.data / "tabfact_dev.jsonl", args.n_tabfact, args.seed)
+    tabfact = tabfact[part::parts]
     if tabfact:
         claims = [r["claim"] for r in tabfact]
         golds = [gold_table(r) for r in tabfact]

@@ -3,6 +3,7 @@ candidate retriever on the sample index."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from feverous_es.verify.candidates import (
     rerank_by_rows,
     score_tables,
     table_cells,
+    table_parts,
 )
 
 from .conftest import REPO
@@ -64,8 +66,28 @@ def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
     assert set(scores) == {("Cup A", 0), ("Cup B", 1)}
     assert scores["Cup B", 1] > scores["Cup A", 0]
     # Row BM25 alone keeps the order of the best rows.
-    only_rows = score_tables(claim, a + b, TableWeights(1, 0, 0, 0, 0, 0))
+    only_rows = score_tables(claim, a + b, TableWeights(1, 0, 0, 0, 0, 0, 0))
     assert only_rows["Cup A", 0] > only_rows["Cup B", 1]
+
+
+def test_a_cell_the_claim_names_whole_counts_over_scattered_words() -> None:
+    claim = "süper lig be the most common league to win a round in the turkish cup"
+    # A: the claim's words, but split across cells; B: "Süper Lig" (accented, cased) is a cell.
+    a = [Hit(cell("Cup A", 0, 1, 0, "super turkish"), 10.0),
+         Hit(cell("Cup A", 0, 1, 1, "lig cup"), 10.0)]  # fmt: skip
+    b = [Hit(cell("Cup B", 1, 2, 0, "Su\u0308per Lig"), 9.0),
+         Hit(cell("Cup B", 1, 2, 1, "be"), 9.0)]  # fmt: skip
+    parts = table_parts(claim, a + b)
+    # Every part is a plugin option (a TableWeights field) and a share in [0, 1].
+    for table in parts.values():
+        assert set(table) == {f.name for f in dataclasses.fields(TableWeights)}
+        assert all(0.0 <= value <= 1.0 for value in table.values())
+    assert parts["Cup A", 0]["cell_spans"] == 0.0
+    # "süper lig" covers 2 of the claim's 9 content words; a stop word as a cell covers none.
+    assert parts["Cup B", 1]["cell_spans"] == pytest.approx(2 / 9)
+    rows_and_spans = TableWeights(1, 0, 0, 0, 0, 0, cell_spans=1)
+    scores = score_tables(claim, a + b, rows_and_spans)
+    assert scores["Cup B", 1] > scores["Cup A", 0]
 
 
 def test_title_words_count_for_every_table_of_the_page() -> None:
