@@ -15,8 +15,8 @@ Printed side by side, on the same sampled claims:
 * FEVEROUS-S complete-evidence recall: a gold set entirely inside the 5 predicted sentences;
   plain BM25 is the top 5 of all sentences (``search_text`` with a sentence filter).
 * TabFact gold-table Hits@1/5/10: for the pipeline, tables ranked by where their first element
-  (cell, header cell, caption) appears in the evidence; for plain BM25, an in-memory tantivy
-  index of whole tables (title + caption + every cell), with the store's English analyzer.
+  (cell, header cell, caption) appears in the evidence; for plain BM25, the store's index of
+  whole tables (title + caption + every cell as one document, ``search_tables``).
 * page recall of the page retriever (every gold page among the pages it returns), and the
   mean number of candidates (and their words) that reach the reranker.
 * seconds per claim of each pipeline stage.
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sqlite3
 import sys
 import time
 import unicodedata
@@ -36,11 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import tantivy
-from tantivy import Occur, Query
-
 from feverous_es.index.elements import ElementType
-from feverous_es.index.embedded import EmbeddedStore, english_analyzer
+from feverous_es.index.embedded import EmbeddedStore
 from feverous_es.index.store import Filters
 from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Verdict
@@ -107,53 +103,6 @@ class ConstantVerdict:
 
 
 # Plain BM25 baselines.
-
-
-class TableBM25:
-    """Whole tables (title + caption + every cell) in an in-memory tantivy index, BM25 with the
-    store's analyzer; the tables are read from the embedded index's SQLite file."""
-
-    def __init__(self, index_dir: Path) -> None:
-        started = time.perf_counter()
-        builder = tantivy.SchemaBuilder()
-        builder.add_text_field("text", tokenizer_name="en_stem", index_option="freq")
-        builder.add_unsigned_field("id", stored=True, fast=True)
-        self.index = tantivy.Index(builder.build())
-        self.index.register_tokenizer("en_stem", english_analyzer())
-        self.analyzer = english_analyzer()
-        texts: dict[tuple[str, int], list[str]] = defaultdict(list)
-        uri = f"file:{index_dir / 'elements.sqlite'}?mode=ro"
-        with sqlite3.connect(uri, uri=True) as db:
-            rows = db.execute(
-                "SELECT page, tbl, text FROM elements WHERE tbl IS NOT NULL ORDER BY eid"
-            )
-            for page, table, text in rows:
-                parts = texts[page, table]
-                if not parts:
-                    parts.append(page)
-                parts.append(text)
-        self.tables = list(texts)
-        schema = self.index.schema
-        writer = self.index.writer(heap_size=200_000_000, num_threads=1)
-        for i, key in enumerate(self.tables):
-            doc = {"text": " ".join(texts[key]), "id": i}
-            writer.add_document(tantivy.Document.from_dict(doc, schema))
-        writer.commit()
-        writer.wait_merging_threads()
-        self.index.reload()
-        self.seconds = time.perf_counter() - started
-
-    def search(self, claim: str, k: int = 10) -> list[tuple[str, int]]:
-        terms = dict.fromkeys(self.analyzer.analyze(claim))
-        if not terms:
-            return []
-        query = Query.boolean_query(
-            [(Occur.Should, Query.term_query(self.index.schema, "text", t)) for t in terms]
-        )
-        searcher = self.index.searcher()
-        found = searcher.search(query, k).hits
-        ids = searcher.fast_field_values("id", [address for _, address in found])
-        return [self.tables[int(i)] for i in ids]
 
 
 def bm25_sentences(store: EmbeddedStore, claim: str) -> list[str]:
@@ -320,10 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "wall_seconds_per_claim": wall / len(claims),
         }
         if not args.no_baseline:
-            tables = TableBM25(args.index)
-            section["bm25_table_index_seconds"] = tables.seconds
             found = [
-                hits(tables.search(c, max(HITS_AT)), g) for c, g in zip(claims, golds, strict=True)
+                hits([key for key, _ in store.search_tables(c, max(HITS_AT))], g)
+                for c, g in zip(claims, golds, strict=True)
             ]
             section["bm25_hits"] = {k: mean([f[k] for f in found]) for k in HITS_AT}
         report["tabfact"] = section

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -276,6 +277,33 @@ def test_text_search_ignores_accents_and_decomposed_letters(tmp_path: Path) -> N
     store.close()
 
 
+def test_search_tables(store: EmbeddedStore) -> None:
+    # A table is its page title, caption and cells: "value 1 0" is in every table, the title
+    # in one; a restricted search keeps the scores of the whole index.
+    found = store.search_tables("Gamma value", k=10)
+    assert found[0][0] == ("Gamma", 0)
+    assert {key for key, _ in found} == {(title, 0) for titles in CHUNKS for title in titles}
+    only = store.search_tables("Gamma value", k=10, tables=[("Beta", 0), ("Gamma", 0)])
+    assert only == [item for item in found if item[0] in {("Beta", 0), ("Gamma", 0)}]
+    assert store.search_tables("the of", k=10) == []
+
+
+def test_an_index_without_a_table_index_gets_one_on_open(tmp_path: Path) -> None:
+    build(tmp_path)
+    with_index = EmbeddedStore(tmp_path)
+    expected = with_index.search_tables("Delta value", k=10)
+    with_index.close()
+    shutil.rmtree(tmp_path / "tables")  # as an index built before the table index
+    older = EmbeddedStore(tmp_path)
+    try:
+        rebuilt = older.search_tables("Delta value", k=10)
+        assert rebuilt[0][0] == ("Delta", 0)
+        assert dict(rebuilt) == pytest.approx(dict(expected))  # ties may come in another order
+    finally:
+        older.close()
+    assert count_docs(tmp_path)[2] == 5
+
+
 def test_search_pages(store: EmbeddedStore) -> None:
     assert [hit.page.title for hit in store.search_pages_text(f"{token('Gamma')} things")] == [
         "Gamma"
@@ -341,9 +369,11 @@ def test_finish_is_final_and_idempotent(tmp_path: Path) -> None:
     writer.close()
 
 
-def count_docs(path: Path) -> tuple[int, int]:
+def count_docs(path: Path) -> tuple[int, int, int]:
+    """Documents in the element, page and table indices."""
     return tuple(
-        tantivy.Index.open(str(path / name)).searcher().num_docs for name in ("text", "pages")
+        tantivy.Index.open(str(path / name)).searcher().num_docs
+        for name in ("text", "pages", "tables")
     )
 
 
@@ -354,8 +384,11 @@ def assert_exactly_once(path: Path, titles: list[str]) -> None:
     try:
         state = store.state()
         assert (state.elements, state.pages) == (len(expected), len(titles))
-        assert count_docs(path) == (len(expected), len(titles))
+        # One table per page.
+        assert count_docs(path) == (len(expected), len(titles), len(titles))
         assert [e for title in titles for e in store.page_elements(title)] == expected
+        for title in titles:
+            assert [key for key, _ in store.search_tables(title.lower())] == [(title, 0)]
         for element in expected:
             assert ids(store.search_text(token(element.id), k=10)) == [element.id]
         keys = list(dict.fromkeys(element.vector_key for element in expected))
@@ -424,7 +457,7 @@ def test_resume_after_crash(tmp_path: Path, crash_in: str) -> None:
     assert writer.state().next_seq == 1
     assert writer.state().elements == 2 * ELEMENTS_PER_PAGE
     writer.close()
-    assert count_docs(tmp_path) == (2 * ELEMENTS_PER_PAGE, 2)
+    assert count_docs(tmp_path) == (2 * ELEMENTS_PER_PAGE, 2, 2)
     assert run_writer(tmp_path).wait(timeout=60) == 0
     assert_exactly_once(tmp_path, [title for titles in CHUNKS for title in titles])
 

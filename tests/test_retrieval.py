@@ -141,6 +141,44 @@ def fake_context(store: FakeStore) -> PluginContext:
     return PluginContext(store, lambda texts: np.zeros((len(texts), 3)))  # type: ignore[arg-type]
 
 
+def test_whole_table_bm25_is_a_part_relative_to_the_best_table() -> None:
+    hits = [Hit(cell("A", 0, 1, 0, "cup"), 5.0), Hit(cell("B", 0, 1, 0, "cup"), 5.0)]
+    parts = table_parts("the cup", hits, table_bm25={("A", 0): 3.0, ("B", 0): 6.0})
+    assert (parts["A", 0]["table_bm25"], parts["B", 0]["table_bm25"]) == (0.5, 1.0)
+    # A store without a table index gives no such scores: the part is 0 for every table.
+    assert {p["table_bm25"] for p in table_parts("the cup", hits).values()} == {0.0}
+
+
+class TableStore(FakeStore):
+    """A fake store with a table index: fixed whole-table BM25 scores."""
+
+    def __init__(self, text: Sequence[Hit], tables: dict[tuple[str, int], float]) -> None:
+        super().__init__(text, [])
+        self.tables = tables
+        self.asked: list[tuple[tuple[str, int], ...]] = []
+
+    def search_tables(
+        self, query: str, k: int = 10, tables: Sequence[tuple[str, int]] = ()
+    ) -> list[tuple[tuple[str, int], float]]:
+        self.asked.append(tuple(tables))
+        found = [(key, score) for key, score in self.tables.items() if key in tables]
+        return sorted(found, key=lambda item: item[1], reverse=True)[:k]
+
+
+def test_the_table_index_reorders_the_pool_when_the_store_has_one() -> None:
+    hits = [Hit(cell("A", 0, 1, 0, "cup final"), 6.0), Hit(cell("B", 0, 1, 0, "cup final"), 5.0)]
+    query = Query("the cup final", np.zeros(3, dtype=np.float32))
+    plain = PapeloCandidates(fake_context(FakeStore(hits, [])), row_tables=0)
+    assert plain.rank_tables(query, [])[0] == [("A", 0), ("B", 0)]
+    store = TableStore(hits, {("A", 0): 1.0, ("B", 0): 9.0, ("Z", 0): 20.0})
+    with_index = PapeloCandidates(fake_context(store), row_tables=0)  # type: ignore[arg-type]
+    assert with_index.rank_tables(query, [])[0] == [("B", 0), ("A", 0)]
+    # Only the pool's tables are scored (Z, outside it, does not set the scale).
+    assert store.asked == [(("A", 0), ("B", 0))]
+    off = PapeloCandidates(fake_context(store), row_tables=0, table_bm25=0.0)  # type: ignore[arg-type]
+    assert off.rank_tables(query, [])[0] == [("A", 0), ("B", 0)]
+
+
 def test_page_prior_lifts_the_sentences_of_the_best_page() -> None:
     gold = sentence("Vema Seamount", 2, "It lies in the South Atlantic")
     stray = sentence("Botulism", 4, "lies in the south")

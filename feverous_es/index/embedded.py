@@ -8,6 +8,9 @@ Layout of the directory:
 * ``vectors.f32`` / ``page_vectors.f32``: raw float32 rows, unit length, memory-mapped to read.
 * ``text/`` and ``pages/``: tantivy indices (BM25) over element linearizations and over page
   title + intro; they store only the SQLite ordinal of each document.
+* ``tables/``: a tantivy index (BM25) of whole tables, one document per table (page title,
+  caption and every cell's text), keyed by page and table number. An index made before it
+  existed gets it built from the SQLite file the first time it is opened.
 * ``vectors.<group>.usearch``: HNSW graphs, built by ``finish`` when exact search would be
   slow: one for sentence vectors, one for table rows, and so on (see ``_type_group``).
 
@@ -20,6 +23,7 @@ removed when a writer opens the directory again.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import closing
@@ -47,6 +51,7 @@ from feverous_es.index.store import (
     HybridWeights,
     PageHit,
     StoreError,
+    TableKey,
     fuse_hybrid,
 )
 from feverous_es.index.vectors import (
@@ -67,12 +72,14 @@ _VECTORS = "vectors.f32"
 _PAGE_VECTORS = "page_vectors.f32"
 _TEXT = "text"
 _PAGES = "pages"
+_TABLES = "tables"
 _GRAPHS = ("vectors.*.usearch", "vectors.*.tmp")
 
 _ANALYZER = "en_stem"
 # One writer thread per index: the build embeds on all cores at the same time.
 _TEXT_WRITER_HEAP = 256_000_000
 _PAGE_WRITER_HEAP = 32_000_000
+_TABLE_WRITER_HEAP = 64_000_000
 _TYPE_BITS = {element_type: 1 << i for i, element_type in enumerate(ElementType)}
 
 
@@ -189,8 +196,60 @@ def _page_schema() -> tantivy.Schema:
     return builder.build()
 
 
+def _table_schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("text", tokenizer_name=_ANALYZER, index_option="freq")
+    builder.add_text_field("table", tokenizer_name="raw", index_option="basic", stored=True)
+    builder.add_unsigned_field("seq", indexed=True)
+    return builder.build()
+
+
 def _table_key(page: str, table: int) -> str:
     return f"{page}\x1f{table}"
+
+
+def _parse_table_key(key: str) -> TableKey:
+    page, _, table = key.rpartition("\x1f")
+    return page, int(table)
+
+
+def _add_tables(
+    writer: tantivy.IndexWriter,
+    schema: tantivy.Schema,
+    parts: Iterable[tuple[str, int | None, str]],
+    seq: int,
+) -> None:
+    """One document per table from its elements' (page, table, text) in page order: the page
+    title first, then the caption and cells as they come."""
+    texts: dict[TableKey, list[str]] = {}
+    for page, table, text in parts:
+        if table is not None:
+            texts.setdefault((page, table), [page]).append(text)
+    for (page, table), words in texts.items():
+        doc = {"text": fold_accents(" ".join(words)), "table": _table_key(page, table), "seq": seq}
+        writer.add_document(tantivy.Document.from_dict(doc, schema))
+
+
+def _backfill_tables(index: tantivy.Index, db: sqlite3.Connection) -> None:
+    """Index the tables of every element the SQLite file holds (an index built before the
+    table index existed)."""
+    writer = index.writer(heap_size=_TABLE_WRITER_HEAP, num_threads=1)
+    rows = db.execute("SELECT page, tbl, text FROM elements WHERE tbl IS NOT NULL ORDER BY eid")
+    _add_tables(writer, index.schema, rows, 0)
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def _open_tables(path: Path, db: sqlite3.Connection) -> tantivy.Index:
+    """The table index, built from the SQLite file first when the directory has none (built
+    beside it and moved in place, so a reader never sees half of it)."""
+    target = path / _TABLES
+    if not target.exists():
+        tmp = path / f"{_TABLES}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        _backfill_tables(_open_tantivy(tmp, _table_schema()), db)
+        os.replace(tmp, target)
+    return _open_tantivy(target, None)
 
 
 def _json(values: Sequence[object]) -> str | None:
@@ -269,9 +328,15 @@ class EmbeddedWriter:
         try:
             self._texts = _open_tantivy(self.path / _TEXT, _element_schema())
             self._pages = _open_tantivy(self.path / _PAGES, _page_schema())
+            if not (self.path / _SQLITE).exists():
+                # A new build: the SQLite file must be the last part to appear.
+                _open_tantivy(self.path / _TABLES, _table_schema())
             self._db = self._init_db()
+            # Built from the SQLite file when resuming a build begun before the table index.
+            self._tables = _open_tables(self.path, self._db)
             self._text_writer = self._texts.writer(heap_size=_TEXT_WRITER_HEAP, num_threads=1)
             self._page_writer = self._pages.writer(heap_size=_PAGE_WRITER_HEAP, num_threads=1)
+            self._table_writer = self._tables.writer(heap_size=_TABLE_WRITER_HEAP, num_threads=1)
         except (sqlite3.Error, ValueError, OSError) as error:
             raise StoreError(f"cannot open {self.path} for writing: {error}") from error
         self._closed = False
@@ -392,8 +457,11 @@ class EmbeddedWriter:
             title, intro = fold_accents(page.title), fold_accents(page.intro)
             doc = {"title": title, "intro": intro, "seq": chunk.seq, "pid": pid}
             self._page_writer.add_document(tantivy.Document.from_dict(doc, schema))
+        parts = ((element.page, element.table, element.text) for element in chunk.elements)
+        _add_tables(self._table_writer, self._tables.schema, parts, chunk.seq)
         self._text_writer.commit()
         self._page_writer.commit()
+        self._table_writer.commit()
 
     def _commit(
         self, chunk: Chunk, element_vecs: list[int], vector_rows: list[tuple[int, str, str, int]]
@@ -448,7 +516,11 @@ class EmbeddedWriter:
         self._state, self._vectors = _load_state(self._db)
         truncate_rows(self.path / _VECTORS, self._vectors, self.dim)
         truncate_rows(self.path / _PAGE_VECTORS, self._state.pages, self.dim)
-        for index, writer in ((self._texts, self._text_writer), (self._pages, self._page_writer)):
+        for index, writer in (
+            (self._texts, self._text_writer),
+            (self._pages, self._page_writer),
+            (self._tables, self._table_writer),
+        ):
             writer.rollback()
             later = _later_docs(index, self._state.next_seq)
             index.reload()
@@ -474,6 +546,7 @@ class EmbeddedWriter:
         # Waiting for tantivy's merges leaves fewer segments, so searches are faster.
         self._text_writer.wait_merging_threads()
         self._page_writer.wait_merging_threads()
+        self._table_writer.wait_merging_threads()
         self._db.close()
 
 
@@ -535,6 +608,7 @@ class EmbeddedStore:
             state, vectors = _load_state(self._db)
             self._texts = _open_tantivy(self.path / _TEXT, None)
             self._pages = _open_tantivy(self.path / _PAGES, None)
+            self._tables = _open_tables(self.path, self._db)
             # Which element types use each vector: type filters test it per vector.
             self._vector_types = _vector_types(self._db, vectors)
             self._vectors = VectorMatrix(
@@ -703,6 +777,29 @@ class EmbeddedStore:
         ).fetchall()
         members.sort(key=lambda member: (rank[member[1]], member[0]))
         return [(eid, float(scores[rank[vec]])) for eid, vec in members[:k]]
+
+    # Table search.
+
+    def search_tables(
+        self, query: str, k: int = 10, tables: Sequence[TableKey] = ()
+    ) -> list[tuple[TableKey, float]]:
+        """Whole tables (title, caption and every cell as one document) by BM25, best first:
+        ``((page, table), score)``; ``tables`` restricts the search to those tables (the
+        scores stay those of a search over all of them)."""
+        match = self._match(self._tables, ("text",), query)
+        if match is None or k <= 0:
+            return []
+        if tables:
+            keys = [_table_key(page, table) for page, table in tables]
+            only = Query.term_set_query(self._tables.schema, "table", keys)
+            match = Query.boolean_query(
+                [(Occur.Must, match), (Occur.Must, Query.const_score_query(only, 0.0))]
+            )
+        searcher = self._tables.searcher()
+        return [
+            (_parse_table_key(searcher.doc(address)["table"][0]), score)
+            for score, address in searcher.search(match, k, count=False).hits
+        ]
 
     # Page search.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -121,6 +121,19 @@ class Store(Protocol):
     def state(self) -> BuildState: ...
 
     def close(self) -> None: ...
+
+
+TableKey = tuple[str, int]  # (page, table index)
+
+
+@runtime_checkable
+class TableSearch(Protocol):
+    """Whole-table BM25 (title, caption and every cell as one document). The embedded store
+    has it; the Elasticsearch layout has no table index yet, and callers check for it."""
+
+    def search_tables(
+        self, query: str, k: int = 10, tables: Sequence[TableKey] = ()
+    ) -> list[tuple[TableKey, float]]: ...
 
 
 class StoreWriter(Protocol):
