@@ -32,18 +32,19 @@ On all 12,389 TabFact dev claims, before the cell and whole-table parts: Hits@1 
 55.8 / 73.9 / 79.2. On 2,000 others drawn with seed 303, used for no tuning: 63.4 / 81.2 / 83.4
 with every part, 62.3 / 79.5 / 82.5 without the whole-table one, BM25 57.3 / 75.6 / 80.4.
 
-Tuning on 1,000 claims (seed 1): the cross-encoder on the rows' KEY / VALUE markup adds 1.1 points of Hits@5, on plain text 1.7, the same with
-captions left out; 2 or 3 rows per table, learned weights for all parts, or the page retriever's
-score as a prior add nothing or lose. A row-vector cosine part lowered them, as did header rows
-as a pool source, and a sweep of the other weights moves Hits@5 by at most 0.3. On those and 700
-more (seed 2), 1,701 claims: the cell part adds 0.6 to Hits@1 (62.7 -> 63.3) and nothing to
-Hits@5 (80.2 -> 80.3); the claim's terms among the header cells, a pool of 80 tables instead of
-50, the cross-encoder on 20 tables or at weights up to 0.08, and title weights up to 0.75 all
-stay within 0.3. On 800 or 1,600 claims of seed 202: the whole-table part at weights 0.5 - 2.0
-adds 1.7 points of Hits@5 with the cross-encoder; stand-ins for it computed from the pool's hits
-(row counts per term, BM25 with pool IDF and table sizes), the best one or two rows' share of
-the claim's IDF, IDF-weighted title and number parts add nothing or lose; whole-table BM25 as a
-second pool source (20 more tables) adds 0.2 - 0.9 and is left out.
+Tuning on 1,000 claims (seed 1): the cross-encoder on the rows' KEY / VALUE markup adds 1.1
+points of Hits@5, on plain text 1.7, the same with captions left out; 2 or 3 rows per table,
+learned weights for all parts, or the page retriever's score as a prior add nothing or lose. A
+row-vector cosine part lowered them, as did header rows as a pool source, and a sweep of the
+other weights moves Hits@5 by at most 0.3. On those and 700 more (seed 2), 1,701 claims: the
+cell part adds 0.6 to Hits@1 (62.7 -> 63.3) and nothing to Hits@5 (80.2 -> 80.3); the claim's
+terms among the header cells, a pool of 80 tables instead of 50, the cross-encoder on 20 tables
+or at weights up to 0.08, and title weights up to 0.75 all stay within 0.3. On 800 or 1,600
+claims of seed 202: the whole-table part at weights 0.5 - 2.0 adds 1.7 points of Hits@5 with the
+cross-encoder; stand-ins for it computed from the pool's hits (row counts per term, BM25 with
+pool IDF and table sizes), the best one or two rows' share of the claim's IDF, IDF-weighted
+title and number parts add nothing or lose; whole-table BM25 as a second pool source (20 more
+tables) adds 0.2 - 0.9 and is left out.
 A caption part (the caption's terms in the claim) seemed to add 1 point of Hits@5, but in this
 data only TabFact's claim tables have captions, so it rewards having one: with the title
 standing in for a missing caption it adds 0.3, as a larger title weight does. It is left out.
