@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tantivy
 
+from feverous_es.index import embedded
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
 from feverous_es.index.store import Chunk, Filters, HybridWeights, StoreError
@@ -302,6 +303,21 @@ def test_an_index_without_a_table_index_gets_one_on_open(tmp_path: Path) -> None
     finally:
         older.close()
     assert count_docs(tmp_path)[2] == 5
+
+
+def test_an_older_index_that_cannot_get_a_table_index_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(tmp_path)
+    shutil.rmtree(tmp_path / "tables")
+
+    def read_only(*args: object) -> None:
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(embedded, "_backfill_tables", read_only)
+    with pytest.raises(StoreError, match=r"built before the table index.*writable, or rebuild"):
+        EmbeddedStore(tmp_path)
+    assert not (tmp_path / "tables").exists()
 
 
 def test_search_pages(store: EmbeddedStore) -> None:

@@ -246,9 +246,15 @@ def _open_tables(path: Path, db: sqlite3.Connection) -> tantivy.Index:
     target = path / _TABLES
     if not target.exists():
         tmp = path / f"{_TABLES}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        _backfill_tables(_open_tantivy(tmp, _table_schema()), db)
-        os.replace(tmp, target)
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            _backfill_tables(_open_tantivy(tmp, _table_schema()), db)
+            os.replace(tmp, target)
+        except (OSError, ValueError) as error:
+            raise StoreError(
+                f"{path} was built before the table index and it cannot be added here "
+                f"({error}): open it once where the directory is writable, or rebuild it"
+            ) from error
     return _open_tantivy(target, None)
 
 
