@@ -319,6 +319,14 @@ def _vector_types(db: sqlite3.Connection, rows: int) -> np.ndarray:
     )
 
 
+def _restricted(query: Query, only: Query) -> Query:
+    """``query``'s documents that ``only`` matches, scored by ``query`` alone (as a bool
+    query's filter clause restricts without scoring)."""
+    return Query.boolean_query(
+        [(Occur.Must, query), (Occur.Must, Query.const_score_query(only, 0.0))]
+    )
+
+
 def _later_docs(index: tantivy.Index, seq: int) -> Query:
     return Query.range_query(index.schema, "seq", tantivy.FieldType.Unsigned, lower_bound=seq)
 
@@ -720,13 +728,7 @@ class EmbeddedStore:
         if query is None or k <= 0:
             return []
         if filters:
-            # Filters restrict without scoring, as a bool query's filter clause does.
-            query = Query.boolean_query(
-                [
-                    (Occur.Must, query),
-                    (Occur.Must, Query.const_score_query(self._filter(filters), 0.0)),
-                ]
-            )
+            query = _restricted(query, self._filter(filters))
         searcher = self._texts.searcher()
         hits = searcher.search(query, k, count=False).hits
         eids = searcher.fast_field_values("eid", [address for _, address in hits])
@@ -797,10 +799,7 @@ class EmbeddedStore:
             return []
         if tables:
             keys = [_table_key(page, table) for page, table in tables]
-            only = Query.term_set_query(self._tables.schema, "table", keys)
-            match = Query.boolean_query(
-                [(Occur.Must, match), (Occur.Must, Query.const_score_query(only, 0.0))]
-            )
+            match = _restricted(match, Query.term_set_query(self._tables.schema, "table", keys))
         searcher = self._tables.searcher()
         return [
             (_parse_table_key(searcher.doc(address)["table"][0]), score)
