@@ -12,6 +12,7 @@ import pytest
 from feverous_es.index.build import build
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.loader import (
+    BuildIndices,
     bulk_load,
     chunk_actions,
     swap_actions,
@@ -31,6 +32,7 @@ from tests.conftest import SAMPLE_DB
 from tests.elastic_fake import FakeCluster, HashEncoder, Request
 
 DIM = 4
+V1 = BuildIndices("feverous-elements-v1", "feverous-pages-v1", "feverous-tables-v1")
 CONFIG = ElasticConfig(
     url="http://fake:9200", dims=DIM, bulk_workers=3, bulk_docs=2, bulk_retries=3,
     bulk_initial_backoff=0.001, bulk_max_backoff=0.01, replicas=1,
@@ -70,14 +72,18 @@ def make_chunk(seq: int, pages: list[str], last_rowid: int | None = None) -> Chu
 
 def test_chunk_actions() -> None:
     chunk = make_chunk(2, ["P"])
-    actions = list(chunk_actions(chunk, "e-v1", "p-v1", BuildState(elements=10, pages=3)))
-    assert [a["_index"] for a in actions] == ["e-v1"] * 4 + ["p-v1"]
+    indices = BuildIndices("e-v1", "p-v1", "t-v1")
+    actions = list(chunk_actions(chunk, indices, BuildState(elements=10, pages=3)))
+    assert [a["_index"] for a in actions] == ["e-v1"] * 4 + ["p-v1", "t-v1"]
     assert all(a["_op_type"] == "index" for a in actions)  # idempotent if a request is retried
     assert [a["_id"] for a in actions] == [
-        "P_sentence_0", "P_sentence_1", "P_cell_0_0_0", "P_cell_0_0_1", "P",
+        "P_sentence_0", "P_sentence_1", "P_cell_0_0_0", "P_cell_0_0_1", "P", "P_table_0",
     ]  # fmt: skip
-    assert [a["_source"]["ord"] for a in actions] == [10, 11, 12, 13, 3]
+    assert [a["_source"].get("ord") for a in actions] == [10, 11, 12, 13, 3, None]
     assert {a["_source"]["seq"] for a in actions} == {2}
+    # One whole-table document per table: the page title, then its cells' raw text.
+    assert actions[5]["_source"] == {"id": "P_table_0", "page": "P", "table": 0,
+                                     "text": "P v0 v1", "seq": 2}  # fmt: skip
     # The two cells of row 0 share the row's vector (the third vector of the chunk).
     np.testing.assert_array_equal(actions[2]["_source"]["vector"], chunk.vectors[2])
     np.testing.assert_array_equal(actions[3]["_source"]["vector"], chunk.vectors[2])
@@ -108,13 +114,12 @@ def test_bulk_uses_workers_and_byte_sized_requests() -> None:
     chunk = make_chunk(0, [f"P{i}" for i in range(10)])
     config = ElasticConfig(url="http://fake:9200", bulk_workers=3, bulk_docs=1000,
                            bulk_bytes=1500)  # fmt: skip
-    actions = chunk_actions(chunk, "feverous-elements-v1", "feverous-pages-v1", BuildState())
-    report = bulk_load(fake.client(), actions, config)
-    assert report.ok and report.sent == 50
+    report = bulk_load(fake.client(), chunk_actions(chunk, V1, BuildState()), config)
+    assert report.ok and report.sent == 60
     bulks = fake.requests_to("PUT", "/_bulk")
     assert len(bulks) > 3  # cut by bytes, not by the 1000-document limit
-    assert sum(len(r.body) // 2 for r in bulks) == 50
-    assert sum(len(i.docs) for i in fake.indices.values()) == 50
+    assert sum(len(r.body) // 2 for r in bulks) == 60
+    assert sum(len(i.docs) for i in fake.indices.values()) == 60
 
 
 def test_bulk_retries_429_per_document_and_per_request() -> None:
@@ -151,8 +156,7 @@ def test_bulk_retries_429_per_document_and_per_request() -> None:
     fake.handlers.append(flaky)
     # The transport retries whole requests too; leave the retrying to the bulk helper here.
     client = fake.client(max_retries=0)
-    actions = chunk_actions(make_chunk(0, ["A", "B", "C"]), "feverous-elements-v1",
-                            "feverous-pages-v1", BuildState())  # fmt: skip
+    actions = chunk_actions(make_chunk(0, ["A", "B", "C"]), V1, BuildState())
     report = bulk_load(client, actions, CONFIG)
     assert report.ok, report.summary()
     assert rejected == {"A_sentence_1", "B_sentence_1", "C_sentence_1"}
@@ -184,7 +188,7 @@ def test_failed_documents_fail_the_build_without_swapping() -> None:
         writer.write(make_chunk(1, ["B", "C"]))
     message = str(caught.value)
     assert "\n" not in message
-    assert "1 of 10 documents failed" in message
+    assert "1 of 12 documents failed" in message
     assert "B_cell_0_0_1 (400: mapper_parsing_exception: bad value)" in message
     assert "aliases are unchanged" in message
     # The state did not advance and the chunk's other documents were deleted again.
@@ -193,6 +197,7 @@ def test_failed_documents_fail_the_build_without_swapping() -> None:
     assert sorted(elements.docs) == ["A_cell_0_0_0", "A_cell_0_0_1", "A_sentence_0",
                                      "A_sentence_1"]  # fmt: skip
     assert sorted(fake.indices["feverous-pages-v1"].docs) == ["A"]
+    assert sorted(fake.indices["feverous-tables-v1"].docs) == ["A_table_0"]
     assert not any(index.aliases for index in fake.indices.values())
     assert not fake.requests_to("POST", "/_aliases")
     # Retrying the chunk (the same command again) succeeds and publishes.
@@ -217,27 +222,30 @@ def test_request_errors_fail_the_write() -> None:
 def test_build_loads_hidden_then_swaps_atomically() -> None:
     fake = FakeCluster()
     writer = ElasticWriter(CONFIG, DIM, client=fake.client())
-    elements, pages = fake.indices["feverous-elements-v1"], fake.indices["feverous-pages-v1"]
+    elements, pages, tables = (fake.indices[name] for name in V1)
     # While loading: no refresh, no replicas, no alias.
-    for index in (elements, pages):
+    for index in (elements, pages, tables):
         assert index.settings["refresh_interval"] == "-1"
         assert index.settings["number_of_replicas"] == 0
     writer.write(make_chunk(0, ["A", "B"]))
     writer.write(make_chunk(1, ["C"], last_rowid=9))
-    assert not elements.aliases and not pages.aliases
+    assert not elements.aliases and not pages.aliases and not tables.aliases
     meta = elements.mappings["_meta"]["feverous_es"]
-    assert (meta["next_seq"], meta["last_rowid"], meta["elements"], meta["pages"]) == (2, 9, 12, 3)
+    counts = (meta["next_seq"], meta["last_rowid"], meta["elements"], meta["pages"], meta["tables"])
+    assert counts == (2, 9, 12, 3, 3)
     assert meta["complete"] is False and meta["dim"] == DIM
     writer.finish()
-    for index in (elements, pages):
+    for index in (elements, pages, tables):
         assert index.settings["refresh_interval"] == "1s"
         assert index.settings["number_of_replicas"] == 1
     assert elements.aliases == {"feverous-elements"} and pages.aliases == {"feverous-pages"}
+    assert tables.aliases == {"feverous-tables"}
     assert elements.mappings["_meta"]["feverous_es"]["complete"] is True
     (swap,) = fake.requests_to("POST", "/_aliases")
     assert swap.body == {"actions": [
         {"add": {"index": "feverous-elements-v1", "alias": "feverous-elements"}},
         {"add": {"index": "feverous-pages-v1", "alias": "feverous-pages"}},
+        {"add": {"index": "feverous-tables-v1", "alias": "feverous-tables"}},
     ]}  # fmt: skip
     writer.finish()  # repeating it changes nothing
     assert len(fake.requests_to("POST", "/_aliases")) == 1
@@ -263,17 +271,25 @@ def test_build_loads_hidden_then_swaps_atomically() -> None:
         {"add": {"index": "feverous-elements-v2", "alias": "feverous-elements"}},
         {"remove": {"index": "feverous-pages-v1", "alias": "feverous-pages"}},
         {"add": {"index": "feverous-pages-v2", "alias": "feverous-pages"}},
+        {"remove": {"index": "feverous-tables-v1", "alias": "feverous-tables"}},
+        {"add": {"index": "feverous-tables-v2", "alias": "feverous-tables"}},
     ]}  # fmt: skip
     assert store.get_elements(["Z_sentence_0"]) and not store.get_elements(["A_sentence_0"])
     assert sorted(list_builds(fake.client(), CONFIG)) == [1, 2]
 
 
-def test_lost_documents_block_the_swap() -> None:
+@pytest.mark.parametrize(
+    ("index", "doc", "wrote"),
+    [("feverous-elements-v1", "A_sentence_0", 4), ("feverous-tables-v1", "A_table_0", 1)],
+)
+def test_lost_documents_block_the_swap(index: str, doc: str, wrote: int) -> None:
     fake = FakeCluster()
     writer = ElasticWriter(CONFIG, DIM, client=fake.client())
     writer.write(make_chunk(0, ["A"]))
-    del fake.indices["feverous-elements-v1"].docs["A_sentence_0"]  # acknowledged, then lost
-    with pytest.raises(StoreError, match="holds 3 documents but the build wrote 4"):
+    del fake.indices[index].docs[doc]  # acknowledged, then lost
+    with pytest.raises(
+        StoreError, match=f"holds {wrote - 1} documents but the build wrote {wrote}"
+    ):
         writer.finish()
     assert not fake.requests_to("POST", "/_aliases")
     assert not writer.state().complete
@@ -284,13 +300,14 @@ def test_resume_discards_a_partial_chunk() -> None:
     writer = ElasticWriter(CONFIG, DIM, client=fake.client())
     writer.write(make_chunk(0, ["A"]))
     # A crash mid-chunk: some documents of chunk 1 are in, the state still says next_seq = 1.
-    partial = list(chunk_actions(make_chunk(1, ["B"]), "feverous-elements-v1",
-                                 "feverous-pages-v1", writer.state()))[:3]  # fmt: skip
+    actions = list(chunk_actions(make_chunk(1, ["B"]), V1, writer.state()))
+    partial = actions[:3] + actions[-1:]  # some elements and the table document
     for action in partial:
         fake.indices[action["_index"]].docs[action["_id"]] = action["_source"]
     resumed = ElasticWriter(CONFIG, DIM, client=fake.client())
     assert resumed.version == 1 and resumed.state().next_seq == 1
-    assert all(not doc_id.startswith("B") for doc_id in fake.indices["feverous-elements-v1"].docs)
+    for name in V1:
+        assert all(not doc_id.startswith("B") for doc_id in fake.indices[name].docs)
     resumed.write(make_chunk(1, ["B"]))
     resumed.finish()
     assert ElasticStore(CONFIG, client=fake.client()).state().elements == 8
@@ -317,6 +334,47 @@ def test_resume_refuses_other_vectors_and_foreign_indices() -> None:
     taken.client().indices.create(index="feverous-pages")
     with pytest.raises(StoreError, match="feverous-pages is an index, not an alias"):
         ElasticWriter(CONFIG, DIM, client=taken.client())
+
+
+def test_store_searches_whole_tables(caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeCluster()
+    writer = ElasticWriter(CONFIG, DIM, client=fake.client())
+    writer.write(make_chunk(0, ["Alpha", "Beta"]))
+    writer.finish()
+    store = ElasticStore(CONFIG, client=fake.client())
+    found = store.search_tables("Beta v1", k=5)
+    assert [key for key, _ in found] == [("Beta", 0), ("Alpha", 0)]
+    assert found[0][1] > found[1][1]
+    assert store.search_tables("Beta v1", k=5, tables=[("Alpha", 0)])[0][0] == ("Alpha", 0)
+    assert store.search_tables("   ", k=5) == [] and store.search_tables("v1", k=0) == []
+    assert {r.path for r in fake.requests_to("POST", ".*/_search")} == {"/feverous-tables/_search"}
+
+    # A build published before the table index existed: no tables, and a warning saying why.
+    fake.indices["feverous-tables-v1"].aliases.clear()
+    with caplog.at_level("WARNING"):
+        older = ElasticStore(CONFIG, client=fake.client())
+    assert older.search_tables("Beta v1", k=5) == []
+    assert "feverous-tables is missing or not readable" in caplog.text
+
+
+def test_resume_refuses_a_build_of_an_older_format() -> None:
+    fake = FakeCluster()
+    ElasticWriter(CONFIG, DIM, client=fake.client())
+    fake.indices["feverous-elements-v1"].mappings["_meta"]["feverous_es"]["format_version"] = 1
+    with pytest.raises(StoreError, match="format version 1, this program writes 2"):
+        ElasticWriter(CONFIG, DIM, client=fake.client())
+
+
+def test_resume_creates_a_missing_index_only_before_the_first_chunk() -> None:
+    fake = FakeCluster()
+    ElasticWriter(CONFIG, DIM, client=fake.client())
+    del fake.indices["feverous-tables-v1"]
+    writer = ElasticWriter(CONFIG, DIM, client=fake.client())
+    assert "feverous-tables-v1" in fake.indices
+    writer.write(make_chunk(0, ["A"]))
+    del fake.indices["feverous-tables-v1"]
+    with pytest.raises(StoreError, match="feverous-tables-v1 is missing though the build wrote"):
+        ElasticWriter(CONFIG, DIM, client=fake.client())
 
 
 def test_store_without_a_build() -> None:
@@ -412,7 +470,10 @@ def test_es_status_new_build_and_prune(monkeypatch: pytest.MonkeyPatch) -> None:
     status = orjson.loads(runner.invoke(main, ["es", "status", "--json"]).stdout)
     assert status["version"] == FakeCluster.version
     assert status["aliases"] == {"feverous-elements": ["feverous-elements-v3"],
-                                 "feverous-pages": ["feverous-pages-v3"]}  # fmt: skip
+                                 "feverous-pages": ["feverous-pages-v3"],
+                                 "feverous-tables": ["feverous-tables-v3"]}  # fmt: skip
+    assert status["builds"][2]["tables_index"] == "feverous-tables-v3"
+    assert status["builds"][2]["state"]["tables"] == 1
     assert [(b["version"], b["published"], b["state"]["complete"]) for b in status["builds"]] == [
         (1, False, True), (2, False, True), (3, True, True), (4, False, False),
     ]  # fmt: skip
@@ -421,7 +482,8 @@ def test_es_status_new_build_and_prune(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 0, result.output
     # v3 is published and v4 in progress: only v1 and v2 go.
     assert sorted(fake.indices) == ["feverous-elements-v3", "feverous-elements-v4",
-                                    "feverous-pages-v3", "feverous-pages-v4"]  # fmt: skip
+                                    "feverous-pages-v3", "feverous-pages-v4",
+                                    "feverous-tables-v3", "feverous-tables-v4"]  # fmt: skip
 
 
 def test_a_lost_answer_to_the_state_update_keeps_the_chunk() -> None:

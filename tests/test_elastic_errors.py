@@ -202,7 +202,7 @@ def test_reader_key_role() -> None:
             "cluster": [],
             "indices": [
                 {
-                    "names": ["feverous-elements", "feverous-pages"],
+                    "names": ["feverous-elements", "feverous-pages", "feverous-tables"],
                     "privileges": ["read"],
                     "allow_restricted_indices": False,
                 }

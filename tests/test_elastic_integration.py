@@ -72,8 +72,8 @@ def test_cluster_is_supported(config: ElasticConfig) -> None:
 def test_build_publishes_through_the_aliases(built: ElasticConfig) -> None:
     client = connect(built)
     try:
-        aliases = client.indices.get_alias(name=built.elements_alias).body
-        assert list(aliases) == [f"{built.elements_alias}-v1"]
+        for alias in built.aliases:
+            assert list(client.indices.get_alias(name=alias).body) == [f"{alias}-v1"]
         settings = client.indices.get_settings(index=f"{built.elements_alias}-v1").body
         index = next(iter(settings.values()))["settings"]["index"]
         assert index["refresh_interval"] == built.refresh_interval
@@ -110,6 +110,12 @@ def test_search_paths(built: ElasticConfig) -> None:
         assert store.get_pages([page])[0].title == page
         assert page in store.match_titles([page.casefold()]).get(page.casefold(), [])
         assert store.search_pages_text(page, 3)
+        cells = store.search_text("the", 50, Filters(types=(ElementType.CELL,)))
+        cell = cells[0].element
+        key = (cell.page, cell.table)
+        assert key in [found for found, _ in store.search_tables(f"{cell.page} {cell.text}", 10)]
+        only = store.search_tables(f"{cell.page} {cell.text}", 10, [key])
+        assert [found for found, _ in only] == [key]
     finally:
         store.close()
 
@@ -135,6 +141,7 @@ def test_reader_key_reads_aliases_only(built: ElasticConfig) -> None:
     store = ElasticStore(reader)
     try:
         assert store.search_text("the", 3)
+        assert store.search_tables("the", 3)  # the key reads the tables alias too
         assert store.state().complete
     finally:
         store.close()

@@ -12,6 +12,7 @@ from feverous_es.index.elastic.documents import (
     META_KEY,
     ElementDoc,
     PageDoc,
+    TableDoc,
     doc_id,
     element_from_source,
     element_source,
@@ -68,6 +69,18 @@ def test_pages_mapping() -> None:
     assert props["vector"]["dims"] == 384
 
 
+def test_tables_mapping() -> None:
+    mappings = index_body(TableDoc, "feverous-tables-v3", CONFIG, 384)["mappings"]
+    assert mappings["dynamic"] == "strict" and "_source" not in mappings
+    assert mappings["properties"] == {
+        "id": {"type": "keyword"},
+        "page": {"type": "keyword"},
+        "table": {"type": "integer"},
+        "text": {"type": "text", "analyzer": "english"},
+        "seq": {"type": "integer"},
+    }
+
+
 def test_load_settings_and_configurable_vectors() -> None:
     config = ElasticConfig(
         url="http://h:9200", shards=3, similarity="dot_product", index_options={"type": "hnsw"}
@@ -86,6 +99,7 @@ def test_documents_target_the_aliases() -> None:
     # Teams using the DSL documents search the aliases, never a versioned index.
     assert ElementDoc._index._name == "feverous-elements"
     assert PageDoc._index._name == "feverous-pages"
+    assert TableDoc._index._name == "feverous-tables"
 
 
 def test_mapping_conflicts() -> None:

@@ -110,6 +110,23 @@ def test_retrievers_only_when_configured() -> None:
     assert weights == [2, 1]
 
 
+def test_table_search_body() -> None:
+    assert queries.table_search("who won", 10) == {
+        "size": 10,
+        "query": {"match": {"text": {"query": "who won"}}},
+        "_source": ["page", "table"],
+        "track_total_hits": False,
+    }
+    # Restricted to some tables by id: a filter, so the scores stay those of the whole index.
+    restricted = queries.table_search("who won", 2, [("Tour de France", 0), ("Giro", 3)])
+    assert restricted["query"] == {
+        "bool": {
+            "must": [{"match": {"text": {"query": "who won"}}}],
+            "filter": [{"terms": {"id": ["Tour de France_table_0", "Giro_table_3"]}}],
+        }
+    }
+
+
 def test_page_and_helper_bodies() -> None:
     assert queries.page_text_search("Mercury", 3)["query"] == {
         "multi_match": {

@@ -53,6 +53,7 @@ from feverous_es.index.store import (
     StoreError,
     TableKey,
     fuse_hybrid,
+    table_texts,
 )
 from feverous_es.index.vectors import (
     HNSW_THRESHOLD,
@@ -214,19 +215,10 @@ def _parse_table_key(key: str) -> TableKey:
 
 
 def _add_tables(
-    writer: tantivy.IndexWriter,
-    schema: tantivy.Schema,
-    parts: Iterable[tuple[str, int | None, str]],
-    seq: int,
+    writer: tantivy.IndexWriter, schema: tantivy.Schema, texts: dict[TableKey, str], seq: int
 ) -> None:
-    """One document per table from its elements' (page, table, text) in page order: the page
-    title first, then the caption and cells as they come."""
-    texts: dict[TableKey, list[str]] = {}
-    for page, table, text in parts:
-        if table is not None:
-            texts.setdefault((page, table), [page]).append(text)
-    for (page, table), words in texts.items():
-        doc = {"text": fold_accents(" ".join(words)), "table": _table_key(page, table), "seq": seq}
+    for (page, table), text in texts.items():
+        doc = {"text": fold_accents(text), "table": _table_key(page, table), "seq": seq}
         writer.add_document(tantivy.Document.from_dict(doc, schema))
 
 
@@ -235,7 +227,7 @@ def _backfill_tables(index: tantivy.Index, db: sqlite3.Connection) -> None:
     table index existed)."""
     writer = index.writer(heap_size=_TABLE_WRITER_HEAP, num_threads=1)
     rows = db.execute("SELECT page, tbl, text FROM elements WHERE tbl IS NOT NULL ORDER BY eid")
-    _add_tables(writer, index.schema, rows, 0)
+    _add_tables(writer, index.schema, table_texts(rows), 0)
     writer.commit()
     writer.wait_merging_threads()
 
@@ -471,8 +463,7 @@ class EmbeddedWriter:
             title, intro = fold_accents(page.title), fold_accents(page.intro)
             doc = {"title": title, "intro": intro, "seq": chunk.seq, "pid": pid}
             self._page_writer.add_document(tantivy.Document.from_dict(doc, schema))
-        parts = ((element.page, element.table, element.text) for element in chunk.elements)
-        _add_tables(self._table_writer, self._tables.schema, parts, chunk.seq)
+        _add_tables(self._table_writer, self._tables.schema, chunk.table_texts(), chunk.seq)
         self._text_writer.commit()
         self._page_writer.commit()
         self._table_writer.commit()

@@ -6,7 +6,7 @@ Elasticsearch one. Everything above this interface is shared by both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -52,6 +52,9 @@ class PageHit:
     score: float
 
 
+TableKey = tuple[str, int]  # (page, table index)
+
+
 @dataclass(slots=True)
 class Chunk:
     """One atomic write: the elements and pages read from a run of consecutive wiki rows.
@@ -67,6 +70,10 @@ class Chunk:
     pages: list[PageRecord]
     page_vectors: np.ndarray
     malformed: list[str] = field(default_factory=list)
+
+    def table_texts(self) -> dict[TableKey, str]:
+        """The whole-table documents of the chunk's tables (a page never spans two chunks)."""
+        return table_texts((e.page, e.table, e.text) for e in self.elements)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,13 +130,22 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-TableKey = tuple[str, int]  # (page, table index)
+def table_texts(parts: Iterable[tuple[str, int | None, str]]) -> dict[TableKey, str]:
+    """The text of each table's whole-table document, from its elements' ``(page, table, raw
+    text)`` in page order: the page title, then the caption and the cells as they come. Both
+    stores index this text; elements outside tables (``table`` None) are passed over."""
+    texts: dict[TableKey, list[str]] = {}
+    for page, table, text in parts:
+        if table is not None:
+            texts.setdefault((page, table), [page]).append(text)
+    return {key: " ".join(words) for key, words in texts.items()}
 
 
 @runtime_checkable
 class TableSearch(Protocol):
-    """Whole-table BM25 (title, caption and every cell as one document). The embedded store
-    has it; the Elasticsearch layout has no table index yet, and callers check for it."""
+    """Whole-table BM25 (title, caption and every cell as one document, see
+    :func:`table_texts`). Both stores have it; an Elasticsearch build published before the
+    table index existed answers no tables."""
 
     def search_tables(
         self, query: str, k: int = 10, tables: Sequence[TableKey] = ()

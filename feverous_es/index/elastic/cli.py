@@ -49,14 +49,14 @@ def _echo_json(value: Any) -> None:
 
 
 def reader_role(config: ElasticConfig) -> dict[str, Any]:
-    """The role of a reader key: ``read`` on the two aliases and nothing else (no cluster
+    """The role of a reader key: ``read`` on the build's aliases and nothing else (no cluster
     privilege, no access to the versioned indices by name)."""
     return {
         "feverous-es-reader": {
             "cluster": [],
             "indices": [
                 {
-                    "names": [config.elements_alias, config.pages_alias],
+                    "names": list(config.aliases),
                     "privileges": ["read"],
                     "allow_restricted_indices": False,
                 }
@@ -124,7 +124,7 @@ def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
         return
     click.echo(
         f"created API key {answer.get('name')!r} (id {answer.get('id')}), read-only on "
-        f"{config.elements_alias} and {config.pages_alias}"
+        f"{', '.join(config.aliases)}"
         + (f", expires in {expiration}" if expiration else ", no expiry"),
         err=True,
     )
@@ -139,30 +139,35 @@ def status(as_json: bool) -> None:
     from feverous_es.index.elastic.client import check_cluster
     from feverous_es.index.elastic.errors import elastic_errors
     from feverous_es.index.elastic.loader import alias_holders
-    from feverous_es.index.elastic.store import list_builds, state_from_meta
+    from feverous_es.index.elastic.store import (
+        KINDS,
+        list_builds,
+        state_from_meta,
+        tables_from_meta,
+    )
 
     config, client = _connect()
     try:
         with elastic_errors(config):
             version = check_cluster(client, config)
-            aliases = {
-                alias: alias_holders(client, alias)
-                for alias in (config.elements_alias, config.pages_alias)
-            }
+            aliases = {alias: alias_holders(client, alias) for alias in config.aliases}
             builds = list_builds(client, config)
     finally:
         client.close()
     rows = []
     for number, build in sorted(builds.items()):
         meta = build["meta"]
-        state = state_from_meta(meta) if meta else None
         rows.append(
             {
                 "version": number,
-                "elements_index": build["elements"],
-                "pages_index": build["pages"],
+                **{f"{kind}_index": build[kind] for kind in KINDS},
                 "published": build["elements"] in aliases[config.elements_alias],
-                "state": None if state is None else dataclasses.asdict(state),
+                "state": None
+                if meta is None
+                else {
+                    **dataclasses.asdict(state_from_meta(meta)),
+                    "tables": tables_from_meta(meta),
+                },
             }
         )
     if as_json:
@@ -178,7 +183,8 @@ def status(as_json: bool) -> None:
             "not made by feverous-es"
             if state is None
             else ("complete" if state["complete"] else "in progress")
-            + f", {state['elements']:,} elements, {state['pages']:,} pages"
+            + f", {state['elements']:,} elements, {state['pages']:,} pages, "
+            f"{state['tables']:,} tables"
         )
         mark = " (published)" if row["published"] else ""
         click.echo(f"  v{row['version']}: {detail}{mark}")
@@ -217,10 +223,10 @@ def new_build(dim: int) -> None:
                     "--store elasticsearch`, or delete its indices first"
                 )
             version = next_version(builds)
-            elements, pages = create_build(client, config, version, dim)
+            indices = create_build(client, config, version, dim)
     finally:
         client.close()
-    click.echo(f"created v{version}: {elements}, {pages} (empty; run `feverous-es index`)")
+    click.echo(f"created v{version}: {', '.join(indices)} (empty; run `feverous-es index`)")
 
 
 @es_group.command("prune")
@@ -235,7 +241,7 @@ def prune(keep: int, yes: bool) -> None:
     behind the aliases, never a build in progress."""
     from feverous_es.index.elastic.errors import elastic_errors
     from feverous_es.index.elastic.loader import alias_holders
-    from feverous_es.index.elastic.store import list_builds
+    from feverous_es.index.elastic.store import KINDS, list_builds
 
     config, client = _connect()
     try:
@@ -253,7 +259,7 @@ def prune(keep: int, yes: bool) -> None:
             names = [
                 name
                 for number in doomed
-                for name in (builds[number]["elements"], builds[number]["pages"])
+                for name in (builds[number][kind] for kind in KINDS)
                 if name
             ]
             if not names:

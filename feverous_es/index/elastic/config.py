@@ -66,7 +66,7 @@ class ElasticConfig:
     request_timeout: float = 60.0
     connect_timeout: float = 10.0
     max_retries: int = 3
-    # Index layout: aliases <prefix>-elements / <prefix>-pages over <alias>-v<N>.
+    # Index layout: aliases <prefix>-elements / -pages / -tables over <alias>-v<N>.
     prefix: str = "feverous"
     shards: int = 1
     replicas: int = 1
@@ -95,6 +95,15 @@ class ElasticConfig:
     @property
     def pages_alias(self) -> str:
         return f"{self.prefix}-pages"
+
+    @property
+    def tables_alias(self) -> str:
+        return f"{self.prefix}-tables"
+
+    @property
+    def aliases(self) -> tuple[str, str, str]:
+        """The aliases of a build, in the order of :data:`~.documents.BUILD_DOCUMENTS`."""
+        return self.elements_alias, self.pages_alias, self.tables_alias
 
     @property
     def display_url(self) -> str:

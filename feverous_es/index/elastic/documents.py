@@ -1,4 +1,4 @@
-"""The two Elasticsearch indices, declared once as elasticsearch-dsl documents.
+"""The three Elasticsearch indices, declared once as elasticsearch-dsl documents.
 
 Their mappings, the index bodies the build creates, the ``_source`` of each document and the
 conversion back to :class:`Element` / :class:`PageRecord` all come from here. The layout is a
@@ -28,7 +28,8 @@ from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
 
 FORMAT = "feverous-es-elasticsearch"
-FORMAT_VERSION = 1
+# 2: the tables index joined the build (the elements and pages fields are those of 1).
+FORMAT_VERSION = 2
 # The key under the elements index's mappings ``_meta`` that holds the build state.
 META_KEY = "feverous_es"
 VECTOR = "vector"
@@ -87,6 +88,26 @@ class PageDoc(Document):
         source = MetaField(excludes=[VECTOR])
 
 
+class TableDoc(Document):
+    """One whole table: the page title, the caption and every cell, for table retrieval."""
+
+    id = Keyword()  # "Page_table_t"
+    page = Keyword()
+    table = Integer()
+    text = Text(analyzer="english")  # title, caption and cells' raw text, in page order
+    seq = Integer()
+
+    class Index:
+        name = "feverous-tables"
+
+    class Meta:
+        dynamic = MetaField("strict")
+
+
+# The documents of a build's indices, in the order of ElasticConfig.aliases.
+BUILD_DOCUMENTS: tuple[type[Document], ...] = (ElementDoc, PageDoc, TableDoc)
+
+
 def _vector_mapping(config: ElasticConfig, dim: int) -> dict[str, Any]:
     field = DenseVector(
         dims=dim,
@@ -114,7 +135,8 @@ def index_body(
     )
     index.document(document)
     body = index.to_dict()
-    body["mappings"]["properties"][VECTOR] = _vector_mapping(config, dim)
+    if VECTOR in body["mappings"]["properties"]:
+        body["mappings"]["properties"][VECTOR] = _vector_mapping(config, dim)
     if meta is not None:
         body["mappings"]["_meta"] = {META_KEY: dict(meta)}
     return body
@@ -211,6 +233,15 @@ def page_source(page: PageRecord, ord_: int, seq: int, vector: np.ndarray | None
             VECTOR: _vector(vector),
         }
     )
+
+
+def table_id(page: str, table: int) -> str:
+    """The ``id`` of a whole-table document, in the style of the FEVEROUS element ids."""
+    return f"{page}_table_{table}"
+
+
+def table_source(page: str, table: int, text: str, seq: int) -> dict[str, Any]:
+    return {"id": table_id(page, table), "page": page, "table": table, "text": text, "seq": seq}
 
 
 def _strings(value: Any) -> tuple[str, ...]:

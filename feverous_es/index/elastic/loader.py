@@ -18,13 +18,19 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from elasticsearch import Elasticsearch
 from elasticsearch.helpers import streaming_bulk
 
 from feverous_es.index.elastic.config import ElasticConfig
-from feverous_es.index.elastic.documents import doc_id, element_source, page_source
+from feverous_es.index.elastic.documents import (
+    doc_id,
+    element_source,
+    page_source,
+    table_id,
+    table_source,
+)
 from feverous_es.index.store import BuildState, Chunk
 
 # 429: too many requests (a full write queue); 502-504: a node or proxy briefly unavailable.
@@ -151,26 +157,46 @@ def bulk_load(
     return report
 
 
+class BuildIndices(NamedTuple):
+    """The versioned indices of one build, in the order of ``ElasticConfig.aliases``."""
+
+    elements: str
+    pages: str
+    tables: str
+
+    @classmethod
+    def of(cls, config: ElasticConfig, version: int) -> BuildIndices:
+        return cls(*(versioned_name(alias, version) for alias in config.aliases))
+
+
 def chunk_actions(
-    chunk: Chunk, elements_index: str, pages_index: str, state: BuildState
+    chunk: Chunk, indices: BuildIndices, state: BuildState
 ) -> Iterator[dict[str, Any]]:
     """The bulk actions of one chunk, made lazily: its elements (each with its vector row, shared
-    by the cells of a table row) and then its pages. ``ord`` continues the build's count."""
+    by the cells of a table row), its pages, then one whole-table document per table. ``ord``
+    continues the build's count."""
     rows: dict[str, int] = {}
     for i, element in enumerate(chunk.elements):
         row = rows.setdefault(element.vector_key, len(rows))
         yield {
             "_op_type": "index",
-            "_index": elements_index,
+            "_index": indices.elements,
             "_id": doc_id(element.id),
             "_source": element_source(element, state.elements + i, chunk.seq, chunk.vectors[row]),
         }
     for j, page in enumerate(chunk.pages):
         yield {
             "_op_type": "index",
-            "_index": pages_index,
+            "_index": indices.pages,
             "_id": doc_id(page.title),
             "_source": page_source(page, state.pages + j, chunk.seq, chunk.page_vectors[j]),
+        }
+    for (page, table), text in chunk.table_texts().items():
+        yield {
+            "_op_type": "index",
+            "_index": indices.tables,
+            "_id": doc_id(table_id(page, table)),
+            "_source": table_source(page, table, text, chunk.seq),
         }
 
 

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from feverous_es.index.elastic.config import ElasticConfig
-from feverous_es.index.elastic.documents import VECTOR
+from feverous_es.index.elastic.documents import VECTOR, table_id
 from feverous_es.index.elements import ElementType
-from feverous_es.index.store import Filters, HybridWeights
+from feverous_es.index.store import Filters, HybridWeights, TableKey
 
 MAX_CANDIDATES = 10_000
 MIN_CANDIDATES = 100
 ELEMENT_TEXT_FIELD = "linearized"
+TABLE_TEXT_FIELD = "text"
 PAGE_TEXT_FIELDS = ("title.analyzed", "intro")
 
 Body = dict[str, Any]
@@ -189,6 +190,16 @@ def page_text_search(query: str, k: int) -> Body:
 
 def page_vector_search(vector: np.ndarray, k: int, config: ElasticConfig) -> Body:
     return {"size": k, "knn": knn_clause(vector, k, config), "track_total_hits": False}
+
+
+def table_search(query: str, k: int, tables: Sequence[TableKey] = ()) -> Body:
+    """BM25 over whole tables; ``tables`` restricts it to those (a filter: the scores stay
+    those of a search over all tables)."""
+    match: Body = {"match": {TABLE_TEXT_FIELD: {"query": query}}}
+    if tables:
+        ids = [table_id(page, table) for page, table in tables]
+        match = {"bool": {"must": [match], "filter": [{"terms": {"id": ids}}]}}
+    return {"size": k, "query": match, "_source": ["page", "table"], "track_total_hits": False}
 
 
 def page_elements_search(page: str, size: int, after: int | None = None) -> Body:

@@ -1,14 +1,14 @@
 """The Elasticsearch store: :class:`ElasticWriter` builds, :class:`ElasticStore` reads.
 
-A build writes into versioned indices ``<prefix>-elements-v<N>`` and ``<prefix>-pages-v<N>``,
-created with ``refresh_interval: -1`` and no replicas. The build state (next chunk, last dump
-rowid, counts, complete) lives in the elements index's mappings ``_meta`` and advances only after
-every document of a chunk is acknowledged; documents carry the chunk ``seq`` that wrote them, so a
-failed or killed chunk is deleted (``seq >= next_seq``) before the build goes on. ``finish``
-refreshes, checks that the indices hold exactly the documents the state counts, restores refresh
-and replicas, marks the build complete and moves the aliases ``<prefix>-elements`` /
-``<prefix>-pages`` to the new indices in one atomic request. Readers only ever use the aliases,
-so they see the previous build until then.
+A build writes into versioned indices ``<prefix>-elements-v<N>``, ``<prefix>-pages-v<N>`` and
+``<prefix>-tables-v<N>``, created with ``refresh_interval: -1`` and no replicas. The build state
+(next chunk, last dump rowid, counts, complete) lives in the elements index's mappings ``_meta``
+and advances only after every document of a chunk is acknowledged; documents carry the chunk
+``seq`` that wrote them, so a failed or killed chunk is deleted (``seq >= next_seq``) before the
+build goes on. ``finish`` refreshes, checks that the indices hold exactly the documents the state
+counts, restores refresh and replicas, marks the build complete and moves the three aliases to the
+new indices in one atomic request. Readers only ever use the aliases, so they see the previous
+build until then.
 
 Opening a writer continues the newest version when it is unfinished (or finished but not yet
 behind the aliases); a finished, published build is left alone (``feverous-es es new-build``
@@ -18,6 +18,7 @@ starts version N+1).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
@@ -29,11 +30,11 @@ from feverous_es.index.elastic import queries
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.documents import (
+    BUILD_DOCUMENTS,
     FORMAT,
     FORMAT_VERSION,
     META_KEY,
     ElementDoc,
-    PageDoc,
     doc_id,
     element_from_source,
     expected_properties,
@@ -43,12 +44,12 @@ from feverous_es.index.elastic.documents import (
 )
 from feverous_es.index.elastic.errors import describe, elastic_errors
 from feverous_es.index.elastic.loader import (
+    BuildIndices,
     alias_holders,
     bulk_load,
     chunk_actions,
     swap_aliases,
     version_of,
-    versioned_name,
 )
 from feverous_es.index.elements import Element, PageRecord
 from feverous_es.index.store import (
@@ -59,9 +60,11 @@ from feverous_es.index.store import (
     HybridWeights,
     PageHit,
     StoreError,
+    TableKey,
     fuse_hybrid,
 )
 
+_log = logging.getLogger(__name__)
 _EQUAL_WEIGHTS = HybridWeights()
 _MGET_BATCH = 1000
 _MSEARCH_BATCH = 100
@@ -71,10 +74,15 @@ _MAX_TITLE_HITS = 10_000
 _DELETE_TIMEOUT = 600.0
 
 
-def state_meta(state: BuildState, dim: int, version: int) -> dict[str, Any]:
-    """The ``_meta`` entry that records a build: its format, vector size and state."""
+# The kinds of index in a build, in the order of ElasticConfig.aliases and BuildIndices.
+KINDS = BuildIndices._fields
+
+
+def state_meta(state: BuildState, dim: int, version: int, tables: int) -> dict[str, Any]:
+    """The ``_meta`` entry that records a build: its format, vector size, state and the number
+    of whole-table documents it wrote."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "dim": dim, "version": version,
-            **asdict(state)}  # fmt: skip
+            **asdict(state), "tables": tables}  # fmt: skip
 
 
 def state_from_meta(meta: Mapping[str, Any]) -> BuildState:
@@ -86,6 +94,11 @@ def state_from_meta(meta: Mapping[str, Any]) -> BuildState:
         malformed=int(meta.get("malformed", 0)),
         complete=bool(meta.get("complete", False)),
     )
+
+
+def tables_from_meta(meta: Mapping[str, Any]) -> int:
+    """The number of whole-table documents the build wrote."""
+    return int(meta.get("tables", 0))
 
 
 def build_meta(mappings: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -101,15 +114,16 @@ def _mappings(client: Elasticsearch, pattern: str) -> dict[str, dict[str, Any]]:
 
 
 def list_builds(client: Elasticsearch, config: ElasticConfig) -> dict[int, dict[str, Any]]:
-    """Version -> what is known of it: its indices, and the build ``_meta`` of its elements
-    index (None when the index was not made by feverous-es)."""
+    """Version -> what is known of it: its indices by kind (``elements``, ``pages``,
+    ``tables``; None where missing), and the build ``_meta`` of its elements index (None when
+    the index was not made by feverous-es)."""
     builds: dict[int, dict[str, Any]] = {}
-    for kind, alias in (("elements", config.elements_alias), ("pages", config.pages_alias)):
+    for kind, alias in zip(KINDS, config.aliases, strict=True):
         for name, mappings in _mappings(client, f"{alias}-v*").items():
             version = version_of(alias, name)
             if version is None:
                 continue
-            entry = builds.setdefault(version, {"elements": None, "pages": None, "meta": None})
+            entry = builds.setdefault(version, {**dict.fromkeys(KINDS), "meta": None})
             entry[kind] = name
             if kind == "elements":
                 entry["meta"] = build_meta(mappings)
@@ -119,7 +133,7 @@ def list_builds(client: Elasticsearch, config: ElasticConfig) -> dict[int, dict[
 
 def check_aliases_free(client: Elasticsearch, config: ElasticConfig) -> None:
     """Fail when an alias name is taken by a concrete index (the swap could never succeed)."""
-    for alias in (config.elements_alias, config.pages_alias):
+    for alias in config.aliases:
         if client.indices.exists(index=alias) and not alias_holders(client, alias):
             raise StoreError(
                 f"{alias} is an index, not an alias: feverous-es publishes builds through an "
@@ -129,15 +143,15 @@ def check_aliases_free(client: Elasticsearch, config: ElasticConfig) -> None:
 
 def create_build(
     client: Elasticsearch, config: ElasticConfig, version: int, dim: int
-) -> tuple[str, str]:
+) -> BuildIndices:
     """Create the versioned indices of a new, empty build (elements first: it holds the state,
     so a build exists exactly when its elements index does)."""
-    elements = versioned_name(config.elements_alias, version)
-    pages = versioned_name(config.pages_alias, version)
-    meta = state_meta(BuildState(), dim, version)
-    client.indices.create(index=elements, **index_body(ElementDoc, elements, config, dim, meta))
-    client.indices.create(index=pages, **index_body(PageDoc, pages, config, dim))
-    return elements, pages
+    indices = BuildIndices.of(config, version)
+    meta = state_meta(BuildState(), dim, version, tables=0)
+    for document, name in zip(BUILD_DOCUMENTS, indices, strict=True):
+        body = index_body(document, name, config, dim, meta if document is ElementDoc else None)
+        client.indices.create(index=name, **body)
+    return indices
 
 
 def next_version(builds: Mapping[int, Any]) -> int:
@@ -168,8 +182,8 @@ class ElasticWriter:
         latest = max(builds, default=None)
         if latest is None:
             self.version = 1
-            self.elements_index, self.pages_index = create_build(client, config, 1, self.dim)
-            self._state = BuildState()
+            self.indices = create_build(client, config, 1, self.dim)
+            self._state, self._tables = BuildState(), 0
         else:
             self._resume(latest, builds[latest])
         if not self._state.complete:
@@ -179,8 +193,7 @@ class ElasticWriter:
     def _resume(self, version: int, build: Mapping[str, Any]) -> None:
         client, config = self._client, self.config
         self.version = version
-        self.elements_index = versioned_name(config.elements_alias, version)
-        self.pages_index = versioned_name(config.pages_alias, version)
+        self.indices = BuildIndices.of(config, version)
         meta = build["meta"]
         if build["elements"] is None or meta is None:
             raise StoreError(
@@ -190,14 +203,14 @@ class ElasticWriter:
             )
         if meta.get("format_version") != FORMAT_VERSION:
             raise StoreError(
-                f"{self.elements_index} has index format version {meta.get('format_version')}, "
+                f"{self.indices.elements} has index format version {meta.get('format_version')}, "
                 f"this program writes {FORMAT_VERSION}: start a new build with "
                 "`feverous-es es new-build`"
             )
         if meta.get("dim") != self.dim:
             raise StoreError(
-                f"{self.elements_index} holds {meta.get('dim')}-dimensional vectors, the embedder "
-                f"makes {self.dim}: start a new build with `feverous-es es new-build`"
+                f"{self.indices.elements} holds {meta.get('dim')}-dimensional vectors, the "
+                f"embedder makes {self.dim}: start a new build with `feverous-es es new-build`"
             )
         conflicts = mapping_conflicts(
             build["mappings"].get("properties", {}),
@@ -205,22 +218,23 @@ class ElasticWriter:
         )
         if conflicts:
             raise StoreError(
-                f"{self.elements_index} has a conflicting mapping ({'; '.join(conflicts[:3])}): "
+                f"{self.indices.elements} has a conflicting mapping ({'; '.join(conflicts[:3])}): "
                 "delete it or start a new build with `feverous-es es new-build`"
             )
-        self._state = state_from_meta(meta)
-        if build["pages"] is None:
-            if self._state.pages:
+        self._state, self._tables = state_from_meta(meta), tables_from_meta(meta)
+        for kind, document in zip(KINDS[1:], BUILD_DOCUMENTS[1:], strict=True):
+            name = getattr(self.indices, kind)
+            if build[kind] is not None:
+                continue
+            if self._state.next_seq:
                 raise StoreError(
-                    f"{self.pages_index} is missing though the build wrote pages to it: "
-                    "start a new build with `feverous-es es new-build`"
+                    f"{name} is missing though the build wrote chunks: start a new build with "
+                    "`feverous-es es new-build`"
                 )
-            client.indices.create(
-                index=self.pages_index, **index_body(PageDoc, self.pages_index, config, self.dim)
-            )
+            client.indices.create(index=name, **index_body(document, name, config, self.dim))
 
     def _indices(self) -> list[str]:
-        return [self.elements_index, self.pages_index]
+        return list(self.indices)
 
     def _set_load_settings(self) -> None:
         self._client.indices.put_settings(
@@ -248,29 +262,28 @@ class ElasticWriter:
             wait_for_completion=True,
         )
 
-    def _save_state(self, state: BuildState) -> None:
-        self._client.indices.put_mapping(
-            index=self.elements_index, meta={META_KEY: state_meta(state, self.dim, self.version)}
-        )
-        self._state = state
+    def _save_state(self, state: BuildState, tables: int) -> None:
+        meta = state_meta(state, self.dim, self.version, tables)
+        self._client.indices.put_mapping(index=self.indices.elements, meta={META_KEY: meta})
+        self._state, self._tables = state, tables
 
     def state(self) -> BuildState:
         return self._state
 
-    def _stored_state(self) -> BuildState:
-        """The state as the cluster holds it (quickly, or an error)."""
+    def _stored_meta(self) -> dict[str, Any]:
+        """The build ``_meta`` as the cluster holds it (quickly, or an error)."""
         client = self._client.options(request_timeout=self.config.request_timeout, max_retries=0)
-        body = client.indices.get_mapping(index=self.elements_index).body
-        meta = build_meta(body[self.elements_index]["mappings"])
+        body = client.indices.get_mapping(index=self.indices.elements).body
+        meta = build_meta(body[self.indices.elements]["mappings"])
         if meta is None:
-            raise StoreError(f"{self.elements_index} lost its build state")
-        return state_from_meta(meta)
+            raise StoreError(f"{self.indices.elements} lost its build state")
+        return meta
 
     def _check_chunk(self, chunk: Chunk) -> None:
         state = self._state
         if state.complete:
             raise StoreError(
-                f"{self.elements_index} holds a complete build: start a new one with "
+                f"{self.indices.elements} holds a complete build: start a new one with "
                 "`feverous-es es new-build` to index again"
             )
         if chunk.seq != state.next_seq:
@@ -293,10 +306,10 @@ class ElasticWriter:
         """Add one chunk; on any failure its documents are deleted again and the state is kept,
         so the same command resumes the build."""
         self._check_chunk(chunk)
-        state = self._state
+        state, tables = self._state, self._tables
         with elastic_errors(self.config, f"chunk {chunk.seq}"):
             try:
-                actions = chunk_actions(chunk, self.elements_index, self.pages_index, state)
+                actions = chunk_actions(chunk, self.indices, state)
                 report = bulk_load(self._client, actions, self.config)
                 if not report.ok:
                     raise StoreError(
@@ -311,26 +324,32 @@ class ElasticWriter:
                         elements=state.elements + len(chunk.elements),
                         pages=state.pages + len(chunk.pages),
                         malformed=state.malformed + len(chunk.malformed),
-                    )
+                    ),
+                    tables + len(chunk.table_texts()),
                 )
             except BaseException:
-                self._state = state
+                self._state, self._tables = state, tables
                 # If this fails too, the next open discards the partial chunk.
                 with contextlib.suppress(Exception):
-                    if self._stored_state() == state:
+                    stored = self._stored_meta()
+                    if state_from_meta(stored) == state:
                         self._discard_partial(quick=True)
                     else:  # the state was saved after all (its answer was lost)
-                        self._state = self._stored_state()
+                        self._state, self._tables = (
+                            state_from_meta(stored),
+                            tables_from_meta(stored),
+                        )
                 raise
 
     def finish(self) -> None:
         """Publish the build: refresh, check every document is there, restore refresh and
-        replicas, mark it complete, then swap both aliases in one request. Safe to repeat."""
+        replicas, mark it complete, then swap the three aliases in one request. Safe to
+        repeat."""
         client, config, state = self._client, self.config, self._state
         with elastic_errors(config, "cannot publish the build"):
             client.indices.refresh(index=self._indices())
-            for index, expected in ((self.elements_index, state.elements),
-                                    (self.pages_index, state.pages)):  # fmt: skip
+            expected_counts = (state.elements, state.pages, self._tables)
+            for index, expected in zip(self.indices, expected_counts, strict=True):
                 found = int(client.count(index=index)["count"])
                 if found != expected:
                     raise StoreError(
@@ -348,11 +367,8 @@ class ElasticWriter:
                 },
             )
             if not state.complete:
-                self._save_state(replace(state, complete=True))
-            swap_aliases(
-                client,
-                {config.elements_alias: self.elements_index, config.pages_alias: self.pages_index},
-            )
+                self._save_state(replace(state, complete=True), self._tables)
+            swap_aliases(client, dict(zip(config.aliases, self.indices, strict=True)))
 
     def close(self) -> None:
         if self._own_client and self._client is not None:
@@ -407,6 +423,8 @@ class ElasticStore:
         self._client = client if client is not None else connect(config)
         self.elements = config.elements_alias
         self.pages = config.pages_alias
+        self.tables = config.tables_alias
+        self._has_tables = False
         try:
             self._meta = self._open()
         except BaseException:
@@ -425,6 +443,17 @@ class ElasticStore:
                     f"{self.config.display_url}: build one with "
                     "`feverous-es index WIKI_DB --store elasticsearch`"
                 ) from None
+            # A build published before the table index existed has none, and a reader key
+            # made before then may not read it: table search then finds nothing.
+            with contextlib.suppress(NotFoundError, AuthorizationException):
+                self._client.count(index=self.tables)
+                self._has_tables = True
+            if not self._has_tables:
+                _log.warning(
+                    "%s is missing or not readable: tables rank without whole-table BM25 "
+                    "(publish a new build, or make a new reader key)",
+                    self.tables,
+                )
             return self._read_meta()
 
     def _read_meta(self) -> dict[str, Any] | None:
@@ -591,6 +620,22 @@ class ElasticStore:
             for text, vector in pairs
         ]
         return [_hits(response) for response in self._msearch(self.elements, bodies)]
+
+    # Table search.
+
+    def search_tables(
+        self, query: str, k: int = 10, tables: Sequence[TableKey] = ()
+    ) -> list[tuple[TableKey, float]]:
+        """Whole tables (title, caption and every cell as one document) by BM25, best first:
+        ``((page, table), score)``; ``tables`` restricts the search to those tables. Empty when
+        the published build has no table index this client may read."""
+        if k <= 0 or not query.strip() or not self._has_tables:
+            return []
+        response = self._search(self.tables, queries.table_search(query, k, tables))
+        return [
+            ((hit["_source"]["page"], int(hit["_source"]["table"])), float(hit["_score"] or 0.0))
+            for hit in response["hits"]["hits"]
+        ]
 
     # Page search.
 
