@@ -222,8 +222,8 @@ class ElasticWriter:
                 "delete it or start a new build with `feverous-es es new-build`"
             )
         self._state, self._tables = state_from_meta(meta), tables_from_meta(meta)
-        for kind, document in zip(KINDS[1:], BUILD_DOCUMENTS[1:], strict=True):
-            name = getattr(self.indices, kind)
+        # The elements index exists (it holds the state); create a missing one of the others.
+        for kind, name, document in zip(KINDS, self.indices, BUILD_DOCUMENTS, strict=True):
             if build[kind] is not None:
                 continue
             if self._state.next_seq:
