@@ -23,6 +23,7 @@ from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Quer
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.verify.inputs import premise, seq2seq_input
 from feverous_es.verify.seq2seq import Seq2SeqModel
+from feverous_es.verify.table_verdict import DEFAULT_TABLE_MODEL, TableClassifier, evidence_table
 
 # The verdict model shipped with the package (models issue); any model directory replaces it.
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "verdict"
@@ -75,7 +76,12 @@ class ClassifierVerdict:
     config.json); ``math_hints``: prefix the premise with hints; ``max_length``: tokens of
     (claim, premise) read. Both default to what the model was trained with (its
     ``training.json``), else no hints and 256 tokens. ``nei_below``: probability under which
-    the verdict is NEI."""
+    the verdict is NEI.
+
+    ``table_model``: the table-claim classifier (:mod:`feverous_es.verify.table_verdict`) that
+    answers claims whose evidence is about a table (:func:`evidence_table`); default the shipped
+    one, ``""`` to let the text model read every claim. A small text model reads a table as a bag
+    of words and stays at chance on table claims; the table model computes what they ask."""
 
     def __init__(
         self,
@@ -84,6 +90,7 @@ class ClassifierVerdict:
         math_hints: bool | None = None,
         nei_below: float = 0.0,
         max_length: int | None = None,
+        table_model: str | None = None,
     ) -> None:
         model_dir = Path(model) if model else DEFAULT_MODEL
         if not model_dir.exists():
@@ -98,18 +105,40 @@ class ClassifierVerdict:
         self.model = CrossEncoder(model_dir, device=context.device, max_length=max_length)
         self.hints = trained.get("math_hints", False) if math_hints is None else math_hints
         self.nei_below = nei_below
+        self.store = context.store
+        self.tables = (
+            None if table_model == "" else TableClassifier(Path(table_model or DEFAULT_TABLE_MODEL))
+        )
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
             return []
-        pairs = [(query.text, premise(query.text, ev, hints=self.hints)) for query, ev in batch]
-        probabilities = softmax(self.model.logits(pairs))
-        if probabilities.shape[1] != len(self.labels):
-            raise ModelError(
-                f"the verdict model has {probabilities.shape[1]} outputs but config.json names "
-                f"{len(self.labels)} labels"
-            )
-        return [_verdict(self.labels, row, self.nei_below) for row in probabilities]
+        tables = [
+            evidence_table(query.text, ev, self.store) if self.tables else None
+            for query, ev in batch
+        ]
+        verdicts: list[Verdict | None] = [None] * len(batch)
+        text_rows = [i for i, table in enumerate(tables) if table is None]
+        if text_rows:
+            pairs = [
+                (batch[i][0].text, premise(batch[i][0].text, batch[i][1], hints=self.hints))
+                for i in text_rows
+            ]
+            probabilities = softmax(self.model.logits(pairs))
+            if probabilities.shape[1] != len(self.labels):
+                raise ModelError(
+                    f"the verdict model has {probabilities.shape[1]} outputs but config.json "
+                    f"names {len(self.labels)} labels"
+                )
+            for i, row in zip(text_rows, probabilities, strict=True):
+                verdicts[i] = _verdict(self.labels, row, self.nei_below)
+        table_rows = [i for i, table in enumerate(tables) if table is not None]
+        if table_rows and self.tables is not None:
+            claims = [batch[i][0].text for i in table_rows]
+            chosen = [t for t in tables if t is not None]
+            for i, row in zip(table_rows, self.tables.probabilities(claims, chosen), strict=True):
+                verdicts[i] = _verdict(self.tables.labels, row, self.nei_below)
+        return [v for v in verdicts if v is not None]
 
 
 def _verdict(labels: Sequence[Label], row: np.ndarray, nei_below: float) -> Verdict:
