@@ -117,6 +117,8 @@ def fit(features: np.ndarray, labels: np.ndarray, settings: Settings) -> Any:
         from sklearn.ensemble import GradientBoostingClassifier
     except ImportError as error:
         raise TrainError(f"{error}; training needs {INSTALL_HINT}") from None
+    if len(set(labels.tolist())) < 2:
+        raise TrainError("the training claims hold one label only: SUPPORTS and REFUTES needed")
     # GradientBoostingClassifier, not HistGradientBoosting: skl2onnx 1.20 cannot convert the
     # latter's missing-value tracks (onnx 1.23 refuses its boolean attribute), and the features
     # have no missing values (-1 marks "does not apply").

@@ -1,0 +1,171 @@
+"""`feverous-es train table-verdict` on the sample's TabFact claims and index, the exported
+model in the classifier verdict (table claims routed to it, sentence claims to the text model),
+the shipped table model, and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+pytest.importorskip("skl2onnx")
+
+from click.testing import CliRunner
+
+from feverous_es.cli import main
+from feverous_es.index.backends import open_store
+from feverous_es.index.embedder import ModelError
+from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
+from feverous_es.training import table_verdict as tt
+from feverous_es.verify.table_facts import FEATURE_NAMES
+from feverous_es.verify.table_verdict import DEFAULT_TABLE_MODEL, SPEC_FILE, TableClassifier
+from feverous_es.verify.verdict import ClassifierVerdict
+from tests.conftest import REPO
+
+SAMPLE_CLAIMS = REPO / "sample" / "claims.jsonl"
+
+
+@pytest.fixture(scope="module")
+def tabfact_claims(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample's 60 TabFact claims in a file of their own. The sample holds SUPPORTS claims
+    only; every other one is relabelled REFUTES so that both classes exist (these tests check
+    the machinery, not accuracy)."""
+    lines = [
+        line.replace('"SUPPORTS"', '"REFUTES"') if i % 2 else line
+        for i, line in enumerate(
+            line
+            for line in SAMPLE_CLAIMS.read_text(encoding="utf-8").splitlines()
+            if '"TabFact"' in line
+        )
+    ]
+    path = tmp_path_factory.mktemp("claims") / "tabfact_sample.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(
+    tabfact_claims: Path, sample_index: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("table-model") / "model"
+    options = tt.RunOptions(
+        claims=[tabfact_claims], index=sample_index, out=out, holdout=0.3,
+        settings=tt.Settings(trees=20, depth=3), command="feverous-es train table-verdict …",
+    )  # fmt: skip
+    return out, tt.run(options)
+
+
+def test_training_exports_a_model_that_matches_scikit_learn(trained: tuple[Path, dict]) -> None:
+    out, report = trained
+    assert {p.name for p in out.iterdir()} >= {
+        "model.onnx",
+        SPEC_FILE,
+        "manifest.json",
+        "README.md",
+        "training.json",
+    }
+    assert report["export"]["parity"]["max_abs_diff"] < 1e-5
+    assert report["export"]["parity"]["argmax_agreement"] == 1.0
+    held = report["holdout_accuracy_gold_table"]["tabfact_sample"]
+    assert 0 < held["claims"] < 60 and 0.0 <= held["accuracy"] <= 1.0
+    assert report["training"]["examples"] + held["claims"] == 60
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "feverous-es train table-verdict" in card and "CC BY-SA" in card
+
+
+def test_the_classifier_gives_probabilities_per_claim_and_table(trained, sample_index) -> None:
+    out, _ = trained
+    classifier = TableClassifier(out)
+    assert classifier.labels == [Label.SUPPORTS, Label.REFUTES]
+    store = open_store("embedded", sample_index)
+    try:
+        claims = [tt.read_table_claims([REPO / "sample" / "claims.jsonl"])[i] for i in (0, 1)]
+        features, kept = tt.gold_features(claims, store)
+    finally:
+        store.close()
+    assert features.shape == (2, len(FEATURE_NAMES)) and len(kept) == 2
+    from feverous_es.verify.table_facts import Table
+
+    tables = [Table("t", "", ("a",), (("b",),))] * 2
+    p = classifier.probabilities(["a b", "a c"], tables)
+    assert p.shape == (2, 2) and np.allclose(p.sum(1), 1.0, atol=1e-5)
+
+
+def test_a_model_built_on_other_features_is_refused(trained, tmp_path: Path) -> None:
+    out, _ = trained
+    spec = json.loads((out / SPEC_FILE).read_text())
+    copy = tmp_path / "model"
+    copy.mkdir()
+    for file in out.iterdir():
+        (copy / file.name).write_bytes(file.read_bytes())
+    spec["features"] = spec["features"][:-1]
+    (copy / SPEC_FILE).write_text(json.dumps(spec))
+    with pytest.raises(ModelError, match="other table features"):
+        TableClassifier(copy)
+    with pytest.raises(ModelError, match="not a table verdict model"):
+        TableClassifier(tmp_path)
+
+
+def test_the_shipped_table_model_loads_and_names_its_held_out_claims() -> None:
+    classifier = TableClassifier(DEFAULT_TABLE_MODEL)
+    assert classifier.labels == [Label.SUPPORTS, Label.REFUTES]
+    training = json.loads((DEFAULT_TABLE_MODEL / "training.json").read_text())
+    assert training["claims"] == ["tabfact_dev.jsonl"] and training["holdout"] > 0
+
+
+def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_index) -> None:
+    """A TabFact claim whose evidence is its table gets the table model's probabilities; a
+    claim whose evidence is sentences gets the text model's."""
+    out, _ = trained
+    store = open_store("embedded", sample_index)
+    try:
+        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
+        verdict = ClassifierVerdict(context, table_model=str(out))
+        text_only = ClassifierVerdict(context, table_model="")
+        table_claim = tt.read_table_claims([REPO / "sample" / "claims.jsonl"])[0]
+        page = table_claim.table.rpartition("_table_")[0]
+        cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.is_cell_type]
+        sentence_page = next(
+            e for e in store.page_elements("Bill Persky") if not e.type.is_cell_type
+        )
+        batch = [
+            (Query(table_claim.claim, np.zeros(0)), cells),
+            (Query("Bill Persky was born on September 9, 1931.", np.zeros(0)),
+             [Candidate(sentence_page, 1.0)]),
+        ]  # fmt: skip
+        routed, text = verdict.predict(batch), text_only.predict(batch[1:])
+        features, _ = tt.gold_features([table_claim], store)
+    finally:
+        store.close()
+    expected = TableClassifier(out).session.run(None, {"X": features})[1][0]
+    assert routed[0].probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
+    # int8 activations are scaled per batch: compare the text model on the same batch of one
+    assert routed[1] == text[0]
+
+
+def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, tmp_path) -> None:
+    out = tmp_path / "model"
+    result = CliRunner().invoke(
+        main,
+        ["train", "table-verdict", "--claims", str(tabfact_claims), "--index",
+         str(sample_index), "--out", str(out), "--trees", "10"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert summary["holdout_accuracy_gold_table"]["tabfact_sample"]["claims"] > 0
+    assert (out / "model.onnx").is_file()
+
+
+def test_claims_without_gold_tables_are_one_error_line(sample_index, tmp_path) -> None:
+    claims = tmp_path / "sentences.jsonl"
+    claims.write_text(json.dumps({"id": 1, "claim": "x", "label": "SUPPORTS", "evidence": []}))
+    result = CliRunner().invoke(
+        main,
+        ["train", "table-verdict", "--claims", str(claims), "--index", str(sample_index),
+         "--out", str(tmp_path / "m")],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "has no SUPPORTS / REFUTES claims that name gold_tables" in result.output
