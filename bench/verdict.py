@@ -1,18 +1,20 @@
 """Verdict accuracy through the whole pipeline on the claims the verdict models were not trained on.
 
-    python bench/verdict.py INDEX [--model DIR] [--table-model DIR] [--baseline DIR …]
-                                  [--per-file N] [--nei 0.6 0.7 0.8] [--json OUT]
+    python bench/verdict.py INDEX [--table-model DIR] [--sentence-model DIR] [--baseline DIR …]
+                                  [--table-baseline DIR …] [--per-file N] [--files STEM …]
+                                  [--nei 0.6 0.7 0.8] [--json OUT]
 
-The held-out claims are the ones `feverous-es train verdict` and `train table-verdict` kept out
-of the models' training: the claim files, per-file sample and seeded split their
+The held-out claims are the ones `feverous-es train table-verdict` and `train sentence-verdict`
+kept out of the models' training: the claim files, per-file sample and seeded split their
 `training.json` name. Each claim goes once through the default pipeline (retrieved evidence,
-next hops) with the verdict under test (text model + table model, as `verify` runs them); every
-`--baseline` text model (alone, no table model) then reads the same evidence, so old and new
-models are compared side by side on the same claims and evidence. Predictions are scored with
-the official metric (`feverous-es score`): label accuracy per claim file next to its majority
-class, the FEVEROUS score where the file has gold evidence, gold-table Hits@k where it names gold
-tables. For the model under test also: how many claims each route (table / text) answered and
-how well, calibration (expected calibration error and a reliability table) and the effect of
+next hops) with the verdict under test (the feature models, as `verify` runs them); every
+`--baseline` text model (alone, the feature models off) and every `--table-baseline` table model
+(with the sentence model under test) then reads the same evidence, so old and new models are
+compared side by side on the same claims and evidence. Predictions are scored with the official
+metric (`feverous-es score`): label accuracy per claim file next to its majority class, the
+FEVEROUS score where the file has gold evidence, gold-table Hits@k where it names gold tables.
+For the model under test also: how many claims each route (table / sentence) answered and how
+well, calibration (expected calibration error and a reliability table) and the effect of
 `nei_below` thresholds (share turned into NOT ENOUGH INFO, accuracy on the rest).
 """
 
@@ -106,7 +108,7 @@ def run_file(pipeline, verdicts: dict, lines: list[str], batch_size: int) -> dic
     evidence. Returns per model its submission lines and label probabilities, and the routes."""
     from feverous_es.plugins.interfaces import Label, Query
     from feverous_es.verify.claims import dumps_submission_line, submission_line
-    from feverous_es.verify.table_verdict import evidence_table
+    from feverous_es.verify.feature_verdict import evidence_table
 
     records = [json.loads(line) for line in lines]
     submissions: dict[str, list[bytes]] = {name: [] for name in ["model", *verdicts]}
@@ -127,7 +129,7 @@ def run_file(pipeline, verdicts: dict, lines: list[str], batch_size: int) -> dic
                 submissions[name].append(dumps_submission_line(line))
                 supports[name].append(verdict.probabilities.get(Label.SUPPORTS, 0.0))
         routes += [
-            "table" if evidence_table(r.claim, r.evidence, store) is not None else "text"
+            "table" if evidence_table(r.claim, r.evidence, store) is not None else "sentence"
             for r in results
         ]
     return {"submissions": submissions, "supports": supports, "routes": routes}
@@ -157,16 +159,25 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
 
     config = load_config()
     options = {**config.stage_options("verdict"), "model": str(args.model)}
-    if args.table_model is not None:
-        options["table_model"] = str(args.table_model)
+    for kind in ("table", "sentence"):
+        if getattr(args, f"{kind}_model") is not None:
+            options[f"{kind}_model"] = str(getattr(args, f"{kind}_model"))
     config = replace(config, options={**config.options, "verdict": options})
     pipeline = open_pipeline("embedded", args.index, config)
     verdicts = {
-        str(path): load(
-            "verdict", "classifier", pipeline.context, {"model": str(path), "table_model": ""}
+        f"{path} (text only)": load(
+            "verdict",
+            "classifier",
+            pipeline.context,
+            {"model": str(path), "table_model": "", "sentence_model": ""},
         )
         for path in args.baseline
     }
+    for path in args.table_baseline:
+        verdicts[f"table model {path} (other models as above)"] = load(
+            "verdict", "classifier", pipeline.context,
+            {**options, "table_model": str(path)},
+        )  # fmt: skip
     figures: dict[str, dict] = {}
     try:
         for source, lines in files.items():
@@ -200,7 +211,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
                         "claims": int((routes == route).sum()),
                         "accuracy": round(float(right[routes == route].mean()), 4),
                     }
-                    for route in ("table", "text")
+                    for route in ("table", "sentence")
                     if (routes == route).any()
                 },
                 "calibration": calibration(confidence, right),
@@ -221,7 +232,12 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
             + f", {f['seconds']:.0f} s"
         )
         for name, m in f["models"].items():
-            label = f"{args.model} + table model" if name == "model" else f"{name} (text only)"
+            label = (
+                f"feature models: table {args.table_model or 'shipped'}, sentence "
+                f"{args.sentence_model or 'shipped'}"
+                if name == "model"
+                else name
+            )
             line = f"  {m['label_accuracy']:6.1%} label accuracy  {label}"
             if m["feverous_score"] is not None:
                 line += f"  (FEVEROUS score {m['feverous_score']:.1%})"
@@ -268,11 +284,21 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="text verdict model (default: shipped)")
     parser.add_argument("--table-model", type=Path, help="table verdict model (default: shipped)")
     parser.add_argument(
+        "--sentence-model", type=Path, help="sentence verdict model (default: shipped)"
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         action="append",
         default=[],
         help="another text verdict model to run alone on the same evidence",
+    )
+    parser.add_argument(
+        "--table-baseline",
+        type=Path,
+        action="append",
+        default=[],
+        help="another table verdict model to run with --model on the same evidence",
     )
     parser.add_argument("--per-file", type=int, help="at most this many held-out claims a file")
     parser.add_argument("--files", nargs="*", help="only these claim files (stems)")
@@ -281,13 +307,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    from feverous_es.verify.table_verdict import DEFAULT_TABLE_MODEL
+    from feverous_es.verify.feature_verdict import DEFAULT_MODELS
     from feverous_es.verify.verdict import DEFAULT_MODEL
 
     args.model = args.model or DEFAULT_MODEL
     trainings = [
-        training_report(args.model),
-        training_report(args.table_model or DEFAULT_TABLE_MODEL),
+        training_report(args.table_model or DEFAULT_MODELS["table"]),
+        training_report(args.sentence_model or DEFAULT_MODELS["sentence"]),
     ]
     files: dict[str, list[str]] = {}
     for training in trainings:

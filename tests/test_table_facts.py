@@ -11,8 +11,8 @@ import pytest
 
 from feverous_es.index.page import parse_page
 from feverous_es.plugins.interfaces import Candidate
+from feverous_es.verify.feature_verdict import evidence_table, evidence_tables, table_number
 from feverous_es.verify.table_facts import FEATURE_NAMES, Table, cell_number, claim_features
-from feverous_es.verify.table_verdict import evidence_table, evidence_tables, table_number
 
 HEADER = ["team", "date", "venue", "points", "attendance"]
 ROWS = [

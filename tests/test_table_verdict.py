@@ -1,6 +1,6 @@
 """`feverous-es train table-verdict` on the sample's TabFact claims and index, the exported
-model in the classifier verdict (table claims routed to it, sentence claims to the text model),
-the shipped table model, and the one-line errors."""
+model in the classifier verdict (table claims routed to it, sentence claims to the sentence
+model), the shipped feature models, and the one-line errors."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from feverous_es.cli import main
 from feverous_es.index.backends import open_store
 from feverous_es.index.embedder import ModelError
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
-from feverous_es.training import table_verdict as tt
+from feverous_es.training import feature_verdict as fv
+from feverous_es.verify import sentence_facts
+from feverous_es.verify.feature_verdict import DEFAULT_MODELS, SPEC_FILE, FeatureClassifier
 from feverous_es.verify.table_facts import FEATURE_NAMES
-from feverous_es.verify.table_verdict import DEFAULT_TABLE_MODEL, SPEC_FILE, TableClassifier
 from feverous_es.verify.verdict import ClassifierVerdict
 from tests.conftest import REPO
 
@@ -51,11 +52,11 @@ def trained(
     tabfact_claims: Path, sample_index: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("table-model") / "model"
-    options = tt.RunOptions(
-        claims=[tabfact_claims], index=sample_index, out=out, holdout=0.3,
-        settings=tt.Settings(trees=20, depth=3), command="feverous-es train table-verdict …",
+    options = fv.RunOptions(
+        kind="table", claims=[tabfact_claims], index=sample_index, out=out, holdout=0.3,
+        settings=fv.Settings(trees=20, depth=3), command="feverous-es train table-verdict …",
     )  # fmt: skip
-    return out, tt.run(options)
+    return out, fv.run(options)
 
 
 def test_training_exports_a_model_that_matches_scikit_learn(trained: tuple[Path, dict]) -> None:
@@ -69,29 +70,29 @@ def test_training_exports_a_model_that_matches_scikit_learn(trained: tuple[Path,
     }
     assert report["export"]["parity"]["max_abs_diff"] < 1e-5
     assert report["export"]["parity"]["argmax_agreement"] == 1.0
-    held = report["holdout_accuracy_gold_table"]["tabfact_sample"]
+    held = report["holdout_accuracy"]["tabfact_sample"]
     assert 0 < held["claims"] < 60 and 0.0 <= held["accuracy"] <= 1.0
     assert report["training"]["examples"] + held["claims"] == 60
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "feverous-es train table-verdict" in card and "CC BY-SA" in card
 
 
-def test_the_classifier_gives_probabilities_per_claim_and_table(trained, sample_index) -> None:
+def test_the_classifier_gives_probabilities_per_claim(trained, sample_index) -> None:
     out, _ = trained
-    classifier = TableClassifier(out)
+    classifier = FeatureClassifier(out, "table")
     assert classifier.labels == [Label.SUPPORTS, Label.REFUTES]
     store = open_store("embedded", sample_index)
     try:
-        claims = [tt.read_table_claims([REPO / "sample" / "claims.jsonl"])[i] for i in (0, 1)]
-        features, kept = tt.gold_features(claims, store)
+        claims = [
+            fv.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[i] for i in (0, 1)
+        ]
+        features, kept = fv.gold_features(claims, store)
     finally:
         store.close()
     assert features.shape == (2, len(FEATURE_NAMES)) and len(kept) == 2
-    from feverous_es.verify.table_facts import Table
-
-    tables = [Table("t", "", ("a",), (("b",),))] * 2
-    p = classifier.probabilities(["a b", "a c"], tables)
+    p = classifier.probabilities(features)
     assert p.shape == (2, 2) and np.allclose(p.sum(1), 1.0, atol=1e-5)
+    assert classifier.probabilities(features[:0]).shape == (0, 2)
 
 
 def test_a_model_built_on_other_features_is_refused(trained, tmp_path: Path) -> None:
@@ -104,46 +105,53 @@ def test_a_model_built_on_other_features_is_refused(trained, tmp_path: Path) -> 
     spec["features"] = spec["features"][:-1]
     (copy / SPEC_FILE).write_text(json.dumps(spec))
     with pytest.raises(ModelError, match="other table features"):
-        TableClassifier(copy)
-    with pytest.raises(ModelError, match="not a table verdict model"):
-        TableClassifier(tmp_path)
+        FeatureClassifier(copy, "table")
+    with pytest.raises(ModelError, match="not a feature verdict model"):
+        FeatureClassifier(tmp_path, "table")
 
 
-def test_the_shipped_table_model_loads_and_names_its_held_out_claims() -> None:
-    classifier = TableClassifier(DEFAULT_TABLE_MODEL)
+@pytest.mark.parametrize(("kind", "claims"), [
+    ("table", "tabfact_dev.jsonl"), ("sentence", "feverous_s_dev.jsonl"),
+])  # fmt: skip
+def test_the_shipped_feature_models_load_and_name_their_held_out_claims(kind, claims) -> None:
+    classifier = FeatureClassifier(DEFAULT_MODELS[kind], kind)
     assert classifier.labels == [Label.SUPPORTS, Label.REFUTES]
-    training = json.loads((DEFAULT_TABLE_MODEL / "training.json").read_text())
-    assert training["claims"] == ["tabfact_dev.jsonl"] and training["holdout"] > 0
+    training = json.loads((DEFAULT_MODELS[kind] / "training.json").read_text())
+    assert training["claims"] == [claims] and training["holdout"] > 0
+    with pytest.raises(ModelError, match=f"is a {kind} verdict model"):
+        FeatureClassifier(DEFAULT_MODELS[kind], "sentence" if kind == "table" else "table")
 
 
 def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_index) -> None:
     """A TabFact claim whose evidence is its table gets the table model's probabilities; a
-    claim whose evidence is sentences gets the text model's."""
+    claim whose evidence is sentences gets the sentence model's; with both off, the text
+    model answers."""
     out, _ = trained
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
         verdict = ClassifierVerdict(context, table_model=str(out))
-        text_only = ClassifierVerdict(context, table_model="")
-        table_claim = tt.read_table_claims([REPO / "sample" / "claims.jsonl"])[0]
+        text_only = ClassifierVerdict(context, table_model="", sentence_model="")
+        table_claim = fv.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[0]
         page = table_claim.table.rpartition("_table_")[0]
         cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.is_cell_type]
-        sentence_page = next(
-            e for e in store.page_elements("Bill Persky") if not e.type.is_cell_type
-        )
+        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.is_cell_type)
+        claim = "Bill Persky was born on September 9, 1931."
         batch = [
             (Query(table_claim.claim, np.zeros(0)), cells),
-            (Query("Bill Persky was born on September 9, 1931.", np.zeros(0)),
-             [Candidate(sentence_page, 1.0)]),
-        ]  # fmt: skip
-        routed, text = verdict.predict(batch), text_only.predict(batch[1:])
-        features, _ = tt.gold_features([table_claim], store)
+            (Query(claim, np.zeros(0)), [Candidate(sentence, 1.0)]),
+        ]
+        routed, text = verdict.predict(batch), text_only.predict(batch)
+        table_features, _ = fv.gold_features([table_claim], store)
     finally:
         store.close()
-    expected = TableClassifier(out).session.run(None, {"X": features})[1][0]
+    expected = FeatureClassifier(out, "table").probabilities(table_features)[0]
     assert routed[0].probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
-    # int8 activations are scaled per batch: compare the text model on the same batch of one
-    assert routed[1] == text[0]
+    sentence_features = sentence_facts.claim_features(claim, [sentence.text])[None, :]
+    shipped = FeatureClassifier(DEFAULT_MODELS["sentence"], "sentence")
+    expected = shipped.probabilities(sentence_features)[0]
+    assert routed[1].probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
+    assert text[1].probabilities != routed[1].probabilities  # the MiniLM text model
 
 
 def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, tmp_path) -> None:
@@ -155,7 +163,7 @@ def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, t
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout[result.stdout.index("{") :])
-    assert summary["holdout_accuracy_gold_table"]["tabfact_sample"]["claims"] > 0
+    assert summary["holdout_accuracy"]["tabfact_sample"]["claims"] > 0
     assert (out / "model.onnx").is_file()
 
 

@@ -212,94 +212,131 @@ def verdict_command(
     click.echo(json.dumps(summary, indent=2))
 
 
-@train_group.command("table-verdict")
-@_claims_option(
-    "Claim file naming gold_tables (TabFact layout), split into training and held-out claims; "
-    "repeat for several."
-)
-@click.option(
-    "--train-claims",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Claim file used for training only (never held out), e.g. tabfact_train.jsonl.",
-)
-@click.option(
-    "--index", required=True, type=click.Path(path_type=Path), help="Index the tables come from."
-)
-@click.option("--store", default="embedded", show_default=True, help="Store kind of --index.")
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Model directory to write [default: the package's feverous_es/models/table-verdict].",
-)
-@click.option("--holdout", default=0.3, show_default=True, help="Share of --claims held out.")
-@click.option("--limit", type=int, default=None, help="Seeded sample of this many claims a file.")
-@click.option(
-    "--retrieved",
-    default=0,
-    show_default=True,
-    help="Also read this many training claims of --claims against the table the pipeline "
-    "retrieves for them (~0.5 s a claim; cached in WORK, so a rerun resumes).",
-)
-@click.option(
-    "--work",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Evidence cache for --retrieved [default: OUT.work beside --out].",
-)
-@click.option("--trees", default=300, show_default=True, help="Boosting rounds.")
-@click.option("--depth", default=4, show_default=True, help="Depth of each tree.")
-@click.option("--lr", "learning_rate", default=0.05, show_default=True)
-@click.option("--seed", default=13, show_default=True, help="Split, sampling and fitting seed.")
-def table_verdict_command(
-    claims: tuple[Path, ...],
-    train_claims: tuple[Path, ...],
-    index: Path,
-    store: str,
-    out: Path | None,
-    holdout: float,
-    limit: int | None,
-    retrieved: int,
-    work: Path | None,
-    trees: int,
-    depth: int,
-    learning_rate: float,
-    seed: int,
-) -> None:
-    """Train the table-claim verdict on claim-against-table features, export it to ONNX.
+def _feature_verdict_options(kind: str) -> Callable[[_F], _F]:
+    """The options of ``train table-verdict`` and ``train sentence-verdict``."""
+    claims_help = {
+        "table": "Claim file naming gold_tables (TabFact layout), split into training and "
+        "held-out claims; repeat for several.",
+        "sentence": "FEVEROUS-format claim file, split into training and held-out claims; "
+        "repeat for several.",
+    }[kind]
+    options = [
+        _claims_option(claims_help),
+        click.option(
+            "--train-claims",
+            multiple=True,
+            type=click.Path(path_type=Path),
+            help="Claim file used for training only (never held out).",
+        ),
+        click.option(
+            "--index",
+            required=True,
+            type=click.Path(path_type=Path),
+            help="Index the tables and evidence come from.",
+        ),
+        click.option(
+            "--store", default="embedded", show_default=True, help="Store kind of --index."
+        ),
+        click.option(
+            "--out",
+            "-o",
+            type=click.Path(path_type=Path),
+            default=None,
+            help=f"Model directory to write [default: the package's {kind}-verdict model].",
+        ),
+        click.option(
+            "--work",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Retrieved-evidence cache [default: OUT.work beside --out]; rerun to resume.",
+        ),
+        click.option(
+            "--holdout", default=0.3, show_default=True, help="Share of --claims held out."
+        ),
+        click.option(
+            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
+        ),
+        click.option("--trees", default=300, show_default=True, help="Boosting rounds."),
+        click.option("--depth", default=4, show_default=True, help="Depth of each tree."),
+        click.option("--lr", "learning_rate", default=0.05, show_default=True),
+        click.option(
+            "--seed", default=13, show_default=True, help="Split, sampling and fitting seed."
+        ),
+    ]
+    if kind == "table":
+        options.append(
+            click.option(
+                "--retrieved",
+                default=0,
+                show_default=True,
+                help="Also read this many training claims against the table the pipeline "
+                "retrieves for them (~0.5 s a claim; cached in WORK).",
+            )
+        )
 
-    Reads each claim against its gold table from the index, fits a gradient-boosted classifier
-    (seconds), exports it for ONNX Runtime, checks it against scikit-learn and prints the
-    held-out label accuracy per claim file.
-    """
-    from feverous_es.training import table_verdict as tt
-    from feverous_es.verify.table_verdict import DEFAULT_TABLE_MODEL
+    def apply(command: _F) -> _F:
+        for option in reversed(options):
+            command = option(command)
+        return command
 
-    out = out or DEFAULT_TABLE_MODEL
-    work = work or out.with_name(out.name + ".work")
+    return apply
+
+
+def _train_feature_verdict(kind: str, **params: Any) -> None:
+    from feverous_es.training import feature_verdict as fv
+    from feverous_es.verify.feature_verdict import DEFAULT_MODELS
+
+    out = params["out"] or DEFAULT_MODELS[kind]
+    work = params["work"] or out.with_name(out.name + ".work")
     command = _command_line(click.get_current_context())
     with _errors(work), _progress() as update:
-        settings = tt.Settings(trees=trees, learning_rate=learning_rate, depth=depth, seed=seed)
-        options = tt.RunOptions(
-            claims=list(claims), train_claims=list(train_claims), index=index, out=out,
-            settings=settings, holdout=holdout, limit=limit, store=store, work=work,
-            retrieved=retrieved, command=command,
+        settings = fv.Settings(
+            trees=params["trees"], learning_rate=params["learning_rate"],
+            depth=params["depth"], seed=params["seed"],
         )  # fmt: skip
-        report = tt.run(
+        options = fv.RunOptions(
+            kind=kind, claims=list(params["claims"]), train_claims=list(params["train_claims"]),
+            index=params["index"], out=out, settings=settings, holdout=params["holdout"],
+            limit=params["limit"], store=params["store"], work=work,
+            retrieved=params.get("retrieved", 0), command=command,
+        )  # fmt: skip
+        report = fv.run(
             options,
             on_features=lambda done, total: update("gold-table features", done, total),
             on_evidence=lambda done, total: update("retrieved evidence", done, total),
         )
     summary = {
         "out": str(out),
-        "holdout_accuracy_gold_table": report["holdout_accuracy_gold_table"],
+        "holdout_accuracy": report["holdout_accuracy"],
         "parity": report["export"]["parity"],
         "model_bytes": report["export"]["bytes"],
         "training_seconds": report["training"]["seconds"],
     }
     click.echo(json.dumps(summary, indent=2))
+
+
+@train_group.command("table-verdict")
+@_feature_verdict_options("table")
+def table_verdict_command(**params: Any) -> None:
+    """Train the table-claim verdict on claim-against-table features, export it to ONNX.
+
+    Reads each claim against its gold table from the index, fits a gradient-boosted classifier
+    (seconds), exports it for ONNX Runtime, checks it against scikit-learn and prints the
+    held-out label accuracy per claim file (on the gold table).
+    """
+    _train_feature_verdict("table", **params)
+
+
+@train_group.command("sentence-verdict")
+@_feature_verdict_options("sentence")
+def sentence_verdict_command(**params: Any) -> None:
+    """Train the sentence-claim verdict on claim-against-evidence features, export it to ONNX.
+
+    Retrieves each claim's evidence with the pipeline (cached in WORK), reads the claim against
+    the evidence sentences, fits a gradient-boosted classifier, exports it for ONNX Runtime,
+    checks it against scikit-learn and prints the held-out label accuracy per claim file.
+    """
+    _train_feature_verdict("sentence", **params)
 
 
 @train_group.command("rerank")

@@ -251,9 +251,11 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     sample = report["claims_per_file"] or "all"
     text = f"""# feverous-es verdict model
 
-A 2-way (SUPPORTS / REFUTES) sequence classifier over (claim, premise) pairs: the default model
-of the `classifier` verdict plugin. Dynamic int8 ONNX, `model.onnx` ({megabytes:.1f} MB); labels
-in `config.json` (`id2label`). It never predicts NOT ENOUGH INFO by itself (seed 000 §5: the
+A 2-way (SUPPORTS / REFUTES) sequence classifier over (claim, premise) pairs: the text model
+of the `classifier` verdict plugin (its `model` option), which answers the claims the feature
+models do not (`table_model = ""` / `sentence_model = ""`). Dynamic int8 ONNX, `model.onnx`
+({megabytes:.1f} MB); labels in `config.json` (`id2label`). It never predicts NOT ENOUGH INFO by
+itself (seed 000 §5: the
 training claims have no NEI, and Papelo found that an NEI class costs more than it gains); set
 `options.verdict.nei_below` to turn low-confidence verdicts into NEI.
 

@@ -7,7 +7,7 @@ which row, whether the rows the claim names hold a column's maximum or minimum, 
 hold a value the claim names, whether two named rows compare the way the claim says, whether a
 number of the claim is a column's sum, mean or a difference — each next to the claim words that
 ask for it (superlatives, comparatives, counts, negation). The table-claim verdict
-(:mod:`feverous_es.verify.table_verdict`) feeds them to a gradient-boosted classifier; training
+(:mod:`feverous_es.verify.feature_verdict`) feeds them to a gradient-boosted classifier; training
 and inference call the same :func:`claim_features`, so the two cannot drift.
 
 Tables come from the store's elements (:meth:`Table.from_elements`), so the feature code sees
@@ -126,16 +126,20 @@ def tokens(text: str) -> list[str]:
 
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that carry content: tokens that are neither stop words nor numbers."""
-    return {w for w in tokens(text) if w not in STOPWORDS and _number(w) is None}
+    return {w for w in tokens(text) if w not in STOPWORDS and number_value(w) is None}
 
 
-def _number(token: str) -> float | None:
+def number_value(token: str) -> float | None:
     if token in NUMBER_WORDS:
         return float(NUMBER_WORDS[token])
     try:
         return float(token)
     except ValueError:
         return None
+
+
+def _numbers(words: Iterable[str]) -> set[float]:
+    return {n for w in words if (n := number_value(w)) is not None}
 
 
 def cell_number(text: str) -> float | None:
@@ -230,7 +234,7 @@ class _Claim:
     def read(cls, claim: str) -> _Claim:
         words = tokens(claim)
         content = content_words(claim)
-        numbers = [n for w in words if (n := _number(w)) is not None]
+        numbers = [n for w in words if (n := number_value(w)) is not None]
         return cls(words, f" {' '.join(words)} ", content, numbers)
 
     def names(self, key: str) -> int:
@@ -264,7 +268,7 @@ def claim_features(claim: str, table: Table) -> np.ndarray:
     values["words_in_table"] = len(c.content & (all_cell_tokens | table.head_tokens)) / len(content)
     values["words_in_cells"] = len(c.content & all_cell_tokens) / len(content)
     values["words_in_head"] = len(c.content & table.head_tokens) / len(content)
-    table_numbers = {n for row in table.row_tokens for t in row if (n := _number(t)) is not None}
+    table_numbers = _numbers(t for row in table.row_tokens for t in row)
     found = [n for n in c.numbers if n in table_numbers]
     values["numbers_in_table"] = len(found) / len(c.numbers) if c.numbers else -1.0
     values["numbers_missing"] = len(c.numbers) - len(found)
@@ -278,9 +282,7 @@ def claim_features(claim: str, table: Table) -> np.ndarray:
     values["second_row_share"] = (int(order[1]) if len(order) > 1 else 0) / max(1, len(asked))
     values["rows_tied_best"] = int((overlap == best).sum()) if best else 0
     best_rows = [r for r in range(n_rows) if best and overlap[r] == best]
-    best_numbers = {
-        n for r in best_rows for t in table.row_tokens[r] if (n := _number(t)) is not None
-    }
+    best_numbers = _numbers(t for r in best_rows for t in table.row_tokens[r])
     values["best_row_numbers"] = (
         sum(n in best_numbers for n in c.numbers) / len(c.numbers) if c.numbers else -1.0
     )
@@ -290,7 +292,7 @@ def claim_features(claim: str, table: Table) -> np.ndarray:
     first_seen: dict[int, int] = {}  # row -> where in the claim its first named value occurs
     for r, row in enumerate(table.cell_keys):
         for col, key in enumerate(row):
-            if not key or _number(key) is not None or key in STOPWORDS:
+            if not key or number_value(key) is not None or key in STOPWORDS:
                 continue
             at = c.names(key)
             if at >= 0:
@@ -304,7 +306,7 @@ def claim_features(claim: str, table: Table) -> np.ndarray:
     values["count_matches"] = float(_any_close(counts, c.numbers))
     values["count_matches_rows"] = float(_any_close([n_rows], c.numbers))
     # Rows holding a claim word ("in may"), or all of its table words at once (the claim's filter).
-    in_table = [w for w in asked if w in all_cell_tokens and _number(w) is None]
+    in_table = [w for w in asked if w in all_cell_tokens and number_value(w) is None]
     word_counts = [sum(w in row for row in table.row_tokens) for w in in_table]
     values["count_matches_words"] = float(_any_close(word_counts, c.numbers))
     matching = sum(all(w in row for w in in_table) for row in table.row_tokens) if in_table else 0
@@ -365,7 +367,7 @@ def claim_features(claim: str, table: Table) -> np.ndarray:
     values["comparison_sign"] = sign
     values["comparison_agrees"] = sign * direction
 
-    focus_numbers = {n for r in focus for t in table.row_tokens[r] if (n := _number(t)) is not None}
+    focus_numbers = _numbers(t for r in focus for t in table.row_tokens[r])
     values["number_in_named_row"] = (
         sum(n in focus_numbers for n in c.numbers) / len(c.numbers) if c.numbers else -1.0
     )

@@ -1,10 +1,13 @@
-"""The table-claim verdict: a gradient-boosted classifier over claim-against-table features.
+"""The feature verdicts: gradient-boosted classifiers over what a claim shares with its evidence.
 
-The model reads :func:`~feverous_es.verify.table_facts.claim_features` of the claim and the
-table the evidence points at, and answers SUPPORTS / REFUTES probabilities. It is a scikit-learn
-``GradientBoostingClassifier`` exported to ONNX (``model.onnx``, run by ONNX Runtime's tree
-ensemble kernels on the CPU: no scikit-learn at run time); ``table_model.json`` names its labels
-and features, so a model built with another feature set is refused instead of misread.
+Two kinds, one per kind of evidence: ``table`` reads
+:func:`feverous_es.verify.table_facts.claim_features` of the claim and the table the evidence
+points at (:func:`evidence_table` decides whether it does), ``sentence`` reads
+:func:`feverous_es.verify.sentence_facts.claim_features` of the claim and the evidence sentences.
+Each is a scikit-learn ``GradientBoostingClassifier`` exported to ONNX (``model.onnx``, run by
+ONNX Runtime's tree-ensemble kernels on the CPU: no scikit-learn at run time);
+``feature_model.json`` names its kind, labels and features, so a model built with another
+feature set is refused instead of misread.
 """
 
 from __future__ import annotations
@@ -19,17 +22,17 @@ from feverous_es.index.elements import Element, ElementType
 from feverous_es.index.store import Store
 from feverous_es.onnx_session import ModelError, open_session, verified
 from feverous_es.plugins.interfaces import Candidate, Label
-from feverous_es.verify.table_facts import (
-    FEATURE_NAMES,
-    Table,
-    claim_features,
-    content_words,
-    tokens,
-)
+from feverous_es.verify import sentence_facts, table_facts
+from feverous_es.verify.table_facts import Table, content_words, tokens
 
 MODEL_FILE = "model.onnx"
-SPEC_FILE = "table_model.json"  # labels and feature names, written by the training command
-DEFAULT_TABLE_MODEL = Path(__file__).resolve().parents[1] / "models" / "table-verdict"
+SPEC_FILE = "feature_model.json"  # kind, labels and feature names, from the training command
+MODELS = Path(__file__).resolve().parents[1] / "models"
+DEFAULT_MODELS = {"table": MODELS / "table-verdict", "sentence": MODELS / "sentence-verdict"}
+FEATURES: dict[str, tuple[str, ...]] = {
+    "table": table_facts.FEATURE_NAMES,
+    "sentence": sentence_facts.FEATURE_NAMES,
+}
 _TABLE_TYPES = (ElementType.CELL, ElementType.HEADER_CELL, ElementType.TABLE_CAPTION)
 
 
@@ -84,23 +87,32 @@ def evidence_table(claim: str, evidence: Sequence[Candidate], store: Store) -> T
     return table if _share(words, table.text) > sentence else None
 
 
-class TableClassifier:
-    """The exported table-claim classifier of a model directory (``model.onnx``,
-    ``table_model.json``, ``manifest.json``)."""
+def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:
+    """The plain text of the evidence's sentences, in evidence order."""
+    return [c.element.text for c in evidence if c.element.type is ElementType.SENTENCE]
 
-    def __init__(self, model_dir: Path) -> None:
+
+class FeatureClassifier:
+    """The exported feature classifier of a model directory (``model.onnx``,
+    ``feature_model.json``, ``manifest.json``) of the given kind (``table`` or ``sentence``)."""
+
+    def __init__(self, model_dir: Path, kind: str) -> None:
         try:
             spec = json.loads((model_dir / SPEC_FILE).read_text(encoding="utf-8"))
             self.labels = [Label(name) for name in spec["labels"]]
-            features = tuple(spec["features"])
+            model_kind, features = spec["kind"], tuple(spec["features"])
         except FileNotFoundError:
-            raise ModelError(f"{model_dir} is not a table verdict model (no {SPEC_FILE})") from None
+            raise ModelError(
+                f"{model_dir} is not a feature verdict model (no {SPEC_FILE})"
+            ) from None
         except (ValueError, KeyError, TypeError) as error:
             raise ModelError(f"{model_dir / SPEC_FILE} is malformed ({error})") from None
-        if features != FEATURE_NAMES:
+        if model_kind != kind:
+            raise ModelError(f"{model_dir} is a {model_kind} verdict model, not a {kind} one")
+        if features != FEATURES[kind]:
             raise ModelError(
-                f"{model_dir} was trained on other table features than this version computes; "
-                "retrain it with `feverous-es train table-verdict`"
+                f"{model_dir} was trained on other {kind} features than this version computes; "
+                f"retrain it with `feverous-es train {kind}-verdict`"
             )
         remedy = "reinstall feverous-es or retrain the model"
         # Tree ensembles have no CUDA kernels: the CPU provider runs them either way.
@@ -108,10 +120,9 @@ class TableClassifier:
             lambda _: verified(model_dir, MODEL_FILE, remedy=remedy), device="cpu", threads=None
         )
 
-    def probabilities(self, claims: Sequence[str], tables: Sequence[Table]) -> np.ndarray:
-        """One row of label probabilities (in :attr:`labels` order) per (claim, table)."""
-        if not claims:
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """One row of label probabilities (in :attr:`labels` order) per row of features."""
+        if not len(features):
             return np.zeros((0, len(self.labels)), dtype=np.float32)
-        features = np.stack([claim_features(c, t) for c, t in zip(claims, tables, strict=True)])
-        _, probabilities = self.session.run(None, {"X": features})
+        _, probabilities = self.session.run(None, {"X": features.astype(np.float32)})
         return np.asarray(probabilities, dtype=np.float32)

@@ -1,23 +1,23 @@
-"""Training the table-claim verdict: claim-against-table features, gradient boosting, ONNX.
+"""Training the feature verdicts: claim-against-evidence features, gradient boosting, ONNX.
 
-Driven by ``feverous-es train table-verdict``:
+Driven by ``feverous-es train table-verdict`` and ``train sentence-verdict``:
 
-1. **Features.** Each claim (a FEVEROUS-format file whose records name ``gold_tables``, as
-   TabFact's do) is read against its gold table, taken from the index's store with the same
-   :meth:`~feverous_es.verify.table_facts.Table.from_elements` the verdict uses at run time:
-   the cheap stand-in for the retrieved table (the pipeline costs ~0.5 s a claim, 4 hours for
-   30 k claims). With ``retrieved`` = N, N of the training claims also go through the
-   pipeline's retrieval (the first N in file order; cached in ``<work>/evidence.jsonl``, as
-   ``train verdict`` does) and are read a second time against the table the verdict would read
-   in their retrieved evidence (:func:`~feverous_es.verify.table_verdict.first_table`), so the
-   model also sees the wrong tables it meets at run time. ``bench/verdict.py`` measures the
-   model on retrieved tables.
+1. **Features.** ``table``: each claim (a FEVEROUS-format file whose records name
+   ``gold_tables``, as TabFact's do) is read against its gold table, taken from the index's
+   store with the :meth:`~feverous_es.verify.table_facts.Table.from_elements` the verdict uses
+   at run time: the cheap stand-in for the retrieved table (the pipeline costs ~0.5 s a claim, 4
+   hours for 30 k claims). With ``retrieved`` = N, the first N training claims (file order) also
+   go through the pipeline's retrieval (cached in ``<work>/evidence.jsonl``, as ``train
+   verdict`` does) and are read a second time against the table the verdict would read in their
+   evidence (:func:`~feverous_es.verify.feature_verdict.first_table`). ``sentence``: every claim
+   goes through the pipeline's retrieval (same cache) and is read against the sentences of its
+   retrieved evidence, exactly as at run time.
 2. **Fitting** a scikit-learn ``GradientBoostingClassifier`` (SUPPORTS / REFUTES; seconds on a
    CPU). ``--claims`` files are split by the seeded hash of each claim id, a share ``holdout``
    kept out; ``--train-claims`` files (e.g. TabFact's training claims) are never held out.
 3. **Export** with skl2onnx to ``model.onnx`` (tree-ensemble operators that ONNX Runtime runs:
    no scikit-learn at run time), a parity check against scikit-learn, the held-out accuracy per
-   file, ``table_model.json`` (labels, features) and a model card.
+   file, ``feature_model.json`` (kind, labels, features) and a model card.
 
 scikit-learn and skl2onnx are imported inside functions: only training needs them.
 """
@@ -36,37 +36,46 @@ import numpy as np
 from feverous_es.onnx_session import write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import TrainError, is_holdout
+from feverous_es.verify import sentence_facts, table_facts
 from feverous_es.verify.claims import REFUTES, SUPPORTS
-from feverous_es.verify.table_facts import FEATURE_NAMES, Table, claim_features
-from feverous_es.verify.table_verdict import MODEL_FILE, SPEC_FILE, TableClassifier, first_table
+from feverous_es.verify.feature_verdict import (
+    FEATURES,
+    MODEL_FILE,
+    SPEC_FILE,
+    FeatureClassifier,
+    first_table,
+    sentence_texts,
+)
+from feverous_es.verify.table_facts import Table
 
 LABELS = (SUPPORTS, REFUTES)  # the classifier's class order: 0 SUPPORTS, 1 REFUTES
 INSTALL_HINT = "pip install 'feverous-es[export]' (scikit-learn, skl2onnx)"
 
 
-class TableClaim(NamedTuple):
+class FeatureClaim(NamedTuple):
     source: str  # the claim file's stem
     id: str
     claim: str
     label: str
-    table: str  # the gold table's key, ``Page_table_t``
+    table: str  # the gold table's key, ``Page_table_t`` ("" where the file names none)
 
 
-def read_table_claims(
-    paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
-) -> list[TableClaim]:
-    """The SUPPORTS / REFUTES claims of the files that name a gold table; with ``limit``, a
-    seeded sample of that many per file."""
-    chosen: list[TableClaim] = []
+def read_claims(
+    paths: Sequence[Path], *, tables: bool, limit: int | None = None, seed: int = 13
+) -> list[FeatureClaim]:
+    """The SUPPORTS / REFUTES claims of the files (with ``tables``, those that name a gold
+    table); with ``limit``, a seeded sample of that many per file."""
+    chosen: list[FeatureClaim] = []
     for path in paths:
         source = Path(path).stem
         rows = [
-            TableClaim(source, str(r.id), r.claim, r.label, r.gold_tables[0])
+            FeatureClaim(source, str(r.id), r.claim, r.label, (r.gold_tables or ("",))[0])
             for r in common.claim_records(Path(path))
-            if r.label in LABELS and r.gold_tables
+            if r.label in LABELS and (r.gold_tables or not tables)
         ]
         if not rows:
-            raise TrainError(f"{path} has no SUPPORTS / REFUTES claims that name gold_tables")
+            named = " that name gold_tables" if tables else ""
+            raise TrainError(f"{path} has no SUPPORTS / REFUTES claims{named}")
         chosen += common.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
     return chosen
 
@@ -80,10 +89,10 @@ def table_key(key: str) -> tuple[str, int]:
 
 
 def gold_features(
-    claims: Sequence[TableClaim],
+    claims: Sequence[FeatureClaim],
     store: Any,
     on_progress: Callable[[int, int], None] | None = None,
-) -> tuple[np.ndarray, list[TableClaim]]:
+) -> tuple[np.ndarray, list[FeatureClaim]]:
     """The features of each claim against its gold table, and the claims they are for (a claim
     whose table the index lacks is left out)."""
     tables: dict[str, Table | None] = {}
@@ -94,7 +103,7 @@ def gold_features(
             tables[claim.table] = Table.from_elements(store.page_elements(page), number)
         table = tables[claim.table]
         if table is not None:
-            rows.append(claim_features(claim.claim, table))
+            rows.append(table_facts.claim_features(claim.claim, table))
             kept.append(claim)
         if on_progress and (done % 500 == 0 or done == len(claims)):
             on_progress(done, len(claims))
@@ -132,7 +141,7 @@ def fit(features: np.ndarray, labels: np.ndarray, settings: Settings) -> Any:
     return model.fit(features, labels)
 
 
-def export(model: Any, out: Path, probe: np.ndarray) -> dict[str, Any]:
+def export(model: Any, out: Path, probe: np.ndarray, kind: str) -> dict[str, Any]:
     """``model.onnx``, ``table_model.json`` and the manifest in ``out``; parity on ``probe``."""
     try:
         from skl2onnx import to_onnx
@@ -146,10 +155,10 @@ def export(model: Any, out: Path, probe: np.ndarray) -> dict[str, Any]:
         target_opset={"": 17, "ai.onnx.ml": 3},
     )
     (out / MODEL_FILE).write_bytes(graph.SerializeToString())
-    spec = {"labels": list(LABELS), "features": list(FEATURE_NAMES)}
+    spec = {"kind": kind, "labels": list(LABELS), "features": list(FEATURES[kind])}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     write_manifest(out, [MODEL_FILE, SPEC_FILE])
-    onnx_p = TableClassifier(out).session.run(None, {"X": probe.astype(np.float32)})[1]
+    onnx_p = FeatureClassifier(out, kind).probabilities(probe)
     sk_p = model.predict_proba(probe)
     return {
         "bytes": (out / MODEL_FILE).stat().st_size,
@@ -162,7 +171,7 @@ def export(model: Any, out: Path, probe: np.ndarray) -> dict[str, Any]:
 
 
 def accuracy(
-    probabilities: np.ndarray, claims: Sequence[TableClaim]
+    probabilities: np.ndarray, claims: Sequence[FeatureClaim]
 ) -> dict[str, dict[str, float]]:
     """Label accuracy per claim file, next to its majority class."""
     result: dict[str, dict[str, float]] = {}
@@ -181,6 +190,7 @@ def accuracy(
 
 @dataclass
 class RunOptions:
+    kind: str  # "table" or "sentence"
     claims: list[Path]
     index: Path
     out: Path
@@ -194,18 +204,19 @@ class RunOptions:
     command: str = ""
 
 
-def retrieved_features(
-    claims: Sequence[TableClaim],
+def evidence_features(
+    claims: Sequence[FeatureClaim],
     options: RunOptions,
     store: Any,
     on_progress: Callable[[int, int], None] | None = None,
-) -> tuple[np.ndarray, list[TableClaim]]:
-    """The features of ``claims`` against the first table of their retrieved evidence (claims
-    whose evidence holds no table are left out)."""
+) -> tuple[np.ndarray, list[FeatureClaim]]:
+    """The features of ``claims`` against their retrieved evidence, read as the verdict reads
+    it: its sentences (``sentence``), the first table it holds (``table``: claims whose evidence
+    holds no table are left out)."""
     from feverous_es.training.verdict import LabelledClaim, collect_evidence
 
     if options.work is None:
-        raise TrainError("--retrieved needs a --work directory for the evidence cache")
+        raise TrainError("retrieval needs a --work directory for the evidence cache")
     examples = collect_evidence(
         [LabelledClaim(c.source, c.id, c.claim, c.label) for c in claims],
         options.index,
@@ -215,11 +226,14 @@ def retrieved_features(
     )
     rows, kept = [], []
     for claim, example in zip(claims, examples, strict=True):
-        table = first_table(example.candidates(), store)
-        if table is not None:
-            rows.append(claim_features(claim.claim, table))
+        evidence = example.candidates()
+        if options.kind == "sentence":
+            rows.append(sentence_facts.claim_features(claim.claim, sentence_texts(evidence)))
             kept.append(claim)
-    width = len(FEATURE_NAMES)
+        elif (table := first_table(evidence, store)) is not None:
+            rows.append(table_facts.claim_features(claim.claim, table))
+            kept.append(claim)
+    width = len(FEATURES[options.kind])
     return (np.stack(rows) if rows else np.zeros((0, width), np.float32)), kept
 
 
@@ -237,22 +251,29 @@ def run(
     if not options.claims:
         raise TrainError("no claim files given (--claims FILE.jsonl)")
     seed = options.settings.seed
-    split_claims = read_table_claims(options.claims, limit=options.limit, seed=seed)
-    extra = read_table_claims(options.train_claims, limit=options.limit, seed=seed)
+    tables = options.kind == "table"
+    split_claims = read_claims(options.claims, tables=tables, limit=options.limit, seed=seed)
+    extra = read_claims(options.train_claims, tables=tables, limit=options.limit, seed=seed)
     split_sources = {Path(p).stem for p in options.claims}
 
-    def held_out(claim: TableClaim) -> bool:
+    def held_out(claim: FeatureClaim) -> bool:
         return claim.source in split_sources and is_holdout(
             seed, claim.source, claim.id, options.holdout
         )
 
     store = open_store(options.store, options.index)
     try:
-        features, claims = gold_features([*split_claims, *extra], store, on_features)
-        # The first N training claims of the split files, in file order.
-        retrieve = [c for c in split_claims if not held_out(c)][: options.retrieved]
+        if tables:
+            features, claims = gold_features([*split_claims, *extra], store, on_features)
+            # The first N training claims of the split files, in file order.
+            retrieve = [c for c in split_claims if not held_out(c)][: options.retrieved]
+        else:
+            features, claims = evidence_features(
+                [*split_claims, *extra], options, store, on_evidence
+            )
+            retrieve = []
         extra_rows, extra_claims = (
-            retrieved_features(retrieve, options, store, on_evidence)
+            evidence_features(retrieve, options, store, on_evidence)
             if retrieve
             else (np.zeros((0, features.shape[1]), np.float32), [])
         )
@@ -265,10 +286,13 @@ def run(
     started = time.perf_counter()
     model = fit(train_x, train_y, options.settings)
     seconds = time.perf_counter() - started
-    exported = export(model, options.out, features[held] if held.any() else features[:64])
+    probe = features[held] if held.any() else features[:64]
+    exported = export(model, options.out, probe, options.kind)
+    names = FEATURES[options.kind]
     held_claims = [c for c, h in zip(claims, held, strict=True) if h]
     report: dict[str, Any] = {
         "command": options.command,
+        "kind": options.kind,
         "claims": [Path(p).name for p in options.claims],
         "train_claims": [Path(p).name for p in options.train_claims],
         "claims_per_file": options.limit,
@@ -279,15 +303,16 @@ def run(
             "retrieved_examples": len(extra_claims),
             "settings": vars(options.settings),
             "seconds": round(seconds, 1),
-            "features": list(FEATURE_NAMES),
+            "features": list(names),
         },
         "export": exported,
-        "holdout_accuracy_gold_table": accuracy(model.predict_proba(features[held]), held_claims)
+        # Read against the gold table (tables) or the retrieved evidence (sentences).
+        "holdout_accuracy": accuracy(model.predict_proba(features[held]), held_claims)
         if held.any()
         else {},
         "feature_importance": dict(
             sorted(
-                zip(FEATURE_NAMES, np.round(model.feature_importances_, 4).tolist(), strict=True),
+                zip(names, np.round(model.feature_importances_, 4).tolist(), strict=True),
                 key=lambda kv: -kv[1],
             )
         ),
@@ -296,10 +321,28 @@ def run(
     return report
 
 
+_WHAT = {
+    "table": (
+        "claims whose evidence is a table",
+        "the table (`feverous_es.verify.table_facts`: which claim words and numbers the table "
+        "holds and in which row, counts of rows holding a named value, whether the named rows "
+        "hold a column's maximum or minimum, comparisons of two named rows, sums, means and "
+        "differences, next to the claim's cue words)",
+    ),
+    "sentence": (
+        "claims whose evidence is sentences",
+        "the evidence sentences (`feverous_es.verify.sentence_facts`: the claim's content "
+        "words, word pairs, numbers, years and names that the evidence, or its best sentences, "
+        "do not hold; negation)",
+    ),
+}
+
+
 def write_card(out: Path, report: dict[str, Any]) -> None:
+    kind = report["kind"]
     rows = "\n".join(
         f"| {source} | {r['claims']} | {r['accuracy']:.1%} | {r['majority_baseline']:.1%} |"
-        for source, r in report["holdout_accuracy_gold_table"].items()
+        for source, r in report["holdout_accuracy"].items()
     )
     training = report["training"]
     settings = training["settings"]
@@ -307,27 +350,35 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     top = ", ".join(f"`{k}`" for k in list(report["feature_importance"])[:8])
     split_files = ", ".join(f"`{s}`" for s in report["claims"])
     train_files = ", ".join(f"`{s}`" for s in report["train_claims"]) or "none"
-    text = f"""# feverous-es table verdict model
+    claims_of, read_against = _WHAT[kind]
+    if kind == "table":
+        reading = (
+            "Each claim is read against its gold table (`gold_tables`) as the index holds it, and "
+            f"{training['retrieved_examples']} of the training claims a second time against the "
+            "first table of the evidence the pipeline retrieved for them. At run time the verdict "
+            "reads that retrieved table; `bench/verdict.py` measures it there."
+        )
+        measured = "gold table"
+    else:
+        reading = (
+            "Each claim is read against the sentences of the evidence the pipeline retrieved for "
+            "it (default plugins, cached in the work directory), as at run time."
+        )
+        measured = "retrieved evidence"
+    text = f"""# feverous-es {kind} verdict model
 
-The verdict of claims whose evidence is a table: a gradient-boosted classifier (scikit-learn
+The verdict of {claims_of}: a gradient-boosted classifier (scikit-learn
 `GradientBoostingClassifier`, {settings["trees"]} trees of depth {settings["depth"]}, exported
 to ONNX: `model.onnx`, {report["export"]["bytes"] / 1e6:.2f} MB) over
-{len(training["features"])} features of the claim read against the table
-(`feverous_es.verify.table_facts`: which claim words and numbers the table holds and in which
-row, counts of rows holding a named value, whether the named rows hold a column's maximum or
-minimum, comparisons of two named rows, sums, means and differences, next to the claim's cue
-words). SUPPORTS / REFUTES only; the `classifier` verdict plugin's `nei_below` turns
-low-confidence verdicts into NOT ENOUGH INFO. Most used features: {top}.
+{len(training["features"])} features of the claim read against {read_against}. SUPPORTS /
+REFUTES only; the `classifier` verdict plugin's `nei_below` turns low-confidence verdicts into
+NOT ENOUGH INFO. Most used features: {top}.
 
 ## Data
 
 Split claim files: {split_files} (a seeded {report["holdout"]:.0%} of their claims, by claim id,
-held out of training and measured below); training-only files: {train_files}. Each claim is
-read against its gold table (`gold_tables`) as the index holds it, and
-{training["retrieved_examples"]} of the training claims a second time against the first table of
-the evidence the pipeline retrieved for them (the verdict reads that table at run time;
-`bench/verdict.py` measures it there). {training["examples"]} training claims, fitted in
-{training["seconds"]:.0f} s on a 2-core CPU.
+held out of training and measured below); training-only files: {train_files}. {reading}
+{training["examples"]} training claims, fitted in {training["seconds"]:.0f} s on a 2-core CPU.
 
 ## Command
 
@@ -335,7 +386,7 @@ the evidence the pipeline retrieved for them (the verdict reads that table at ru
 {report["command"]}
 ```
 
-## Metrics (held-out claims, gold table, this ONNX model)
+## Metrics (held-out claims, {measured}, this ONNX model)
 
 | claims file | held-out claims | label accuracy | majority class |
 |---|---|---|---|
@@ -346,7 +397,7 @@ Parity against scikit-learn on {parity["rows"]} held-out rows: max |Δp|
 
 ## Attribution and licences
 
-* Trained on claims and Wikipedia tables from TabFact (Chen et al., 2020) and FEVEROUS (Aly et
-  al., 2021), CC BY-SA 3.0/4.0 (Wikipedia contributors).
+* Trained on claims and Wikipedia text and tables from FEVEROUS (Aly et al., 2021) and TabFact
+  (Chen et al., 2020), CC BY-SA 3.0/4.0 (Wikipedia contributors).
 """
     common.save_card(out, text, report)
