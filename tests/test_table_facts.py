@@ -11,6 +11,7 @@ import pytest
 
 from feverous_es.index.page import parse_page
 from feverous_es.plugins.interfaces import Candidate
+from feverous_es.verify import sentence_facts
 from feverous_es.verify.feature_verdict import evidence_table, evidence_tables, table_number
 from feverous_es.verify.table_facts import FEATURE_NAMES, Table, cell_number, claim_features
 
@@ -152,3 +153,34 @@ def test_the_verdict_reads_the_table_a_claim_is_about(elements: list) -> None:
     assert evidence_table("the 2008 season was the club's tenth", evidence, store) is None  # type: ignore[arg-type]
     sentences = [c for c in evidence if not c.element.type.is_cell_type]
     assert evidence_table("bradford bulls score 98 points", sentences, store) is None  # type: ignore[arg-type]
+
+
+def test_an_ordinal_checks_the_named_row_rank(table: Table) -> None:
+    claim = "{} have the second highest attendance"
+    assert feature(claim.format("bradford bulls"), table, "ordinal_rank_matches") == 1.0
+    assert feature(claim.format("wigan warriors"), table, "ordinal_rank_matches") == 0.0
+    assert feature("bradford bulls have a big crowd", table, "ordinal_rank_matches") == -1.0
+
+
+def test_sentence_features_find_what_the_evidence_does_not_hold() -> None:
+    evidence = [
+        "Bill Persky (born September 9, 1931) is an American director.",
+        "Persky has been married three times.",
+    ]
+
+    def value(claim: str, name: str) -> float:
+        features = sentence_facts.claim_features(claim, evidence)
+        return float(features[sentence_facts.FEATURE_NAMES.index(name)])
+
+    assert value("Bill Persky was born in 1931.", "years_missing") == 0.0
+    assert value("Bill Persky was born in 1975.", "years_missing") == 1.0
+    assert value("Bill Persky was born in France.", "names_missing_share") == pytest.approx(1 / 3)
+    assert value("Persky has been married three times.", "pairs_in_best_sentence") == 1.0
+    assert value("Persky has been married times three.", "pairs_in_best_sentence") == pytest.approx(
+        0.6
+    )
+    assert value("Bill Persky was never married.", "negation_not_in_evidence") == 1.0
+    assert value("Persky has been married three times.", "words_missing") == 0.0
+    assert sentence_facts.claim_features("Anything.", []).shape == (
+        len(sentence_facts.FEATURE_NAMES),
+    )
