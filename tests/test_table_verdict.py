@@ -117,7 +117,7 @@ def test_the_shipped_feature_models_load_and_name_their_held_out_claims(kind, cl
     classifier = FeatureClassifier(DEFAULT_MODELS[kind], kind)
     assert classifier.labels == [Label.SUPPORTS, Label.REFUTES]
     training = json.loads((DEFAULT_MODELS[kind] / "training.json").read_text())
-    assert training["claims"] == [claims] and training["holdout"] > 0
+    assert claims in training["claims"] and training["holdout"] > 0
     with pytest.raises(ModelError, match=f"is a {kind} verdict model"):
         FeatureClassifier(DEFAULT_MODELS[kind], "sentence" if kind == "table" else "table")
 
