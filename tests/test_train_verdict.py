@@ -90,7 +90,11 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: tv.RunOptio
     options.holdout = 0.0
     tv.run(options)
     examples = list(tv.read_cache(options.work / tv.EVIDENCE_FILE).values())
-    verdict = ClassifierVerdict(PluginContext(None, None, "cpu"), model=str(options.out))  # type: ignore[arg-type]
+    # The text model alone: the feature models off.
+    verdict = ClassifierVerdict(
+        PluginContext(None, None, "cpu"),  # type: ignore[arg-type]
+        model=str(options.out), table_model="", sentence_model="",
+    )  # fmt: skip
     verdict.model = CrossEncoder(options.out, device="cpu", max_length=64)
     batch = [(Query(e.claim, np.zeros(384, np.float32)), e.candidates()) for e in examples]
     got = verdict.predict(batch)

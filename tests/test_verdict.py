@@ -57,7 +57,11 @@ def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) 
     model_dir, torch_model = tiny_classifier
     from transformers import AutoTokenizer
 
-    verdict = ClassifierVerdict(PluginContext(None, None, "cpu"), model=str(model_dir))  # type: ignore[arg-type]
+    # The text model alone: the feature models off.
+    verdict = ClassifierVerdict(
+        PluginContext(None, None, "cpu"),  # type: ignore[arg-type]
+        model=str(model_dir), table_model="", sentence_model="",
+    )  # fmt: skip
     claim = "Paris is the capital of France with 2 million people."
     chains = [evidence("Paris is the capital of France."), evidence("Lyon is big.", "Nice.")]
     query = Query(claim, np.zeros(384, dtype=np.float32))

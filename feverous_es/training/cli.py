@@ -202,6 +202,11 @@ def verdict_command(
             on_step=lambda done, total, rate: update("training", done, total, rate),
         )
     assert report is not None
+    _echo_summary(out, report)
+
+
+def _echo_summary(out: Path, report: dict[str, Any]) -> None:
+    """A verdict training's result on stdout: where, held-out accuracy, parity, size, time."""
     summary = {
         "out": str(out),
         "holdout_accuracy": report["holdout_accuracy"],
@@ -305,14 +310,7 @@ def _train_feature_verdict(kind: str, **params: Any) -> None:
             on_features=lambda done, total: update("gold-table features", done, total),
             on_evidence=lambda done, total: update("retrieved evidence", done, total),
         )
-    summary = {
-        "out": str(out),
-        "holdout_accuracy": report["holdout_accuracy"],
-        "parity": report["export"]["parity"],
-        "model_bytes": report["export"]["bytes"],
-        "training_seconds": report["training"]["seconds"],
-    }
-    click.echo(json.dumps(summary, indent=2))
+    _echo_summary(out, report)
 
 
 @train_group.command("table-verdict")

@@ -139,6 +139,28 @@ def split(items: Iterable[C], seed: int, holdout: float) -> tuple[list[C], list[
     return train_set, held
 
 
+class Labelled(Protocol):
+    source: str
+    label: str
+
+
+def label_accuracy(
+    predicted: Sequence[str], items: Sequence[Labelled], supports: str = "SUPPORTS"
+) -> dict[str, dict[str, float]]:
+    """Label accuracy per claim file (``item.source``), next to its majority class."""
+    result: dict[str, dict[str, float]] = {}
+    for source in sorted({item.source for item in items}):
+        rows = [i for i, item in enumerate(items) if item.source == source]
+        right = sum(predicted[i] == items[i].label for i in rows)
+        share = sum(items[i].label == supports for i in rows) / len(rows)
+        result[source] = {
+            "claims": len(rows),
+            "accuracy": round(right / len(rows), 4),
+            "majority_baseline": round(max(share, 1 - share), 4),
+        }
+    return result
+
+
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """The JSON objects of a cache file; a torn line (a killed run) is skipped."""
     if not path.exists():

@@ -174,18 +174,7 @@ def accuracy(
     probabilities: np.ndarray, claims: Sequence[FeatureClaim]
 ) -> dict[str, dict[str, float]]:
     """Label accuracy per claim file, next to its majority class."""
-    result: dict[str, dict[str, float]] = {}
-    predicted = probabilities.argmax(1)
-    for source in sorted({c.source for c in claims}):
-        rows = [i for i, c in enumerate(claims) if c.source == source]
-        right = sum(LABELS[predicted[i]] == claims[i].label for i in rows)
-        share = sum(claims[i].label == SUPPORTS for i in rows) / len(rows)
-        result[source] = {
-            "claims": len(rows),
-            "accuracy": round(right / len(rows), 4),
-            "majority_baseline": round(max(share, 1 - share), 4),
-        }
-    return result
+    return common.label_accuracy([LABELS[i] for i in probabilities.argmax(1)], claims)
 
 
 @dataclass

@@ -220,17 +220,7 @@ def accuracy(
         return {}
     pairs = [(e.claim, e.premise(math_hints)) for e in examples]
     predicted = onnx_logits(model_dir, pairs, max_length).argmax(1)
-    result: dict[str, dict[str, float]] = {}
-    for source in sorted({e.source for e in examples}):
-        rows = [i for i, e in enumerate(examples) if e.source == source]
-        right = sum(LABELS[predicted[i]] == examples[i].label for i in rows)
-        share = sum(examples[i].label == SUPPORTS for i in rows) / len(rows)
-        result[source] = {
-            "claims": len(rows),
-            "accuracy": round(right / len(rows), 4),
-            "majority_baseline": round(max(share, 1 - share), 4),
-        }
-    return result
+    return common.label_accuracy([LABELS[i] for i in predicted], examples)
 
 
 # ----------------------------------------------------------------------------- the card
