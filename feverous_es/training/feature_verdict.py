@@ -37,7 +37,7 @@ from feverous_es.onnx_session import write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import TrainError, is_holdout
 from feverous_es.verify import sentence_facts, table_facts
-from feverous_es.verify.claims import REFUTES, SUPPORTS
+from feverous_es.verify.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.verify.feature_verdict import (
     FEATURES,
     MODEL_FILE,
@@ -80,14 +80,6 @@ def read_claims(
     return chosen
 
 
-def table_key(key: str) -> tuple[str, int]:
-    """``("Page", t)`` of a gold table key ``Page_table_t``."""
-    page, _, number = key.rpartition("_table_")
-    if not page or not number.isdigit():
-        raise TrainError(f"gold table {key!r} is not of the form Page_table_N")
-    return page, int(number)
-
-
 def gold_features(
     claims: Sequence[FeatureClaim],
     store: Any,
@@ -99,8 +91,9 @@ def gold_features(
     rows, kept = [], []
     for done, claim in enumerate(claims, 1):
         if claim.table not in tables:
-            page, number = table_key(claim.table)
-            tables[claim.table] = Table.from_elements(store.page_elements(page), number)
+            # The claim reader checked the id is Page_table_t.
+            page, _, number = element_to_triple(claim.table)
+            tables[claim.table] = Table.from_elements(store.page_elements(page), int(number))
         table = tables[claim.table]
         if table is not None:
             rows.append(table_facts.claim_features(claim.claim, table))
@@ -142,7 +135,7 @@ def fit(features: np.ndarray, labels: np.ndarray, settings: Settings) -> Any:
 
 
 def export(model: Any, out: Path, probe: np.ndarray, kind: str) -> dict[str, Any]:
-    """``model.onnx``, ``table_model.json`` and the manifest in ``out``; parity on ``probe``."""
+    """``model.onnx``, ``feature_model.json`` and the manifest in ``out``; parity on ``probe``."""
     try:
         from skl2onnx import to_onnx
     except ImportError as error:

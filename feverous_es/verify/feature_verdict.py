@@ -23,6 +23,7 @@ from feverous_es.index.store import Store
 from feverous_es.onnx_session import ModelError, open_session, verified
 from feverous_es.plugins.interfaces import Candidate, Label
 from feverous_es.verify import sentence_facts, table_facts
+from feverous_es.verify.claims import element_to_triple
 from feverous_es.verify.table_facts import Table, content_words, tokens
 
 MODEL_FILE = "model.onnx"
@@ -43,9 +44,8 @@ def table_number(element: Element) -> int | None:
         return None
     if element.table is not None:
         return element.table
-    # cell_t_r_c, header_cell_t_r_c, table_caption_t: t follows the type's name
-    number = element.local_id[len(element.type.value) + 1 :].split("_", 1)[0]
-    return int(number) if number.isdigit() else None
+    # positions cell / header_cell "t_r_c", table_caption "t"
+    return int(element_to_triple(element.id)[2].split("_", 1)[0])
 
 
 def evidence_tables(evidence: Sequence[Candidate]) -> list[tuple[str, int]]:
@@ -54,8 +54,8 @@ def evidence_tables(evidence: Sequence[Candidate]) -> list[tuple[str, int]]:
     return list(dict.fromkeys((page, t) for page, t in seen if t is not None))
 
 
-def _share(words: set[str], text: str) -> float:
-    return len(words & set(tokens(text))) / max(1, len(words))
+def _share(words: set[str], found: set[str]) -> float:
+    return len(words & found) / max(1, len(words))
 
 
 def first_table(evidence: Sequence[Candidate], store: Store) -> Table | None:
@@ -81,10 +81,10 @@ def evidence_table(claim: str, evidence: Sequence[Candidate], store: Store) -> T
         return None
     words = content_words(claim)
     sentence = max(
-        (_share(words, c.element.text) for c in evidence if c.element.type is ElementType.SENTENCE),
+        (_share(words, set(tokens(text))) for text in sentence_texts(evidence)),
         default=0.0,
     )
-    return table if _share(words, table.text) > sentence else None
+    return table if _share(words, table.all_tokens) > sentence else None
 
 
 def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:

@@ -184,19 +184,22 @@ class Table:
                 rows.append(values)
         return cls(title, caption, header, tuple(rows))
 
-    @property
-    def text(self) -> str:
-        """Title, caption, header and every cell, as one text."""
-        cells = (cell for row in self.rows for cell in row)
-        return " ".join((self.title, self.caption, *self.header, *cells))
-
     @cached_property
     def row_tokens(self) -> list[set[str]]:
         return [{t for cell in row for t in tokens(cell)} for row in self.rows]
 
     @cached_property
+    def cell_tokens(self) -> set[str]:
+        return set().union(*self.row_tokens)
+
+    @cached_property
     def head_tokens(self) -> set[str]:
         return set(tokens(" ".join((self.title, self.caption, *self.header))))
+
+    @cached_property
+    def all_tokens(self) -> set[str]:
+        """The tokens of the title, caption, header and every cell."""
+        return self.cell_tokens | self.head_tokens
 
     @cached_property
     def columns(self) -> list[list[str]]:
@@ -263,10 +266,9 @@ def claim_features(claim: str, table: Table) -> np.ndarray:
         table_rows=n_rows,
         table_columns=len(table.columns),
     )
-    all_cell_tokens = set().union(*table.row_tokens) if table.row_tokens else set()
     content = c.content or {""}
-    values["words_in_table"] = len(c.content & (all_cell_tokens | table.head_tokens)) / len(content)
-    values["words_in_cells"] = len(c.content & all_cell_tokens) / len(content)
+    values["words_in_table"] = len(c.content & table.all_tokens) / len(content)
+    values["words_in_cells"] = len(c.content & table.cell_tokens) / len(content)
     values["words_in_head"] = len(c.content & table.head_tokens) / len(content)
     table_numbers = _numbers(t for row in table.row_tokens for t in row)
     found = [n for n in c.numbers if n in table_numbers]
@@ -306,7 +308,7 @@ def claim_features(claim: str, table: Table) -> np.ndarray:
     values["count_matches"] = float(_any_close(counts, c.numbers))
     values["count_matches_rows"] = float(_any_close([n_rows], c.numbers))
     # Rows holding a claim word ("in may"), or all of its table words at once (the claim's filter).
-    in_table = [w for w in asked if w in all_cell_tokens and number_value(w) is None]
+    in_table = [w for w in asked if w in table.cell_tokens and number_value(w) is None]
     word_counts = [sum(w in row for row in table.row_tokens) for w in in_table]
     values["count_matches_words"] = float(_any_close(word_counts, c.numbers))
     matching = sum(all(w in row for w in in_table) for row in table.row_tokens) if in_table else 0
