@@ -36,6 +36,7 @@ import numpy as np
 from feverous_es.onnx_session import write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import TrainError, is_holdout
+from feverous_es.training.rerank import index_id
 from feverous_es.verify import sentence_facts, table_facts
 from feverous_es.verify.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.verify.feature_verdict import (
@@ -91,8 +92,8 @@ def gold_features(
     rows, kept = [], []
     for done, claim in enumerate(claims, 1):
         if claim.table not in tables:
-            # The claim reader checked the id is Page_table_t.
-            page, _, number = element_to_triple(claim.table)
+            # The claim reader checked the id is Page_table_t; the index spells titles NFD.
+            page, _, number = element_to_triple(index_id(claim.table))
             tables[claim.table] = Table.from_elements(store.page_elements(page), int(number))
         table = tables[claim.table]
         if table is not None:
