@@ -2,9 +2,16 @@
 client's transport node: the real ``Elasticsearch`` client builds and sends every request, the
 fake answers it. It keeps indices, aliases, mappings ``_meta`` and settings, applies bulk
 actions, refresh (documents are searchable only after it), delete-by-query, and evaluates the
-handful of query shapes the store sends (term, terms, range, bool, match, multi_match, knn).
-Scores are crude (matching-token counts, ``(1 + cos) / 2`` for knn); tests check requests and
-documents, not BM25.
+handful of query shapes the store sends (term, terms, range, bool, match, multi_match, knn),
+and scrolls. Scores are crude (matching-token counts, ``(1 + cos) / 2`` for knn); tests check
+requests and documents, not BM25.
+
+It refuses what a real node refuses (each checked against Elasticsearch 8.19): an all-zero vector
+for a cosine field, a search window over 10,000 hits, a wildcard delete
+(``action.destructive_requires_name``), an alias ``remove`` that must exist but does not. Its
+``modules`` say which optional server modules it has: without ``rest-root`` ``GET /`` answers
+405, without ``reindex`` there is no ``_delete_by_query``, without ``analysis-common`` only the
+server's own analysis exists (as in Elastic's integ-test distribution, :data:`MINIMAL`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,14 @@ from feverous_es.index.elastic.client import make_client
 from feverous_es.index.elastic.config import ElasticConfig
 
 Handler = Callable[["Request"], "tuple[int, Any] | None"]
+
+FULL = frozenset({"analysis-common", "reindex", "rest-root"})
+MINIMAL: frozenset[str] = frozenset()
+# Analysis the server has without analysis-common.
+_CORE_ANALYZERS = {"standard", "simple", "whitespace", "stop", "keyword"}
+_CORE_FILTERS = {"lowercase", "stop"}
+_COMMON_FILTERS = {"asciifolding", "stemmer", "porter_stem"}
+MAX_RESULT_WINDOW = 10_000
 
 
 @dataclass
@@ -62,7 +77,9 @@ def _values(doc: dict[str, Any], name: str) -> list[Any]:
 class FakeCluster:
     version = "8.19.3"
 
-    def __init__(self) -> None:
+    def __init__(self, modules: frozenset[str] = FULL) -> None:
+        self.modules = modules
+        self.scrolls: dict[str, list[dict[str, Any]]] = {}
         self.indices: dict[str, Index] = {}
         self.requests: list[Request] = []
         self.handlers: list[Handler] = []  # tried first; return None to fall through
@@ -112,7 +129,18 @@ class FakeCluster:
         parts = [unquote(p) for p in r.path.strip("/").split("/") if p]
         method = r.method
         if not parts:
+            if "rest-root" not in self.modules:
+                return 405, {"error": "Incorrect HTTP method for uri [/] and method [GET], "
+                             "allowed: [DELETE]", "status": 405}  # fmt: skip
             return 200, {"version": {"number": self.version}, "tagline": "You Know, for Search"}
+        if parts[:2] == ["_nodes", "_local"]:
+            return 200, {"nodes": {"n1": {"version": self.version}}}
+        if parts == ["_analyze"]:
+            return self._analyze(r.body)
+        if parts == ["_search", "scroll"]:
+            if method == "DELETE":
+                return 200, {"succeeded": True}
+            return 200, self._scroll_page(r.body["scroll_id"])
         if parts == ["_bulk"]:
             return 200, self._bulk(r.body)
         if parts == ["_aliases"] and method == "POST":
@@ -138,11 +166,17 @@ class FakeCluster:
                 if name in self.indices:
                     return 400, _error("resource_already_exists_exception", f"[{name}] exists")
                 body = r.body or {}
+                problem = self._analysis_problem(body)
+                if problem:
+                    return 400, _error("mapper_parsing_exception", problem)
                 self.indices[name] = Index(
                     mappings=body.get("mappings", {}), settings=body.get("settings", {})
                 )
                 return 200, {"acknowledged": True, "index": name}
             if method == "DELETE":
+                if "*" in name:
+                    reason = "Wildcard expressions or all indices are not allowed"
+                    return 400, _error("illegal_argument_exception", reason)
                 for target in self.resolve(name):
                     del self.indices[target]
                 return 200, {"acknowledged": True}
@@ -166,6 +200,9 @@ class FakeCluster:
             targets = self.resolve(name)
             return 200, {"count": sum(len(self.indices[t].visible) for t in targets)}
         if action == "_delete_by_query":
+            if "reindex" not in self.modules:
+                return 400, {"error": f"no handler found for uri [{r.path}] and method "
+                             f"[{method}]"}  # fmt: skip
             deleted = 0
             for target in self.resolve(name):
                 index = self.indices[target]
@@ -188,32 +225,61 @@ class FakeCluster:
                     docs.append({"_id": doc_id, "found": False})
             return 200, {"docs": docs}
         if action == "_search":
-            return self._search(name, r.body)
+            status, answer = self._search(name, r.body)
+            if status == 200 and "scroll" in r.params:
+                scroll_id = f"scroll{len(self.scrolls)}"
+                size = r.body.get("size", 10)
+                self.scrolls[scroll_id] = answer["hits"]["hits"][size:]
+                answer["hits"]["hits"] = answer["hits"]["hits"][:size]
+                answer["_scroll_id"] = scroll_id
+            return status, answer
         return 400, _error("unsupported", f"fake cannot answer {method} {r.path}")
 
     # Endpoints.
 
     def _bulk(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
         items = []
-        for header, source in zip(lines[0::2], lines[1::2], strict=True):
+        rest = iter(lines)
+        for header in rest:
             (op, meta), *_ = header.items()
+            source = next(rest) if op != "delete" else None
             name, doc_id = meta["_index"], meta["_id"]
             if name not in self.indices:
                 items.append({op: {"_index": name, "_id": doc_id, "status": 404,
                                    "error": {"type": "index_not_found_exception"}}})  # fmt: skip
                 continue
-            self.indices[name].docs[doc_id] = source
+            docs = self.indices[name].docs
+            if op == "delete":
+                status = 200 if docs.pop(doc_id, None) is not None else 404
+                items.append({op: {"_index": name, "_id": doc_id, "status": status}})
+                continue
+            vector = (source or {}).get("vector")
+            if vector is not None and not np.any(vector):
+                items.append({op: {"_index": name, "_id": doc_id, "status": 400,
+                                   "error": {"type": "document_parsing_exception", "reason":
+                                             "The [cosine] similarity does not support vectors "
+                                             "with zero magnitude."}}})  # fmt: skip
+                continue
+            docs[doc_id] = source
             items.append({op: {"_index": name, "_id": doc_id, "status": 201}})
         return {"took": 1, "errors": any(i[next(iter(i))]["status"] >= 300 for i in items),
                 "items": items}  # fmt: skip
 
     def _update_aliases(self, actions: list[dict[str, Any]]) -> tuple[int, Any]:
+        results, errors = [], False
         for action in actions:  # validate first: the fake is atomic too
             (op, spec), *_ = action.items()
             if spec["index"] not in self.indices:
                 return 404, _error("index_not_found_exception", spec["index"])
             if op == "add" and spec["alias"] in self.indices:
                 return 400, _error("invalid_alias_name_exception", "an index exists")
+            missing = op == "remove" and spec["alias"] not in self.indices[spec["index"]].aliases
+            if missing and spec.get("must_exist"):
+                return 404, _error("aliases_not_found_exception", f"[{spec['alias']}] missing")
+            # Since 8.14 a remove of a missing alias succeeds in part and says so.
+            errors |= missing
+            target = {"type": op, "indices": [spec["index"]], "aliases": [spec["alias"]]}
+            results.append({"action": target, "status": 404 if missing else 200})
         for action in actions:
             (op, spec), *_ = action.items()
             aliases = self.indices[spec["index"]].aliases
@@ -221,7 +287,9 @@ class FakeCluster:
                 aliases.add(spec["alias"])
             else:
                 aliases.discard(spec["alias"])
-        return 200, {"acknowledged": True}
+        if errors:
+            return 200, {"acknowledged": True, "errors": True, "action_results": results}
+        return 200, {"acknowledged": True, "errors": False}
 
     def _get_alias(self, alias: str) -> tuple[int, Any]:
         held = {n: {"aliases": {alias: {}}} for n, i in self.indices.items() if alias in i.aliases}
@@ -229,7 +297,59 @@ class FakeCluster:
             return 404, {"error": f"alias [{alias}] missing", "status": 404}
         return 200, held
 
+    def _analysis_problem(self, body: dict[str, Any]) -> str | None:
+        """Why creating an index with ``body`` fails on this cluster's modules, or None."""
+        analysis = body.get("settings", {}).get("analysis", {})
+        filters = set(_CORE_FILTERS) | (_COMMON_FILTERS if "analysis-common" in self.modules
+                                        else set())  # fmt: skip
+        analyzers = set(_CORE_ANALYZERS) | set(analysis.get("analyzer", {}))
+        if "analysis-common" in self.modules:
+            analyzers.add("english")
+        for name, spec in analysis.get("filter", {}).items():
+            if spec.get("type") not in filters:
+                return f"Unknown filter type [{spec.get('type')}] for [{name}]"
+            filters.add(name)
+        for name, spec in analysis.get("analyzer", {}).items():
+            for used in spec.get("filter", []):
+                if used not in filters:
+                    return f"failed to find filter under name [{used}] for [{name}]"
+
+        def mapped(props: dict[str, Any]) -> list[dict[str, Any]]:
+            out = []
+            for spec in props.values():
+                out.append(spec)
+                out.extend(mapped(spec.get("fields", {})))
+            return out
+
+        for spec in mapped(body.get("mappings", {}).get("properties", {})):
+            if spec.get("analyzer", "standard") not in analyzers:
+                return f"analyzer [{spec['analyzer']}] has not been configured in mappings"
+        return None
+
+    def _analyze(self, body: dict[str, Any]) -> tuple[int, Any]:
+        known = set(_CORE_FILTERS) | (_COMMON_FILTERS if "analysis-common" in self.modules
+                                      else set())  # fmt: skip
+        for spec in body.get("filter", []):
+            kind = spec.get("type") if isinstance(spec, dict) else spec
+            if kind not in known:
+                return 400, _error("illegal_argument_exception",
+                                   f"failed to find global filter under [{kind}]")  # fmt: skip
+        return 200, {"tokens": [{"token": t} for t in sorted(_tokens(body.get("text", "")))]}
+
+    def _scroll_page(self, scroll_id: str) -> dict[str, Any]:
+        rest = self.scrolls.get(scroll_id, [])
+        page, self.scrolls[scroll_id] = rest[:10], rest[10:]
+        return {"_scroll_id": scroll_id, "_shards": {"total": 1, "successful": 1, "failed": 0},
+                "hits": {"hits": page}}  # fmt: skip
+
     def _search(self, name: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if body.get("from", 0) + body.get("size", 10) > MAX_RESULT_WINDOW:
+            return 400, _error("illegal_argument_exception", "Result window is too large")
+        knn = body.get("knn")
+        if knn and not np.any(knn["query_vector"]):
+            return 400, _error("illegal_argument_exception",
+                               "The [cosine] similarity does not support vectors with zero "
+                               "magnitude.")  # fmt: skip
         docs = []
         for target in self.resolve(name):
             index = self.indices[target]
@@ -266,7 +386,8 @@ class FakeCluster:
             if "sort" in body:
                 hit["sort"] = [doc.get("ord", 0)]
             hits.append(hit)
-        return 200, {"took": 1, "hits": {"hits": hits}}
+        shards = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
+        return 200, {"took": 1, "timed_out": False, "_shards": shards, "hits": {"hits": hits}}
 
 
 def _source(doc: dict[str, Any]) -> dict[str, Any]:

@@ -98,10 +98,10 @@ def test_versions_and_swap_actions() -> None:
     assert version_of("feverous-elements", "feverous-pages-v1") is None
     actions = swap_actions({"e": "e-v2", "p": "p-v2"}, {"e": ["e-v1"], "p": ["p-v1", "p-v0"]})
     assert actions == [
-        {"remove": {"index": "e-v1", "alias": "e"}},
+        {"remove": {"index": "e-v1", "alias": "e", "must_exist": True}},
         {"add": {"index": "e-v2", "alias": "e"}},
-        {"remove": {"index": "p-v1", "alias": "p"}},
-        {"remove": {"index": "p-v0", "alias": "p"}},
+        {"remove": {"index": "p-v1", "alias": "p", "must_exist": True}},
+        {"remove": {"index": "p-v0", "alias": "p", "must_exist": True}},
         {"add": {"index": "p-v2", "alias": "p"}},
     ]
     assert swap_actions({"e": "e-v2"}, {}) == [{"add": {"index": "e-v2", "alias": "e"}}]
@@ -167,7 +167,7 @@ def test_failed_documents_fail_the_build_without_swapping() -> None:
     fake = FakeCluster()
 
     def mapping_error(request: Request) -> tuple[int, object] | None:
-        if request.path != "/_bulk":
+        if request.path != "/_bulk" or "delete" in request.body[0]:
             return None
         items = []
         for header, source in zip(request.body[0::2], request.body[1::2], strict=True):
@@ -234,9 +234,11 @@ def test_build_loads_hidden_then_swaps_atomically() -> None:
     counts = (meta["next_seq"], meta["last_rowid"], meta["elements"], meta["pages"], meta["tables"])
     assert counts == (2, 9, 12, 3, 3)
     assert meta["complete"] is False and meta["dim"] == DIM
+    assert meta["analysis"] == "english_folding"
     writer.finish()
     for index in (elements, pages, tables):
-        assert index.settings["refresh_interval"] == "1s"
+        # null: the index default again, which keeps search-idle shards unrefreshed.
+        assert index.settings["refresh_interval"] is None
         assert index.settings["number_of_replicas"] == 1
     assert elements.aliases == {"feverous-elements"} and pages.aliases == {"feverous-pages"}
     assert tables.aliases == {"feverous-tables"}
@@ -267,11 +269,12 @@ def test_build_loads_hidden_then_swaps_atomically() -> None:
     second.finish()
     swap = fake.requests_to("POST", "/_aliases")[-1]
     assert swap.body == {"actions": [
-        {"remove": {"index": "feverous-elements-v1", "alias": "feverous-elements"}},
+        {"remove": {"index": "feverous-elements-v1", "alias": "feverous-elements",
+                    "must_exist": True}},
         {"add": {"index": "feverous-elements-v2", "alias": "feverous-elements"}},
-        {"remove": {"index": "feverous-pages-v1", "alias": "feverous-pages"}},
+        {"remove": {"index": "feverous-pages-v1", "alias": "feverous-pages", "must_exist": True}},
         {"add": {"index": "feverous-pages-v2", "alias": "feverous-pages"}},
-        {"remove": {"index": "feverous-tables-v1", "alias": "feverous-tables"}},
+        {"remove": {"index": "feverous-tables-v1", "alias": "feverous-tables", "must_exist": True}},
         {"add": {"index": "feverous-tables-v2", "alias": "feverous-tables"}},
     ]}  # fmt: skip
     assert store.get_elements(["Z_sentence_0"]) and not store.get_elements(["A_sentence_0"])
@@ -341,6 +344,7 @@ def test_store_searches_whole_tables(caplog: pytest.LogCaptureFixture) -> None:
     writer = ElasticWriter(CONFIG, DIM, client=fake.client())
     writer.write(make_chunk(0, ["Alpha", "Beta"]))
     writer.finish()
+    fake.requests.clear()
     store = ElasticStore(CONFIG, client=fake.client())
     found = store.search_tables("Beta v1", k=5)
     assert [key for key, _ in found] == [("Beta", 0), ("Alpha", 0)]
@@ -361,7 +365,7 @@ def test_resume_refuses_a_build_of_an_older_format() -> None:
     fake = FakeCluster()
     ElasticWriter(CONFIG, DIM, client=fake.client())
     fake.indices["feverous-elements-v1"].mappings["_meta"]["feverous_es"]["format_version"] = 1
-    with pytest.raises(StoreError, match="format version 1, this program writes 2"):
+    with pytest.raises(StoreError, match="format version 1, this program writes 3"):
         ElasticWriter(CONFIG, DIM, client=fake.client())
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from feverous_es.index.elastic.analysis import ANALYSES, ENGLISH_FOLDING
 from feverous_es.index.elastic.config import ElasticConfig, load_config, redact
 from feverous_es.index.elastic.documents import (
     META_KEY,
@@ -41,7 +42,7 @@ def test_elements_mapping() -> None:
     for name in ("table", "row", "column", "list_index", "level", "seq"):
         assert props[name] == {"type": "integer"}, name
     assert props["ord"] == {"type": "long"}
-    assert props["linearized"] == {"type": "text", "analyzer": "english"}
+    assert props["linearized"] == {"type": "text", "analyzer": "feverous_text"}
     assert props["text"] == {"type": "text"}
     assert props["embed_text"] == {"type": "text", "index": False}
     assert props["vector"] == {
@@ -59,11 +60,11 @@ def test_pages_mapping() -> None:
         "type": "text",
         "fields": {
             "exact": {"type": "keyword"},
-            "analyzed": {"type": "text", "analyzer": "english"},
+            "analyzed": {"type": "text", "analyzer": "feverous_text"},
         },
     }
     assert props["title_keys"] == {"type": "keyword"}
-    assert props["intro"] == {"type": "text", "analyzer": "english"}
+    assert props["intro"] == {"type": "text", "analyzer": "feverous_text"}
     assert props["links"] == {"type": "keyword"}
     assert props["vector"]["type"] == "dense_vector"
     assert props["vector"]["dims"] == 384
@@ -76,7 +77,7 @@ def test_tables_mapping() -> None:
         "id": {"type": "keyword"},
         "page": {"type": "keyword"},
         "table": {"type": "integer"},
-        "text": {"type": "text", "analyzer": "english"},
+        "text": {"type": "text", "analyzer": "feverous_text"},
         "seq": {"type": "integer"},
     }
 
@@ -88,7 +89,8 @@ def test_load_settings_and_configurable_vectors() -> None:
     body = index_body(ElementDoc, "x-v1", config, 768)
     # A build loads with no refresh and no replicas; finish() restores both.
     assert body["settings"] == {"number_of_shards": 3, "number_of_replicas": 0,
-                                "refresh_interval": "-1"}  # fmt: skip
+                                "refresh_interval": "-1",
+                                "analysis": ANALYSES[ENGLISH_FOLDING]}  # fmt: skip
     vector = body["mappings"]["properties"]["vector"]
     assert (vector["dims"], vector["similarity"], vector["index_options"]) == (
         768, "dot_product", {"type": "hnsw"},
@@ -111,7 +113,7 @@ def test_mapping_conflicts() -> None:
     problems = mapping_conflicts(other, expected)
     assert "ord is missing" in problems
     assert "page.type is 'text', not 'keyword'" in problems
-    assert "linearized.analyzer is 'standard', not 'english'" in problems
+    assert "linearized.analyzer is 'standard', not 'feverous_text'" in problems
     assert "vector.dims is 768, not 384" in problems
 
 

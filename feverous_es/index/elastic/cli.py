@@ -141,6 +141,7 @@ def status(as_json: bool) -> None:
     from feverous_es.index.elastic.loader import alias_holders
     from feverous_es.index.elastic.store import (
         KINDS,
+        analysis_from_meta,
         list_builds,
         state_from_meta,
         tables_from_meta,
@@ -167,6 +168,8 @@ def status(as_json: bool) -> None:
                 else {
                     **dataclasses.asdict(state_from_meta(meta)),
                     "tables": tables_from_meta(meta),
+                    "format_version": meta.get("format_version"),
+                    "analysis": analysis_from_meta(meta),
                 },
             }
         )
@@ -184,7 +187,8 @@ def status(as_json: bool) -> None:
             if state is None
             else ("complete" if state["complete"] else "in progress")
             + f", {state['elements']:,} elements, {state['pages']:,} pages, "
-            f"{state['tables']:,} tables"
+            f"{state['tables']:,} tables, format {state['format_version']}, "
+            f"{state['analysis']} analysis"
         )
         mark = " (published)" if row["published"] else ""
         click.echo(f"  v{row['version']}: {detail}{mark}")

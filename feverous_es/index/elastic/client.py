@@ -54,6 +54,19 @@ def parse_version(number: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+def server_version(client: Elasticsearch) -> str:
+    """The server's version number. ``GET /`` answers it, but a cluster without the
+    ``rest-root`` module (Elastic's integ-test distribution) answers that with 405: then the
+    local node's info says it."""
+    try:
+        return str(client.info().get("version", {}).get("number", ""))
+    except ApiError as error:
+        if error.meta.status != 405:
+            raise
+    nodes = client.nodes.info(node_id="_local", filter_path="nodes.*.version").body
+    return str(next(iter(nodes.get("nodes", {}).values()), {}).get("version", ""))
+
+
 def check_cluster(client: Elasticsearch, config: ElasticConfig) -> str | None:
     """Reach the cluster within ``config.connect_timeout`` (no retries) and check that it is a
     supported Elasticsearch; returns its version, or None when the credentials may not read it
@@ -61,7 +74,7 @@ def check_cluster(client: Elasticsearch, config: ElasticConfig) -> str | None:
     :class:`StoreError`."""
     probe = client.options(request_timeout=config.connect_timeout, max_retries=0)
     try:
-        info = probe.info()
+        number = server_version(probe)
     except AuthorizationException:
         return None
     except ApiError as error:
@@ -76,7 +89,6 @@ def check_cluster(client: Elasticsearch, config: ElasticConfig) -> str | None:
         raise translate(error, config, "cannot connect") from None
     except TransportError as error:  # unreachable, TLS failure, timeout
         raise translate(error, config) from None
-    number = str(info.get("version", {}).get("number", ""))
     version = parse_version(number)
     if version < MIN_VERSION or version[0] > MAX_MAJOR:
         raise StoreError(

@@ -70,7 +70,9 @@ class ElasticConfig:
     prefix: str = "feverous"
     shards: int = 1
     replicas: int = 1
-    refresh_interval: str = "1s"
+    # Restored when a build is published; None resets it to the index default, which keeps
+    # Elasticsearch's search-idle behaviour (an explicit "1s" would refresh idle shards too).
+    refresh_interval: str | None = None
     dims: int = 384
     similarity: str = "cosine"
     index_options: Mapping[str, Any] = field(

@@ -24,12 +24,15 @@ from elasticsearch.dsl import (
     Text,
 )
 
+from feverous_es.index.elastic.analysis import ANALYSES, ENGLISH_FOLDING, TEXT_ANALYZER
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
 
 FORMAT = "feverous-es-elasticsearch"
 # 2: the tables index joined the build (the elements and pages fields are those of 1).
-FORMAT_VERSION = 2
+# 3: the BM25 fields use the analyzer TEXT_ANALYZER (english + folding, or a declared fallback;
+#    see analysis.py) instead of the built-in ``english``.
+FORMAT_VERSION = 3
 # The key under the elements index's mappings ``_meta`` that holds the build state.
 META_KEY = "feverous_es"
 VECTOR = "vector"
@@ -52,7 +55,7 @@ class ElementDoc(Document):
     context = Text(multi=True)
     links = Keyword(multi=True)
     text = Text()  # the raw text, wiki links reduced to their anchors
-    linearized = Text(analyzer="english")  # Papelo's linearization, what BM25 searches
+    linearized = Text(analyzer=TEXT_ANALYZER)  # Papelo's linearization, what BM25 searches
     vector_key = Keyword()  # the cells of one table row share one vector (and key)
     embed_text = Text(index=False)  # the text the vector was computed from
     ord = Long()  # order of insertion: the element's position in its page
@@ -71,10 +74,10 @@ class PageDoc(Document):
     """One Wikipedia page: title and intro, for page retrieval."""
 
     title = Text(
-        fields={"exact": Keyword(), "analyzed": Text(analyzer="english")},
+        fields={"exact": Keyword(), "analyzed": Text(analyzer=TEXT_ANALYZER)},
     )
     title_keys = Keyword(multi=True)  # accents and case folded, with and without "(…)"
-    intro = Text(analyzer="english")
+    intro = Text(analyzer=TEXT_ANALYZER)
     links = Keyword(multi=True)
     ord = Long()
     seq = Integer()
@@ -94,7 +97,7 @@ class TableDoc(Document):
     id = Keyword()  # "Page_table_t"
     page = Keyword()
     table = Integer()
-    text = Text(analyzer="english")  # title, caption and cells' raw text, in page order
+    text = Text(analyzer=TEXT_ANALYZER)  # title, caption and cells' raw text, in page order
     seq = Integer()
 
     class Index:
@@ -124,14 +127,17 @@ def index_body(
     config: ElasticConfig,
     dim: int,
     meta: Mapping[str, Any] | None = None,
+    analysis: str = ENGLISH_FOLDING,
 ) -> dict[str, Any]:
     """The create-index body of a versioned index: the document's mappings with the configured
-    vector field, and the load settings (no refresh, no replicas) the build starts with."""
+    vector field, the text ``analysis`` (a key of :data:`~.analysis.ANALYSES`), and the load
+    settings (no refresh, no replicas) the build starts with."""
     index = Index(name)
     index.settings(
         number_of_shards=config.shards,
         number_of_replicas=0,
         refresh_interval="-1",
+        analysis=ANALYSES[analysis],
     )
     index.document(document)
     body = index.to_dict()

@@ -31,7 +31,7 @@ from feverous_es.index.elastic.documents import (
     table_id,
     table_source,
 )
-from feverous_es.index.store import BuildState, Chunk
+from feverous_es.index.store import BuildState, Chunk, StoreError
 
 # 429: too many requests (a full write queue); 502-504: a node or proxy briefly unavailable.
 RETRY_STATUS = (429, 502, 503, 504)
@@ -231,7 +231,9 @@ def swap_actions(
     for alias, index in targets.items():
         for old in holders.get(alias, ()):
             if old != index:
-                actions.append({"remove": {"index": old, "alias": alias}})
+                # must_exist: if the alias moved meanwhile the whole request fails, instead of
+                # (since 8.14) succeeding in part and leaving the alias on two builds.
+                actions.append({"remove": {"index": old, "alias": alias, "must_exist": True}})
         if index not in holders.get(alias, ()):
             actions.append({"add": {"index": index, "alias": alias}})
     return actions
@@ -243,5 +245,14 @@ def swap_aliases(client: Elasticsearch, targets: Mapping[str, str]) -> list[dict
     holders = {alias: alias_holders(client, alias) for alias in targets}
     actions = swap_actions(targets, holders)
     if actions:
-        client.indices.update_aliases(actions=actions)
+        answer = client.indices.update_aliases(actions=actions).body
+        if answer.get("errors") or not answer.get("acknowledged", False):
+            failed = [
+                result for result in answer.get("action_results", [])
+                if result.get("status", 200) >= 300
+            ]  # fmt: skip
+            raise StoreError(
+                f"the alias swap was not applied whole ({failed[:2] or answer}): check "
+                "`feverous-es es status` and publish again"
+            )
     return actions

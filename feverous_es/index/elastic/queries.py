@@ -24,6 +24,8 @@ from feverous_es.index.store import Filters, HybridWeights, TableKey
 
 MAX_CANDIDATES = 10_000
 MIN_CANDIDATES = 100
+# index.max_result_window: a search asking for more hits is refused (400).
+MAX_RESULT_WINDOW = 10_000
 ELEMENT_TEXT_FIELD = "linearized"
 TABLE_TEXT_FIELD = "text"
 PAGE_TEXT_FIELDS = ("title.analyzed", "intro")
@@ -54,6 +56,11 @@ def filter_clauses(filters: Filters | None) -> list[Body]:
             }
         )
     return clauses
+
+
+def result_size(k: int) -> int:
+    """``k`` as a search's ``size``: at most what the index lets one search return."""
+    return min(k, MAX_RESULT_WINDOW)
 
 
 def num_candidates(k: int, config: ElasticConfig) -> int:
@@ -102,7 +109,7 @@ def text_query(query: str, filters: Filters | None = None, boost: float | None =
 
 def text_search(query: str, k: int, filters: Filters | None = None) -> Body:
     """BM25 over the linearizations."""
-    return {"size": k, "query": text_query(query, filters), "track_total_hits": False}
+    return {"size": result_size(k), "query": text_query(query, filters), "track_total_hits": False}
 
 
 def vector_search(
@@ -110,7 +117,7 @@ def vector_search(
 ) -> Body:
     """Approximate kNN (HNSW) with the filters applied during the search, not after it."""
     return {
-        "size": min(k, MAX_CANDIDATES),
+        "size": result_size(k),
         "knn": knn_clause(vector, k, config, filters),
         "track_total_hits": False,
     }
@@ -118,7 +125,7 @@ def vector_search(
 
 def hybrid_search(
     query: str,
-    vector: np.ndarray,
+    vector: np.ndarray | None,
     k: int,
     config: ElasticConfig,
     filters: Filters | None = None,
@@ -126,10 +133,17 @@ def hybrid_search(
 ) -> Body:
     """One request with ``query`` and ``knn`` (``knn_query``), or a retriever (``rrf`` /
     ``linear``, Enterprise licence only). ``msearch`` mode uses :func:`text_search` and
-    :func:`vector_search` instead."""
+    :func:`vector_search` instead. With no ``vector`` (an all-zero one has no direction) the
+    text part alone."""
+    if vector is None:
+        return {
+            "size": result_size(k),
+            "query": text_query(query, filters, boost=weights.text),
+            "track_total_hits": False,
+        }
     if config.hybrid == "rrf":
         return {
-            "size": k,
+            "size": result_size(k),
             "retriever": {
                 "rrf": {
                     "retrievers": [
@@ -142,7 +156,7 @@ def hybrid_search(
         }
     if config.hybrid == "linear":
         return {
-            "size": k,
+            "size": result_size(k),
             "retriever": {
                 "linear": {
                     "retrievers": [
@@ -160,7 +174,7 @@ def hybrid_search(
             },
         }
     return {
-        "size": k,
+        "size": result_size(k),
         "query": text_query(query, filters, boost=weights.text),
         "knn": knn_clause(vector, k, config, filters, boost=weights.vector),
         "track_total_hits": False,
@@ -180,7 +194,7 @@ def page_text_search(query: str, k: int) -> Body:
     """BM25 over page title (English-analyzed) and intro, scores summed as the embedded store
     sums them."""
     return {
-        "size": k,
+        "size": result_size(k),
         "query": {
             "multi_match": {"query": query, "fields": list(PAGE_TEXT_FIELDS), "type": "most_fields"}
         },
@@ -189,7 +203,7 @@ def page_text_search(query: str, k: int) -> Body:
 
 
 def page_vector_search(vector: np.ndarray, k: int, config: ElasticConfig) -> Body:
-    return {"size": k, "knn": knn_clause(vector, k, config), "track_total_hits": False}
+    return {"size": result_size(k), "knn": knn_clause(vector, k, config), "track_total_hits": False}
 
 
 def table_search(query: str, k: int, tables: Sequence[TableKey] = ()) -> Body:
@@ -199,7 +213,12 @@ def table_search(query: str, k: int, tables: Sequence[TableKey] = ()) -> Body:
     if tables:
         ids = [table_id(page, table) for page, table in tables]
         match = {"bool": {"must": [match], "filter": [{"terms": {"id": ids}}]}}
-    return {"size": k, "query": match, "_source": ["page", "table"], "track_total_hits": False}
+    return {
+        "size": result_size(k),
+        "query": match,
+        "_source": ["page", "table"],
+        "track_total_hits": False,
+    }
 
 
 def page_elements_search(page: str, size: int, after: int | None = None) -> Body:

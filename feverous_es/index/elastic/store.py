@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 from elasticsearch import AuthorizationException, Elasticsearch, NotFoundError
+from elasticsearch.helpers import scan
 
 from feverous_es.index.elastic import queries
+from feverous_es.index.elastic.analysis import ENGLISH_FOLDING, probe_analysis
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.documents import (
@@ -78,11 +80,13 @@ _DELETE_TIMEOUT = 600.0
 KINDS = BuildIndices._fields
 
 
-def state_meta(state: BuildState, dim: int, version: int, tables: int) -> dict[str, Any]:
-    """The ``_meta`` entry that records a build: its format, vector size, state and the number
-    of whole-table documents it wrote."""
+def state_meta(
+    state: BuildState, dim: int, version: int, tables: int, analysis: str
+) -> dict[str, Any]:
+    """The ``_meta`` entry that records a build: its format, vector size, text analysis, state
+    and the number of whole-table documents it wrote."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "dim": dim, "version": version,
-            **asdict(state), "tables": tables}  # fmt: skip
+            "analysis": analysis, **asdict(state), "tables": tables}  # fmt: skip
 
 
 def state_from_meta(meta: Mapping[str, Any]) -> BuildState:
@@ -94,6 +98,12 @@ def state_from_meta(meta: Mapping[str, Any]) -> BuildState:
         malformed=int(meta.get("malformed", 0)),
         complete=bool(meta.get("complete", False)),
     )
+
+
+def analysis_from_meta(meta: Mapping[str, Any]) -> str:
+    """The text analysis of the build (builds before format 3 used ``english``, which is
+    ``english_folding`` without the folding)."""
+    return str(meta.get("analysis", ENGLISH_FOLDING))
 
 
 def tables_from_meta(meta: Mapping[str, Any]) -> int:
@@ -142,14 +152,22 @@ def check_aliases_free(client: Elasticsearch, config: ElasticConfig) -> None:
 
 
 def create_build(
-    client: Elasticsearch, config: ElasticConfig, version: int, dim: int
+    client: Elasticsearch,
+    config: ElasticConfig,
+    version: int,
+    dim: int,
+    analysis: str | None = None,
 ) -> BuildIndices:
     """Create the versioned indices of a new, empty build (elements first: it holds the state,
-    so a build exists exactly when its elements index does)."""
+    so a build exists exactly when its elements index does), with ``analysis``, by default the
+    best text analysis the cluster runs."""
     indices = BuildIndices.of(config, version)
-    meta = state_meta(BuildState(), dim, version, tables=0)
+    analysis = analysis or probe_analysis(client)
+    meta = state_meta(BuildState(), dim, version, tables=0, analysis=analysis)
     for document, name in zip(BUILD_DOCUMENTS, indices, strict=True):
-        body = index_body(document, name, config, dim, meta if document is ElementDoc else None)
+        body = index_body(
+            document, name, config, dim, meta if document is ElementDoc else None, analysis
+        )
         client.indices.create(index=name, **body)
     return indices
 
@@ -182,7 +200,8 @@ class ElasticWriter:
         latest = max(builds, default=None)
         if latest is None:
             self.version = 1
-            self.indices = create_build(client, config, 1, self.dim)
+            self._analysis = probe_analysis(client)
+            self.indices = create_build(client, config, 1, self.dim, self._analysis)
             self._state, self._tables = BuildState(), 0
         else:
             self._resume(latest, builds[latest])
@@ -222,6 +241,7 @@ class ElasticWriter:
                 "delete it or start a new build with `feverous-es es new-build`"
             )
         self._state, self._tables = state_from_meta(meta), tables_from_meta(meta)
+        self._analysis = analysis_from_meta(meta)
         # The elements index exists (it holds the state); create a missing one of the others.
         for kind, name, document in zip(KINDS, self.indices, BUILD_DOCUMENTS, strict=True):
             if build[kind] is not None:
@@ -231,7 +251,8 @@ class ElasticWriter:
                     f"{name} is missing though the build wrote chunks: start a new build with "
                     "`feverous-es es new-build`"
                 )
-            client.indices.create(index=name, **index_body(document, name, config, self.dim))
+            body = index_body(document, name, config, self.dim, analysis=self._analysis)
+            client.indices.create(index=name, **body)
 
     def _indices(self) -> list[str]:
         return list(self.indices)
@@ -243,7 +264,9 @@ class ElasticWriter:
         )
 
     def _discard_partial(self, quick: bool = False) -> None:
-        """Delete what a failed or killed chunk left (documents from ``next_seq`` on). ``quick``
+        """Delete what a failed or killed chunk left (documents from ``next_seq`` on): their ids
+        by a scroll, then bulk deletes. Not ``_delete_by_query``: it lives in the ``reindex``
+        module, which a cluster may lack (Elastic's integ-test distribution does). ``quick``
         (after a failed write, when the cluster may be struggling) gives up sooner: the next
         open of the build does it again anyway."""
         if quick:
@@ -253,17 +276,28 @@ class ElasticWriter:
         else:
             timeout = max(_DELETE_TIMEOUT, self.config.request_timeout)
             client = self._client.options(request_timeout=timeout)
-        client.indices.refresh(index=self._indices())
-        client.delete_by_query(
-            index=self._indices(),
-            query=queries.stale_docs(self._state.next_seq),
-            conflicts="proceed",
-            refresh=True,
-            wait_for_completion=True,
+        indices = self._indices()
+        client.indices.refresh(index=indices)
+        stale = scan(
+            client,
+            index=indices,
+            query={"query": queries.stale_docs(self._state.next_seq)},
+            _source=False,
+            size=_PAGE_BATCH,
         )
+        deletes = (
+            {"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]} for hit in stale
+        )
+        report = bulk_load(client, deletes, self.config)
+        if not report.ok:
+            raise StoreError(
+                f"cannot delete what chunk {self._state.next_seq} left: "
+                + report.summary(lambda error: describe(error, self.config))
+            )
+        client.indices.refresh(index=indices)
 
     def _save_state(self, state: BuildState, tables: int) -> None:
-        meta = state_meta(state, self.dim, self.version, tables)
+        meta = state_meta(state, self.dim, self.version, tables, self._analysis)
         self._client.indices.put_mapping(index=self.indices.elements, meta={META_KEY: meta})
         self._state, self._tables = state, tables
 
@@ -376,14 +410,32 @@ class ElasticWriter:
             self._client = None  # type: ignore[assignment]
 
 
-def _vector(vector: np.ndarray, dim: int) -> np.ndarray:
+def _vector(vector: np.ndarray, dim: int) -> np.ndarray | None:
+    """The query vector as sent; None for an all-zero one: it has no direction, so nothing is
+    near it (a real node refuses it for a cosine field with 400)."""
     query = np.asarray(vector, dtype=np.float32).ravel()
     if query.shape != (dim,):
         raise StoreError(
             f"the query vector has {query.shape[0]} dimensions, the index {dim}: "
             "the embedder does not match the index"
         )
-    return query
+    return query if np.any(query) else None
+
+
+def whole(response: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``response`` when every shard answered in time; a partial answer (failed shards or a
+    timeout) would pass as a whole one, so it is an error."""
+    shards = response.get("_shards") or {}
+    failed = int(shards.get("failed", 0) or 0)
+    if failed or response.get("timed_out"):
+        reasons = [
+            str((failure.get("reason") or {}).get("reason", failure.get("reason", "")))
+            for failure in shards.get("failures", [])
+        ]
+        what = f"{failed} of {shards.get('total', '?')} shards failed" if failed else "timed out"
+        detail = f" ({reasons[0][:200]})" if reasons else ""
+        raise StoreError(f"search failed: {what}{detail}; a partial answer is not used")
+    return response
 
 
 def _hits(response: Mapping[str, Any], cosine: bool = False) -> list[Hit]:
@@ -488,13 +540,13 @@ class ElasticStore:
 
     # Requests.
 
-    def _search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def _search(self, index: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         with elastic_errors(self.config, "search failed"):
-            return self._client.search(index=index, body=dict(body)).body
+            return whole(self._client.search(index=index, body=dict(body)).body)
 
-    def _msearch(self, index: str, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def _msearch(self, index: str, bodies: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """Responses to ``bodies``, sent as ``_msearch`` requests of up to 100 searches."""
-        out: list[dict[str, Any]] = []
+        out: list[Mapping[str, Any]] = []
         with elastic_errors(self.config, "search failed"):
             for batch in _batches(bodies, _MSEARCH_BATCH):
                 response = self._client.msearch(searches=queries.msearch_body(index, batch))
@@ -503,7 +555,7 @@ class ElasticStore:
                         error = item["error"]
                         reason = error.get("reason", error) if isinstance(error, dict) else error
                         raise StoreError(f"search failed: {reason}")
-                    out.append(item)
+                    out.append(whole(item))
         return out
 
     def _mget(self, index: str, keys: Sequence[str]) -> list[dict[str, Any]]:
@@ -561,7 +613,7 @@ class ElasticStore:
         self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
     ) -> list[Hit]:
         query = _vector(vector, self.dim)
-        if k <= 0:
+        if k <= 0 or query is None:
             return []
         body = queries.vector_search(query, k, self.config, filters)
         return _hits(self._search(self.elements, body), cosine=True)
@@ -609,12 +661,15 @@ class ElasticStore:
             bodies = []
             for text, vector in pairs:
                 bodies.append(queries.text_search(text, k, filters))
-                bodies.append(queries.vector_search(vector, k, config, filters))
-            responses = self._msearch(self.elements, bodies)
-            return [
-                fuse_hybrid(_hits(text), _hits(knn, cosine=True), weights, k)
-                for text, knn in zip(responses[0::2], responses[1::2], strict=True)
-            ]
+                if vector is not None:
+                    bodies.append(queries.vector_search(vector, k, config, filters))
+            responses = iter(self._msearch(self.elements, bodies))
+            fused = []
+            for _, vector in pairs:
+                text_hits = _hits(next(responses))
+                knn_hits = _hits(next(responses), cosine=True) if vector is not None else []
+                fused.append(fuse_hybrid(text_hits, knn_hits, weights, k))
+            return fused
         bodies = [
             queries.hybrid_search(text, vector, k, config, filters, weights)
             for text, vector in pairs
@@ -646,7 +701,7 @@ class ElasticStore:
 
     def search_pages_vector(self, vector: np.ndarray, k: int = 10) -> list[PageHit]:
         query = _vector(vector, self.dim)
-        if k <= 0:
+        if k <= 0 or query is None:
             return []
         body = queries.page_vector_search(query, k, self.config)
         return _page_hits(self._search(self.pages, body), cosine=True)

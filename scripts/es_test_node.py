@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""A throwaway single-node Elasticsearch for the integration tests, from Maven Central.
+
+    python scripts/es_test_node.py run -- pytest     # start a node, run the command, stop it
+    python scripts/es_test_node.py start             # start one and print its FEVEROUS_ES_TEST_*
+    python scripts/es_test_node.py stop              # stop it and delete its data
+    python scripts/es_test_node.py fetch             # only download and unpack
+
+It fetches Elastic's ``integ-test-zip`` distribution of the pinned version (the real server with
+the transport modules and x-pack core + security: API keys on the basic licence; no bundled JDK,
+no ``analysis-common``), checks its SHA-512 against the one pinned here, and unpacks it into a
+cache outside the repo (``$FEVEROUS_ES_NODE_CACHE``, else ``~/.cache/feverous-es/elasticsearch``;
+``/var/cache/feverous-es/elasticsearch`` for root, whose home the node's user cannot enter). A
+second run uses the cache and needs no network.
+
+The node listens on loopback only, on free ports, with security on (user ``elastic``, a password
+generated per start), the basic licence, a 1 GB heap and a data directory of its own that ``stop``
+deletes. Elasticsearch refuses to run as root: as root the node runs as ``nobody``. Java 17 or
+later must be installed (``ES_JAVA_HOME``, ``JAVA_HOME`` or ``java`` on the PATH).
+
+The tests find the node through ``FEVEROUS_ES_TEST_URL``, ``FEVEROUS_ES_TEST_USER`` and
+``FEVEROUS_ES_TEST_PASSWORD`` (not ``FEVEROUS_ES_URL``, so a user's own cluster settings never
+point tests at it, nor the tests' node at a user's commands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+
+# docker/compose.yaml pins the same version.
+VERSION = "8.19.21"
+SHA512 = (
+    "cf6b0a93860d329937ae7f913ec5073b0c726c77639764b93fc83a304aa1dd9d"
+    "4defcfa2849948eea3b0b47c2065f994908603939fc2a4774c9c4d868c5ec1dd"
+)
+URL = (
+    "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/"
+    f"elasticsearch/{VERSION}/elasticsearch-{VERSION}.zip"
+)
+USER = "elastic"
+HEAP = "1g"
+START_TIMEOUT = 180.0
+STOP_TIMEOUT = 60.0
+
+
+class NodeError(Exception):
+    """One line for the user; the script exits 1 with it."""
+
+
+def cache_dir() -> Path:
+    if os.environ.get("FEVEROUS_ES_NODE_CACHE"):
+        return Path(os.environ["FEVEROUS_ES_NODE_CACHE"]).expanduser()
+    if os.geteuid() == 0:
+        return Path("/var/cache/feverous-es/elasticsearch")
+    return Path("~/.cache/feverous-es/elasticsearch").expanduser()
+
+
+def state_file() -> Path:
+    return cache_dir() / "node.json"
+
+
+def say(message: str) -> None:
+    print(f"es-test-node: {message}", file=sys.stderr, flush=True)
+
+
+# Fetch.
+
+
+def download(target: Path) -> None:
+    """The zip into ``target``, checked against the pinned SHA-512 (a bad file is deleted)."""
+    partial = target.with_suffix(".part")
+    say(f"downloading Elasticsearch {VERSION} from Maven Central")
+    digest = hashlib.sha512()
+    try:
+        with urllib.request.urlopen(URL, timeout=60) as answer, partial.open("wb") as out:
+            total = int(answer.headers.get("Content-Length") or 0)
+            done, shown = 0, -1
+            while block := answer.read(1 << 20):
+                out.write(block)
+                digest.update(block)
+                done += len(block)
+                percent = done * 100 // total if total else 0
+                if sys.stderr.isatty() and percent != shown:
+                    print(f"\r  {done >> 20} / {total >> 20} MiB", end="", file=sys.stderr)
+                    shown = percent
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+    except (urllib.error.URLError, OSError) as error:
+        partial.unlink(missing_ok=True)
+        raise NodeError(f"cannot download {URL}: {error}") from None
+    if digest.hexdigest() != SHA512:
+        partial.unlink(missing_ok=True)
+        raise NodeError(f"{URL} does not have the pinned SHA-512: not using it")
+    partial.rename(target)
+
+
+def unpack(archive: Path, into: Path) -> None:
+    """Extract keeping the files' Unix modes (zipfile drops them, and bin/ must stay
+    executable); atomic: a half-unpacked tree is never left under ``into``."""
+    work = Path(tempfile.mkdtemp(prefix=".unpack-", dir=into.parent))
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            for info in zipped.infolist():
+                path = Path(zipped.extract(info, work))
+                mode = info.external_attr >> 16 & 0o777
+                if mode:
+                    path.chmod(mode)
+        (unpacked,) = work.iterdir()
+        unpacked.rename(into)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def fetch() -> Path:
+    """The unpacked distribution, downloading it the first time."""
+    cache = cache_dir()
+    home = cache / f"elasticsearch-{VERSION}"
+    if (home / "bin" / "elasticsearch").is_file():
+        return home
+    cache.mkdir(parents=True, exist_ok=True)
+    archive = cache / f"elasticsearch-{VERSION}.zip"
+    if not archive.is_file():
+        download(archive)
+    unpack(archive, home)
+    archive.unlink()
+    return home
+
+
+# Start and stop.
+
+
+def java_home() -> Path:
+    for variable in ("ES_JAVA_HOME", "JAVA_HOME"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable])
+    java = shutil.which("java")
+    if java is None:
+        raise NodeError("no Java found: install Java 17 or later, or set ES_JAVA_HOME")
+    return Path(java).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def node_config(work: Path, http_port: int, transport_port: int) -> str:
+    return "\n".join(
+        [
+            "cluster.name: feverous-es-test",
+            "node.name: test-node",
+            f"path.data: {work / 'data'}",
+            f"path.logs: {work / 'logs'}",
+            "network.host: 127.0.0.1",
+            f"http.port: {http_port}",
+            f"transport.port: {transport_port}",
+            "discovery.type: single-node",
+            "xpack.security.enabled: true",
+            # Loopback only: TLS would only make every client carry a CA file.
+            "xpack.security.http.ssl.enabled: false",
+            "xpack.security.transport.ssl.enabled: false",
+            "xpack.license.self_generated.type: basic",
+            # A nearly full disk must not turn the test indices read-only.
+            "cluster.routing.allocation.disk.threshold_enabled: false",
+            "",
+        ]
+    )
+
+
+def as_node_user(work: Path) -> list[str]:
+    """The command prefix that runs the node's processes: Elasticsearch refuses root, so as root
+    they run as ``nobody``, who then owns the node's directory."""
+    if os.geteuid() != 0:
+        return []
+    for path in [work, *work.rglob("*")]:
+        os.chown(path, 65534, 65534)
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def request(url: str, password: str, timeout: float = 5.0) -> dict:
+    token = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    call = urllib.request.Request(url, headers={"Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(call, timeout=timeout) as answer:
+        return json.loads(answer.read())
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def start() -> dict[str, str]:
+    """Start a node and wait until it is healthy; returns its settings (also kept in
+    ``state_file()`` for ``stop``)."""
+    if state_file().is_file():
+        raise NodeError(f"a test node is already running ({state_file()}): stop it first")
+    home, java = fetch(), java_home()
+    work = Path(tempfile.mkdtemp(prefix="feverous-es-node-"))
+    work.chmod(0o755)
+    conf = work / "config"
+    shutil.copytree(home / "config", conf)
+    (work / "data").mkdir()
+    (work / "logs").mkdir()
+    http_port, transport_port = free_port(), free_port()
+    (conf / "elasticsearch.yml").write_text(node_config(work, http_port, transport_port))
+    env = {
+        **os.environ,
+        "ES_JAVA_HOME": str(java),
+        "ES_PATH_CONF": str(conf),
+        "ES_JAVA_OPTS": f"-Xms{HEAP} -Xmx{HEAP}",
+        "ES_TMPDIR": str(work / "tmp"),
+    }
+    (work / "tmp").mkdir()
+    password = secrets.token_urlsafe(18)
+    prefix = as_node_user(work)
+    bin_dir = home / "bin"
+    keystore = [*prefix, str(bin_dir / "elasticsearch-keystore")]
+    # bootstrap.password becomes the elastic user's password on the first start.
+    for args, given in ((["create"], ""), (["add", "-x", "bootstrap.password"], password)):
+        done = subprocess.run(
+            [*keystore, *args], input=given, text=True, env=env, capture_output=True
+        )
+        if done.returncode:
+            shutil.rmtree(work, ignore_errors=True)
+            raise NodeError(f"elasticsearch-keystore {args[0]} failed: {done.stderr.strip()}")
+    pid_file = work / "logs" / "node.pid"
+    say(f"starting Elasticsearch {VERSION} on 127.0.0.1:{http_port} ({work})")
+    started = subprocess.run(
+        [*prefix, str(bin_dir / "elasticsearch"), "-d", "-p", str(pid_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{http_port}"
+    node = {"url": url, "user": USER, "password": password, "dir": str(work), "pid": ""}
+    if started.returncode:
+        log = work / "logs" / "feverous-es-test.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else started.stderr
+        shutil.rmtree(work, ignore_errors=True)
+        raise NodeError(f"Elasticsearch did not start:\n{tail}")
+    node["pid"] = pid_file.read_text().strip()
+    state_file().parent.mkdir(parents=True, exist_ok=True)
+    state_file().write_text(json.dumps(node))
+    state_file().chmod(0o600)
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            health = request(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s", password)
+            if health.get("status") in ("green", "yellow"):
+                break
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        if time.monotonic() > deadline or not alive(int(node["pid"])):
+            stop()
+            raise NodeError(f"Elasticsearch at {url} did not become healthy")
+        time.sleep(1)
+    say(f"Elasticsearch {VERSION} is up at {url}")
+    return node
+
+
+def stop() -> bool:
+    """Stop the node started by ``start`` and delete its directory; False when none runs."""
+    if not state_file().is_file():
+        return False
+    node = json.loads(state_file().read_text())
+    pid = int(node["pid"] or 0)
+    if pid and alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(node["dir"], ignore_errors=True)
+    state_file().unlink()
+    say("stopped the test node")
+    return True
+
+
+def test_env(node: dict[str, str]) -> dict[str, str]:
+    return {
+        "FEVEROUS_ES_TEST_URL": node["url"],
+        "FEVEROUS_ES_TEST_USER": node["user"],
+        "FEVEROUS_ES_TEST_PASSWORD": node["password"],
+    }
+
+
+def run(command: list[str]) -> int:
+    """Start a node, run ``command`` with ``FEVEROUS_ES_TEST_*`` set, stop the node whatever
+    happens; the command's exit status."""
+    if not command:
+        raise NodeError("run needs a command, e.g. `run -- pytest`")
+    node = start()
+    try:
+        return subprocess.run(command, env={**os.environ, **test_env(node)}).returncode
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("fetch", help="download (once) and unpack the pinned Elasticsearch")
+    commands.add_parser("start", help="start a node; prints export lines for its settings")
+    commands.add_parser("stop", help="stop the node and delete its data")
+    run_parser = commands.add_parser("run", help="start a node, run a command, stop the node")
+    run_parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(fetch())
+        elif args.command == "start":
+            for name, value in test_env(start()).items():
+                print(f"export {name}={value}")
+        elif args.command == "stop":
+            if not stop():
+                say("no test node was running")
+        else:
+            command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            return run(command)
+    except NodeError as error:
+        say(str(error))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
