@@ -300,10 +300,13 @@ def stop() -> bool:
 
 
 def test_env(node: dict[str, str]) -> dict[str, str]:
+    """What the tests read; ``FEVEROUS_ES_TEST_CONFIG`` is the node's config directory, whose
+    file realm (users, roles.yml) a test may extend: the node reloads those files by itself."""
     return {
         "FEVEROUS_ES_TEST_URL": node["url"],
         "FEVEROUS_ES_TEST_USER": node["user"],
         "FEVEROUS_ES_TEST_PASSWORD": node["password"],
+        "FEVEROUS_ES_TEST_CONFIG": str(Path(node["dir"]) / "config"),
     }
 
 

@@ -75,7 +75,9 @@ def create_reader_key(
             "with FEVEROUS_ES_USER / FEVEROUS_ES_PASSWORD (a user with manage_api_key or "
             "manage_own_api_key) instead of FEVEROUS_ES_API_KEY"
         )
-    from feverous_es.index.elastic.errors import elastic_errors
+    from elasticsearch import BadRequestError
+
+    from feverous_es.index.elastic.errors import api_reason, elastic_errors
 
     options: dict[str, Any] = {
         "name": name,
@@ -85,7 +87,18 @@ def create_reader_key(
     if expiration:
         options["expiration"] = expiration
     with elastic_errors(config, "cannot create the reader key"):
-        return dict(client.security.create_api_key(**options).body)
+        try:
+            return dict(client.security.create_api_key(**options).body)
+        except BadRequestError as error:
+            # API keys live in the security index, whose mapping needs analysis-common.
+            if "filter type" not in api_reason(error):
+                raise
+            raise StoreError(
+                f"Elasticsearch at {config.display_url} cannot store API keys: its security "
+                "index needs the analysis-common module, which the cluster lacks (Elastic's "
+                "integ-test distribution does); grant readers the role `feverous-es es "
+                "reader-key` would through a file realm instead (docs/elasticsearch.md)"
+            ) from None
 
 
 def _connect() -> tuple[ElasticConfig, Elasticsearch]:
