@@ -215,7 +215,10 @@ def start() -> dict[str, str]:
     """Start a node and wait until it is healthy; returns its settings (also kept in
     ``state_file()`` for ``stop``)."""
     if state_file().is_file():
-        raise NodeError(f"a test node is already running ({state_file()}): stop it first")
+        pid = json.loads(state_file().read_text()).get("pid") or 0
+        if pid and alive(int(pid)):
+            raise NodeError(f"a test node is already running ({state_file()}): stop it first")
+        stop()  # what a killed run left behind
     home, java = fetch(), java_home()
     work = Path(tempfile.mkdtemp(prefix="feverous-es-node-"))
     work.chmod(0o755)
@@ -315,6 +318,8 @@ def run(command: list[str]) -> int:
     happens; the command's exit status."""
     if not command:
         raise NodeError("run needs a command, e.g. `run -- pytest`")
+    # A terminated run (a CI timeout) still stops the node: SystemExit runs the finally.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     node = start()
     try:
         return subprocess.run(command, env={**os.environ, **test_env(node)}).returncode
