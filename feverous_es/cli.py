@@ -119,6 +119,7 @@ def index(
     db = WikiDB(wiki_db)
     embedder = Embedder(max_length=max_length, batch_size=batch_size, device=device)
     writer = open_writer(store, out, embedder.dim)
+    destination = writer.destination
     try:
         state = writer.state()
         done = db.count() - db.count(state.last_rowid)
@@ -150,16 +151,18 @@ def index(
         db.close()
 
     if as_json:
-        _print_json({**dataclasses.asdict(report), "index": str(out), "store": store})
+        _print_json({**dataclasses.asdict(report), "index": destination, "store": store})
         return
     final = report.state
     if report.already_complete:
-        console.print(f"{out}: index already complete ({final.elements:,} elements); nothing to do")
+        console.print(
+            f"{destination}: index already complete ({final.elements:,} elements); nothing to do"
+        )
         return
     console.print(
         f"indexed {report.pages:,} pages -> {report.elements:,} elements, "
         f"{report.vectors:,} vectors in {report.wall_seconds:,.1f} s "
-        f"(index total: {final.elements:,} elements, {final.pages:,} pages) -> {out}"
+        f"(index total: {final.elements:,} elements, {final.pages:,} pages) -> {destination}"
     )
     if report.malformed:
         console.print(f"[yellow]skipped {len(report.malformed)} malformed pages:[/yellow]")

@@ -210,7 +210,8 @@ def test_search_paths(built: ElasticConfig) -> None:
 def test_verify_and_predict_on_elasticsearch(fresh: ElasticConfig, tmp_path: Path) -> None:
     indexed = feverous_es(fresh, "index", str(SAMPLE_DB), "--store", "elasticsearch", "--json")
     assert indexed.returncode == 0, indexed.stderr
-    assert json.loads(indexed.stdout)["state"]["complete"]
+    report = json.loads(indexed.stdout)
+    assert report["state"]["complete"] and f"{fresh.elements_alias}-v1" in report["index"]
     verified = feverous_es(fresh, "verify", CLAIM, "--store", "elasticsearch", "--json")
     assert verified.returncode == 0, verified.stderr
     answer = json.loads(verified.stdout)

@@ -330,6 +330,7 @@ class EmbeddedWriter:
         self.path = Path(path)
         self.dim = dim
         self._hnsw_threshold = hnsw_threshold
+        self.destination = str(self.path)
         self._init_meta()
         try:
             self._texts = _open_tantivy(self.path / _TEXT, _element_schema())

@@ -156,6 +156,11 @@ class StoreWriter(Protocol):
     """Write side. ``write`` is all-or-nothing: after a crash, ``state()`` names the last chunk
     that is wholly in the store, and nothing of a later chunk is visible."""
 
+    @property
+    def destination(self) -> str:
+        """Where the build goes, as a user reads it (a directory, or a cluster and build)."""
+        ...
+
     def state(self) -> BuildState: ...
 
     def write(self, chunk: Chunk) -> None: ...

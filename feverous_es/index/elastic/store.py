@@ -301,6 +301,10 @@ class ElasticWriter:
         self._client.indices.put_mapping(index=self.indices.elements, meta={META_KEY: meta})
         self._state, self._tables = state, tables
 
+    @property
+    def destination(self) -> str:
+        return f"{self.indices.elements} (and -pages, -tables) at {self.config.display_url}"
+
     def state(self) -> BuildState:
         return self._state
 
