@@ -155,8 +155,9 @@ class FakeCluster:
         if parts[-1] == "_msearch":
             lines = r.body
             responses = []
+            named = r.params.get("include_named_queries_score") == "true"
             for header, body in zip(lines[0::2], lines[1::2], strict=True):
-                responses.append(self._search(header["index"], body)[1])
+                responses.append(self._search(header["index"], body, named)[1])
             return 200, {"took": 1, "responses": responses}
         name = parts[0]
         if len(parts) == 1:
@@ -225,7 +226,8 @@ class FakeCluster:
                     docs.append({"_id": doc_id, "found": False})
             return 200, {"docs": docs}
         if action == "_search":
-            status, answer = self._search(name, r.body)
+            named = r.params.get("include_named_queries_score") == "true"
+            status, answer = self._search(name, r.body, named)
             if status == 200 and "scroll" in r.params:
                 scroll_id = f"scroll{len(self.scrolls)}"
                 size = r.body.get("size", 10)
@@ -342,7 +344,7 @@ class FakeCluster:
         return {"_scroll_id": scroll_id, "_shards": {"total": 1, "successful": 1, "failed": 0},
                 "hits": {"hits": page}}  # fmt: skip
 
-    def _search(self, name: str, body: dict[str, Any]) -> tuple[int, Any]:
+    def _search(self, name: str, body: dict[str, Any], named: bool = False) -> tuple[int, Any]:
         if body.get("from", 0) + body.get("size", 10) > MAX_RESULT_WINDOW:
             return 400, _error("illegal_argument_exception", "Result window is too large")
         knn = body.get("knn")
@@ -355,11 +357,15 @@ class FakeCluster:
             index = self.indices[target]
             docs.extend((target, d, index.docs[d]) for d in sorted(index.visible))
         scored: dict[tuple[str, str], float] = {}
+        parts: dict[tuple[str, str], dict[str, float]] = {}
         if "query" in body:
+            text_name = _query_name(body["query"])
             for target, doc_id, doc in docs:
                 score = _score(doc, body["query"])
                 if score is not None:
                     scored[(target, doc_id)] = score
+                    if text_name:
+                        parts.setdefault((target, doc_id), {})[text_name] = score
         if "knn" in body:
             knn = body["knn"]
             query = np.asarray(knn["query_vector"], dtype=np.float32)
@@ -373,6 +379,8 @@ class FakeCluster:
             near.sort(key=lambda item: -item[0])
             for score, key in near[: knn["k"]]:
                 scored[key] = scored.get(key, 0.0) + score
+                if "_name" in knn:
+                    parts.setdefault(key, {})[knn["_name"]] = score
         ranked = sorted(scored.items(), key=lambda item: -item[1])
         if "sort" in body:
             by_ord = {(t, d): doc.get("ord", 0) for t, d, doc in docs}
@@ -383,6 +391,9 @@ class FakeCluster:
         for (target, doc_id), score in ranked[: body.get("size", 10)]:
             doc = self.indices[target].docs[doc_id]
             hit = {"_index": target, "_id": doc_id, "_score": score, "_source": _source(doc)}
+            if (target, doc_id) in parts:
+                found = parts[(target, doc_id)]
+                hit["matched_queries"] = found if named else sorted(found)
             if "sort" in body:
                 hit["sort"] = [doc.get("ord", 0)]
             hits.append(hit)
@@ -398,6 +409,19 @@ def _source(doc: dict[str, Any]) -> dict[str, Any]:
 def _error(kind: str, reason: str) -> dict[str, Any]:
     return {"error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind,
                       "reason": reason}, "status": 400}  # fmt: skip
+
+
+def _query_name(query: Any) -> str | None:
+    """The ``_name`` given anywhere inside ``query``."""
+    if isinstance(query, dict):
+        if isinstance(query.get("_name"), str):
+            return query["_name"]
+        found = (_query_name(value) for value in query.values())
+    elif isinstance(query, list):
+        found = (_query_name(value) for value in query)
+    else:
+        return None
+    return next((name for name in found if name), None)
 
 
 def _matches(doc: dict[str, Any], query: dict[str, Any]) -> bool:

@@ -84,10 +84,14 @@ def test_chunk_actions() -> None:
     # One whole-table document per table: the page title, then its cells' raw text.
     assert actions[5]["_source"] == {"id": "P_table_0", "page": "P", "table": 0,
                                      "text": "P v0 v1", "seq": 2}  # fmt: skip
-    # The two cells of row 0 share the row's vector (the third vector of the chunk).
+    # The two cells of row 0 share the row's vector (the third vector of the chunk): it is stored
+    # once, on the first, which lists the row's element types.
     np.testing.assert_array_equal(actions[2]["_source"]["vector"], chunk.vectors[2])
-    np.testing.assert_array_equal(actions[3]["_source"]["vector"], chunk.vectors[2])
+    assert actions[2]["_source"]["vector_types"] == ["cell"]
+    assert "vector" not in actions[3]["_source"] and "vector_types" not in actions[3]["_source"]
+    assert actions[3]["_source"]["vector_key"] == actions[2]["_source"]["vector_key"]
     np.testing.assert_array_equal(actions[1]["_source"]["vector"], chunk.vectors[1])
+    assert actions[1]["_source"]["vector_types"] == ["sentence"]
     np.testing.assert_array_equal(actions[4]["_source"]["vector"], chunk.page_vectors[0])
 
 

@@ -159,6 +159,13 @@ def test_build_publishes_through_the_aliases(built: ElasticConfig) -> None:
         meta = build_meta(mappings)
         assert meta is not None and meta["complete"] and meta["format_version"] == 3
         assert meta["analysis"] == probe_analysis(client)
+        # One vector per key: a table row's vector is stored once, not on each of its cells.
+        keys = {hit["_source"]["vector_key"] for hit in scan(
+            client, index=built.elements_alias, _source=["vector_key"], size=5000)}  # fmt: skip
+        with_vector = client.count(
+            index=built.elements_alias, query={"exists": {"field": "vector"}}
+        )
+        assert with_vector["count"] == len(keys) < meta["elements"]
     finally:
         client.close()
 

@@ -37,7 +37,7 @@ def test_elements_mapping() -> None:
     # Vectors are kept out of _source: hits never carry 384 floats unless asked.
     assert mappings["_source"] == {"excludes": ["vector"]}
     assert mappings["_meta"] == {META_KEY: {"next_seq": 0}}
-    for name in ("id", "page", "type", "section_path", "links", "vector_key"):
+    for name in ("id", "page", "type", "section_path", "links", "vector_key", "vector_types"):
         assert props[name] == {"type": "keyword"}, name
     for name in ("table", "row", "column", "list_index", "level", "seq"):
         assert props[name] == {"type": "integer"}, name

@@ -66,7 +66,18 @@ def test_vector_search_filters_inside_knn() -> None:
             "k": 10,
             "num_candidates": 100,
             # In the knn clause: filtered during the HNSW search, so k hits still come back.
-            "filter": [{"terms": {"type": ["sentence"]}}],
+            # A row's vector sits on one of its cells and lists all their types.
+            "filter": [
+                {
+                    "bool": {
+                        "should": [
+                            {"terms": {"type": ["sentence"]}},
+                            {"terms": {"vector_types": ["sentence"]}},
+                        ],
+                        "minimum_should_match": 1,
+                    }
+                }
+            ],
         },
         "track_total_hits": False,
     }
@@ -88,10 +99,12 @@ def test_hybrid_default_is_one_request_without_retrievers() -> None:
     assert body["size"] == 20
     assert body["query"] == {
         "bool": {
-            "must": [{"match": {"linearized": {"query": "claim", "boost": 0.5}}}],
+            "must": [{"match": {"linearized": {"query": "claim", "boost": 0.5, "_name": "text"}}}],
             "filter": [{"terms": {"page": ["A"]}}],
         }
     }
+    # Named: the answer gives each hit's text and vector parts apart.
+    assert body["knn"]["_name"] == "vector"
     assert body["knn"]["boost"] == 3.0
     assert body["knn"]["filter"] == [{"terms": {"page": ["A"]}}]
     assert body["knn"]["k"] == 20
@@ -220,8 +233,11 @@ def test_hybrid_is_one_search_with_query_and_knn(
     fake, store = cluster
     hits = store.search_hybrid("second letter", np.array([0, 0, 1, 0], dtype=np.float32), 3)
     assert ids(hits)[0] == "Beta_sentence_0"
-    (request,) = fake.requests_to("POST", "/feverous-elements/_search")
-    body = request.body
+    # Beta_sentence_0: text 2 (fake BM25: two shared words) + (1 + 1) / 2 from the vector side.
+    assert hits[0].score == pytest.approx(3.0)
+    (request,) = fake.requests_to("POST", "/_msearch")
+    assert request.params["include_named_queries_score"] == "true"
+    (body,) = request.body[1::2]
     assert "query" in body and "knn" in body and "retriever" not in body
     assert body["knn"]["boost"] == 1.0 and body["query"]["match"]["linearized"]["boost"] == 1.0
 

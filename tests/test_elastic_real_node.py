@@ -3,6 +3,8 @@ live-node suite (tests/test_elastic_integration.py); the stand-in now refuses it
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,8 @@ from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elastic.loader import swap_aliases
 from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
-from feverous_es.index.store import StoreError
+from feverous_es.index.elements import ElementType
+from feverous_es.index.store import Filters, StoreError
 from tests.elastic_fake import MINIMAL, FakeCluster, Index, Request
 from tests.test_elastic_build import DIM, make_chunk
 
@@ -127,9 +130,11 @@ def test_the_alias_swap_fails_whole_when_an_alias_moved_meanwhile() -> None:
     published(fake, ["A"])
     # What the swap read a moment ago: the alias on v1; another process has moved it since.
     fake.handlers.append(
-        lambda r: (200, {"feverous-elements-v1": {"aliases": {"feverous-elements": {}}}})
-        if r.path == "/_alias/feverous-elements"
-        else None
+        lambda r: (
+            (200, {"feverous-elements-v1": {"aliases": {"feverous-elements": {}}}})
+            if r.path == "/_alias/feverous-elements"
+            else None
+        )
     )
     fake.indices["feverous-elements-v1"].aliases.clear()
     fake.indices["feverous-elements-v2"] = Index(mappings={}, settings={})
@@ -150,3 +155,30 @@ def test_a_partly_applied_alias_swap_is_an_error() -> None:
     )  # fmt: skip
     with pytest.raises(StoreError, match="not applied whole"):
         swap_aliases(fake.client(), {"feverous-elements": "feverous-pages-v1"})
+
+
+def test_a_row_vector_is_stored_once_and_a_row_hit_brings_all_its_cells() -> None:
+    fake = FakeCluster()
+    chunk = make_chunk(0, ["A", "B"])
+    writer = ElasticWriter(CONFIG, DIM, client=fake.client())
+    writer.write(chunk)
+    writer.finish()
+    docs = fake.indices["feverous-elements-v1"].docs
+    # 8 elements, 6 vectors: each page's two cells of row 0 share one.
+    assert len(docs) == 8 and sum("vector" in doc for doc in docs.values()) == 6
+    row = chunk.vectors[2]  # page A's row 0
+    for mode in ("knn_query", "msearch"):
+        store = ElasticStore(replace(CONFIG, hybrid=mode), client=fake.client())
+        hits = store.search_vector(row, 2)
+        assert [hit.element.id for hit in hits] == ["A_cell_0_0_0", "A_cell_0_0_1"]
+        assert hits[0].score == pytest.approx(1.0) and hits[1].score == hits[0].score
+        # k counts elements: the row's cells fill it; the type filter reaches the row too.
+        assert len(store.search_vector(row, 1)) == 1
+        cells = store.search_vector(row, 3, Filters(types=(ElementType.CELL,)))
+        assert {hit.element.type for hit in cells} == {ElementType.CELL} and len(cells) == 3
+        sentences = store.search_vector(row, 3, Filters(types=(ElementType.SENTENCE,)))
+        assert {hit.element.type for hit in sentences} == {ElementType.SENTENCE}
+        # Hybrid: both cells get the row's vector part, the one the text names also BM25.
+        hybrid = store.search_hybrid("v1", row, 2, Filters(pages=("A",)))
+        assert [hit.element.id for hit in hybrid] == ["A_cell_0_0_1", "A_cell_0_0_0"], mode
+        assert hybrid[0].score == pytest.approx(2.0) and hybrid[1].score == pytest.approx(1.0)

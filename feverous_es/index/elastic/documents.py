@@ -31,7 +31,8 @@ from feverous_es.index.elements import Element, ElementType, PageRecord, title_k
 FORMAT = "feverous-es-elasticsearch"
 # 2: the tables index joined the build (the elements and pages fields are those of 1).
 # 3: the BM25 fields use the analyzer TEXT_ANALYZER (english + folding, or a declared fallback;
-#    see analysis.py) instead of the built-in ``english``.
+#    see analysis.py) instead of the built-in ``english``; a table row's vector is stored once,
+#    on its first element, which also lists the row's element types in ``vector_types``.
 FORMAT_VERSION = 3
 # The key under the elements index's mappings ``_meta`` that holds the build state.
 META_KEY = "feverous_es"
@@ -57,6 +58,9 @@ class ElementDoc(Document):
     text = Text()  # the raw text, wiki links reduced to their anchors
     linearized = Text(analyzer=TEXT_ANALYZER)  # Papelo's linearization, what BM25 searches
     vector_key = Keyword()  # the cells of one table row share one vector (and key)
+    # On the element that carries its key's vector (the first): the types of every element
+    # sharing it, so a kNN type filter finds a row by any of its cells' types.
+    vector_types = Keyword(multi=True)
     embed_text = Text(index=False)  # the text the vector was computed from
     ord = Long()  # order of insertion: the element's position in its page
     seq = Integer()  # build chunk that wrote it
@@ -201,8 +205,14 @@ def _drop_empty(source: dict[str, Any]) -> dict[str, Any]:
 
 
 def element_source(
-    element: Element, ord_: int, seq: int, vector: np.ndarray | None
+    element: Element,
+    ord_: int,
+    seq: int,
+    vector: np.ndarray | None,
+    vector_types: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """The document of ``element``; ``vector`` and ``vector_types`` only on the element that
+    carries its key's vector."""
     return _drop_empty(
         {
             "id": element.id,
@@ -219,6 +229,7 @@ def element_source(
             "text": element.text,
             "linearized": element.linearized,
             "vector_key": element.vector_key,
+            "vector_types": list(vector_types),
             "embed_text": element.embed_text,
             "ord": ord_,
             "seq": seq,

@@ -172,17 +172,27 @@ class BuildIndices(NamedTuple):
 def chunk_actions(
     chunk: Chunk, indices: BuildIndices, state: BuildState
 ) -> Iterator[dict[str, Any]]:
-    """The bulk actions of one chunk, made lazily: its elements (each with its vector row, shared
-    by the cells of a table row), its pages, then one whole-table document per table. ``ord``
-    continues the build's count."""
+    """The bulk actions of one chunk, made lazily: its elements, its pages, then one whole-table
+    document per table. A vector goes on the first element of its key only (a table row's cells
+    share one), with the types of all the key's elements; ``ord`` continues the build's count."""
+    types: dict[str, dict[str, None]] = {}
+    for element in chunk.elements:
+        types.setdefault(element.vector_key, {})[element.type.value] = None
     rows: dict[str, int] = {}
     for i, element in enumerate(chunk.elements):
+        carrier = element.vector_key not in rows
         row = rows.setdefault(element.vector_key, len(rows))
+        source = (
+            element_source(element, state.elements + i, chunk.seq, chunk.vectors[row],
+                           tuple(types[element.vector_key]))
+            if carrier
+            else element_source(element, state.elements + i, chunk.seq, None)
+        )  # fmt: skip
         yield {
             "_op_type": "index",
             "_index": indices.elements,
             "_id": doc_id(element.id),
-            "_source": element_source(element, state.elements + i, chunk.seq, chunk.vectors[row]),
+            "_source": source,
         }
     for j, page in enumerate(chunk.pages):
         yield {

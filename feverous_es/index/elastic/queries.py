@@ -30,19 +30,33 @@ ELEMENT_TEXT_FIELD = "linearized"
 TABLE_TEXT_FIELD = "text"
 PAGE_TEXT_FIELDS = ("title.analyzed", "intro")
 
+# The names of a hybrid request's parts (see hybrid_search).
+TEXT_PART = "text"
+VECTOR_PART = "vector"
+# A table row's elements fetched per kNN hit at most (rows rarely have more cells).
+MAX_ROW_ELEMENTS = 64
+
 Body = dict[str, Any]
 _EQUAL_WEIGHTS = HybridWeights()
 
 
-def filter_clauses(filters: Filters | None) -> list[Body]:
-    """Non-scoring clauses for ``filters``: fields combine with AND, values with OR."""
+def filter_clauses(filters: Filters | None, vectors: bool = False) -> list[Body]:
+    """Non-scoring clauses for ``filters``: fields combine with AND, values with OR. For a kNN
+    search (``vectors``) a type matches the element carrying a vector or any element sharing it
+    (``vector_types``): a table row is found by the types of all its cells."""
     if not filters:
         return []
     clauses: list[Body] = []
     if filters.pages:
         clauses.append({"terms": {"page": list(filters.pages)}})
     if filters.types:
-        clauses.append({"terms": {"type": [ElementType(t).value for t in filters.types]}})
+        types = {"terms": {"type": [ElementType(t).value for t in filters.types]}}
+        if vectors:
+            # `type` too: builds before format 3 have a vector on every element and no
+            # vector_types.
+            shared = {"terms": {"vector_types": types["terms"]["type"]}}
+            types = {"bool": {"should": [types, shared], "minimum_should_match": 1}}
+        clauses.append(types)
     if filters.tables:
         clauses.append(
             {
@@ -77,6 +91,7 @@ def knn_clause(
     config: ElasticConfig,
     filters: Filters | None = None,
     boost: float | None = None,
+    name: str | None = None,
 ) -> Body:
     k = min(k, MAX_CANDIDATES)
     clause: Body = {
@@ -85,26 +100,35 @@ def knn_clause(
         "k": k,
         "num_candidates": num_candidates(k, config),
     }
-    clauses = filter_clauses(filters)
+    clauses = filter_clauses(filters, vectors=True)
     if clauses:
         clause["filter"] = clauses
     if boost is not None:
         clause["boost"] = boost
+    if name is not None:
+        clause["_name"] = name
     return clause
 
 
-def _match(query: str, boost: float | None = None) -> Body:
+def _match(query: str, boost: float | None = None, name: str | None = None) -> Body:
     match: Body = {"query": query}
     if boost is not None:
         match["boost"] = boost
+    if name is not None:
+        match["_name"] = name
     return {"match": {ELEMENT_TEXT_FIELD: match}}
 
 
-def text_query(query: str, filters: Filters | None = None, boost: float | None = None) -> Body:
+def text_query(
+    query: str,
+    filters: Filters | None = None,
+    boost: float | None = None,
+    name: str | None = None,
+) -> Body:
     clauses = filter_clauses(filters)
     if not clauses:
-        return _match(query, boost)
-    return {"bool": {"must": [_match(query, boost)], "filter": clauses}}
+        return _match(query, boost, name)
+    return {"bool": {"must": [_match(query, boost, name)], "filter": clauses}}
 
 
 def text_search(query: str, k: int, filters: Filters | None = None) -> Body:
@@ -138,7 +162,7 @@ def hybrid_search(
     if vector is None:
         return {
             "size": result_size(k),
-            "query": text_query(query, filters, boost=weights.text),
+            "query": text_query(query, filters, boost=weights.text, name=TEXT_PART),
             "track_total_hits": False,
         }
     if config.hybrid == "rrf":
@@ -173,10 +197,12 @@ def hybrid_search(
                 }
             },
         }
+    # Named parts: each hit's text and vector scores come back apart
+    # (include_named_queries_score), so a row's vector part can reach all its cells.
     return {
         "size": result_size(k),
-        "query": text_query(query, filters, boost=weights.text),
-        "knn": knn_clause(vector, k, config, filters, boost=weights.vector),
+        "query": text_query(query, filters, boost=weights.text, name=TEXT_PART),
+        "knn": knn_clause(vector, k, config, filters, boost=weights.vector, name=VECTOR_PART),
         "track_total_hits": False,
     }
 
@@ -219,6 +245,17 @@ def table_search(query: str, k: int, tables: Sequence[TableKey] = ()) -> Body:
         "_source": ["page", "table"],
         "track_total_hits": False,
     }
+
+
+def row_elements_search(keys: Sequence[str], filters: Filters | None = None) -> Body:
+    """The elements sharing the vectors ``keys`` (the cells of table rows), in page order."""
+    return {
+        "size": result_size(MAX_ROW_ELEMENTS * len(keys)),
+        "query": {"bool": {"filter": [{"terms": {"vector_key": list(keys)}},
+                                      *filter_clauses(filters)]}},
+        "sort": [{"ord": "asc"}],
+        "track_total_hits": False,
+    }  # fmt: skip
 
 
 def page_elements_search(page: str, size: int, after: int | None = None) -> Body:

@@ -53,7 +53,7 @@ from feverous_es.index.elastic.loader import (
     swap_aliases,
     version_of,
 )
-from feverous_es.index.elements import Element, PageRecord
+from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import (
     BuildState,
     Chunk,
@@ -67,6 +67,8 @@ from feverous_es.index.store import (
 )
 
 _log = logging.getLogger(__name__)
+# Elements that share their vector with others: the cells of one table row.
+_ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
 _EQUAL_WEIGHTS = HybridWeights()
 _MGET_BATCH = 1000
 _MSEARCH_BATCH = 100
@@ -453,6 +455,25 @@ def _hits(response: Mapping[str, Any], cosine: bool = False) -> list[Hit]:
     return out
 
 
+def _hybrid_parts(
+    response: Mapping[str, Any], weights: HybridWeights
+) -> tuple[list[Hit], list[Hit]]:
+    """A ``knn_query`` hybrid answer split into its BM25 hits and its kNN hits (cosine, best
+    first), from each hit's named part scores (boosts divided out)."""
+    text: list[Hit] = []
+    vector: list[Hit] = []
+    for hit in response["hits"]["hits"]:
+        element = element_from_source(hit["_source"])
+        parts = hit.get("matched_queries") or {}
+        if queries.TEXT_PART in parts and weights.text:
+            text.append(Hit(element, float(parts[queries.TEXT_PART]) / weights.text))
+        if queries.VECTOR_PART in parts and weights.vector:
+            score = float(parts[queries.VECTOR_PART]) / weights.vector
+            vector.append(Hit(element, queries.cosine_from_score(score)))
+    vector.sort(key=lambda hit: -hit.score)
+    return text, vector
+
+
 def _page_hits(response: Mapping[str, Any], cosine: bool = False) -> list[PageHit]:
     out = []
     for hit in response["hits"]["hits"]:
@@ -548,12 +569,17 @@ class ElasticStore:
         with elastic_errors(self.config, "search failed"):
             return whole(self._client.search(index=index, body=dict(body)).body)
 
-    def _msearch(self, index: str, bodies: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        """Responses to ``bodies``, sent as ``_msearch`` requests of up to 100 searches."""
+    def _msearch(
+        self, index: str, bodies: Sequence[Mapping[str, Any]], named_scores: bool = False
+    ) -> list[Mapping[str, Any]]:
+        """Responses to ``bodies``, sent as ``_msearch`` requests of up to 100 searches;
+        ``named_scores``: each hit's named query parts with their scores."""
         out: list[Mapping[str, Any]] = []
+        options = {"include_named_queries_score": True} if named_scores else {}
         with elastic_errors(self.config, "search failed"):
             for batch in _batches(bodies, _MSEARCH_BATCH):
-                response = self._client.msearch(searches=queries.msearch_body(index, batch))
+                searches = queries.msearch_body(index, batch)
+                response = self._client.msearch(searches=searches, **options)
                 for item in response["responses"]:
                     if "error" in item:
                         error = item["error"]
@@ -616,11 +642,14 @@ class ElasticStore:
     def search_vector(
         self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
     ) -> list[Hit]:
+        """Top-``k`` elements by cosine: the best vectors, each table row's expanded to its
+        elements (see :meth:`_expand_rows`)."""
         query = _vector(vector, self.dim)
         if k <= 0 or query is None:
             return []
         body = queries.vector_search(query, k, self.config, filters)
-        return _hits(self._search(self.elements, body), cosine=True)
+        hits = _hits(self._search(self.elements, body), cosine=True)
+        return self._expand_rows([hits], k, filters)[0]
 
     def search_hybrid(
         self,
@@ -630,13 +659,7 @@ class ElasticStore:
         filters: Filters | None = None,
         weights: HybridWeights = _EQUAL_WEIGHTS,
     ) -> list[Hit]:
-        if self.config.hybrid == "msearch":
-            return self.search_hybrid_batch([(query, vector)], k, filters, weights)[0]
-        query_vector = _vector(vector, self.dim)
-        if k <= 0:
-            return []
-        body = queries.hybrid_search(query, query_vector, k, self.config, filters, weights)
-        return _hits(self._search(self.elements, body))
+        return self.search_hybrid_batch([(query, vector)], k, filters, weights)[0]
 
     def search_text_batch(
         self, texts: Sequence[str], k: int = 100, filters: Filters | None = None
@@ -654,13 +677,24 @@ class ElasticStore:
         filters: Filters | None = None,
         weights: HybridWeights = _EQUAL_WEIGHTS,
     ) -> list[list[Hit]]:
-        """Hybrid retrieval for many (query, vector) pairs in ``_msearch`` requests: one search
-        each (``knn_query``, ``rrf``, ``linear``) or a BM25 and a kNN search each fused
-        client-side (``msearch``)."""
+        """Hybrid retrieval for many (query, vector) pairs in ``_msearch`` requests, scored as
+        Elasticsearch scores ``query`` + ``knn``: ``knn_query`` sends one search each and reads
+        its text and vector parts apart, ``msearch`` a BM25 and a kNN search each; either way
+        the vector part of a table row then reaches all its cells (:meth:`_expand_rows`) and
+        the parts are fused client-side. ``rrf`` / ``linear`` (Enterprise) send their
+        retriever and take its ranking as it is."""
         if k <= 0:
             return [[] for _ in requests]
         pairs = [(text, _vector(vector, self.dim)) for text, vector in requests]
         config = self.config
+        if config.hybrid in ("rrf", "linear"):
+            bodies = [
+                queries.hybrid_search(text, vector, k, config, filters, weights)
+                for text, vector in pairs
+            ]
+            return [_hits(response) for response in self._msearch(self.elements, bodies)]
+        text_lists: list[list[Hit]] = []
+        vector_lists: list[list[Hit]] = []
         if config.hybrid == "msearch":
             bodies = []
             for text, vector in pairs:
@@ -668,17 +702,59 @@ class ElasticStore:
                 if vector is not None:
                     bodies.append(queries.vector_search(vector, k, config, filters))
             responses = iter(self._msearch(self.elements, bodies))
-            fused = []
             for _, vector in pairs:
-                text_hits = _hits(next(responses))
-                knn_hits = _hits(next(responses), cosine=True) if vector is not None else []
-                fused.append(fuse_hybrid(text_hits, knn_hits, weights, k))
-            return fused
-        bodies = [
-            queries.hybrid_search(text, vector, k, config, filters, weights)
-            for text, vector in pairs
+                text_lists.append(_hits(next(responses)))
+                vector_lists.append(
+                    _hits(next(responses), cosine=True) if vector is not None else []
+                )
+        else:
+            bodies = [
+                queries.hybrid_search(text, vector, k, config, filters, weights)
+                for text, vector in pairs
+            ]
+            for response in self._msearch(self.elements, bodies, named_scores=True):
+                text_hits, vector_hits = _hybrid_parts(response, weights)
+                text_lists.append(text_hits)
+                vector_lists.append(vector_hits)
+        expanded = self._expand_rows(vector_lists, k, filters)
+        return [
+            fuse_hybrid(text_hits, vector_hits, weights, k)
+            for text_hits, vector_hits in zip(text_lists, expanded, strict=True)
         ]
-        return [_hits(response) for response in self._msearch(self.elements, bodies)]
+
+    def _expand_rows(
+        self, ranked: Sequence[Sequence[Hit]], k: int, filters: Filters | None
+    ) -> list[list[Hit]]:
+        """Each list of kNN hits with every table row's hit replaced by the row's elements that
+        pass ``filters`` (in page order, with the row's score), the first hit of a vector key
+        only, cut to ``k``: a row's vector is stored once (on its first element), and each
+        row counts once however many of its cells carry the vector (builds before format 3),
+        as the embedded store ranks. One ``_msearch`` fetches the rows of all lists."""
+        rows = [
+            sorted({hit.element.vector_key for hit in hits if hit.element.type in _ROW_TYPES})
+            for hits in ranked
+        ]
+        bodies = [queries.row_elements_search(keys, filters) for keys in rows if keys]
+        responses = iter(self._msearch(self.elements, bodies))
+        out = []
+        for hits, keys in zip(ranked, rows, strict=True):
+            members: dict[str, list[Element]] = {}
+            for hit in next(responses)["hits"]["hits"] if keys else ():
+                element = element_from_source(hit["_source"])
+                members.setdefault(element.vector_key, []).append(element)
+            seen: set[str] = set()
+            expanded: list[Hit] = []
+            for hit in sorted(hits, key=lambda hit: -hit.score):
+                key = hit.element.vector_key
+                if key in seen:
+                    continue
+                seen.add(key)
+                if hit.element.type in _ROW_TYPES:
+                    expanded.extend(Hit(element, hit.score) for element in members.get(key, ()))
+                else:
+                    expanded.append(hit)
+            out.append(expanded[:k])
+        return out
 
     # Table search.
 
