@@ -1,6 +1,7 @@
 """Claim pipeline speed: `feverous-es verify` latency and `predict` throughput.
 
     python bench/pipeline.py INDEX [--verify-claims 20] [--predict-claims 100] [--json OUT]
+    python bench/pipeline.py - --store elasticsearch   # the cluster of FEVEROUS_ES_URL
 
 * verify: one `feverous-es verify CLAIM --json` process per claim, timed from process start to
   exit (imports, model loading and all hops included); p50 / p95 over real dev claims.
@@ -38,13 +39,13 @@ def dev_claims(n: int, seed: int) -> list[dict]:
     return picked
 
 
-def verify_latency(index: Path, claims: list[dict]) -> dict[str, float]:
+def verify_latency(store: str, index: str, claims: list[dict]) -> dict[str, float]:
     seconds = []
     for claim in claims:
         started = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "feverous_es.cli", "verify", claim["claim"],
-             "--index", str(index), "--json"],
+             "--store", store, "--index", index, "--json"],
             check=True, capture_output=True,
         )  # fmt: skip
         seconds.append(time.perf_counter() - started)
@@ -52,12 +53,12 @@ def verify_latency(index: Path, claims: list[dict]) -> dict[str, float]:
     return {"claims": len(seconds), "p50_s": statistics.median(seconds), "p95_s": quantiles[18]}
 
 
-def predict_throughput(index: Path, claims: list[dict], batch_size: int) -> dict:
+def predict_throughput(store: str, index: str, claims: list[dict], batch_size: int) -> dict:
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import open_pipeline
     from feverous_es.verify.predict import predict_file
 
-    pipeline = open_pipeline("embedded", index, load_config())
+    pipeline = open_pipeline(store, index, load_config())
     with tempfile.TemporaryDirectory() as tmp:
         source, out = Path(tmp) / "claims.jsonl", Path(tmp) / "out.jsonl"
         source.write_text("".join(json.dumps(c) + "\n" for c in claims), encoding="utf-8")
@@ -79,18 +80,20 @@ def predict_throughput(index: Path, claims: list[dict], batch_size: int) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("index", type=Path)
+    parser.add_argument("index", help="embedded index directory, or the cluster URL / config")
+    parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
     parser.add_argument("--verify-claims", type=int, default=20)
     parser.add_argument("--predict-claims", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    index = "" if args.index == "-" else args.index
 
     figures: dict[str, object] = {}
     if args.verify_claims:
         figures["verify"] = latency = verify_latency(
-            args.index, dev_claims(args.verify_claims, args.seed)
+            args.store, index, dev_claims(args.verify_claims, args.seed)
         )
         print(
             f"verify, one process per claim ({latency['claims']} claims): "
@@ -98,7 +101,7 @@ def main() -> None:
         )
     if args.predict_claims:
         claims = dev_claims(args.predict_claims, args.seed + 1)
-        figures["predict"] = result = predict_throughput(args.index, claims, args.batch_size)
+        figures["predict"] = result = predict_throughput(args.store, index, claims, args.batch_size)
         print(
             f"predict, batch {args.batch_size} ({result['claims']} claims, {result['device']}): "
             f"{result['claims_per_s']:.2f} claims/s (target 0.5)"

@@ -4,10 +4,15 @@
     python bench/retrieval.py INDEX --n-feverous 0 --n-tabfact 0 # the whole dev sets
     python bench/retrieval.py INDEX --reranker cross-encoder --hops 7 --json out.json
     python bench/retrieval.py INDEX --n-tabfact 0 --shard 1/2     # every 2nd claim from the 2nd
+    python bench/retrieval.py - --store elasticsearch --in-index  # the cluster of FEVEROUS_ES_URL
 
-INDEX is an embedded index of the mini-FEVEROUS ``wiki.db``. The pipeline's retrieval stages
-run as configured (pages → candidates → reranker → selector, then ``--hops`` rounds of the
-hop plugin); a stand-in verdict plugin returns a constant, so no verdict model is needed.
+INDEX is an embedded index of the mini-FEVEROUS ``wiki.db`` (or, with ``--store
+elasticsearch``, the cluster URL or config file; ``-``: the environment's). ``--in-index`` keeps
+only the claims whose gold pages the index holds, for an index of a slice of the dump.
+
+The pipeline's retrieval stages run as configured (pages → candidates → reranker → selector,
+then ``--hops`` rounds of the hop plugin); a stand-in verdict plugin returns a constant, so no
+verdict model is needed.
 ``--set stage.option=value`` overrides a plugin option (repeatable), for tuning.
 
 Printed side by side, on the same sampled claims:
@@ -35,9 +40,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.elements import ElementType
-from feverous_es.index.embedded import EmbeddedStore
-from feverous_es.index.store import Filters
+from feverous_es.index.store import Filters, Store
 from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Verdict
 from feverous_es.plugins.registry import register
@@ -105,7 +110,18 @@ class ConstantVerdict:
 # Plain BM25 baselines.
 
 
-def bm25_sentences(store: EmbeddedStore, claim: str) -> list[str]:
+def held(store: Store, records: list[dict[str, Any]], pages: Any) -> list[dict[str, Any]]:
+    """The records all of whose gold pages (``pages(record)``) the store holds."""
+    wanted = {page for record in records for page in pages(record)}
+    present = {record.title for record in store.get_pages(sorted(wanted))}
+    return [record for record in records if set(pages(record)) <= present]
+
+
+def feverous_pages(record: dict[str, Any]) -> set[str]:
+    return {i.rpartition("_sentence_")[0] for i in gold_sets(record)[0]}
+
+
+def bm25_sentences(store: Store, claim: str) -> list[str]:
     hits = store.search_text(claim, 5, Filters(types=(ElementType.SENTENCE,)))
     return [hit.element.id for hit in hits]
 
@@ -128,7 +144,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 
 def make_pipeline(
-    store: EmbeddedStore, reranker: str, hops: int, options: dict[str, dict[str, Any]]
+    store: Store, reranker: str, hops: int, options: dict[str, dict[str, Any]]
 ) -> Pipeline:
     register("verdict", "bench-constant", ConstantVerdict)
     plugins = {**DEFAULT_PLUGINS, "reranker": reranker, "verdict": "bench-constant"}
@@ -178,7 +194,9 @@ def mean(values: Sequence[float]) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("index", type=Path)
+    parser.add_argument("index", help="embedded index directory, or the cluster (see above)")
+    parser.add_argument("--store", choices=STORES, default="embedded")
+    parser.add_argument("--in-index", action="store_true", help="only claims the index can hold")
     parser.add_argument("--data", type=Path, default=MINI)
     parser.add_argument("--n-feverous", type=int, default=300, help="0: all 1,496 claims")
     parser.add_argument("--n-tabfact", type=int, default=300, help="0: all 12,389 claims")
@@ -195,10 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the report here too")
     args = parser.parse_args(argv)
 
-    store = EmbeddedStore(args.index)
+    store = open_store(args.store, "" if args.index == "-" else args.index)
     pipeline = make_pipeline(store, args.reranker, args.hops, parse_overrides(args.overrides))
     report: dict[str, Any] = {
         "index": str(args.index),
+        "store": args.store,
         "shard": f"{args.shard[0]}/{args.shard[1]}",
         "reranker": args.reranker,
         "hops": args.hops,
@@ -208,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     part, parts = args.shard
     feverous = read_claims(args.data / "feverous_s_dev.jsonl", args.n_feverous, args.seed)
+    if args.in_index:
+        feverous = held(store, [r for r in feverous if gold_sets(r)], feverous_pages)
     feverous = feverous[part::parts]
     if feverous:
         claims = [r["claim"] for r in feverous]
@@ -244,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["feverous_s"] = section
 
     tabfact = read_claims(args.data / "tabfact_dev.jsonl", args.n_tabfact, args.seed)
+    if args.in_index:
+        tabfact = held(store, tabfact, lambda record: {gold_table(record)[0]})
     tabfact = tabfact[part::parts]
     if tabfact:
         claims = [r["claim"] for r in tabfact]

@@ -1,9 +1,15 @@
-"""Embedded store benchmark: build cost without the embedder, then search latency at full size.
+"""Store benchmark: build cost without the embedder, then search latency at full size.
 
     python bench/store_search.py                 # build the whole mini-FEVEROUS dump, then search
     python bench/store_search.py /tmp/idx        # build there (kept), or reuse an index there
     python bench/store_search.py --limit 2000    # the first 2,000 pages only
     python bench/store_search.py INDEX --onnx    # search an index of real embeddings
+    python bench/store_search.py --store elasticsearch --limit 5000   # the same on a cluster
+
+``--store elasticsearch`` builds into the cluster of ``FEVEROUS_ES_URL`` (and credentials) under
+a fresh prefix ``feverous-bench-<random>``, deleted afterwards unless ``--keep``; it reports
+the bulk rate, the indices' size on disk, the same search latencies, and kNN recall@k of the
+cluster's HNSW against exact search over the build's vectors, counted in distinct vectors (rows).
 
 The build reads, parses and linearizes the dump with the project's own code and writes chunks
 of 20k elements as the real build does, with the ONNX embedder replaced by a cheap stand-in:
@@ -26,16 +32,22 @@ import shutil
 import statistics
 import tempfile
 import time
+import uuid
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from feverous_es.index.elastic.client import connect
+from feverous_es.index.elastic.config import ElasticConfig, load_config
+from feverous_es.index.elastic.queries import num_candidates
+from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
 from feverous_es.index.page import MalformedPage, parse_page
-from feverous_es.index.store import Chunk, Filters
+from feverous_es.index.store import BuildState, Chunk, Filters, Store, StoreWriter
 from feverous_es.index.wiki import WikiDB
 
 MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
@@ -71,12 +83,18 @@ def unpack_mini(target_dir: Path) -> Path:
     return target
 
 
-def build_index(path: Path, limit: int | None, work: Path, chunk_elements: int) -> None:
+def build_index(
+    writer: StoreWriter,
+    limit: int | None,
+    work: Path,
+    chunk_elements: int,
+    vectors_by_key: dict[str, np.ndarray] | None = None,
+) -> dict[str, float]:
     """The build's stages one after another (the real build overlaps them in threads), each
-    timed: dump read + parse + linearize, stand-in embedding, store write, finish."""
+    timed: dump read + parse + linearize, stand-in embedding, store write, finish. The vectors
+    go into ``vectors_by_key`` too when it is given."""
     wiki = WikiDB(unpack_mini(work))
     encoder = HashedWordEncoder()
-    writer = EmbeddedWriter(path, DIM)
     state = writer.state()
     seconds = dict.fromkeys(("read+parse", "stand-in embed", "write", "finish"), 0.0)
     elements: list[Element] = []
@@ -90,6 +108,8 @@ def build_index(path: Path, limit: int | None, work: Path, chunk_elements: int) 
         texts = {element.vector_key: element.embed_text for element in reversed(elements)}
         keys = list(dict.fromkeys(element.vector_key for element in elements))
         vectors = encoder.embed([texts[key] for key in keys])
+        if vectors_by_key is not None:
+            vectors_by_key.update(zip(keys, vectors, strict=True))
         page_vectors = encoder.embed([page.embed_text for page in pages])
         chunk = Chunk(seq, last_rowid, elements, vectors, pages, page_vectors, malformed)
         seconds["stand-in embed"] += time.perf_counter() - started
@@ -116,17 +136,30 @@ def build_index(path: Path, limit: int | None, work: Path, chunk_elements: int) 
         flush()
     started = time.perf_counter()
     writer.finish()
-    writer.close()
     seconds["finish"] = time.perf_counter() - started
     wiki.close()
-    final = EmbeddedStore(path)
-    state = final.state()
-    final.close()
-    vectors = (path / "vectors.f32").stat().st_size // (DIM * 4)
+    return seconds
+
+
+def print_build(state: BuildState, vectors: int, seconds: dict[str, float]) -> None:
     print(f"built {state.pages:,} pages, {state.elements:,} elements, {vectors:,} vectors")
     for stage, spent in seconds.items():
         print(f"  {stage:15s} {spent:7.1f} s  {state.elements / spent:>10,.0f} elements/s")
     print(f"  peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB")
+
+
+def build_embedded(path: Path, limit: int | None, work: Path, chunk_elements: int) -> None:
+    writer = EmbeddedWriter(path, DIM)
+    try:
+        seconds = build_index(writer, limit, work, chunk_elements)
+    finally:
+        writer.close()
+    final = EmbeddedStore(path)
+    state = final.state()
+    final.close()
+    print_build(state, (path / "vectors.f32").stat().st_size // (DIM * 4), seconds)
+    size = sum(file.stat().st_size for file in path.rglob("*") if file.is_file())
+    print(f"  size on disk {size / 2**20:,.0f} MiB")
 
 
 def is_complete(path: Path) -> bool:
@@ -158,8 +191,8 @@ def timed(name: str, calls: list[Callable[[], object]]) -> None:
     print(f"  {name:28s} p50 {statistics.median(ms):6.1f} ms   p95 {p95:6.1f} ms")
 
 
-def search_report(path: Path, n_claims: int, k: int, onnx: bool) -> None:
-    store = EmbeddedStore(path)
+def search_report(store: Store, n_claims: int, k: int, onnx: bool) -> np.ndarray:
+    """Search latencies over ``n_claims`` claims; returns the claims' vectors."""
     claims = load_claims(n_claims)
     if onnx:
         from feverous_es.index.embedder import Embedder  # only for indices of real embeddings
@@ -185,8 +218,7 @@ def search_report(path: Path, n_claims: int, k: int, onnx: bool) -> None:
     )
     timed("pages text top-10", [lambda c=c: store.search_pages_text(c) for c in claims])
     timed("pages vector top-10", [lambda v=v: store.search_pages_vector(v) for v in vectors])
-    store.close()
-    recall(path, vectors, k)
+    return vectors
 
 
 def recall(path: Path, queries: np.ndarray, k: int) -> None:
@@ -211,9 +243,85 @@ def recall(path: Path, queries: np.ndarray, k: int) -> None:
     store.close()
 
 
+def elastic_recall(
+    config: ElasticConfig, vectors_by_key: dict[str, np.ndarray], queries: np.ndarray, k: int
+) -> None:
+    """Recall@k of the cluster's kNN against exact search over the build's vectors, counting
+    distinct vectors: a kNN top-k that holds several cells of one row finds fewer rows."""
+    keys = np.array(list(vectors_by_key))
+    matrix = np.stack(list(vectors_by_key.values()))
+    picks = np.random.default_rng(0).integers(0, len(keys), len(queries))
+    client = connect(config)
+    try:
+        for name, batch in (("claims", queries), ("stored vectors", matrix[picks])):
+            recalls, distinct = [], []
+            for query in batch:
+                exact = set(keys[np.argsort(-(matrix @ query))[:k]].tolist())
+                answer = client.search(
+                    index=config.elements_alias,
+                    knn={"field": "vector", "query_vector": query.tolist(), "k": k,
+                         "num_candidates": num_candidates(k, config)},
+                    size=k,
+                    source_includes=["vector_key"],
+                )  # fmt: skip
+                found = {hit["_source"]["vector_key"] for hit in answer["hits"]["hits"]}
+                recalls.append(len(found & exact) / k)
+                distinct.append(len(found))
+            print(
+                f"  kNN recall@{k} vs exact ({name}): mean {np.mean(recalls):.3f}, 5th "
+                f"percentile {np.percentile(recalls, 5):.2f}; distinct vectors in the top "
+                f"{k}: {np.mean(distinct):.1f}"
+            )
+    finally:
+        client.close()
+
+
+def elastic_size(config: ElasticConfig) -> tuple[int, int]:
+    """Bytes on disk of the build's indices (primaries), and the documents holding a vector."""
+    client = connect(config)
+    try:
+        stats = client.indices.stats(index=",".join(config.aliases), metric="store")
+        size = sum(v["primaries"]["store"]["size_in_bytes"] for v in stats["indices"].values())
+        with_vector = client.count(index=config.elements_alias,
+                                   query={"exists": {"field": "vector"}})["count"]  # fmt: skip
+        return size, int(with_vector)
+    finally:
+        client.close()
+
+
+def run_elastic(args: argparse.Namespace) -> None:
+    config = replace(load_config(), prefix=f"feverous-bench-{uuid.uuid4().hex[:6]}", replicas=0)
+    vectors_by_key: dict[str, np.ndarray] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            writer = ElasticWriter(config, DIM)
+            try:
+                seconds = build_index(
+                    writer, args.limit, Path(tmp), args.chunk_elements, vectors_by_key
+                )
+            finally:
+                writer.close()
+        store = ElasticStore(config)
+        size, with_vector = elastic_size(config)
+        print_build(store.state(), with_vector, seconds)
+        print(f"  size on disk {size / 2**20:,.0f} MiB (primaries, after the build's refresh)")
+        queries = search_report(store, args.claims, args.k, args.onnx)
+        store.close()
+        elastic_recall(config, vectors_by_key, queries, args.k)
+    finally:
+        if not args.keep:
+            client = connect(config)
+            names = list(client.indices.get(index=f"{config.prefix}-*", allow_no_indices=True))
+            if names:
+                client.indices.delete(index=",".join(names))
+            client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, help="index directory (built if absent)")
+    parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
+    parser.add_argument("--keep", action="store_true", help="elasticsearch: keep the build")
     parser.add_argument("--limit", type=int, help="build from the first N dump rows only")
     parser.add_argument("--chunk-elements", type=int, default=20_000)
     parser.add_argument("--claims", type=int, default=300)
@@ -224,13 +332,17 @@ def main() -> None:
         help="embed the claims with the real embedder (for an index `feverous-es index` built)",
     )
     args = parser.parse_args()
+    if args.store == "elasticsearch":
+        run_elastic(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = args.path or Path(tmp) / "index"
-        if not is_complete(path):
-            build_index(
-                path, args.limit, Path(tmp), args.chunk_elements
-            )  # resumes a build left incomplete
-        search_report(path, args.claims, args.k, args.onnx)
+        if not is_complete(path):  # resumes a build left incomplete
+            build_embedded(path, args.limit, Path(tmp), args.chunk_elements)
+        store = EmbeddedStore(path)
+        queries = search_report(store, args.claims, args.k, args.onnx)
+        store.close()
+        recall(path, queries, args.k)
 
 
 if __name__ == "__main__":
