@@ -72,6 +72,10 @@ def cache_dir() -> Path:
 
 
 def state_file() -> Path:
+    """Where ``start`` records its node for ``stop``; ``FEVEROUS_ES_NODE_STATE`` names another
+    file, for a second node beside the first (the tests stop one to see what a user sees)."""
+    if os.environ.get("FEVEROUS_ES_NODE_STATE"):
+        return Path(os.environ["FEVEROUS_ES_NODE_STATE"])
     return cache_dir() / "node.json"
 
 

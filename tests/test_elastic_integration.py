@@ -17,7 +17,6 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -365,12 +364,6 @@ def test_es_status_new_build_and_prune(built: ElasticConfig) -> None:
         store.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def not_elasticsearch() -> Iterator[str]:
     """An HTTP server that is not Elasticsearch."""
@@ -381,14 +374,32 @@ def not_elasticsearch() -> Iterator[str]:
     server.shutdown()
 
 
+@pytest.fixture
+def stopped_node(tmp_path: Path) -> ElasticConfig:
+    """A second node of the test script, started and then stopped: its URL and credentials."""
+    script = [sys.executable, str(REPO / "scripts" / "es_test_node.py")]
+    env = {**os.environ, "FEVEROUS_ES_NODE_STATE": str(tmp_path / "node.json")}
+    started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    exported = dict(
+        line.removeprefix("export ").split("=", 1) for line in started.stdout.splitlines()
+    )
+    stopped = subprocess.run([*script, "stop"], env=env, capture_output=True, text=True)
+    assert stopped.returncode == 0 and "stopped" in stopped.stderr
+    return replace(
+        node_config("feverous-it-stopped"),
+        url=exported["FEVEROUS_ES_TEST_URL"],
+        password=exported["FEVEROUS_ES_TEST_PASSWORD"],
+    )
+
+
 def test_bad_credentials_wrong_url_and_stopped_node_are_one_line(
-    config: ElasticConfig, not_elasticsearch: str
+    config: ElasticConfig, not_elasticsearch: str, stopped_node: ElasticConfig
 ) -> None:
     cases = [
         (replace(config, password="definitely-wrong"), "refused the credentials"),
         (replace(config, url=not_elasticsearch), "not a supported Elasticsearch"),
-        # Nothing listens there: what a stopped node looks like.
-        (replace(config, url=f"http://127.0.0.1:{free_port()}"), "cannot reach Elasticsearch"),
+        (stopped_node, "cannot reach Elasticsearch"),
     ]
     for bad, message in cases:
         done = feverous_es(bad, "es", "status")
