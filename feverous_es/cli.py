@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 import orjson
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -45,6 +46,7 @@ def friendly_errors(command: F) -> F:
     @wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         from feverous_es.index.embedder import ModelError
+        from feverous_es.index.plan import PlanError
         from feverous_es.index.store import StoreError
         from feverous_es.index.wiki import WikiError
         from feverous_es.plugins.registry import PluginError
@@ -52,7 +54,7 @@ def friendly_errors(command: F) -> F:
 
         try:
             return command(*args, **kwargs)
-        except (WikiError, StoreError, ModelError, PluginError, EmptyClaimError) as exc:
+        except (WikiError, StoreError, ModelError, PluginError, EmptyClaimError, PlanError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted; what was written is kept: run the same command to resume", 130)
@@ -170,6 +172,115 @@ def index(
             console.print(f"  {line}", highlight=False)
         if len(report.malformed) > 10:
             console.print(f"  … and {len(report.malformed) - 10} more (see --json)")
+
+
+@main.command()
+@click.argument("wiki_db", type=click.Path(path_type=Path))
+@click.option(
+    "--sample", type=click.IntRange(min=1),
+    help="Count N pages spread over the dump and scale up, instead of every page.",
+)  # fmt: skip
+@click.option(
+    "--measure", type=click.IntRange(min=50),
+    help="Measure the embedded store's rates on N pages of this dump (a real build in a "
+    "temporary directory) instead of using the stored ones.",
+)  # fmt: skip
+@click.option(
+    "--rates", "rates_file", type=click.Path(path_type=Path),
+    help="Rates file to project with (default: the rates stored with the package).",
+)  # fmt: skip
+@click.option(
+    "--save-rates", type=click.Path(path_type=Path), help="Write the rates used to this file."
+)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device --measure embeds on.")  # fmt: skip
+@click.option("--max-length", type=click.IntRange(min=8, max=512), default=128, show_default=True,
+              help="Tokens per text kept for embedding (as for `index`).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print counts, rates and projections.")
+@friendly_errors
+def plan(
+    wiki_db: Path,
+    sample: int | None,
+    measure: int | None,
+    rates_file: Path | None,
+    save_rates: Path | None,
+    device: str,
+    max_length: int,
+    as_json: bool,
+) -> None:
+    """Say what indexing WIKI_DB will cost before building: one pass counts its pages,
+    elements, vectors and tokens, and measured rates turn them into build time, peak memory
+    and disk for the embedded store and Elasticsearch, on CPU and GPU."""
+    from feverous_es.index import plan as planning
+    from feverous_es.index.wiki import WikiDB
+
+    rates = planning.BuildRates.load(rates_file or planning.RATES_FILE)
+    with WikiDB(wiki_db) as db:
+        with Progress(
+            TextColumn("[bold]counting[/bold]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("pages"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=console, disable=as_json,
+        ) as progress:  # fmt: skip
+            task = progress.add_task("count", total=sample or db.count())
+            counted = planning.count_dump(
+                db,
+                planning.TokenCounter(max_length),
+                sample=sample,
+                on_progress=lambda pages: progress.update(task, completed=pages),
+            )
+            progress.update(task, completed=counted.counted_pages)
+        if measure:
+            measured = planning.measure_rates(
+                db, measure, device=device,
+                on_stage=None if as_json else lambda text: console.print(f"measuring: {text}"),
+            )  # fmt: skip
+            rates = rates.updated(measured)
+    if save_rates:
+        rates.save(save_rates)
+    counts = counted.scaled()
+    projections = planning.project(counts, rates)
+    if as_json:
+        _print_json({
+            "counts": dataclasses.asdict(counts), "rates": dataclasses.asdict(rates),
+            "projections": [dataclasses.asdict(p) for p in projections],
+        })  # fmt: skip
+        return
+    _print_plan(counts, rates, projections)
+
+
+def _print_plan(counts: Any, rates: Any, projections: list[Any]) -> None:
+    from feverous_es.index.plan import human_bytes, human_seconds
+
+    sampled = (
+        f" (from {counts.counted_pages:,} pages spread over the dump)"
+        if counts.counted_pages < counts.pages
+        else ""
+    )
+    out = Console()
+    out.width = max(out.width, 96)  # the table's nine columns, unwrapped, also when piped
+    out.print(
+        f"{counts.pages:,} pages{sampled}: {counts.total_elements:,} elements "
+        f"({', '.join(f'{n:,} {kind}' for kind, n in counts.elements.items())}), "
+        f"{counts.tables:,} tables, {counts.vectors:,} vectors, {counts.tokens:,} tokens to embed",
+        highlight=False,
+    )
+    table = Table("store", "on", "wall", "embed", "write", "graphs", "peak RSS", "disk",
+                  "ES RAM", box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
+    for p in projections:
+        table.add_row(
+            "elastic" if p.store == "elasticsearch" else p.store, p.device,
+            human_seconds(p.wall_s), human_seconds(p.embed_s), human_seconds(p.write_s),
+            human_seconds(p.graph_s), human_bytes(p.peak_rss_bytes), human_bytes(p.disk_bytes),
+            human_bytes(p.node_vector_memory_bytes),
+        )  # fmt: skip
+    out.print(table)
+    out.print(
+        "wall = slowest of read / embed / write (they overlap) + graphs; peak RSS: the build "
+        "process; ES RAM: page cache the node's kNN vectors want; '-': no rate measured.",
+        highlight=False,
+    )
+    for key, value in rates.measured.items():
+        out.print(f"rates ({key}): {value}", highlight=False)
 
 
 @main.command()

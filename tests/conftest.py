@@ -44,11 +44,9 @@ def raw_element_ids(page_id: str, data: dict) -> list[str]:
 
 def write_wiki(path: Path, pages: list[tuple[str, str]]) -> Path:
     """A dump in the FEVEROUS format holding the given (id, page JSON text) rows."""
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE wiki (id PRIMARY KEY, data json)")
-    conn.executemany("INSERT INTO wiki VALUES (?, ?)", pages)
-    conn.commit()
-    conn.close()
+    from feverous_es.index.wiki import write_dump
+
+    write_dump(path, pages)
     return path
 
 

@@ -87,6 +87,16 @@ def _verified(model_dir: Path, name: str) -> Path:
     return verified(model_dir, name, remedy="re-export")
 
 
+def load_tokenizer(model_dir: Path | None = None, max_length: int = 128) -> Tokenizer:
+    """The model's tokenizer as :class:`Embedder` runs it: truncated to ``max_length``, unpadded
+    (the shipped tokenizer pads every text to 128; batches are padded by hand instead)."""
+    model_dir = ensure_model(model_dir)
+    tokenizer = Tokenizer.from_file(str(_verified(model_dir, TOKENIZER_FILE)))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
+
+
 class Embedder:
     """all-MiniLM-L6-v2 sentence embeddings: mean pooling over tokens, L2-normalized.
 
@@ -115,10 +125,7 @@ class Embedder:
         self.batch_size = batch_size
         self.tokens = 0
 
-        self._tokenizer = Tokenizer.from_file(str(_verified(model_dir, TOKENIZER_FILE)))
-        # The shipped tokenizer pads every text to 128; batches are padded by hand instead.
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_length)
+        self._tokenizer = load_tokenizer(model_dir, max_length)
 
         listed = json.loads((model_dir / MANIFEST_FILE).read_text())["files"]
         loaded: list[str] = []

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -54,6 +55,24 @@ class WikiDB:
             args += (limit,)
         yield from self._conn.execute(query, args)
 
+    def spread_rows(self, n: int) -> Iterator[tuple[int, str, str]]:
+        """About ``n`` rows spread evenly over the dump (one rowid seek each, no full scan), in
+        rowid order: a sample that sees the dump's later parts (tables, lists) as well."""
+        low, high = self._conn.execute("SELECT min(rowid), max(rowid) FROM wiki").fetchone()
+        if low is None or n < 1:
+            return
+        step = max(1.0, (high - low + 1) / n)
+        last = low - 1
+        for i in range(n):
+            row = self._conn.execute(
+                "SELECT rowid, id, data FROM wiki WHERE rowid >= ? ORDER BY rowid LIMIT 1",
+                (max(last + 1, low + int(i * step)),),
+            ).fetchone()
+            if row is None:
+                return
+            last = row[0]
+            yield row
+
     def page_json(self, title: str) -> str | None:
         row = self._conn.execute(
             "SELECT data FROM wiki WHERE id = ?", (unicodedata.normalize("NFD", title),)
@@ -68,3 +87,20 @@ class WikiDB:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_dump(path: Path, rows: Iterable[tuple[str, str]]) -> int:
+    """Write ``(page id, page JSON)`` rows as a new FEVEROUS dump at ``path`` (atomically: a
+    temporary file renamed at the end); returns the number of pages."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    with closing(sqlite3.connect(tmp)) as conn:
+        conn.execute("CREATE TABLE wiki (id PRIMARY KEY, data json)")
+        count = 0
+        for page_id, data in rows:
+            conn.execute("INSERT INTO wiki VALUES (?, ?)", (page_id, data))
+            count += 1
+        conn.commit()
+    tmp.replace(path)
+    return count
