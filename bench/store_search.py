@@ -5,6 +5,7 @@
     python bench/store_search.py --limit 2000    # the first 2,000 pages only
     python bench/store_search.py INDEX --onnx    # search an index of real embeddings
     python bench/store_search.py --store elasticsearch --limit 5000   # the same on a cluster
+    python bench/store_search.py /tmp/idx --wiki wiki-4x.db --json figures.json
 
 ``--store elasticsearch`` builds into the cluster of ``FEVEROUS_ES_URL`` (and credentials) under
 a fresh prefix ``feverous-bench-<random>``, deleted afterwards unless ``--keep``; it reports
@@ -89,11 +90,12 @@ def build_index(
     work: Path,
     chunk_elements: int,
     vectors_by_key: dict[str, np.ndarray] | None = None,
+    wiki_path: Path | None = None,
 ) -> dict[str, float]:
     """The build's stages one after another (the real build overlaps them in threads), each
     timed: dump read + parse + linearize, stand-in embedding, store write, finish. The vectors
     go into ``vectors_by_key`` too when it is given."""
-    wiki = WikiDB(unpack_mini(work))
+    wiki = WikiDB(wiki_path or unpack_mini(work))
     encoder = HashedWordEncoder()
     state = writer.state()
     seconds = dict.fromkeys(("read+parse", "stand-in embed", "write", "finish"), 0.0)
@@ -148,10 +150,13 @@ def print_build(state: BuildState, vectors: int, seconds: dict[str, float]) -> N
     print(f"  peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB")
 
 
-def build_embedded(path: Path, limit: int | None, work: Path, chunk_elements: int) -> None:
+def build_embedded(
+    path: Path, limit: int | None, work: Path, chunk_elements: int, wiki: Path | None = None
+) -> dict[str, float]:
+    """Build the embedded index; returns each stage's seconds."""
     writer = EmbeddedWriter(path, DIM)
     try:
-        seconds = build_index(writer, limit, work, chunk_elements)
+        seconds = build_index(writer, limit, work, chunk_elements, wiki_path=wiki)
     finally:
         writer.close()
     final = EmbeddedStore(path)
@@ -160,6 +165,7 @@ def build_embedded(path: Path, limit: int | None, work: Path, chunk_elements: in
     print_build(state, (path / "vectors.f32").stat().st_size // (DIM * 4), seconds)
     size = sum(file.stat().st_size for file in path.rglob("*") if file.is_file())
     print(f"  size on disk {size / 2**20:,.0f} MiB")
+    return seconds
 
 
 def is_complete(path: Path) -> bool:
@@ -179,7 +185,7 @@ def load_claims(n: int) -> list[str]:
     return random.Random(0).sample(claims, min(n, len(claims)))
 
 
-def timed(name: str, calls: list[Callable[[], object]]) -> None:
+def timed(name: str, calls: list[Callable[[], object]]) -> dict[str, float]:
     calls[0]()  # warm-up: first touch of the memory maps
     ms = []
     for call in calls:
@@ -189,10 +195,14 @@ def timed(name: str, calls: list[Callable[[], object]]) -> None:
     ms.sort()
     p95 = ms[int(0.95 * (len(ms) - 1))]
     print(f"  {name:28s} p50 {statistics.median(ms):6.1f} ms   p95 {p95:6.1f} ms")
+    return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(p95, 2)}
 
 
-def search_report(store: Store, n_claims: int, k: int, onnx: bool) -> np.ndarray:
-    """Search latencies over ``n_claims`` claims; returns the claims' vectors."""
+def search_report(
+    store: Store, n_claims: int, k: int, onnx: bool
+) -> tuple[np.ndarray, dict[str, dict[str, float]]]:
+    """Search latencies over ``n_claims`` claims; returns the claims' vectors and the
+    latencies by search kind."""
     claims = load_claims(n_claims)
     if onnx:
         from feverous_es.index.embedder import Embedder  # only for indices of real embeddings
@@ -203,31 +213,37 @@ def search_report(store: Store, n_claims: int, k: int, onnx: bool) -> np.ndarray
     pairs = list(zip(claims, vectors, strict=True))
     pages = [hit.element.page for hit in store.search_text(claims[0], k=5)]
     print(f"search over {store.state().elements:,} elements, {len(claims)} claims, top {k}:")
-    timed("text", [lambda c=c: store.search_text(c, k) for c in claims])
-    timed("vector", [lambda v=v: store.search_vector(v, k) for v in vectors])
-    timed("hybrid", [lambda c=c, v=v: store.search_hybrid(c, v, k) for c, v in pairs])
+    latency = {
+        "text": timed("text", [lambda c=c: store.search_text(c, k) for c in claims]),
+        "vector": timed("vector", [lambda v=v: store.search_vector(v, k) for v in vectors]),
+        "hybrid": timed(
+            "hybrid", [lambda c=c, v=v: store.search_hybrid(c, v, k) for c, v in pairs]
+        ),
+    }
     cells = Filters(types=(ElementType.CELL,))
-    timed(
+    latency["hybrid_cells"] = timed(
         "hybrid, types=cell",
         [lambda c=c, v=v: store.search_hybrid(c, v, k, cells) for c, v in pairs],
     )
     one_page = Filters(pages=tuple(pages[:1]))
-    timed(
+    latency["hybrid_one_page"] = timed(
         "hybrid, one page",
         [lambda c=c, v=v: store.search_hybrid(c, v, k, one_page) for c, v in pairs],
     )
     timed("pages text top-10", [lambda c=c: store.search_pages_text(c) for c in claims])
     timed("pages vector top-10", [lambda v=v: store.search_pages_vector(v) for v in vectors])
-    return vectors
+    return vectors, latency
 
 
-def recall(path: Path, queries: np.ndarray, k: int) -> None:
-    """HNSW recall@k against exact search, over claim vectors and over stored vectors."""
+def recall(path: Path, queries: np.ndarray, k: int) -> dict[str, float]:
+    """HNSW recall@k against exact search, over claim vectors and over stored vectors (mean
+    per query set)."""
     store = EmbeddedStore(path)
     matrix = store.vectors
+    result: dict[str, float] = {}
     if not matrix.has_hnsw:
         print("  exact vector search only (below the HNSW threshold)")
-        return
+        return result
     picks = np.random.default_rng(0).integers(0, matrix.rows, len(queries))
     stored = np.memmap(path / "vectors.f32", dtype=np.float32, mode="r", shape=(matrix.rows, DIM))
     for name, batch in (("claims", queries), ("stored vectors", stored[picks])):
@@ -240,7 +256,9 @@ def recall(path: Path, queries: np.ndarray, k: int) -> None:
             f"  HNSW recall@{k} vs exact ({name}): mean {np.mean(hits):.3f},"
             f" 5th percentile {np.percentile(hits, 5):.2f}"
         )
+        result[name] = round(float(np.mean(hits)), 4)
     store.close()
+    return result
 
 
 def elastic_recall(
@@ -297,7 +315,7 @@ def run_elastic(args: argparse.Namespace) -> None:
             writer = ElasticWriter(config, DIM)
             try:
                 seconds = build_index(
-                    writer, args.limit, Path(tmp), args.chunk_elements, vectors_by_key
+                    writer, args.limit, Path(tmp), args.chunk_elements, vectors_by_key, args.wiki
                 )
             finally:
                 writer.close()
@@ -305,7 +323,7 @@ def run_elastic(args: argparse.Namespace) -> None:
         size, with_vector = elastic_size(config)
         print_build(store.state(), with_vector, seconds)
         print(f"  size on disk {size / 2**20:,.0f} MiB (primaries, after the build's refresh)")
-        queries = search_report(store, args.claims, args.k, args.onnx)
+        queries, _ = search_report(store, args.claims, args.k, args.onnx)
         store.close()
         elastic_recall(config, vectors_by_key, queries, args.k)
     finally:
@@ -323,6 +341,8 @@ def main() -> None:
     parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
     parser.add_argument("--keep", action="store_true", help="elasticsearch: keep the build")
     parser.add_argument("--limit", type=int, help="build from the first N dump rows only")
+    parser.add_argument("--wiki", type=Path, help="the dump to build (default: mini-FEVEROUS)")
+    parser.add_argument("--json", type=Path, help="embedded: also write the figures here")
     parser.add_argument("--chunk-elements", type=int, default=20_000)
     parser.add_argument("--claims", type=int, default=300)
     parser.add_argument("-k", type=int, default=100)
@@ -337,12 +357,24 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         path = args.path or Path(tmp) / "index"
+        seconds: dict[str, float] = {}
         if not is_complete(path):  # resumes a build left incomplete
-            build_embedded(path, args.limit, Path(tmp), args.chunk_elements)
+            seconds = build_embedded(path, args.limit, Path(tmp), args.chunk_elements, args.wiki)
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         store = EmbeddedStore(path)
-        queries = search_report(store, args.claims, args.k, args.onnx)
+        state = store.state()
+        queries, latency = search_report(store, args.claims, args.k, args.onnx)
         store.close()
-        recall(path, queries, args.k)
+        figures = {
+            "elements": state.elements, "pages": state.pages,
+            "vectors": (path / "vectors.f32").stat().st_size // (DIM * 4),
+            "build_stages_s": seconds, "build_s": sum(seconds.values()),
+            "build_peak_rss_bytes": peak_rss,
+            "disk_bytes": sum(f.stat().st_size for f in path.rglob("*") if f.is_file()),
+            "latency": latency, "recall": recall(path, queries, args.k),
+        }  # fmt: skip
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":
