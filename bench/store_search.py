@@ -161,8 +161,8 @@ def build_embedded(
         writer.close()
     final = EmbeddedStore(path)
     state = final.state()
+    print_build(state, final.vectors.rows, seconds)
     final.close()
-    print_build(state, (path / "vectors.f32").stat().st_size // (DIM * 4), seconds)
     size = sum(file.stat().st_size for file in path.rglob("*") if file.is_file())
     print(f"  size on disk {size / 2**20:,.0f} MiB")
     return seconds
@@ -245,8 +245,7 @@ def recall(path: Path, queries: np.ndarray, k: int) -> dict[str, float]:
         print("  exact vector search only (below the HNSW threshold)")
         return result
     picks = np.random.default_rng(0).integers(0, matrix.rows, len(queries))
-    stored = np.memmap(path / "vectors.f32", dtype=np.float32, mode="r", shape=(matrix.rows, DIM))
-    for name, batch in (("claims", queries), ("stored vectors", stored[picks])):
+    for name, batch in (("claims", queries), ("stored vectors", matrix.get(picks))):
         hits = []
         for query in map(matrix.query, batch):
             approx = set(matrix.search(query, k)[0].tolist())
@@ -367,7 +366,7 @@ def main() -> None:
         store.close()
         figures = {
             "elements": state.elements, "pages": state.pages,
-            "vectors": (path / "vectors.f32").stat().st_size // (DIM * 4),
+            "vectors": store.vectors.rows,
             "build_stages_s": seconds, "build_s": sum(seconds.values()),
             "build_peak_rss_bytes": peak_rss,
             "disk_bytes": sum(f.stat().st_size for f in path.rglob("*") if f.is_file()),

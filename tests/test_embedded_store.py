@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 import tantivy
 
-from feverous_es.index import embedded
+from feverous_es.index import embedded, vectors
 from feverous_es.index.elements import Element, ElementType, PageRecord
-from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
+from feverous_es.index.embedded import NEW_VECTOR_FILES, EmbeddedStore, EmbeddedWriter
 from feverous_es.index.store import Chunk, Filters, HybridWeights, StoreError
+from feverous_es.index.vectors import normalized
 
 DIM = 16
 REPO = Path(__file__).resolve().parents[1]
@@ -209,7 +210,7 @@ def test_search_text_filters(store: EmbeddedStore) -> None:
 def test_search_vector_expands_rows(store: EmbeddedStore) -> None:
     hits = store.search_vector(key_vector("Epsilon_row_0_1") * 3.0, k=5)
     assert ids(hits[:2]) == ["Epsilon_cell_0_1_0", "Epsilon_cell_0_1_1"]
-    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].score == pytest.approx(1.0, abs=1e-3)  # float16 vectors
     assert hits[1].score == hits[0].score
     assert len(hits) == 5
     assert all(a.score >= b.score for a, b in pairwise(hits))
@@ -257,7 +258,7 @@ def test_search_hybrid(store: EmbeddedStore) -> None:
     vector_only = store.search_hybrid(
         text, key_vector("Beta_sentence_0"), k=3, weights=HybridWeights(text=0.0)
     )
-    assert vector_only[0].score == pytest.approx(1.0, abs=1e-5)
+    assert vector_only[0].score == pytest.approx(1.0, abs=1e-3)
     filtered = store.search_hybrid(
         text, key_vector("Beta_sentence_0"), filters=Filters(pages=("Delta",))
     )
@@ -327,7 +328,7 @@ def test_search_pages(store: EmbeddedStore) -> None:
     assert store.search_pages_text("Delta", k=5)[0].page.title == "Delta"
     hits = store.search_pages_vector(key_vector("page:Beta"), k=3)
     assert hits[0].page.title == "Beta"
-    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].score == pytest.approx(1.0, abs=1e-3)
     assert len(hits) == 3
 
 
@@ -408,9 +409,12 @@ def assert_exactly_once(path: Path, titles: list[str]) -> None:
         for element in expected:
             assert ids(store.search_text(token(element.id), k=10)) == [element.id]
         keys = list(dict.fromkeys(element.vector_key for element in expected))
-        vectors = np.fromfile(path / "vectors.f32", dtype=np.float32).reshape(-1, DIM)
-        np.testing.assert_allclose(vectors, np.stack([key_vector(k) for k in keys]), atol=1e-6)
-        assert (path / "page_vectors.f32").stat().st_size == len(titles) * DIM * 4
+        files = NEW_VECTOR_FILES
+        vectors = np.fromfile(path / files.elements, dtype=files.dtype).reshape(-1, DIM)
+        # float16: a unit vector's components keep ~3 significant digits.
+        np.testing.assert_allclose(vectors, np.stack([key_vector(k) for k in keys]), atol=1e-3)
+        row_bytes = DIM * np.dtype(files.dtype).itemsize
+        assert (path / files.pages).stat().st_size == len(titles) * row_bytes
     finally:
         store.close()
 
@@ -468,7 +472,8 @@ def test_resume_after_crash(tmp_path: Path, crash_in: str) -> None:
     process = run_writer(tmp_path, crash_in)
     assert process.wait(timeout=60) == 9
     # The crash left vectors (and, in _commit, tantivy documents) of chunk 1 behind.
-    assert (tmp_path / "vectors.f32").stat().st_size > 7 * 2 * DIM * 4
+    row_bytes = DIM * np.dtype(NEW_VECTOR_FILES.dtype).itemsize
+    assert (tmp_path / NEW_VECTOR_FILES.elements).stat().st_size > 7 * 2 * row_bytes
     writer = EmbeddedWriter(tmp_path, DIM)
     assert writer.state().next_seq == 1
     assert writer.state().elements == 2 * ELEMENTS_PER_PAGE
@@ -533,4 +538,46 @@ def test_hnsw_matches_exact(tmp_path: Path) -> None:
         )
         assert len(captions) == 60
         assert captions[0].element.id == f"{title}_table_caption_0"
+    store.close()
+
+
+def test_graphs_in_shards_find_what_exact_search_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors, "GRAPH_SHARD_ROWS", 25)
+    titles = [f"Page{i}" for i in range(60)]
+    build(tmp_path, [titles[:30], titles[30:]], hnsw_threshold=100)
+    shards = list(tmp_path.glob("vectors.*.*.usearch"))
+    # (usearch through feverous_es.index.vectors, which loads onnxruntime before it)
+    sizes = [len(vectors.Index.restore(str(shard), view=True)) for shard in shards]
+    assert len(shards) > 4 and max(sizes) == 25  # four groups, each cut into shards
+    store = EmbeddedStore(tmp_path)
+    rng = np.random.default_rng(2)
+    for title in titles[:10]:
+        key = f"{title}_row_0_1"
+        query = store.vectors.query(key_vector(key) + 0.1 * rng.standard_normal(DIM))
+        hnsw_rows, _ = store.vectors.search(query, 20)
+        exact_rows, exact_scores = store.vectors.search(query, 20, exact=True)
+        assert hnsw_rows.tolist() == exact_rows.tolist()
+        # float16 vectors score within 1e-3 of the float32 cosine.
+        true = normalized(np.stack([key_vector(key)]))[0] @ query
+        assert abs(exact_scores[0] - true) < 1e-3
+    store.close()
+
+
+def test_an_index_of_format_2_is_still_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 2 kept float32 vectors (vectors.f32) and one graph per group."""
+    monkeypatch.setattr(embedded, "FORMAT_VERSION", 2)
+    titles = [f"Page{i}" for i in range(60)]
+    build(tmp_path, [titles[:30], titles[30:]], hnsw_threshold=100)
+    for graph in tmp_path.glob("vectors.*.0.usearch"):
+        graph.rename(graph.with_name(graph.name.replace(".0.usearch", ".usearch")))
+    monkeypatch.undo()
+    assert (tmp_path / "vectors.f32").exists() and not (tmp_path / "vectors.f16").exists()
+    store = EmbeddedStore(tmp_path)
+    assert store.vectors.has_hnsw
+    query = store.vectors.query(key_vector("Page7_row_0_1"))
+    assert store.search_vector(query, k=1)[0].element.id.startswith("Page7_cell_0_1_")
     store.close()

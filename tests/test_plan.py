@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -19,6 +20,7 @@ from feverous_es.index.plan import (
     PlanError,
     TokenCounter,
     count_dump,
+    measure_rates,
     project,
 )
 from feverous_es.index.wiki import WikiDB, write_dump
@@ -87,10 +89,21 @@ def test_wall_time_is_the_slowest_stage_plus_the_graphs() -> None:
     embedded = _by(project(counts, _rates()), "embedded", "cpu")
     assert embedded.embed_s == 500 and embedded.write_s == 50 and embedded.read_s == 20
     assert embedded.graph_s == pytest.approx(200) and embedded.wall_s == pytest.approx(700)
-    assert embedded.peak_rss_bytes == pytest.approx(1e9 + 200_000 * (500 + 4 * 384))
+    assert embedded.peak_rss_bytes == pytest.approx(1e9 + 200_000 * (500 + 1_536))
     elastic = _by(project(counts, _rates()), "elasticsearch", "cpu")
     assert elastic.graph_s == 0 and elastic.wall_s == 500
     assert elastic.node_vector_memory_bytes == 200_000 * (384 + 12)
+
+
+def test_graph_memory_is_one_shard_however_large_the_dump() -> None:
+    from feverous_es.index.vectors import GRAPH_SHARD_ROWS
+
+    def rss(vectors: int) -> float:
+        counts = DumpCounts(pages=1, counted_pages=1, elements={"cell": vectors}, vectors=vectors,
+                            tokens=vectors)  # fmt: skip
+        return _by(project(counts, _rates()), "embedded", "cpu").peak_rss_bytes
+
+    assert rss(GRAPH_SHARD_ROWS) == rss(16 * GRAPH_SHARD_ROWS) > rss(GRAPH_SHARD_ROWS // 2)
 
 
 def test_small_indexes_get_no_graphs_and_unmeasured_figures_stay_unknown() -> None:
@@ -151,3 +164,15 @@ def test_plan_of_a_file_that_is_no_dump_is_one_line(tmp_path: Path) -> None:
     junk.write_text("not sqlite")
     result = CliRunner().invoke(main, ["plan", str(junk)])
     assert result.exit_code == 1 and "not a SQLite file" in result.output
+
+
+def test_rates_measured_on_a_sample_of_the_dump(tmp_path: Path) -> None:
+    from feverous_es.index.embedded import NEW_VECTOR_FILES
+
+    with WikiDB(SAMPLE_DB) as db:
+        rates = measure_rates(db, 30, work=tmp_path)
+    assert rates.embed_tokens_per_s["cpu"] > 0 and rates.write_elements_per_s["embedded"] > 0
+    assert rates.bytes_per_vector["embedded"] == 384 * np.dtype(NEW_VECTOR_FILES.dtype).itemsize
+    assert rates.graph_bytes_per_vector > 384  # an int8 vector and its links
+    assert rates.bytes_per_element["embedded"] > 0 and rates.base_rss_bytes > 0
+    assert "30 pages" in rates.measured["sample"] and not list(tmp_path.iterdir())

@@ -5,14 +5,16 @@ Layout of the directory:
 * ``meta.json``: format name, version and vector size.
 * ``elements.sqlite``: elements (ordinal ``eid`` in insertion order), one row per distinct vector
   (its key, embed text and the element types using it), pages, and the build state.
-* ``vectors.f32`` / ``page_vectors.f32``: raw float32 rows, unit length, memory-mapped to read.
+* ``vectors.f16`` / ``page_vectors.f16``: raw float16 rows, unit length, memory-mapped to read
+  (``.f32`` files of float32 rows in format 2, which is still read).
 * ``text/`` and ``pages/``: tantivy indices (BM25) over element linearizations and over page
   title + intro; they store only the SQLite ordinal of each document.
 * ``tables/``: a tantivy index (BM25) of whole tables, one document per table (page title,
   caption and every cell's text), keyed by page and table number. An index made before it
   existed gets it built from the SQLite file the first time it is opened.
-* ``vectors.<group>.usearch``: HNSW graphs, built by ``finish`` when exact search would be
-  slow: one for sentence vectors, one for table rows, and so on (see ``_type_group``).
+* ``vectors.<group>.<shard>.usearch``: HNSW graphs, built by ``finish`` when exact search would
+  be slow: for sentence vectors, for table rows, and so on (see ``_type_group``), each group cut
+  into shards of bounded size (format 2: ``vectors.<group>.usearch``, one per group).
 
 A chunk is written in the order vectors (fsync), tantivy (commit), SQLite (one transaction that
 also advances the state). The SQLite state is the truth: whatever a crash left beyond it (vector
@@ -27,7 +29,7 @@ import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import closing
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -65,12 +67,28 @@ from feverous_es.index.vectors import (
 )
 
 FORMAT = "feverous-es-embedded"
-FORMAT_VERSION = 2  # 2: BM25 fields hold accent-folded text
+# 2: BM25 fields hold accent-folded text; 3: float16 vectors, graphs in shards.
+FORMAT_VERSION = 3
+
+
+@dataclass(frozen=True)
+class VectorFiles:
+    """Where an index keeps its element and page vectors, and as what."""
+
+    elements: str
+    pages: str
+    dtype: type[np.floating]
+
+
+# What each readable format version keeps its vectors in.
+_VECTOR_FILES = {
+    2: VectorFiles("vectors.f32", "page_vectors.f32", np.float32),
+    3: VectorFiles("vectors.f16", "page_vectors.f16", np.float16),
+}
+NEW_VECTOR_FILES = _VECTOR_FILES[FORMAT_VERSION]  # what a new build writes
 
 _META = "meta.json"
 _SQLITE = "elements.sqlite"
-_VECTORS = "vectors.f32"
-_PAGE_VECTORS = "page_vectors.f32"
 _TEXT = "text"
 _PAGES = "pages"
 _TABLES = "tables"
@@ -267,10 +285,10 @@ def _read_meta(path: Path) -> dict[str, object]:
         raise StoreError(f"{path / _META} cannot be read: {error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise StoreError(f"{path} is not an embedded index ({_META} names another format)")
-    if meta.get("version") != FORMAT_VERSION:
+    if meta.get("version") not in _VECTOR_FILES:
         raise StoreError(
             f"{path} has index format version {meta.get('version')}, this program reads "
-            f"version {FORMAT_VERSION}: rebuild the index"
+            f"versions {', '.join(map(str, _VECTOR_FILES))}: rebuild the index"
         )
     return meta
 
@@ -331,7 +349,7 @@ class EmbeddedWriter:
         self.dim = dim
         self._hnsw_threshold = hnsw_threshold
         self.destination = str(self.path)
-        self._init_meta()
+        self._files = self._init_meta()
         try:
             self._texts = _open_tantivy(self.path / _TEXT, _element_schema())
             self._pages = _open_tantivy(self.path / _PAGES, _page_schema())
@@ -373,15 +391,17 @@ class EmbeddedWriter:
         db.execute("PRAGMA cache_size = -131072")
         return db
 
-    def _init_meta(self) -> None:
+    def _init_meta(self) -> VectorFiles:
+        """The vector files of the build: a build begun in format 2 goes on in it."""
         meta_path = self.path / _META
         if meta_path.exists():
-            dim = _read_meta(self.path).get("dim")
-            if dim != self.dim:
+            meta = _read_meta(self.path)
+            if meta.get("dim") != self.dim:
                 raise StoreError(
-                    f"{self.path} holds {dim}-dimensional vectors, the embedder makes {self.dim}"
+                    f"{self.path} holds {meta.get('dim')}-dimensional vectors, the embedder "
+                    f"makes {self.dim}"
                 )
-            return
+            return _VECTOR_FILES[int(str(meta["version"]))]
         if self.path.exists() and any(self.path.iterdir()):
             raise StoreError(f"{self.path} is not empty and not an embedded index")
         self.path.mkdir(parents=True, exist_ok=True)
@@ -390,6 +410,7 @@ class EmbeddedWriter:
             orjson.dumps({"format": FORMAT, "version": FORMAT_VERSION, "dim": self.dim})
         )
         os.replace(tmp, meta_path)
+        return _VECTOR_FILES[FORMAT_VERSION]
 
     def state(self) -> BuildState:
         return self._state
@@ -407,8 +428,9 @@ class EmbeddedWriter:
         vectors = self._matrix(chunk.vectors, len(vector_rows), f"chunk {chunk.seq} vectors")
         page_vectors = self._matrix(chunk.page_vectors, len(chunk.pages), "page vectors")
         try:
-            write_rows(self.path / _VECTORS, self._vectors, vectors, self.dim)
-            write_rows(self.path / _PAGE_VECTORS, state.pages, page_vectors, self.dim)
+            files, dtype = self._files, self._files.dtype
+            write_rows(self.path / files.elements, self._vectors, vectors, self.dim, dtype)
+            write_rows(self.path / files.pages, state.pages, page_vectors, self.dim, dtype)
             self._index_text(chunk)
             self._commit(chunk, element_vecs, vector_rows)
         except BaseException:
@@ -520,8 +542,9 @@ class EmbeddedWriter:
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
         self._state, self._vectors = _load_state(self._db)
-        truncate_rows(self.path / _VECTORS, self._vectors, self.dim)
-        truncate_rows(self.path / _PAGE_VECTORS, self._state.pages, self.dim)
+        files, dtype = self._files, self._files.dtype
+        truncate_rows(self.path / files.elements, self._vectors, self.dim, dtype)
+        truncate_rows(self.path / files.pages, self._state.pages, self.dim, dtype)
         for index, writer in (
             (self._texts, self._text_writer),
             (self._pages, self._page_writer),
@@ -541,7 +564,10 @@ class EmbeddedWriter:
         if self._vectors > self._hnsw_threshold:
             # Groups under a tenth of the threshold take ~2 ms or less to scan exactly.
             groups = _GROUP_OF_BITS[_vector_types(self._db, self._vectors)]
-            build_graphs(self.path / _VECTORS, self.dim, groups, self._hnsw_threshold // 10)
+            build_graphs(
+                self.path / self._files.elements, self.dim, self._files.dtype, groups,
+                self._hnsw_threshold // 10,
+            )  # fmt: skip
         self._db.execute("UPDATE state SET complete = 1")
         self._state = replace(self._state, complete=True)
 
@@ -604,6 +630,7 @@ class EmbeddedStore:
         self.path = Path(path)
         meta = _read_meta(self.path)
         self.dim = int(str(meta["dim"]))
+        files = _VECTOR_FILES[int(str(meta["version"]))]
         try:
             # Not mode=ro: a read-write connection rolls back the journal a killed build left
             # (SQLite opens a write-protected file read-only by itself). SQLite is built
@@ -618,13 +645,16 @@ class EmbeddedStore:
             # Which element types use each vector: type filters test it per vector.
             self._vector_types = _vector_types(self._db, vectors)
             self._vectors = VectorMatrix(
-                self.path / _VECTORS,
+                self.path / files.elements,
                 self.dim,
                 vectors,
+                files.dtype,
                 groups=_GROUP_OF_BITS[self._vector_types],
                 graphs=self.path if state.complete else None,
             )
-            self._page_vectors = VectorMatrix(self.path / _PAGE_VECTORS, self.dim, state.pages)
+            self._page_vectors = VectorMatrix(
+                self.path / files.pages, self.dim, state.pages, files.dtype
+            )
         except (sqlite3.Error, ValueError, OSError) as error:
             raise StoreError(f"{self.path} is not a readable embedded index: {error}") from error
         self._analyzer = BM25Analyzer()

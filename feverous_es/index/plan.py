@@ -198,7 +198,7 @@ def project(
     counts: DumpCounts, rates: BuildRates, *, dim: int = 384, hnsw_threshold: int | None = None
 ) -> list[Projection]:
     """The build's cost per store and device."""
-    from feverous_es.index.vectors import HNSW_THRESHOLD
+    from feverous_es.index.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD
 
     threshold = HNSW_THRESHOLD if hnsw_threshold is None else hnsw_threshold
     elements, vectors, pages = counts.total_elements, counts.vectors, counts.pages
@@ -220,10 +220,12 @@ def project(
             disk = elements * per_element + vectors * per_vector + pages * per_page
             if graphed:
                 disk += vectors * rates.graph_bytes_per_vector
-        # Building a graph holds it and reads every vector of the float file (mapped pages).
+        # Building a graph holds one shard's graph and the rows it reads (mapped pages).
         rss = rates.base_rss_bytes
         if graphed:
-            rss += vectors * (rates.graph_bytes_per_vector + 4 * dim)
+            row_bytes = rates.bytes_per_vector.get("embedded") or 4 * dim
+            shard = min(vectors, GRAPH_SHARD_ROWS)
+            rss += shard * (rates.graph_bytes_per_vector + row_bytes)
         # ES's documented working set of an int8 HNSW field: num_vectors * (dims + 12) bytes.
         node_memory = vectors * (dim + 12) if store == "elasticsearch" else None
         for device in DEVICES:
@@ -255,9 +257,10 @@ def measure_rates(
     """Rates of the embedded store measured by building an index of ``pages`` pages spread
     over ``db`` (in a temporary directory), then one HNSW graph of its vectors. Elasticsearch
     rates are left ``None`` (they need a cluster: see bench/store_search.py)."""
+    from feverous_es.index.embedded import NEW_VECTOR_FILES as FILES
     from feverous_es.index.embedded import EmbeddedWriter
     from feverous_es.index.embedder import Embedder
-    from feverous_es.index.vectors import build_graphs, graph_path
+    from feverous_es.index.vectors import build_graphs, group_graphs
 
     def stage(name: str) -> None:
         if on_stage:
@@ -276,16 +279,17 @@ def measure_rates(
         writer.close()
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         sizes = {p.name: p.stat().st_size for p in index.rglob("*") if p.is_file()}
-        vector_bytes = sizes.pop("vectors.f32", 0)
-        page_bytes = sizes.pop("page_vectors.f32", 0)
+        vector_bytes = sizes.pop(FILES.elements, 0)
+        page_bytes = sizes.pop(FILES.pages, 0)
         element_bytes = sum(sizes.values())
         if report.vectors < 2 or not report.elements:
             raise PlanError(f"a sample of {pages:,} pages holds too few elements to measure")
         stage("building an HNSW graph of its vectors")
         started = time.perf_counter()
-        build_graphs(index / "vectors.f32", embedder.dim, np.zeros(report.vectors, np.int64), 0)
+        one_group = np.zeros(report.vectors, np.int64)
+        build_graphs(index / FILES.elements, embedder.dim, FILES.dtype, one_group, 0)
         graph_s = time.perf_counter() - started
-        graph_bytes = graph_path(index, 0).stat().st_size
+        graph_bytes = sum(f.stat().st_size for f in group_graphs(index, 0))
     return BuildRates(
         read_elements_per_s=report.elements / report.read.seconds,
         embed_tokens_per_s={device: report.embed.tokens / report.embed.seconds},

@@ -1,9 +1,12 @@
 """Vector storage and search for the embedded store.
 
-Vectors live in raw float32 files (one row per vector, normalized at write time so that a dot
-product is the cosine), appended chunk by chunk and memory-mapped for reading. Search is exact
-(one matrix-vector product) below a size where that gets slow, and above it HNSW (usearch), one
-graph per group of vectors the caller names (sentences, table rows, ...), with all candidates
+Vectors live in raw files of float16 rows (float32 in indexes of format 2), normalized at write
+time so that a dot product is the cosine, appended chunk by chunk and memory-mapped for reading.
+float16 halves disk and page cache at no measurable cost to ranking: a cosine moves by ~1e-3.
+Search is exact (one matrix-vector product) below a size where that gets slow, and above it HNSW
+(usearch): graphs per group of vectors the caller names (sentences, table rows, ...), each group
+cut into shards of at most ``GRAPH_SHARD_ROWS`` rows with a graph each, so that building one
+holds one shard in memory however large the dump; every shard gives candidates, and all are
 rescored exactly so that both paths give the same scores.
 """
 
@@ -13,6 +16,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 # onnxruntime must be loaded before usearch: usearch 2.26.6 exports its own static C++ runtime's
 # symbols, onnxruntime 1.31 binds to them if loaded after it, and segfaults.
@@ -38,6 +42,14 @@ HNSW_OVERSAMPLE = 2
 # is searched exactly over just those rows: cheaper than the HNSW oversampling it would need.
 _GATHER_SHARE = 0.25
 _BUILD_BATCH = 32_768
+# A shard's graph takes ~530 bytes a vector in memory (int8 vector + links), its float16 rows
+# 768 more while it is built: ~1.3 GB for a full shard.
+GRAPH_SHARD_ROWS = 1 << 20
+# Exact scans convert float16 rows to float32 in blocks, not the whole matrix at once.
+_SCAN_BLOCK = 1 << 16
+# Up to this size a float16 matrix is held in memory as float32 (mini-FEVEROUS's 21,693 page
+# vectors: 33 MB; scanning them from float16 took 10 ms a query more).
+_IN_MEMORY_BYTES = 64 << 20
 
 
 def normalized(vectors: np.ndarray) -> np.ndarray:
@@ -47,60 +59,90 @@ def normalized(vectors: np.ndarray) -> np.ndarray:
     return rows / np.maximum(norms, np.float32(1e-12))
 
 
-def write_rows(path: Path, start: int, rows: np.ndarray, dim: int) -> None:
-    """Write ``rows`` at row ``start`` of a raw float32 file, dropping anything after it, and
-    fsync: the file must hold these rows before the index says it does."""
-    data = np.ascontiguousarray(rows, dtype=np.float32).tobytes()
+def write_rows(path: Path, start: int, rows: np.ndarray, dim: int, dtype: DTypeLike) -> None:
+    """Write ``rows`` at row ``start`` of a raw file of ``dtype`` rows, dropping anything after
+    it, and fsync: the file must hold these rows before the index says it does."""
+    data = np.ascontiguousarray(rows, dtype=dtype).tobytes()
+    row_bytes = dim * np.dtype(dtype).itemsize
     with open(path, "r+b" if path.exists() else "w+b") as file:
-        file.truncate(start * dim * 4)
-        file.seek(start * dim * 4)
+        file.truncate(start * row_bytes)
+        file.seek(start * row_bytes)
         file.write(data)
         file.flush()
         os.fsync(file.fileno())
 
 
-def truncate_rows(path: Path, rows: int, dim: int) -> None:
+def truncate_rows(path: Path, rows: int, dim: int, dtype: DTypeLike) -> None:
     """Cut a vector file to ``rows`` rows: what a crashed write appended beyond is garbage."""
-    size = rows * dim * 4
+    size = rows * dim * np.dtype(dtype).itemsize
     if path.exists() and path.stat().st_size != size:
         with open(path, "r+b") as file:
             file.truncate(size)
             os.fsync(file.fileno())
 
 
-def graph_path(directory: Path, group: int) -> Path:
-    return directory / f"vectors.{group}.usearch"
+def graph_path(directory: Path, group: int, shard: int) -> Path:
+    return directory / f"vectors.{group}.{shard}.usearch"
 
 
-def build_graphs(vectors_path: Path, dim: int, groups: np.ndarray, min_group: int) -> None:
-    """Build one HNSW graph per group of at least ``min_group`` vectors (``groups[i]`` is row
-    i's group), each saved atomically next to the vectors. Smaller groups are searched exactly.
-    Separate graphs, because greedy search stays in the region where it enters (see above).
+def group_graphs(directory: Path, group: int) -> list[Path]:
+    """A group's graph files in shard order; an index of format 2 has one unsharded graph."""
+    legacy = directory / f"vectors.{group}.usearch"
+    if legacy.exists():
+        return [legacy]
+    files = []
+    while (file := graph_path(directory, group, len(files))).exists():
+        files.append(file)
+    return files
+
+
+def shards(members: np.ndarray) -> list[np.ndarray]:
+    """A group's rows cut into consecutive shards of at most ``GRAPH_SHARD_ROWS``."""
+    return [members[i : i + GRAPH_SHARD_ROWS] for i in range(0, len(members), GRAPH_SHARD_ROWS)]
+
+
+def build_graphs(
+    vectors_path: Path, dim: int, dtype: DTypeLike, groups: np.ndarray, min_group: int
+) -> None:
+    """Build the HNSW graphs of every group of at least ``min_group`` vectors (``groups[i]`` is
+    row i's group), one per shard, each saved atomically next to the vectors. Smaller groups
+    are searched exactly. Separate graphs per group, because greedy search stays in the region
+    where it enters (see above); memory holds one shard's graph and rows at a time.
     """
-    matrix = np.memmap(vectors_path, dtype=np.float32, mode="r", shape=(len(groups), dim))
     for group in np.unique(groups):
         members = np.flatnonzero(groups == group)
         if len(members) < min_group:
             continue
-        index = Index(
-            ndim=dim,
-            metric="cos",
-            dtype=HNSW_DTYPE,
-            connectivity=HNSW_CONNECTIVITY,
-            expansion_add=HNSW_EXPANSION_ADD,
-        )
-        for start in range(0, len(members), _BUILD_BATCH):
-            keys = members[start : start + _BUILD_BATCH]
-            # One thread: usearch's concurrent inserts leave some nodes poorly linked
-            # (measured: 10-80% of small graphs miss true neighbours even with a wide search),
-            # and on 2 busy cores they built 280k vectors no faster (70 s against 51 s).
-            index.add(keys.astype(np.uint64), np.asarray(matrix[keys]), threads=1)
-        out = graph_path(vectors_path.parent, int(group))
-        tmp = out.with_suffix(".tmp")
-        index.save(str(tmp))
-        with open(tmp, "rb") as file:
-            os.fsync(file.fileno())
-        os.replace(tmp, out)
+        for number, shard in enumerate(shards(members)):
+            out = graph_path(vectors_path.parent, int(group), number)
+            _build_graph(vectors_path, dim, dtype, len(groups), shard, out)
+
+
+def _build_graph(
+    vectors_path: Path, dim: int, dtype: DTypeLike, rows: int, keys: np.ndarray, out: Path
+) -> None:
+    # A map of its own, dropped at the end, so that the rows read leave resident memory.
+    matrix = np.memmap(vectors_path, dtype=dtype, mode="r", shape=(rows, dim))
+    index = Index(
+        ndim=dim,
+        metric="cos",
+        dtype=HNSW_DTYPE,
+        connectivity=HNSW_CONNECTIVITY,
+        expansion_add=HNSW_EXPANSION_ADD,
+    )
+    for start in range(0, len(keys), _BUILD_BATCH):
+        batch = keys[start : start + _BUILD_BATCH]
+        # One thread: usearch's concurrent inserts leave some nodes poorly linked
+        # (measured: 10-80% of small graphs miss true neighbours even with a wide search),
+        # and on 2 busy cores they built 280k vectors no faster (70 s against 51 s).
+        index.add(batch.astype(np.uint64), np.asarray(matrix[batch], np.float32), threads=1)
+    del matrix
+    tmp = out.with_suffix(".tmp")
+    index.save(str(tmp))
+    del index
+    with open(tmp, "rb") as file:
+        os.fsync(file.fileno())
+    os.replace(tmp, out)
 
 
 class VectorMatrix:
@@ -115,33 +157,42 @@ class VectorMatrix:
         path: Path,
         dim: int,
         rows: int,
+        dtype: DTypeLike,
         groups: np.ndarray | None = None,
         graphs: Path | None = None,
     ) -> None:
         self.dim = dim
         self.rows = rows
         self._matrix: np.ndarray = (
-            np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
+            np.memmap(path, dtype=dtype, mode="r", shape=(rows, dim))
             if rows
-            else np.zeros((0, dim), dtype=np.float32)
+            else np.zeros((0, dim), dtype=dtype)
         )
-        # Each group's rows, with its graph if it has one.
-        self._groups: list[tuple[np.ndarray, Index | None]] = []
+        if self._matrix.dtype != np.float32 and rows * dim * 4 <= _IN_MEMORY_BYTES:
+            # Small matrices (the page vectors, small indexes) are scanned whole per query:
+            # kept as float32 in memory, a scan skips the per-query float16 conversion.
+            self._matrix = np.array(self._matrix, dtype=np.float32)
+        # Each group's rows, with its shards' graphs (none: searched exactly).
+        self._groups: list[tuple[np.ndarray, list[Index]]] = []
         if groups is not None and graphs is not None:
             for group in np.unique(groups):
                 members = np.flatnonzero(groups == group)
-                file = graph_path(graphs, int(group))
-                # view=True memory-maps the saved graph instead of loading it into RAM.
-                graph = Index.restore(str(file), view=True) if file.exists() else None
-                if graph is not None:
-                    if len(graph) != len(members):
-                        raise ValueError(f"{file} does not match the vectors it indexes")
+                files = group_graphs(graphs, int(group))
+                # view=True memory-maps the saved graphs instead of loading them into RAM.
+                loaded = [Index.restore(str(file), view=True) for file in files]
+                if sum(len(graph) for graph in loaded) not in (0, len(members)):
+                    raise ValueError(f"the graphs of group {group} do not match its vectors")
+                for graph in loaded:
                     graph.expansion_search = HNSW_EXPANSION_SEARCH
-                self._groups.append((members, graph))
+                self._groups.append((members, loaded))
+
+    def get(self, rows: np.ndarray) -> np.ndarray:
+        """The stored vectors of ``rows``, as float32."""
+        return np.asarray(self._matrix[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
 
     @property
     def has_hnsw(self) -> bool:
-        return any(graph is not None for _, graph in self._groups)
+        return any(graphs for _, graphs in self._groups)
 
     def query(self, vector: np.ndarray) -> np.ndarray:
         """The query as a unit float32 vector of the right size."""
@@ -186,22 +237,22 @@ class VectorMatrix:
         self,
         query: np.ndarray,
         k: int,
-        group: tuple[np.ndarray, Index | None],
+        group: tuple[np.ndarray, list[Index]],
         allowed: np.ndarray | None,
     ) -> np.ndarray:
         """A group's candidate rows: all its allowed rows when they are few or it has no graph,
-        else HNSW's top ``k`` (oversampled by the share of allowed rows) of them, falling back to
-        all allowed rows when the graph returns too few (a filter the query's neighbourhood
-        avoids)."""
-        members, graph = group
+        else each shard graph's top ``k`` (oversampled by the share of allowed rows), falling
+        back to all allowed rows when the graphs return too few (a filter the query's
+        neighbourhood avoids)."""
+        members, graphs = group
         if allowed is not None:
             members = members[allowed[members]]
         share = len(members) / len(group[0])
-        if graph is None or share < _GATHER_SHARE:
+        if not graphs or share < _GATHER_SHARE:
             return members
-        keys = np.asarray(
-            graph.search(query, int(k * HNSW_OVERSAMPLE / share) + 1, threads=1).keys,
-            dtype=np.int64,
+        count = int(k * HNSW_OVERSAMPLE / share) + 1
+        keys = np.concatenate(
+            [np.asarray(g.search(query, count, threads=1).keys, np.int64) for g in graphs]
         )
         if allowed is not None:
             keys = keys[allowed[keys]]
@@ -213,7 +264,13 @@ def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     # core from the text search and the rerankers of the same process (measured: a query's CPU
     # time twice its wall time). Single-threaded costs ~30% on a full scan, little on the
     # few thousand rows that HNSW candidates and filters leave.
-    return np.einsum("ij,j->i", matrix, query)
+    if matrix.dtype == np.float32:
+        return np.einsum("ij,j->i", matrix, query)
+    scores = np.empty(len(matrix), dtype=np.float32)
+    for start in range(0, len(matrix), _SCAN_BLOCK):
+        block = np.asarray(matrix[start : start + _SCAN_BLOCK], dtype=np.float32)
+        scores[start : start + len(block)] = np.einsum("ij,j->i", block, query)
+    return scores
 
 
 def _top(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
