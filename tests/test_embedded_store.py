@@ -513,9 +513,15 @@ def test_resume_after_kill(tmp_path: Path) -> None:
     assert_exactly_once(tmp_path, [title for titles in KILL_CHUNKS for title in titles])
 
 
-def test_hnsw_matches_exact(tmp_path: Path) -> None:
+def build_graphed(path: Path) -> list[str]:
+    """60 pages in two chunks, over the HNSW threshold: graphs are built. Returns the titles."""
     titles = [f"Page{i}" for i in range(60)]
-    build(tmp_path, [titles[:30], titles[30:]], hnsw_threshold=100)
+    build(path, [titles[:30], titles[30:]], hnsw_threshold=100)
+    return titles
+
+
+def test_hnsw_matches_exact(tmp_path: Path) -> None:
+    titles = build_graphed(tmp_path)
     # One graph per group: sentences, table rows, captions, list items.
     assert len(list(tmp_path.glob("vectors.*.usearch"))) == 4
     store = EmbeddedStore(tmp_path)
@@ -545,8 +551,7 @@ def test_graphs_in_shards_find_what_exact_search_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vectors, "GRAPH_SHARD_ROWS", 25)
-    titles = [f"Page{i}" for i in range(60)]
-    build(tmp_path, [titles[:30], titles[30:]], hnsw_threshold=100)
+    titles = build_graphed(tmp_path)
     shards = list(tmp_path.glob("vectors.*.*.usearch"))
     # (usearch through feverous_es.index.vectors, which loads onnxruntime before it)
     sizes = [len(vectors.Index.restore(str(shard), view=True)) for shard in shards]
@@ -570,8 +575,7 @@ def test_an_index_of_format_2_is_still_read(
 ) -> None:
     """Format 2 kept float32 vectors (vectors.f32) and one graph per group."""
     monkeypatch.setattr(embedded, "FORMAT_VERSION", 2)
-    titles = [f"Page{i}" for i in range(60)]
-    build(tmp_path, [titles[:30], titles[30:]], hnsw_threshold=100)
+    build_graphed(tmp_path)
     for graph in tmp_path.glob("vectors.*.0.usearch"):
         graph.rename(graph.with_name(graph.name.replace(".0.usearch", ".usearch")))
     monkeypatch.undo()
