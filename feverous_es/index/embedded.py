@@ -99,6 +99,11 @@ _ANALYZER = "en_stem"
 _TEXT_WRITER_HEAP = 256_000_000
 _PAGE_WRITER_HEAP = 32_000_000
 _TABLE_WRITER_HEAP = 64_000_000
+_SQLITE_CACHE_KIB = 131_072
+# The most a writer's buffers hold, filled by a long build (not by a short one).
+WRITER_BUFFER_BYTES = (
+    _TEXT_WRITER_HEAP + _PAGE_WRITER_HEAP + _TABLE_WRITER_HEAP + _SQLITE_CACHE_KIB * 1024
+)
 _TYPE_BITS = {element_type: 1 << i for i, element_type in enumerate(ElementType)}
 
 
@@ -388,7 +393,7 @@ class EmbeddedWriter:
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         # A large page cache keeps the id and page indices' B-trees in memory while elements
         # arrive in wiki order rather than key order.
-        db.execute("PRAGMA cache_size = -131072")
+        db.execute(f"PRAGMA cache_size = -{_SQLITE_CACHE_KIB}")
         return db
 
     def _init_meta(self) -> VectorFiles:

@@ -198,6 +198,7 @@ def project(
     counts: DumpCounts, rates: BuildRates, *, dim: int = 384, hnsw_threshold: int | None = None
 ) -> list[Projection]:
     """The build's cost per store and device."""
+    from feverous_es.index.embedded import WRITER_BUFFER_BYTES
     from feverous_es.index.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD
 
     threshold = HNSW_THRESHOLD if hnsw_threshold is None else hnsw_threshold
@@ -220,8 +221,12 @@ def project(
             disk = elements * per_element + vectors * per_vector + pages * per_page
             if graphed:
                 disk += vectors * rates.graph_bytes_per_vector
-        # Building a graph holds one shard's graph and the rows it reads (mapped pages).
+        # A sample's build leaves the writer's buffers (tantivy heaps, SQLite cache) part
+        # empty; a whole dump's fills them. Building a graph holds one shard's graph and the
+        # rows it reads (mapped pages).
         rss = rates.base_rss_bytes
+        if store == "embedded":
+            rss += WRITER_BUFFER_BYTES
         if graphed:
             row_bytes = rates.bytes_per_vector.get("embedded") or 4 * dim
             shard = min(vectors, GRAPH_SHARD_ROWS)
