@@ -177,3 +177,4 @@ def test_rates_measured_on_a_sample_of_the_dump(tmp_path: Path) -> None:
     assert rates.graph_bytes_per_vector > 384  # an int8 vector and its links
     assert rates.bytes_per_element["embedded"] > 0 and rates.base_rss_bytes > 0
     assert "30 pages" in rates.measured["sample"] and not list(tmp_path.iterdir())
+    assert "CPU cores" in rates.measured["machine"]  # a stored rate's machine is replaced

@@ -15,6 +15,7 @@ linear in elements, vectors and pages, with the per-unit sizes measured.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import tempfile
 import time
@@ -307,10 +308,17 @@ def measure_rates(
         base_rss_bytes=rss,
         measured={
             "date": date.today().isoformat(),
+            "machine": _machine(),
             "sample": f"{report.pages:,} pages spread over {db.path.name}",
             "device": device,
         },
     )
+
+
+def _machine() -> str:
+    """``"2 CPU cores, 24 GB RAM"`` of this machine (what measured rates hold for)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{os.cpu_count()} CPU cores, {memory / 2**30:.0f} GB RAM"
 
 
 def human_seconds(seconds: float | None) -> str:
