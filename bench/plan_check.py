@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from feverous_es.index.plan import BuildRates, TokenCounter, count_dump, project
+from feverous_es.index.plan import BuildRates, TokenCounter, count_dump, file_bytes, project
 from feverous_es.index.wiki import WikiDB
 
 TOLERANCE = 0.25
@@ -39,7 +39,7 @@ def main() -> None:
         counts = count_dump(db, TokenCounter())
     plan = next(p for p in project(counts, rates) if (p.store, p.device) == ("embedded", "cpu"))
     built = json.loads(args.build_json.read_text())
-    disk = sum(f.stat().st_size for f in args.index.rglob("*") if f.is_file())
+    disk = sum(file_bytes(args.index).values())
     rows = {
         "wall_s": (plan.wall_s, built["wall_s"]),
         "embed_s": (plan.embed_s, built["stages_s"]["embed"]),

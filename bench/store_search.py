@@ -48,6 +48,7 @@ from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
 from feverous_es.index.page import MalformedPage, parse_page
+from feverous_es.index.plan import file_bytes
 from feverous_es.index.store import BuildState, Chunk, Filters, Store, StoreWriter
 from feverous_es.index.wiki import WikiDB
 
@@ -163,8 +164,6 @@ def build_embedded(
     state = final.state()
     print_build(state, final.vectors.rows, seconds)
     final.close()
-    size = sum(file.stat().st_size for file in path.rglob("*") if file.is_file())
-    print(f"  size on disk {size / 2**20:,.0f} MiB")
     return seconds
 
 
@@ -360,6 +359,8 @@ def main() -> None:
         if not is_complete(path):  # resumes a build left incomplete
             seconds = build_embedded(path, args.limit, Path(tmp), args.chunk_elements, args.wiki)
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        disk = sum(file_bytes(path).values())
+        print(f"  size on disk {disk / 2**20:,.0f} MiB")
         store = EmbeddedStore(path)
         state = store.state()
         queries, latency = search_report(store, args.claims, args.k, args.onnx)
@@ -369,7 +370,7 @@ def main() -> None:
             "vectors": store.vectors.rows,
             "build_stages_s": seconds, "build_s": sum(seconds.values()),
             "build_peak_rss_bytes": peak_rss,
-            "disk_bytes": sum(f.stat().st_size for f in path.rglob("*") if f.is_file()),
+            "disk_bytes": disk,
             "latency": latency, "recall": recall(path, queries, args.k),
         }  # fmt: skip
         if args.json:

@@ -298,6 +298,11 @@ def _read_meta(path: Path) -> dict[str, object]:
     return meta
 
 
+def _vector_files(meta: dict[str, object]) -> VectorFiles:
+    """The vector files of an index, by its format version (checked by :func:`_read_meta`)."""
+    return _VECTOR_FILES[int(str(meta["version"]))]
+
+
 def _load_state(db: sqlite3.Connection) -> tuple[BuildState, int]:
     """The build state and the number of element vectors it accounts for."""
     row = db.execute(
@@ -406,7 +411,7 @@ class EmbeddedWriter:
                     f"{self.path} holds {meta.get('dim')}-dimensional vectors, the embedder "
                     f"makes {self.dim}"
                 )
-            return _VECTOR_FILES[int(str(meta["version"]))]
+            return _vector_files(meta)
         if self.path.exists() and any(self.path.iterdir()):
             raise StoreError(f"{self.path} is not empty and not an embedded index")
         self.path.mkdir(parents=True, exist_ok=True)
@@ -635,7 +640,7 @@ class EmbeddedStore:
         self.path = Path(path)
         meta = _read_meta(self.path)
         self.dim = int(str(meta["dim"]))
-        files = _VECTOR_FILES[int(str(meta["version"]))]
+        files = _vector_files(meta)
         try:
             # Not mode=ro: a read-write connection rolls back the journal a killed build left
             # (SQLite opens a write-protected file read-only by itself). SQLite is built

@@ -284,7 +284,7 @@ def measure_rates(
             report = build(sample, writer, embedder)
         writer.close()
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        sizes = {p.name: p.stat().st_size for p in index.rglob("*") if p.is_file()}
+        sizes = file_bytes(index)
         vector_bytes = sizes.pop(FILES.elements, 0)
         page_bytes = sizes.pop(FILES.pages, 0)
         element_bytes = sum(sizes.values())
@@ -313,6 +313,13 @@ def measure_rates(
             "device": device,
         },
     )
+
+
+def file_bytes(directory: Path) -> dict[str, int]:
+    """The size of every file under ``directory``, by its path relative to it."""
+    return {
+        str(f.relative_to(directory)): f.stat().st_size for f in directory.rglob("*") if f.is_file()
+    }
 
 
 def _machine() -> str:
