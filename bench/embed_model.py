@@ -17,7 +17,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from feverous_es.index.embedder import Embedder, ensure_model
+from feverous_es.index.embedder import Embedder, ensure_model, export_dir
 
 
 def passages(db: Path | None, n: int) -> list[str]:
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    model_dir = ensure_model()
+    model_dir = ensure_model(export_dir())  # fp32 beside int8: a full export (needs torch)
     texts = passages(args.db, args.texts)
     embedders = {
         name: Embedder(

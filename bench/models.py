@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from feverous_es.index.embedder import FP32_FILE, Embedder, ensure_model
+from feverous_es.index.embedder import FP32_FILE, Embedder, ensure_model, export_dir
 from feverous_es.onnx_session import MANIFEST_FILE, cuda_device_present
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.fetch import ensure_reranker
@@ -264,12 +264,12 @@ def bench_cross_encoders(
 
 
 def bench_embedder(args: argparse.Namespace, texts: list[str], device: str) -> list[dict]:
-    model_dir = ensure_model()
     options = {"max_length": 128, "batch_size": args.batch_size, "device": device}
     if device != "cuda":
         options["threads"] = args.threads
-    runtime = Embedder(model_dir, **options)
-    fp32 = Embedder(model_dir, model_file=FP32_FILE, **options)
+    runtime = Embedder(**options)  # the packaged model: int8 on CPU, its fp16 derivative on CUDA
+    # The reference precision comes from a full export (needs torch).
+    fp32 = Embedder(ensure_model(export_dir()), model_file=FP32_FILE, **options)
     chunks = [texts[i : i + 4 * args.batch_size] for i in range(0, len(texts), 4 * args.batch_size)]
     label = precision_of(runtime.model_file)
     names = [f"onnx {label}", "onnx fp32"]

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import sys
 import weakref
 from collections.abc import Callable, Collection, Iterable
@@ -77,6 +78,18 @@ def write_manifest(model_dir: Path, names: Iterable[str], **meta: object) -> dic
         json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return manifest
+
+
+def install_model_dir(tmp: Path, out: Path) -> None:
+    """Move the finished model directory ``tmp`` to ``out`` with one rename, replacing an older
+    or broken one."""
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(out)
 
 
 def choose_model_file(available: Collection[str], on_cuda: bool, *, quantized: bool = True) -> str:

@@ -1,11 +1,13 @@
 """The ONNX embedder: parity with sentence-transformers, batching, caching, a torch-free runtime.
 
-The model is exported once per test session into a temporary FEVEROUS_ES_CACHE (about 20 s).
+The packaged int8 model needs nothing else; the fp32 reference is exported once per test session
+into a temporary directory (about 15 s, needs torch).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -20,12 +22,15 @@ from tokenizers import Tokenizer
 from feverous_es.index import embedder as embedder_module
 from feverous_es.index.embedder import (
     DIM,
+    FP16_FILE,
+    INT8_FILE,
     MANIFEST_FILE,
     MISSING_EXTRA_EXIT,
     TOKENIZER_FILE,
     Embedder,
     ModelError,
     default_model_dir,
+    ensure_cuda_model,
     ensure_model,
 )
 
@@ -48,9 +53,7 @@ SENTENCES = [
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("the one-time export needs the export extra (torch)")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FEVEROUS_ES_CACHE", str(tmp_path_factory.mktemp("cache")))
-        yield ensure_model()
+    yield ensure_model(tmp_path_factory.mktemp("export") / "all-MiniLM-L6-v2")
 
 
 @pytest.fixture(scope="session")
@@ -108,21 +111,59 @@ def test_empty_input(model_dir: Path) -> None:
     assert embedder.tokens == 0
 
 
-def test_runtime_does_not_import_torch(model_dir: Path) -> None:
+def test_packaged_model_runs_without_torch(tmp_path: Path) -> None:
+    # A fresh install: no torch importable, an empty model cache. The packaged int8 graph serves.
     code = (
         "import sys\n"
+        "sys.modules['torch'] = None  # `import torch` now raises ImportError\n"
         "from feverous_es.index.embedder import Embedder\n"
-        "vectors = Embedder().embed(['Paris is in France.', 'Hi'])\n"
+        "embedder = Embedder(device='cpu')\n"
+        "vectors = embedder.embed(['Paris is in France.', 'Hi'])\n"
         "assert vectors.shape == (2, 384)\n"
-        "heavy = {'torch', 'transformers', 'optimum'} & set(sys.modules)\n"
+        f"assert embedder.model_file == {INT8_FILE!r}, embedder.model_file\n"
+        "heavy = {'transformers', 'optimum'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), FEVEROUS_ES_CACHE=str(tmp_path / "cache"))
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert not (tmp_path / "cache").exists()  # nothing exported, nothing downloaded
+
+
+def test_packaged_model_is_what_the_export_writes(model_dir: Path) -> None:
+    packaged = Embedder(device="cpu").embed(SENTENCES)
+    exported = Embedder(model_dir, device="cpu").embed(SENTENCES)
+    np.testing.assert_allclose(packaged, exported, atol=1e-6)
+
+
+def test_cuda_graph_is_derived_once_from_the_packaged_one(
+    tmp_path: Path, reference: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    derived = ensure_cuda_model(tmp_path / "fp16")
+    assert json.loads((derived / MANIFEST_FILE).read_text())["files"].keys() == {
+        FP16_FILE,
+        TOKENIZER_FILE,
+    }
+    # Dequantized weights without per-batch activation scales: closer to fp32 than int8 is.
+    # (The CPU provider runs fp16 slowly, to the same precision.)
+    vectors = Embedder(derived, model_file=FP16_FILE, device="cpu").embed(SENTENCES)
+    assert np.sum(vectors * reference, axis=1).min() >= 0.998
+
+    from feverous_es import onnx_graphs
+
+    def no_rewrite(*args: object) -> None:
+        raise AssertionError("the fp16 graph was derived again")
+
+    monkeypatch.setattr(onnx_graphs, "dequantize", no_rewrite)
+    assert ensure_cuda_model(tmp_path / "fp16") == derived
+
+
+def test_packaged_model_has_no_fp32_graph() -> None:
+    with pytest.raises(ModelError, match="only its int8 graph"):
+        Embedder(quantized=False, device="cpu")
 
 
 def test_ensure_model_is_cached(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert default_model_dir() == model_dir
+    assert default_model_dir() == (REPO / "feverous_es" / "models" / "embedder")
     manifest = model_dir / MANIFEST_FILE
     before = manifest.stat().st_mtime_ns
 
@@ -130,7 +171,7 @@ def test_ensure_model_is_cached(model_dir: Path, monkeypatch: pytest.MonkeyPatch
         raise AssertionError("ensure_model re-exported a cached model")
 
     monkeypatch.setattr(embedder_module.subprocess, "run", no_export)
-    assert ensure_model() == model_dir
+    assert ensure_model(model_dir) == model_dir
     assert manifest.stat().st_mtime_ns == before
 
 

@@ -1,8 +1,13 @@
 """Sentence embeddings with all-MiniLM-L6-v2 through ONNX Runtime.
 
-Runtime only: onnxruntime, tokenizers and numpy. The ONNX files come from a one-time export
-(:mod:`feverous_es.index.export`, which needs torch) that :func:`ensure_model` runs in a
-subprocess, so a process that embeds never imports torch.
+Runtime only: onnxruntime, onnx, tokenizers and numpy. The int8 graph and the tokenizer ship in
+the package (``feverous_es/models/embedder``), so embedding needs neither torch nor a download.
+On a CUDA device the fp16 graph is derived once from the shipped int8 one (its weights
+dequantized, then cast to fp16; :func:`ensure_cuda_model`) into the model cache.
+
+A full export from the pretrained weights (fp32, fp16 and int8; how the shipped file was made)
+is :mod:`feverous_es.index.export`, which needs torch; :func:`ensure_model` runs it in a
+subprocess for a ``model_dir`` that holds none yet.
 
     >>> embedder = Embedder()
     >>> embedder.embed(["Paris is the capital of France."]).shape
@@ -13,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,42 +30,64 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from feverous_es.onnx_session import (
+    FP16_FILE,
+    FP32_FILE,
+    INT8_FILE,
+    MANIFEST_FILE,
     ModelError,
     check_device,
     choose_model_file,
+    install_model_dir,
     manifest_complete,
     models_dir,
     open_session,
     verified,
+    write_manifest,
 )
 
 # Re-exported: the export and its callers import them from here.
-from feverous_es.onnx_session import FP16_FILE as FP16_FILE  # isort: skip
-from feverous_es.onnx_session import MANIFEST_FILE as MANIFEST_FILE  # isort: skip
 from feverous_es.onnx_session import sha256_file as sha256_file  # isort: skip
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
-FP32_FILE = "model.onnx"
-INT8_FILE = "model_int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
+PACKAGED_MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / "embedder"
 # Exit status of the export command when its optional dependencies are not installed.
 MISSING_EXTRA_EXIT = 3
 INSTALL_HINT = "pip install torch==2.13.0, then pip install 'feverous-es[export]'"
 
 
 def default_model_dir() -> Path:
-    """``$FEVEROUS_ES_CACHE/models/<model>``, else ``~/.cache/feverous-es/models/<model>``."""
+    """The model shipped in the package: int8 graph, tokenizer, manifest and model card."""
+    return PACKAGED_MODEL_DIR
+
+
+def export_dir() -> Path:
+    """Where a full export goes by default: ``<cache>/models/all-MiniLM-L6-v2`` (cache:
+    ``$FEVEROUS_ES_CACHE`` or ``~/.cache/feverous-es``)."""
     return models_dir() / MODEL_NAME
 
 
+def cuda_model_dir() -> Path:
+    """Where :func:`ensure_cuda_model` puts the fp16 graph: ``<cache>/models/<model>-fp16``."""
+    return models_dir() / f"{MODEL_NAME}-fp16"
+
+
 def ensure_model(model_dir: Path | None = None) -> Path:
-    """Return the directory of the exported model, exporting it first if it is missing.
+    """Return the model directory: the packaged one by default, else ``model_dir`` after
+    exporting into it if it holds no complete export.
 
     The export runs as ``python -m feverous_es.index.export`` in a child process: it needs torch,
     which the calling process should never have to load.
     """
-    model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+    if model_dir is None:
+        if not manifest_complete(PACKAGED_MODEL_DIR):
+            raise ModelError(
+                f"the packaged embedder in {PACKAGED_MODEL_DIR} is incomplete; reinstall "
+                "feverous-es"
+            )
+        return PACKAGED_MODEL_DIR
+    model_dir = Path(model_dir)
     if manifest_complete(model_dir):
         return model_dir
     env = dict(os.environ, HF_HUB_OFFLINE="1")
@@ -82,9 +111,47 @@ def ensure_model(model_dir: Path | None = None) -> Path:
     return model_dir
 
 
+def ensure_cuda_model(out: Path | None = None) -> Path:
+    """Return the directory of the fp16 graph for CUDA (default :func:`cuda_model_dir`),
+    deriving it first from the packaged int8 graph if it is missing.
+
+    Dequantizing the weights gives fp32 matmuls (cosine 0.999 to the fp32 export over the
+    export's parity texts, against 0.987 for int8 with its per-batch activation scales); fp16 then
+    halves them. No torch: onnx and onnxruntime's converters only.
+    """
+    from feverous_es.onnx_graphs import dequantize, to_fp16
+
+    out = (Path(out) if out is not None else cuda_model_dir()).resolve()
+    if manifest_complete(out):
+        return out
+    source = ensure_model()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
+    try:
+        dequantize(_verified(source, INT8_FILE), tmp / FP32_FILE)
+        recipe = to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
+        (tmp / FP32_FILE).unlink()
+        shutil.copyfile(_verified(source, TOKENIZER_FILE), tmp / TOKENIZER_FILE)
+        source_sha = sha256_file(source / INT8_FILE)
+        write_manifest(
+            tmp,
+            [FP16_FILE, TOKENIZER_FILE],
+            model=MODEL_NAME,
+            source={"int8_sha256": source_sha, "dequantized": True},
+            fp16=recipe,
+        )
+        if not manifest_complete(out):  # else another process derived it meanwhile
+            install_model_dir(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def _verified(model_dir: Path, name: str) -> Path:
-    """The path of ``name`` after checking its sha256 against the export's manifest."""
-    return verified(model_dir, name, remedy="re-export")
+    """The path of ``name`` after checking its sha256 against the directory's manifest."""
+    packaged = model_dir == PACKAGED_MODEL_DIR
+    return verified(model_dir, name, remedy="reinstall feverous-es" if packaged else "re-export")
 
 
 def load_tokenizer(model_dir: Path | None = None, max_length: int = 128) -> Tokenizer:
@@ -131,7 +198,17 @@ class Embedder:
         loaded: list[str] = []
 
         def pick(on_cuda: bool) -> Path:
+            packaged = model_dir == PACKAGED_MODEL_DIR
+            if on_cuda and packaged and model_file is None:
+                loaded.append(FP16_FILE)
+                return _verified(ensure_cuda_model(), FP16_FILE)
             loaded.append(model_file or choose_model_file(listed, on_cuda, quantized=quantized))
+            if packaged and loaded[-1] not in listed:
+                raise ModelError(
+                    f"the packaged {MODEL_NAME} has only its int8 graph, not {loaded[-1]}; export "
+                    "all precisions with `python -m feverous_es.index.export --out DIR` and pass "
+                    "DIR as model_dir"
+                )
             return _verified(model_dir, loaded[-1])
 
         self._session = open_session(pick, device=device, threads=threads)

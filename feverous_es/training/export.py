@@ -394,7 +394,8 @@ def _export_model(
         from optimum.exporters.onnx import main_export
     except ImportError as error:
         raise TrainError(f"{error}; the export needs {INSTALL_HINT}") from None
-    from feverous_es.index.export import install, to_fp16
+    from feverous_es.onnx_graphs import to_fp16
+    from feverous_es.onnx_session import install_model_dir
 
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -453,7 +454,7 @@ def _export_model(
         }
         write_card(tmp, meta, {name: (tmp / name).stat().st_size for name in files})
         manifest = write_manifest(tmp, [*files, CARD_FILE], **meta)
-        install(tmp, out)
+        install_model_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
