@@ -547,6 +547,26 @@ def test_hnsw_matches_exact(tmp_path: Path) -> None:
     store.close()
 
 
+def test_page_vectors_past_the_threshold_are_searched_through_their_own_graph(
+    tmp_path: Path,
+) -> None:
+    titles = [f"Page{i}" for i in range(60)]
+    build(tmp_path, [titles[:30], titles[30:]], hnsw_threshold=50)  # 60 pages > 50
+    assert [p.name for p in tmp_path.glob("page_vectors.*.usearch")] == ["page_vectors.0.0.usearch"]
+    store = EmbeddedStore(tmp_path)
+    rng = np.random.default_rng(2)
+    for title in titles[:10]:
+        query = key_vector(f"page:{title}") + 0.1 * rng.standard_normal(DIM)
+        hits = store.search_pages_vector(query, k=5)
+        assert hits[0].page.title == title
+        pages = store.page_vectors
+        graph_rows, _ = pages.search(pages.query(query), 5)
+        exact_rows, _ = pages.search(pages.query(query), 5, exact=True)
+        assert graph_rows.tolist() == exact_rows.tolist()
+    assert store.page_vectors.has_hnsw
+    store.close()
+
+
 def test_graphs_in_shards_find_what_exact_search_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

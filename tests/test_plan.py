@@ -93,7 +93,17 @@ def test_wall_time_is_the_slowest_stage_plus_the_graphs() -> None:
     assert embedded.peak_rss_bytes == pytest.approx(1e9 + buffers + 200_000 * (500 + 1_536))
     elastic = _by(project(counts, _rates()), "elasticsearch", "cpu")
     assert elastic.graph_s == 0 and elastic.wall_s == 500
-    assert elastic.node_vector_memory_bytes == 200_000 * (384 + 12)
+    assert elastic.node_vector_memory_bytes == (200_000 + 1_000) * (384 + 12)  # elements, pages
+
+
+def test_pages_past_the_threshold_get_a_graph_of_their_own() -> None:
+    from feverous_es.index.vectors import HNSW_THRESHOLD
+
+    pages = HNSW_THRESHOLD + 1
+    counts = DumpCounts(pages=pages, counted_pages=pages, elements={"cell": 400_000},
+                        vectors=200_000, tokens=5_000_000)  # fmt: skip
+    embedded = _by(project(counts, _rates()), "embedded", "cpu")
+    assert embedded.graph_s == pytest.approx((200_000 + pages) * 1e-3)
 
 
 def test_graph_memory_is_one_shard_however_large_the_dump() -> None:

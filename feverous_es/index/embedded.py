@@ -92,7 +92,7 @@ _SQLITE = "elements.sqlite"
 _TEXT = "text"
 _PAGES = "pages"
 _TABLES = "tables"
-_GRAPHS = ("vectors.*.usearch", "vectors.*.tmp")
+_GRAPHS = ("vectors.*.usearch", "vectors.*.tmp", "page_vectors.*.usearch", "page_vectors.*.tmp")
 
 _ANALYZER = "en_stem"
 # One writer thread per index: the build embeds on all cores at the same time.
@@ -578,6 +578,10 @@ class EmbeddedWriter:
                 self.path / self._files.elements, self.dim, self._files.dtype, groups,
                 self._hnsw_threshold // 10,
             )  # fmt: skip
+        if self._state.pages > self._hnsw_threshold:
+            # One group: every page is a candidate for every query.
+            one_group = np.zeros(self._state.pages, dtype=np.int64)
+            build_graphs(self.path / self._files.pages, self.dim, self._files.dtype, one_group, 0)
         self._db.execute("UPDATE state SET complete = 1")
         self._state = replace(self._state, complete=True)
 
@@ -659,11 +663,14 @@ class EmbeddedStore:
                 self.dim,
                 vectors,
                 files.dtype,
-                groups=_GROUP_OF_BITS[self._vector_types],
-                graphs=self.path if state.complete else None,
+                groups=_GROUP_OF_BITS[self._vector_types] if state.complete else None,
             )
             self._page_vectors = VectorMatrix(
-                self.path / files.pages, self.dim, state.pages, files.dtype
+                self.path / files.pages,
+                self.dim,
+                state.pages,
+                files.dtype,
+                groups=np.zeros(state.pages, dtype=np.int64) if state.complete else None,
             )
         except (sqlite3.Error, ValueError, OSError) as error:
             raise StoreError(f"{self.path} is not a readable embedded index: {error}") from error
@@ -674,6 +681,11 @@ class EmbeddedStore:
     def vectors(self) -> VectorMatrix:
         """The element vectors, for diagnostics such as HNSW recall against exact search."""
         return self._vectors
+
+    @property
+    def page_vectors(self) -> VectorMatrix:
+        """The page vectors (title and intro), for the same diagnostics."""
+        return self._page_vectors
 
     def state(self) -> BuildState:
         return _load_state(self._db)[0]

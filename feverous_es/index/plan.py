@@ -209,8 +209,10 @@ def project(
     for store in STORES:
         write_rate = rates.write_elements_per_s.get(store)
         write_s = elements / write_rate if write_rate else None
-        graphed = store == "embedded" and vectors > threshold
-        graph_s = vectors * rates.graph_seconds_per_vector if graphed else 0.0
+        # The embedded store graphs element vectors and page vectors apart, each above the
+        # threshold; Elasticsearch indexes both into its kNN graphs as it writes.
+        graphed = sum(n for n in (vectors, pages) if n > threshold) if store == "embedded" else 0
+        graph_s = graphed * rates.graph_seconds_per_vector
         sizes = (
             rates.bytes_per_element.get(store),
             rates.bytes_per_vector.get(store),
@@ -220,8 +222,7 @@ def project(
         if all(s is not None for s in sizes):
             per_element, per_vector, per_page = (float(s) for s in sizes)  # type: ignore[arg-type]
             disk = elements * per_element + vectors * per_vector + pages * per_page
-            if graphed:
-                disk += vectors * rates.graph_bytes_per_vector
+            disk += graphed * rates.graph_bytes_per_vector
         # A sample's build leaves the writer's buffers (tantivy heaps, SQLite cache) part
         # empty; a whole dump's fills them. Building a graph holds one shard's graph and the
         # rows it reads (mapped pages).
@@ -230,10 +231,11 @@ def project(
             rss += WRITER_BUFFER_BYTES
         if graphed:
             row_bytes = rates.bytes_per_vector.get("embedded") or 4 * dim
-            shard = min(vectors, GRAPH_SHARD_ROWS)
+            shard = min(max(n for n in (vectors, pages) if n > threshold), GRAPH_SHARD_ROWS)
             rss += shard * (rates.graph_bytes_per_vector + row_bytes)
-        # ES's documented working set of an int8 HNSW field: num_vectors * (dims + 12) bytes.
-        node_memory = vectors * (dim + 12) if store == "elasticsearch" else None
+        # ES's documented working set of an int8 HNSW field: num_vectors * (dims + 12) bytes,
+        # for the elements' vectors and the pages'.
+        node_memory = (vectors + pages) * (dim + 12) if store == "elasticsearch" else None
         for device in DEVICES:
             token_rate = rates.embed_tokens_per_s.get(device)
             embed_s = counts.tokens / token_rate if token_rate else None
@@ -295,7 +297,7 @@ def measure_rates(
         one_group = np.zeros(report.vectors, np.int64)
         build_graphs(index / FILES.elements, embedder.dim, FILES.dtype, one_group, 0)
         graph_s = time.perf_counter() - started
-        graph_bytes = sum(f.stat().st_size for f in group_graphs(index, 0))
+        graph_bytes = sum(f.stat().st_size for f in group_graphs(index / FILES.elements, 0))
     return BuildRates(
         read_elements_per_s=report.elements / report.read.seconds,
         embed_tokens_per_s={device: report.embed.tokens / report.embed.seconds},

@@ -81,17 +81,19 @@ def truncate_rows(path: Path, rows: int, dim: int, dtype: DTypeLike) -> None:
             os.fsync(file.fileno())
 
 
-def graph_path(directory: Path, group: int, shard: int) -> Path:
-    return directory / f"vectors.{group}.{shard}.usearch"
+def graph_path(vectors_path: Path, group: int, shard: int) -> Path:
+    """A shard's graph file beside the vectors: ``vectors.f16`` -> ``vectors.<group>.<shard>
+    .usearch``, ``page_vectors.f16`` -> ``page_vectors.<group>.<shard>.usearch``."""
+    return vectors_path.with_name(f"{vectors_path.stem}.{group}.{shard}.usearch")
 
 
-def group_graphs(directory: Path, group: int) -> list[Path]:
+def group_graphs(vectors_path: Path, group: int) -> list[Path]:
     """A group's graph files in shard order; an index of format 2 has one unsharded graph."""
-    legacy = directory / f"vectors.{group}.usearch"
+    legacy = vectors_path.with_name(f"{vectors_path.stem}.{group}.usearch")
     if legacy.exists():
         return [legacy]
     files = []
-    while (file := graph_path(directory, group, len(files))).exists():
+    while (file := graph_path(vectors_path, group, len(files))).exists():
         files.append(file)
     return files
 
@@ -114,7 +116,7 @@ def build_graphs(
         if len(members) < min_group:
             continue
         for number, shard in enumerate(shards(members)):
-            out = graph_path(vectors_path.parent, int(group), number)
+            out = graph_path(vectors_path, int(group), number)
             _build_graph(vectors_path, dim, dtype, len(groups), shard, out)
 
 
@@ -148,8 +150,9 @@ def _build_graph(
 class VectorMatrix:
     """Read side: the first ``rows`` vectors of a file, searched by cosine similarity.
 
-    ``groups`` (one group number per row) and ``graphs`` (the directory of the graphs that
-    :func:`build_graphs` saved) enable HNSW search; without them search is exact.
+    ``groups`` (one group number per row) enables HNSW search over the graphs that
+    :func:`build_graphs` saved beside the file (a group without one is searched exactly);
+    without ``groups`` search is exact.
     """
 
     def __init__(
@@ -159,7 +162,6 @@ class VectorMatrix:
         rows: int,
         dtype: DTypeLike,
         groups: np.ndarray | None = None,
-        graphs: Path | None = None,
     ) -> None:
         self.dim = dim
         self.rows = rows
@@ -174,10 +176,10 @@ class VectorMatrix:
             self._matrix = np.array(self._matrix, dtype=np.float32)
         # Each group's rows, with its shards' graphs (none: searched exactly).
         self._groups: list[tuple[np.ndarray, list[Index]]] = []
-        if groups is not None and graphs is not None:
+        if groups is not None:
             for group in np.unique(groups):
                 members = np.flatnonzero(groups == group)
-                files = group_graphs(graphs, int(group))
+                files = group_graphs(path, int(group))
                 # view=True memory-maps the saved graphs instead of loading them into RAM.
                 loaded = [Index.restore(str(file), view=True) for file in files]
                 if sum(len(graph) for graph in loaded) not in (0, len(members)):
