@@ -348,11 +348,11 @@ def sentence_verdict_command(**params: Any) -> None:
 )
 @click.option(
     "--kind",
-    type=click.Choice(["both", "cells", "sentences"]),
+    type=click.Choice(["both", "cells", "sentences", "rows"]),
     default="both",
     show_default=True,
     help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
-    "captions), or both.",
+    "captions), both, or rows (the table ranking's row model, from claims naming gold_tables).",
 )
 @click.option("--holdout", default=0.2, show_default=True, help="Share of claims held out.")
 @click.option("--max-length", default=256, show_default=True, help="Tokens of claim + element.")
@@ -393,6 +393,11 @@ def rerank_command(
     (cached in WORK/candidates.jsonl) and 2 gold elements of other claims, trained with cross
     entropy over the group. Writes OUT/cells and OUT/sentences (the cross-encoder reranker's
     cell_model and model options) with a model card, and prints the held-out MRR.
+
+    --kind rows trains the candidate stage's row model instead, from claims that name their
+    table (gold_tables, e.g. TabFact's): the gold table's best row, the best rows of the
+    --negatives best-ranked other tables and --others gold rows of other claims. Writes
+    OUT/rows (the papelo candidates' row_model option).
     """
     from feverous_es.training import common
     from feverous_es.training import rerank as tr
@@ -418,11 +423,20 @@ def rerank_command(
             kinds=tr.KINDS if kind == "both" else (kind,), holdout=holdout, limit=limit,
             store=store, device=device, command=command,
         )  # fmt: skip
-        reports = tr.run(
-            options,
-            on_pools=lambda done, total: update("candidates", done, total),
-            on_step=lambda name, done, total, rate: update(f"training {name}", done, total, rate),
-        )
+        progress = {
+            "on_pools": lambda done, total: update("candidates", done, total),
+            "on_step": lambda name, done, total, rate: update(
+                f"training {name}", done, total, rate
+            ),
+        }
+        if kind == "rows":
+            from feverous_es.training import row_ranker
+
+            report = row_ranker.run(options, **progress)
+            assert report is not None
+            click.echo(json.dumps(row_ranker.summary(report), indent=2))
+            return
+        reports = tr.run(options, **progress)
     assert reports is not None
     summary = {
         name: {

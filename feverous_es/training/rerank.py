@@ -315,7 +315,7 @@ def train(
 # ----------------------------------------------------------------------------- metrics
 
 
-def _scorer(model_dir: Path, max_length: int) -> Callable[[list[tuple[str, str]]], np.ndarray]:
+def pair_scorer(model_dir: Path, max_length: int) -> Callable[[list[tuple[str, str]]], np.ndarray]:
     """Scores as the ``cross-encoder`` reranker computes them with this model."""
     from feverous_es.rerank.cross_encoder import CrossEncoder
 
@@ -527,7 +527,7 @@ def run(
         probe = [pair for g in (held or groups)[:16] for pair in g.pairs()][:64]
         out = options.out / kind
         exported = export(trained, out, work, probe, settings.max_length)
-        score = _scorer(out, settings.max_length)
+        score = pair_scorer(out, settings.max_length)
         report: dict[str, Any] = {
             "kind": kind,
             **options.report(),

@@ -270,10 +270,24 @@ def rerank_by_rows(
     best row as plain text); ``rows`` holds each table's best cell (:func:`best_cells`), and a
     table without one keeps its score."""
     keyed = [key for key in ranked if key in rows]
-    logits = encoder.score([(claim, readable_row(rows[key].element.linearized)) for key in keyed])
-    fused = dict(scores)
-    for key, logit in zip(keyed, logits, strict=True):
-        fused[key] += weight * float(logit)
+    logits = encoder.score([(claim, row_text(rows[key])) for key in keyed])
+    return fuse_row_logits(ranked, scores, dict(zip(keyed, logits, strict=True)), weight)
+
+
+def row_text(best_cell: Hit) -> str:
+    """What the row step's cross-encoder reads of a table: its best row as plain text."""
+    return readable_row(best_cell.element.linearized)
+
+
+def fuse_row_logits(
+    ranked: Sequence[TableKey],
+    scores: dict[TableKey, float],
+    logits: dict[TableKey, float],
+    weight: float,
+) -> list[TableKey]:
+    """``ranked`` re-sorted by table score + ``weight`` * logit (tables without one keep their
+    score)."""
+    fused = {key: scores[key] + weight * float(logits.get(key, 0.0)) for key in ranked}
     return sorted(ranked, key=lambda key: fused[key], reverse=True)
 
 
@@ -431,21 +445,7 @@ class PapeloCandidates:
         """Tables best first, and the BM25 hits of the claim among their elements."""
         if self.tables <= 0:
             return [], []
-        cell_hits = self.store.search_text(query.text, self.cell_depth, Filters(types=CELL_TYPES))
-        pool = rank_tables(cell_hits)[: self.table_pool]
-        if self.page_tables and pages:
-            within = Filters(pages=tuple(hit.page.title for hit in pages), types=CELL_TYPES)
-            local = rank_tables(self.store.search_text(query.text, 300, within))
-            pool += [key for key in local if key not in pool][: self.page_tables]
-        if not pool:
-            return [], []
-        hits = self.store.search_text(
-            query.text, self.fetch_limit, Filters(types=_TABLE_TYPES, tables=tuple(pool))
-        )
-        whole = None
-        if isinstance(self.store, TableSearch) and self.weights.table_bm25:
-            whole = dict(self.store.search_tables(query.text, len(pool), pool))
-        scores = score_tables(query.text, hits, self.weights, self.terms, whole)
+        scores, hits = self.table_scores(query, pages)
         ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
         if self.row_tables > 0:
             head = ranked[: self.row_tables]
@@ -455,6 +455,27 @@ class PapeloCandidates:
                 + ranked[self.row_tables :]
             )
         return ranked, hits
+
+    def table_scores(
+        self, query: Query, pages: Sequence[PageHit]
+    ) -> tuple[dict[TableKey, float], list[Hit]]:
+        """The pool's tables with their :func:`score_tables` scores (before the row step), and
+        the BM25 hits of the claim among their elements."""
+        cell_hits = self.store.search_text(query.text, self.cell_depth, Filters(types=CELL_TYPES))
+        pool = rank_tables(cell_hits)[: self.table_pool]
+        if self.page_tables and pages:
+            within = Filters(pages=tuple(hit.page.title for hit in pages), types=CELL_TYPES)
+            local = rank_tables(self.store.search_text(query.text, 300, within))
+            pool += [key for key in local if key not in pool][: self.page_tables]
+        if not pool:
+            return {}, []
+        hits = self.store.search_text(
+            query.text, self.fetch_limit, Filters(types=_TABLE_TYPES, tables=tuple(pool))
+        )
+        whole = None
+        if isinstance(self.store, TableSearch) and self.weights.table_bm25:
+            whole = dict(self.store.search_tables(query.text, len(pool), pool))
+        return score_tables(query.text, hits, self.weights, self.terms, whole), hits
 
     def row_encoder(self) -> CrossEncoder:
         if self._row_encoder is None:

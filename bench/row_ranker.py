@@ -1,0 +1,124 @@
+"""The table ranking's row step with each row model, side by side: gold-table Hits@1/5/10.
+
+    python bench/row_ranker.py INDEX --model DIR [--model DIR …] [--weights 0.5 1 2]
+                               [--claims tabfact_dev.jsonl] [-n 2000] [--seed 303] [--json OUT]
+
+Each claim's tables are scored once by the candidate stage (``PapeloCandidates.table_scores``,
+default options: whole-index pool, every part but the row step); then every variant re-ranks the
+same first ``row_tables`` tables: no row step, the pipeline's default row model at its default
+weight, and each ``--model`` at each ``--weights``. A row model scores (claim, the table's best
+row as plain text), as at run time; its logits are computed once a claim and model.
+
+``--claims`` is a claim file with ``gold_tables`` (default: mini-FEVEROUS ``tabfact_dev``);
+``-n 0`` takes every claim. ``--exclude FILE``: skip the claims whose ids a jsonl file lists
+(``id`` field), e.g. those a model was trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feverous_es.index.backends import STORES, open_store
+from feverous_es.plugins.interfaces import PluginContext, Query
+from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.verify.candidates import PapeloCandidates, best_cells, fuse_row_logits, row_text
+
+MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
+HITS_AT = (1, 5, 10)
+
+
+def read_claims(path: Path, n: int, seed: int, exclude: set[str]) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        records = [json.loads(line) for line in lines if line.strip()]
+    records = [r for r in records if r.get("claim") and r.get("gold_tables")]
+    records = [r for r in records if str(r["id"]) not in exclude]
+    if 0 < n < len(records):
+        records = random.Random(seed).sample(records, n)
+    return records
+
+
+def gold_table(record: dict[str, Any]) -> tuple[str, int]:
+    page, _, table = unicodedata.normalize("NFD", record["gold_tables"][0]).rpartition("_table_")
+    return page, int(table)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("index", help="embedded index directory (or the cluster, see --store)")
+    parser.add_argument("--store", choices=STORES, default="embedded")
+    parser.add_argument("--model", type=Path, action="append", default=[], help="row model dir")
+    parser.add_argument("--weights", type=float, nargs="+", default=[0.5, 1.0, 2.0])
+    parser.add_argument("--claims", type=Path, default=MINI / "tabfact_dev.jsonl")
+    parser.add_argument("-n", type=int, default=2000, help="claims drawn (0: all)")
+    parser.add_argument("--seed", type=int, default=303)
+    parser.add_argument("--exclude", type=Path, help="jsonl whose `id`s are skipped")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+
+    exclude = set()
+    if args.exclude:
+        with args.exclude.open(encoding="utf-8") as lines:
+            exclude = {str(json.loads(line)["id"]) for line in lines if line.strip()}
+    records = read_claims(args.claims, args.n, args.seed, exclude)
+    if not records:
+        sys.exit(f"error: no claim with gold_tables in {args.claims}")
+    store = open_store(args.store, args.index)
+    stage = PapeloCandidates(PluginContext(store, lambda texts: np.zeros((len(texts), 384)), "cpu"))
+    encoders = {"default": stage.row_encoder()}
+    encoders |= {str(path): CrossEncoder(path, quantized=True, device="cpu") for path in args.model}
+    variants = [("none", None, 0.0), ("default", "default", stage.row_weight)]
+    variants += [(f"{m}@{w:g}", str(m), w) for m in args.model for w in args.weights]
+    found = {name: dict.fromkeys(HITS_AT, 0) for name, _, _ in variants}
+    started = time.perf_counter()
+    for done, record in enumerate(records, 1):
+        claim = record["claim"]
+        scores, hits = stage.table_scores(Query(claim, np.zeros(384, np.float32)), [])
+        ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
+        head, rest = ranked[: stage.row_tables], ranked[stage.row_tables :]
+        rows = best_cells(hits)
+        keyed = [key for key in head if key in rows]
+        pairs = [(claim, row_text(rows[key])) for key in keyed]
+        logits = {
+            name: dict(zip(keyed, encoder.score(pairs) if pairs else [], strict=True))
+            for name, encoder in encoders.items()
+        }
+        gold = gold_table(record)
+        for name, model, weight in variants:
+            order = fuse_row_logits(head, scores, logits[model], weight) + rest if model else ranked
+            for at in HITS_AT:
+                found[name][at] += gold in order[:at]
+        if done % 250 == 0:
+            each = (time.perf_counter() - started) / done
+            print(f"{done}/{len(records)} claims, {each:.2f} s each", file=sys.stderr, flush=True)
+    report = {
+        "claims_file": str(args.claims),
+        "claims": len(records),
+        "seed": args.seed,
+        "excluded": len(exclude),
+        "row_tables": stage.row_tables,
+        "hits": {
+            name: {str(at): round(100 * n / len(records), 1) for at, n in counts.items()}
+            for name, counts in found.items()
+        },
+        "seconds_per_claim": round((time.perf_counter() - started) / len(records), 3),
+    }
+    print(f"gold-table Hits@1 / 5 / 10, {len(records)} claims of {args.claims.name}:")
+    for name, hits_at in report["hits"].items():
+        print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in hits_at.values())}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
