@@ -24,7 +24,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 LINEAR_TOLERANCE = 0.20
-SEARCHES = ("text", "vector", "hybrid")
+SEARCHES = ("text", "vector", "hybrid", "pages_vector")
 
 
 def measure(wiki: Path, factor: int, work: Path, claims: int) -> dict:

@@ -229,14 +229,18 @@ def search_report(
         "hybrid, one page",
         [lambda c=c, v=v: store.search_hybrid(c, v, k, one_page) for c, v in pairs],
     )
-    timed("pages text top-10", [lambda c=c: store.search_pages_text(c) for c in claims])
-    timed("pages vector top-10", [lambda v=v: store.search_pages_vector(v) for v in vectors])
+    latency["pages_text"] = timed(
+        "pages text top-10", [lambda c=c: store.search_pages_text(c) for c in claims]
+    )
+    latency["pages_vector"] = timed(
+        "pages vector top-10", [lambda v=v: store.search_pages_vector(v) for v in vectors]
+    )
     return vectors, latency
 
 
 def recall(path: Path, queries: np.ndarray, k: int) -> dict[str, float]:
     """HNSW recall@k against exact search, over claim vectors and over stored vectors (mean
-    per query set)."""
+    per query set), and of the page vectors' graph over the claims (when there is one)."""
     store = EmbeddedStore(path)
     matrix = store.vectors
     result: dict[str, float] = {}
@@ -244,7 +248,10 @@ def recall(path: Path, queries: np.ndarray, k: int) -> dict[str, float]:
         print("  exact vector search only (below the HNSW threshold)")
         return result
     picks = np.random.default_rng(0).integers(0, matrix.rows, len(queries))
-    for name, batch in (("claims", queries), ("stored vectors", matrix.get(picks))):
+    sets = [("claims", matrix, queries), ("stored vectors", matrix, matrix.get(picks))]
+    if store.page_vectors.has_hnsw:
+        sets.append(("pages, claims", store.page_vectors, queries))
+    for name, matrix, batch in sets:
         hits = []
         for query in map(matrix.query, batch):
             approx = set(matrix.search(query, k)[0].tolist())
