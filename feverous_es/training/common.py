@@ -131,6 +131,29 @@ def sample(
     return sorted(rows, key=lambda r: hash_unit(seed, *key(r), "sample"))[:limit]
 
 
+def sampled_claims(
+    paths: Sequence[Path],
+    make: Callable[[str, ClaimRecord], C | None],
+    *,
+    limit: int | None,
+    seed: int,
+    wanted: str,
+) -> list[C]:
+    """``make(source, record)`` over every claim of the files (None: the claim is left out),
+    a seeded sample of ``limit`` a file (:func:`sample`). No files, or a file with no claim
+    ``make`` keeps, is a TrainError (``{path} has no {wanted}``)."""
+    if not paths:
+        raise TrainError("no claim files given (--claims FILE.jsonl)")
+    chosen: list[C] = []
+    for path in paths:
+        source = Path(path).stem
+        rows = [row for r in claim_records(Path(path)) if (row := make(source, r)) is not None]
+        if not rows:
+            raise TrainError(f"{path} has no {wanted}")
+        chosen += sample(rows, limit, seed, key=lambda r: (r.source, r.id))
+    return chosen
+
+
 def split(items: Iterable[C], seed: int, holdout: float) -> tuple[list[C], list[C]]:
     """``(training, held out)``: a seeded share ``holdout`` of the claims, by claim id."""
     train_set, held = [], []

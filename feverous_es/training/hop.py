@@ -73,7 +73,7 @@ from feverous_es.training.common import (
     split,
 )
 from feverous_es.training.export import CARD_FILE, export_model
-from feverous_es.verify.claims import NOT_ENOUGH_INFO, REFUTES, element_to_triple
+from feverous_es.verify.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
 from feverous_es.verify.hops import parse_imagined
 from feverous_es.verify.inputs import seq2seq_input
 
@@ -113,26 +113,22 @@ def read_hop_claims(
     """The claims with element-level gold evidence (any label) in the files; with ``limit``, a
     seeded sample of that many per file. Gold ids of non-elements (titles, sections) are left
     out; a claim's first gold set is used."""
-    if not paths:
-        raise TrainError("no claim files given (--claims FILE.jsonl)")
-    chosen: list[HopClaim] = []
-    for path in paths:
-        source = Path(path).stem
-        rows = []
-        for record in common.claim_records(Path(path)):
-            group = record.evidence[0] if record.evidence else ()
-            gold = dict.fromkeys(
-                unicodedata.normalize("NFD", e)
-                for e in group
-                if element_to_triple(e)[1] in _EVIDENCE_TYPES
-            )
-            if gold:
-                label = record.label or NOT_ENOUGH_INFO
-                rows.append(HopClaim(source, str(record.id), record.claim, label, tuple(gold)))
-        if not rows:
-            raise TrainError(f"{path} has no claims with element-level gold evidence")
-        chosen += common.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
-    return chosen
+
+    def make(source: str, record: ClaimRecord) -> HopClaim | None:
+        group = record.evidence[0] if record.evidence else ()
+        gold = dict.fromkeys(
+            unicodedata.normalize("NFD", e)
+            for e in group
+            if element_to_triple(e)[1] in _EVIDENCE_TYPES
+        )
+        if not gold:
+            return None
+        label = record.label or NOT_ENOUGH_INFO
+        return HopClaim(source, str(record.id), record.claim, label, tuple(gold))
+
+    return common.sampled_claims(
+        paths, make, limit=limit, seed=seed, wanted="claims with element-level gold evidence"
+    )
 
 
 # ----------------------------------------------------------------------------- retrieval

@@ -47,7 +47,7 @@ from feverous_es.training import common
 from feverous_es.training.common import TrainError, base_name, check_base, import_torch
 from feverous_es.training.export import export
 from feverous_es.verify.candidates import CELL_TYPES
-from feverous_es.verify.claims import element_to_triple
+from feverous_es.verify.claims import ClaimRecord, element_to_triple
 from feverous_es.verify.selection import CELL_BUDGET, SENTENCE_BUDGET
 
 KINDS = ("cells", "sentences")
@@ -85,25 +85,19 @@ def read_gold_claims(
 ) -> list[GoldClaim]:
     """The claims with gold evidence (any label) in the files; with ``limit``, a seeded sample
     of that many per file. Gold ids of non-elements (titles, sections) are left out."""
-    if not paths:
-        raise TrainError("no claim files given (--claims FILE.jsonl)")
-    chosen: list[GoldClaim] = []
-    for path in paths:
-        source = Path(path).stem
-        rows = []
-        for record in common.claim_records(Path(path)):
-            gold = dict.fromkeys(
-                index_id(e)
-                for group in record.evidence
-                for e in group
-                if element_to_triple(e)[1] in _EVIDENCE_TYPES
-            )
-            if gold:
-                rows.append(GoldClaim(source, str(record.id), record.claim, tuple(gold)))
-        if not rows:
-            raise TrainError(f"{path} has no claims with gold evidence")
-        chosen += common.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
-    return chosen
+
+    def make(source: str, record: ClaimRecord) -> GoldClaim | None:
+        gold = dict.fromkeys(
+            index_id(e)
+            for group in record.evidence
+            for e in group
+            if element_to_triple(e)[1] in _EVIDENCE_TYPES
+        )
+        return GoldClaim(source, str(record.id), record.claim, tuple(gold)) if gold else None
+
+    return common.sampled_claims(
+        paths, make, limit=limit, seed=seed, wanted="claims with gold evidence"
+    )
 
 
 # ----------------------------------------------------------------------------- candidate pools
@@ -386,6 +380,21 @@ def pool_recall(
 # ----------------------------------------------------------------------------- the card
 
 
+def command_section(report: dict[str, Any]) -> str:
+    """A ranker card's command and training run."""
+    training = report["training"]
+    return f"""## Command
+
+```
+{report["command"]}
+```
+
+Base model `{training["base_name"]}`; {training["epochs"]} epoch(s), max_length
+{training["max_length"]}, batch {training["batch_size"]} groups, learning rate
+{training["learning_rate"]}, {training["steps"]} steps in {training["seconds"]:.0f} s
+({training["tokens_per_second"]:.0f} tokens/s)."""
+
+
 def write_card(out: Path, report: dict[str, Any]) -> None:
     """``README.md`` and ``training.json`` beside the model."""
     kind = report["kind"]
@@ -441,16 +450,7 @@ group whose pool has too few hard negatives); the loss is the cross entropy over
 scores with the gold element as the right class. {training["groups"]} training groups,
 {training["hard_negatives"]:.2f} hard negatives each on average.
 
-## Command
-
-```
-{report["command"]}
-```
-
-Base model `{training["base_name"]}`; {training["epochs"]} epoch(s), max_length
-{training["max_length"]}, batch {training["batch_size"]} groups, learning rate
-{training["learning_rate"]}, {training["steps"]} steps in {training["seconds"]:.0f} s
-({training["tokens_per_second"]:.0f} tokens/s).
+{command_section(report)}
 
 ## Metrics (held-out claims, this int8 model, scored as the reranker scores)
 
@@ -517,17 +517,10 @@ def run(
             seed=settings.seed,
         )  # fmt: skip
 
-        work = options.work / kind
-        trained, timing = common.timed_training(
-            partial(train, groups, settings, work, stop_after=stop_after),
-            partial(on_step, kind) if on_step else None,
-        )
-        if trained is None:
+        fitted = fit_and_export(kind, groups, held, options, on_step, stop_after)
+        if fitted is None:
             return None
-        probe = [pair for g in (held or groups)[:16] for pair in g.pairs()][:64]
-        out = options.out / kind
-        exported = export(trained, out, work, probe, settings.max_length)
-        score = pair_scorer(out, settings.max_length)
+        out, exported, timing, score = fitted
         report: dict[str, Any] = {
             "kind": kind,
             **options.report(),
@@ -535,29 +528,63 @@ def run(
                 any(kind_of(e["type"]) == kind for e in p.gold) for p in train_pools
             ),
             "gold_missing": sum(len(p.missing) for p in pools),
-            "training": {
-                "base_name": base_name(settings.base),
-                "groups": len(groups),
-                "hard_negatives": round(sum(g.hard for g in groups) / len(groups), 3),
-                "negatives": settings.negatives,
-                "others": settings.others,
-                "epochs": settings.epochs,
-                "max_length": settings.max_length,
-                "batch_size": settings.batch_size,
-                "learning_rate": settings.learning_rate,
-                "seed": settings.seed,
-                "steps": settings.total_steps(len(groups)),
-                **timing,
-            },
+            "training": training_section(settings, groups, timing),
             "export": exported,
             "holdout_groups": group_metrics(score, held),
             "holdout_pool_recall": pool_recall(score, held_pools, kind),
             "out": str(out),
         }
         write_card(out, report)
-        files = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != "manifest.json")
-        write_manifest(
-            out, files, model=f"feverous-es {kind} ranker", base=base_name(settings.base)
-        )
+        write_ranker_manifest(out, f"feverous-es {kind} ranker", settings)
         reports[kind] = report
     return reports
+
+
+def fit_and_export(
+    kind: str,
+    groups: Sequence[Group],
+    held: Sequence[Group],
+    options: RunOptions,
+    on_step: Callable[[str, int, int, float], None] | None,
+    stop_after: int | None,
+) -> tuple[Path, dict, dict[str, float], Callable[[list[tuple[str, str]]], np.ndarray]] | None:
+    """Fine-tune on ``groups`` in ``<work>/<kind>``, export to ``<out>/<kind>`` (parity on
+    held-out pairs); returns ``(out, export report, timing, the exported model's scorer)``, or
+    None when ``stop_after`` stopped the training first."""
+    settings, work = options.settings, options.work / kind
+    trained, timing = common.timed_training(
+        partial(train, groups, settings, work, stop_after=stop_after),
+        partial(on_step, kind) if on_step else None,
+    )
+    if trained is None:
+        return None
+    probe = [pair for g in (held or groups)[:16] for pair in g.pairs()][:64]
+    out = options.out / kind
+    exported = export(trained, out, work, probe, settings.max_length)
+    return out, exported, timing, pair_scorer(out, settings.max_length)
+
+
+def training_section(
+    settings: TrainSettings, groups: Sequence[Group], timing: dict[str, float]
+) -> dict[str, Any]:
+    """A ranker report's ``training`` part: data, settings, steps and time."""
+    return {
+        "base_name": base_name(settings.base),
+        "groups": len(groups),
+        "hard_negatives": round(sum(g.hard for g in groups) / max(1, len(groups)), 3),
+        "negatives": settings.negatives,
+        "others": settings.others,
+        "epochs": settings.epochs,
+        "max_length": settings.max_length,
+        "batch_size": settings.batch_size,
+        "learning_rate": settings.learning_rate,
+        "seed": settings.seed,
+        "steps": settings.total_steps(len(groups)),
+        **timing,
+    }
+
+
+def write_ranker_manifest(out: Path, model: str, settings: TrainSettings) -> None:
+    """``manifest.json`` over every file the export and the card left in ``out``."""
+    files = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != "manifest.json")
+    write_manifest(out, files, model=model, base=base_name(settings.base))

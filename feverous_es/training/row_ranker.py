@@ -21,17 +21,23 @@ import random
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from feverous_es.onnx_session import write_manifest
 from feverous_es.training import common
-from feverous_es.training.common import TrainError, base_name, check_base
-from feverous_es.training.export import export
-from feverous_es.training.rerank import Group, RunOptions, group_metrics, pair_scorer, train
+from feverous_es.training.common import TrainError, check_base
+from feverous_es.training.rerank import (
+    Group,
+    RunOptions,
+    command_section,
+    fit_and_export,
+    group_metrics,
+    training_section,
+    write_ranker_manifest,
+)
+from feverous_es.verify.claims import ClaimRecord
 
 KIND = "rows"
 GROUPS_FILE = "row-groups.jsonl"
@@ -50,24 +56,19 @@ def read_table_claims(
 ) -> list[TableClaim]:
     """The claims that name a gold table, any label; with ``limit``, a seeded sample of that
     many per file."""
-    if not paths:
-        raise TrainError("no claim files given (--claims FILE.jsonl)")
-    chosen: list[TableClaim] = []
-    for path in paths:
-        source = Path(path).stem
-        rows = []
-        for record in common.claim_records(Path(path)):
-            if not record.gold_tables:
-                continue
-            page, _, number = unicodedata.normalize("NFD", record.gold_tables[0]).rpartition(
-                "_table_"
-            )
-            if page and number.isdigit():
-                rows.append(TableClaim(source, str(record.id), record.claim, (page, int(number))))
-        if not rows:
-            raise TrainError(f"{path} has no claims that name gold_tables")
-        chosen += common.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
-    return chosen
+
+    def make(source: str, record: ClaimRecord) -> TableClaim | None:
+        if not record.gold_tables:
+            return None
+        name = unicodedata.normalize("NFD", record.gold_tables[0])
+        page, _, number = name.rpartition("_table_")
+        if not (page and number.isdigit()):
+            return None
+        return TableClaim(source, str(record.id), record.claim, (page, int(number)))
+
+    return common.sampled_claims(
+        paths, make, limit=limit, seed=seed, wanted="claims that name gold_tables"
+    )
 
 
 @dataclass
@@ -183,17 +184,10 @@ def run(
     sizes = {"negatives": settings.negatives, "others": settings.others, "seed": settings.seed}
     groups = build_row_groups(train_pools, **sizes)
     held = build_row_groups(held_pools, **sizes)
-    work = options.work / KIND
-    trained, timing = common.timed_training(
-        partial(train, groups, settings, work, stop_after=stop_after),
-        partial(on_step, KIND) if on_step else None,
-    )
-    if trained is None:
+    fitted = fit_and_export(KIND, groups, held, options, on_step, stop_after)
+    if fitted is None:
         return None
-    probe = [pair for g in (held or groups)[:16] for pair in g.pairs()][:64]
-    out = options.out / KIND
-    exported = export(trained, out, work, probe, settings.max_length)
-    score = pair_scorer(out, settings.max_length)
+    out, exported, timing, score = fitted
     found = [p for p in pools if p.gold_rank is not None]
     report: dict[str, Any] = {
         "kind": KIND,
@@ -201,28 +195,14 @@ def run(
         "table_claims": len(pools),
         "gold_table_in_pool": len(found),
         "gold_table_first": sum(p.gold_rank == 0 for p in found),
-        "training": {
-            "base_name": base_name(settings.base),
-            "groups": len(groups),
-            "hard_negatives": round(sum(g.hard for g in groups) / max(1, len(groups)), 3),
-            "negatives": settings.negatives,
-            "others": settings.others,
-            "epochs": settings.epochs,
-            "max_length": settings.max_length,
-            "batch_size": settings.batch_size,
-            "learning_rate": settings.learning_rate,
-            "seed": settings.seed,
-            "steps": settings.total_steps(len(groups)),
-            **timing,
-        },
+        "training": training_section(settings, groups, timing),
         "export": exported,
         "holdout_groups": group_metrics(score, held),
         "holdout_hard_groups": table_hits(score, held),
         "out": str(out),
     }
     write_card(out, report)
-    files = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != "manifest.json")
-    write_manifest(out, files, model="feverous-es row ranker", base=base_name(settings.base))
+    write_ranker_manifest(out, "feverous-es row ranker", settings)
     return report
 
 
@@ -279,16 +259,7 @@ cross entropy over the group's scores with the gold row as the right class.
 {training["groups"]} training groups, {training["hard_negatives"]:.2f} hard negatives each on
 average.
 
-## Command
-
-```
-{report["command"]}
-```
-
-Base model `{training["base_name"]}`; {training["epochs"]} epoch(s), max_length
-{training["max_length"]}, batch {training["batch_size"]} groups, learning rate
-{training["learning_rate"]}, {training["steps"]} steps in {training["seconds"]:.0f} s
-({training["tokens_per_second"]:.0f} tokens/s).
+{command_section(report)}
 
 ## Metrics (held-out claims, this int8 model)
 
