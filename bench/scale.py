@@ -1,6 +1,7 @@
 """Scale benchmark: the embedded store built at 1x, 4x and 16x mini-FEVEROUS, side by side.
 
     python bench/scale.py WIKI_DB [--factors 1 4 16] [--work DIR] [--json results.json]
+                              [--reuse 16]   # take 16x from the last run's figures
 
 For each factor, bench/synth_dump.py writes a dump that many times the size of WIKI_DB (its real
 pages and altered copies), and bench/store_search.py builds it in a fresh process with the
@@ -84,11 +85,23 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="where dumps and indexes go (they are large)")
     parser.add_argument("--claims", type=int, default=200, help="claims for latency and recall")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument(
+        "--reuse",
+        type=int,
+        nargs="*",
+        default=[],
+        help="factors whose figures an earlier run left in WORK/figures-<k>x.json (same code)",
+    )
     args = parser.parse_args()
 
     work = args.work or Path(tempfile.mkdtemp(prefix="feverous-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    rows = [measure(args.wiki, f, work, args.claims) for f in sorted(args.factors)]
+    rows = [
+        {"factor": f, **json.loads((work / f"figures-{f}x.json").read_text())}
+        if f in args.reuse
+        else measure(args.wiki, f, work, args.claims)
+        for f in sorted(args.factors)
+    ]
     print_table(rows)
     lines = check(rows) if len(rows) > 1 else []
     for line in lines:

@@ -96,14 +96,17 @@ def test_wall_time_is_the_slowest_stage_plus_the_graphs() -> None:
     assert elastic.node_vector_memory_bytes == (200_000 + 1_000) * (384 + 12)  # elements, pages
 
 
-def test_pages_past_the_threshold_get_a_graph_of_their_own() -> None:
-    from feverous_es.index.vectors import HNSW_THRESHOLD
+def test_pages_past_a_fast_exact_scan_get_a_graph_of_their_own() -> None:
+    from feverous_es.index.vectors import in_memory_rows
 
-    pages = HNSW_THRESHOLD + 1
-    counts = DumpCounts(pages=pages, counted_pages=pages, elements={"cell": 400_000},
-                        vectors=200_000, tokens=5_000_000)  # fmt: skip
-    embedded = _by(project(counts, _rates()), "embedded", "cpu")
-    assert embedded.graph_s == pytest.approx((200_000 + pages) * 1e-3)
+    def graph_s(pages: int) -> float:
+        counts = DumpCounts(pages=pages, counted_pages=pages, elements={"cell": 400_000},
+                            vectors=200_000, tokens=5_000_000)  # fmt: skip
+        return _by(project(counts, _rates()), "embedded", "cpu").graph_s
+
+    fast = in_memory_rows(384)
+    assert graph_s(fast) == pytest.approx(200_000 * 1e-3)
+    assert graph_s(fast + 1) == pytest.approx((200_000 + fast + 1) * 1e-3)
 
 
 def test_graph_memory_is_one_shard_however_large_the_dump() -> None:

@@ -61,6 +61,7 @@ from feverous_es.index.vectors import (
     HNSW_THRESHOLD,
     VectorMatrix,
     build_graphs,
+    in_memory_rows,
     normalized,
     truncate_rows,
     write_rows,
@@ -578,8 +579,8 @@ class EmbeddedWriter:
                 self.path / self._files.elements, self.dim, self._files.dtype, groups,
                 self._hnsw_threshold // 10,
             )  # fmt: skip
-        if self._state.pages > self._hnsw_threshold:
-            # One group: every page is a candidate for every query.
+        if self._state.pages > min(self._hnsw_threshold, in_memory_rows(self.dim)):
+            # Past what is scanned fast exactly. One group: every page answers every query.
             one_group = np.zeros(self._state.pages, dtype=np.int64)
             build_graphs(self.path / self._files.pages, self.dim, self._files.dtype, one_group, 0)
         self._db.execute("UPDATE state SET complete = 1")

@@ -200,7 +200,7 @@ def project(
 ) -> list[Projection]:
     """The build's cost per store and device."""
     from feverous_es.index.embedded import WRITER_BUFFER_BYTES
-    from feverous_es.index.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD
+    from feverous_es.index.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD, in_memory_rows
 
     threshold = HNSW_THRESHOLD if hnsw_threshold is None else hnsw_threshold
     elements, vectors, pages = counts.total_elements, counts.vectors, counts.pages
@@ -209,9 +209,12 @@ def project(
     for store in STORES:
         write_rate = rates.write_elements_per_s.get(store)
         write_s = elements / write_rate if write_rate else None
-        # The embedded store graphs element vectors and page vectors apart, each above the
-        # threshold; Elasticsearch indexes both into its kNN graphs as it writes.
-        graphed = sum(n for n in (vectors, pages) if n > threshold) if store == "embedded" else 0
+        # The embedded store graphs element vectors past the threshold and page vectors past
+        # what it scans fast exactly (EmbeddedWriter.finish); Elasticsearch indexes both into
+        # its kNN graphs as it writes.
+        graphed_pages = pages if pages > min(threshold, in_memory_rows(dim)) else 0
+        graphed_vectors = vectors if vectors > threshold else 0
+        graphed = graphed_vectors + graphed_pages if store == "embedded" else 0
         graph_s = graphed * rates.graph_seconds_per_vector
         sizes = (
             rates.bytes_per_element.get(store),
@@ -231,7 +234,7 @@ def project(
             rss += WRITER_BUFFER_BYTES
         if graphed:
             row_bytes = rates.bytes_per_vector.get("embedded") or 4 * dim
-            shard = min(max(n for n in (vectors, pages) if n > threshold), GRAPH_SHARD_ROWS)
+            shard = min(max(graphed_vectors, graphed_pages), GRAPH_SHARD_ROWS)
             rss += shard * (rates.graph_bytes_per_vector + row_bytes)
         # ES's documented working set of an int8 HNSW field: num_vectors * (dims + 12) bytes,
         # for the elements' vectors and the pages'.
