@@ -230,6 +230,8 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     """``README.md`` and ``training.json`` beside the model."""
     training = report["training"]
     held, hard = report["holdout_groups"], report["holdout_hard_groups"]
+    # Without other claims' rows a group is its hard negatives: one row says it all.
+    hard_row = f"\n{_metric_row('the hard negatives only', hard)}" if training["others"] else ""
     parity = report["export"]["parity"]
     files = ", ".join(f"`{s}`" for s in report["claims"])
     limit = report["claims_per_file"]
@@ -265,8 +267,7 @@ average.
 
 | the gold row among | groups | MRR | Hits@1 | Hits@1 at random |
 |---|---|---|---|---|
-{_metric_row("its whole group", held)}
-{_metric_row("the hard negatives only", hard)}
+{_metric_row("its whole group", held)}{hard_row}
 
 In the pipeline the logit is one part of a table's score: `python bench/row_ranker.py INDEX
 --model {out}` gives gold-table Hits@1/5/10 with it beside the default.
