@@ -299,6 +299,12 @@ def _read_meta(path: Path) -> dict[str, object]:
     return meta
 
 
+def pages_graphed(pages: int, dim: int, threshold: int = HNSW_THRESHOLD) -> bool:
+    """Whether a finished build gives its page vectors an HNSW graph: past the element
+    threshold, or past what is scanned fast exactly (:func:`in_memory_rows`)."""
+    return pages > min(threshold, in_memory_rows(dim))
+
+
 def _vector_files(meta: dict[str, object]) -> VectorFiles:
     """The vector files of an index, by its format version (checked by :func:`_read_meta`)."""
     return _VECTOR_FILES[int(str(meta["version"]))]
@@ -579,8 +585,8 @@ class EmbeddedWriter:
                 self.path / self._files.elements, self.dim, self._files.dtype, groups,
                 self._hnsw_threshold // 10,
             )  # fmt: skip
-        if self._state.pages > min(self._hnsw_threshold, in_memory_rows(self.dim)):
-            # Past what is scanned fast exactly. One group: every page answers every query.
+        if pages_graphed(self._state.pages, self.dim, self._hnsw_threshold):
+            # One group: every page answers every query.
             one_group = np.zeros(self._state.pages, dtype=np.int64)
             build_graphs(self.path / self._files.pages, self.dim, self._files.dtype, one_group, 0)
         self._db.execute("UPDATE state SET complete = 1")

@@ -133,12 +133,13 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
         recipe = to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
         (tmp / FP32_FILE).unlink()
         shutil.copyfile(_verified(source, TOKENIZER_FILE), tmp / TOKENIZER_FILE)
-        source_sha = sha256_file(source / INT8_FILE)
+        # _verified checked the int8 file against this hash: no need to hash it again.
+        listed = json.loads((source / MANIFEST_FILE).read_text())["files"]
         write_manifest(
             tmp,
             [FP16_FILE, TOKENIZER_FILE],
             model=MODEL_NAME,
-            source={"int8_sha256": source_sha, "dequantized": True},
+            source={"int8_sha256": listed[INT8_FILE]["sha256"], "dequantized": True},
             fp16=recipe,
         )
         if not manifest_complete(out):  # else another process derived it meanwhile

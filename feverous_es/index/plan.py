@@ -199,8 +199,8 @@ def project(
     counts: DumpCounts, rates: BuildRates, *, dim: int = 384, hnsw_threshold: int | None = None
 ) -> list[Projection]:
     """The build's cost per store and device."""
-    from feverous_es.index.embedded import WRITER_BUFFER_BYTES
-    from feverous_es.index.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD, in_memory_rows
+    from feverous_es.index.embedded import WRITER_BUFFER_BYTES, pages_graphed
+    from feverous_es.index.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD
 
     threshold = HNSW_THRESHOLD if hnsw_threshold is None else hnsw_threshold
     elements, vectors, pages = counts.total_elements, counts.vectors, counts.pages
@@ -209,10 +209,9 @@ def project(
     for store in STORES:
         write_rate = rates.write_elements_per_s.get(store)
         write_s = elements / write_rate if write_rate else None
-        # The embedded store graphs element vectors past the threshold and page vectors past
-        # what it scans fast exactly (EmbeddedWriter.finish); Elasticsearch indexes both into
-        # its kNN graphs as it writes.
-        graphed_pages = pages if pages > min(threshold, in_memory_rows(dim)) else 0
+        # The embedded store graphs element vectors past the threshold and page vectors as
+        # pages_graphed says; Elasticsearch indexes both into its kNN graphs as it writes.
+        graphed_pages = pages if pages_graphed(pages, dim, threshold) else 0
         graphed_vectors = vectors if vectors > threshold else 0
         graphed = graphed_vectors + graphed_pages if store == "embedded" else 0
         graph_s = graphed * rates.graph_seconds_per_vector

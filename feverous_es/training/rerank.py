@@ -213,7 +213,7 @@ def build_groups(
                 continue
             rng = random.Random(f"{seed}\0{kind}\0{pool.source}\0{pool.id}\0{element['id']}")
             wanted = others + negatives - len(hard)
-            drawn = _draw(rng, other_ids, taken, wanted)
+            drawn = draw_distinct(rng, other_ids, taken, wanted)
             members = [element, *hard, *(shared[i] for i in drawn)]
             if len(members) < 2:
                 continue
@@ -230,7 +230,7 @@ def build_groups(
     return groups
 
 
-def _draw(rng: random.Random, ids: Sequence[str], exclude: set[str], k: int) -> list[str]:
+def draw_distinct(rng: random.Random, ids: Sequence[str], exclude: set[str], k: int) -> list[str]:
     """Up to ``k`` distinct ids of ``ids`` not in ``exclude``, at random."""
     chosen: list[str] = []
     if k <= 0:

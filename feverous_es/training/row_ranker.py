@@ -32,6 +32,7 @@ from feverous_es.training.rerank import (
     Group,
     RunOptions,
     command_section,
+    draw_distinct,
     fit_and_export,
     group_metrics,
     training_section,
@@ -136,13 +137,7 @@ def build_row_groups(
             continue
         hard = [row for row in pool.rows if row != pool.gold_row][:negatives]
         rng = random.Random(f"{seed}\0{KIND}\0{pool.source}\0{pool.id}")
-        drawn: list[str] = []
-        for _ in range(8 * others):
-            if len(drawn) >= others or not golds:
-                break
-            row = golds[rng.randrange(len(golds))]
-            if row != pool.gold_row and row not in hard and row not in drawn:
-                drawn.append(row)
+        drawn = draw_distinct(rng, golds, {pool.gold_row, *hard}, others)
         texts = (pool.gold_row, *hard, *drawn)
         if len(texts) < 2:
             continue
@@ -151,7 +146,7 @@ def build_row_groups(
     return groups
 
 
-def table_hits(
+def hard_group_metrics(
     score: Callable[[list[tuple[str, str]]], np.ndarray], groups: Sequence[Group]
 ) -> dict[str, float]:
     """Hits@1 of the gold row among its group's hard negatives only (the tables that outrank
@@ -198,7 +193,7 @@ def run(
         "training": training_section(settings, groups, timing),
         "export": exported,
         "holdout_groups": group_metrics(score, held),
-        "holdout_hard_groups": table_hits(score, held),
+        "holdout_hard_groups": hard_group_metrics(score, held),
         "out": str(out),
     }
     write_card(out, report)
