@@ -55,10 +55,10 @@ def verify_latency(store: str, index: str, claims: list[dict]) -> dict[str, floa
 
 def predict_throughput(store: str, index: str, claims: list[dict], batch_size: int) -> dict:
     from feverous_es.plugins.config import load_config
-    from feverous_es.verify.pipeline import open_pipeline
+    from feverous_es.verify.pipeline import Pipeline
     from feverous_es.verify.predict import predict_file
 
-    pipeline = open_pipeline(store, index, load_config())
+    pipeline = Pipeline.open(index, store=store, config=load_config())
     with tempfile.TemporaryDirectory() as tmp:
         source, out = Path(tmp) / "claims.jsonl", Path(tmp) / "out.jsonl"
         source.write_text("".join(json.dumps(c) + "\n" for c in claims), encoding="utf-8")
@@ -69,7 +69,7 @@ def predict_throughput(store: str, index: str, claims: list[dict], batch_size: i
         wall = time.perf_counter() - started
     reranker = getattr(pipeline.reranker, "non_cell", None)
     device = getattr(reranker, "provider", "CPUExecutionProvider")
-    pipeline.context.store.close()
+    pipeline.close()
     return {
         "claims": len(claims),
         "claims_per_s": len(claims) / wall,

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from feverous_es.index.page import MalformedPage, parse_page
+from feverous_es.errors import MalformedPage
+from feverous_es.index.page import parse_page
 from feverous_es.index.wiki import WikiDB
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.fetch import TOKENIZER_FILE, ensure_reranker

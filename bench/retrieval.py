@@ -11,8 +11,8 @@ elasticsearch``, the cluster URL or config file; ``-``: the environment's). ``--
 only the claims whose gold pages the index holds, for an index of a slice of the dump.
 
 The pipeline's retrieval stages run as configured (pages → candidates → reranker → selector,
-then ``--hops`` rounds of the hop plugin); a stand-in verdict plugin returns a constant, so no
-verdict model is needed.
+then ``--hops`` rounds of the hop plugin) through ``Pipeline.retrieve_many``: no verdict model is
+loaded.
 ``--set stage.option=value`` overrides a plugin option (repeatable), for tuning.
 
 Printed side by side, on the same sampled claims:
@@ -44,9 +44,8 @@ from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.elements import ElementType
 from feverous_es.index.store import Filters, Store
 from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
-from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Verdict
-from feverous_es.plugins.registry import register
-from feverous_es.verify.pipeline import ClaimResult, LazyEmbedder, Pipeline
+from feverous_es.plugins.interfaces import Candidate, PluginContext
+from feverous_es.verify.pipeline import LazyEmbedder, Pipeline, Retrieval
 
 MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
 HITS_AT = (1, 5, 10)
@@ -97,16 +96,6 @@ def hits(ranked: Sequence[tuple[str, int]], gold: tuple[str, int]) -> dict[int, 
     return {k: position is not None and position < k for k in HITS_AT}
 
 
-class ConstantVerdict:
-    """The bench's verdict plugin: no model, the evidence is what is measured."""
-
-    def __init__(self, context: PluginContext | None = None) -> None:
-        pass
-
-    def predict(self, batch: Sequence[tuple[Any, Sequence[Candidate]]]) -> list[Verdict]:
-        return [Verdict(Label.SUPPORTS, 1.0) for _ in batch]
-
-
 # Plain BM25 baselines.
 
 
@@ -146,15 +135,14 @@ def parse_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
 def make_pipeline(
     store: Store, reranker: str, hops: int, options: dict[str, dict[str, Any]]
 ) -> Pipeline:
-    register("verdict", "bench-constant", ConstantVerdict)
-    plugins = {**DEFAULT_PLUGINS, "reranker": reranker, "verdict": "bench-constant"}
+    plugins = {**DEFAULT_PLUGINS, "reranker": reranker}
     config = PipelineConfig(plugins=plugins, options=options, hops=hops)
     return Pipeline(config, PluginContext(store, LazyEmbedder("cpu"), "cpu"))
 
 
 def run_pipeline(
     pipeline: Pipeline, claims: Sequence[str], batch: int
-) -> tuple[list[ClaimResult], list[int], list[int], dict[str, float]]:
+) -> tuple[list[Retrieval], list[int], list[int], dict[str, float]]:
     """Results, candidates (count, words) reaching the first rerank per claim, stage seconds."""
     counts: list[int] = []
     words: list[int] = []
@@ -170,9 +158,9 @@ def run_pipeline(
     retriever.candidates = counted  # type: ignore[method-assign]
     pipeline.seconds.clear()
     pipeline.context.embed(["warm up"])
-    results: list[ClaimResult] = []
+    results: list[Retrieval] = []
     for start in range(0, len(claims), batch):
-        results += pipeline.verify_many(claims[start : start + batch])
+        results += pipeline.retrieve_many(claims[start : start + batch])
     retriever.candidates = original  # type: ignore[method-assign]
     return results, counts, words, dict(pipeline.seconds)
 
@@ -203,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reranker", default="retrieval")
     parser.add_argument("--hops", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=16, help="claims per verify_many call")
+    parser.add_argument("--batch", type=int, default=16, help="claims per retrieve_many call")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument(
         "--shard", type=shard, default=(0, 1), metavar="I/N",

@@ -41,13 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
+from feverous_es.errors import MalformedPage
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig, load_config
 from feverous_es.index.elastic.queries import num_candidates
 from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
-from feverous_es.index.page import MalformedPage, parse_page
+from feverous_es.index.page import parse_page
 from feverous_es.index.plan import file_bytes
 from feverous_es.index.store import BuildState, Chunk, Filters, Store, StoreWriter
 from feverous_es.index.wiki import WikiDB

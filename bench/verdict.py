@@ -155,7 +155,7 @@ def score(submissions: list[bytes], gold: Path) -> dict:
 def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
     from feverous_es.plugins.config import load_config
     from feverous_es.plugins.registry import load
-    from feverous_es.verify.pipeline import open_pipeline
+    from feverous_es.verify.pipeline import Pipeline
 
     config = load_config()
     options = {**config.stage_options("verdict"), "model": str(args.model)}
@@ -163,7 +163,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
         if getattr(args, f"{kind}_model") is not None:
             options[f"{kind}_model"] = str(getattr(args, f"{kind}_model"))
     config = replace(config, options={**config.options, "verdict": options})
-    pipeline = open_pipeline("embedded", args.index, config)
+    pipeline = Pipeline.open(args.index, config=config)
     verdicts = {
         f"{path} (text only)": load(
             "verdict",
@@ -218,7 +218,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
                 "nei_below": nei_effect(confidence, right, args.nei),
             }
     finally:
-        pipeline.context.store.close()
+        pipeline.close()
     return figures
 
 

@@ -3,67 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
+import time
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import orjson
 from rich import box
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from feverous_es import __version__
+from feverous_es.console import console, fail, print_json, progress_bars, user_errors
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
 from feverous_es.training.cli import train_group
 
-console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_INDEX = "feverous-index"
-
-
-def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    sys.exit(code)
-
-
-def friendly_errors(command: F) -> F:
-    """Known failures (bad dump, bad index, missing model) end in one line and exit 1, not a
-    traceback; an interrupt says how to resume."""
-
-    @wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        from feverous_es.index.embedder import ModelError
-        from feverous_es.index.plan import PlanError
-        from feverous_es.index.store import StoreError
-        from feverous_es.index.wiki import WikiError
-        from feverous_es.plugins.registry import PluginError
-        from feverous_es.verify.pipeline import EmptyClaimError
-
-        try:
-            return command(*args, **kwargs)
-        except (WikiError, StoreError, ModelError, PluginError, EmptyClaimError, PlanError) as exc:
-            _fail(str(exc))
-        except KeyboardInterrupt:
-            _fail("interrupted; what was written is kept: run the same command to resume", 130)
-
-    return run  # type: ignore[return-value]
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -97,7 +55,7 @@ def main() -> None:
 )  # fmt: skip
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
-@friendly_errors
+@user_errors()
 def index(
     wiki_db: Path,
     out: Path,
@@ -126,24 +84,16 @@ def index(
         state = writer.state()
         done = db.count() - db.count(state.last_rowid)
         total = db.count(limit=limit)
-        with Progress(
-            TextColumn("[bold]indexing[/bold]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("pages"),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            disable=as_json,
-        ) as progress:
-            task = progress.add_task("index", total=total, completed=min(done, total), rate="")
-            elements = [0]
+        with progress_bars(disable=as_json) as update:
+            pages, elements = [min(done, total)], [0]
+            started = time.perf_counter()
+            update("indexing", pages[0], total)
 
             def advance(rows: int, added: int) -> None:
+                pages[0] += rows
                 elements[0] += added
-                elapsed = progress.tasks[task].elapsed or 1e-9
-                progress.update(task, advance=rows, rate=f"{elements[0] / elapsed:,.0f} el/s")
+                rate = elements[0] / max(time.perf_counter() - started, 1e-9)
+                update("indexing", pages[0], total, f"pages, {rate:,.0f} el/s")
 
             report = build(
                 db, writer, embedder, limit=limit, chunk_elements=chunk_size, on_progress=advance
@@ -153,7 +103,7 @@ def index(
         db.close()
 
     if as_json:
-        _print_json({**dataclasses.asdict(report), "index": destination, "store": store})
+        print_json({**dataclasses.asdict(report), "index": destination, "store": store})
         return
     final = report.state
     if report.already_complete:
@@ -197,7 +147,7 @@ def index(
 @click.option("--max-length", type=click.IntRange(min=8, max=512), default=128, show_default=True,
               help="Tokens per text kept for embedding (as for `index`).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print counts, rates and projections.")
-@friendly_errors
+@user_errors()
 def plan(
     wiki_db: Path,
     sample: int | None,
@@ -216,19 +166,15 @@ def plan(
 
     rates = planning.BuildRates.load(rates_file or planning.RATES_FILE)
     with WikiDB(wiki_db) as db:
-        with Progress(
-            TextColumn("[bold]counting[/bold]"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("pages"), TimeElapsedColumn(), TimeRemainingColumn(),
-            console=console, disable=as_json,
-        ) as progress:  # fmt: skip
-            task = progress.add_task("count", total=sample or db.count())
+        with progress_bars(disable=as_json) as update:
+            total = sample or db.count()
             counted = planning.count_dump(
                 db,
                 planning.TokenCounter(max_length),
                 sample=sample,
-                on_progress=lambda pages: progress.update(task, completed=pages),
+                on_progress=lambda pages: update("counting", pages, total, "pages"),
             )
-            progress.update(task, completed=counted.counted_pages)
+            update("counting", counted.counted_pages, total, "pages")
         if measure:
             measured = planning.measure_rates(
                 db, measure, device=device,
@@ -240,7 +186,7 @@ def plan(
     counts = counted.scaled()
     projections = planning.project(counts, rates)
     if as_json:
-        _print_json({
+        print_json({
             "counts": dataclasses.asdict(counts), "rates": dataclasses.asdict(rates),
             "projections": [dataclasses.asdict(p) for p in projections],
         })  # fmt: skip
@@ -301,7 +247,7 @@ def _print_plan(counts: Any, rates: Any, projections: list[Any]) -> None:
     help="Only elements of this type (repeatable).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
-@friendly_errors
+@user_errors()
 def search(
     query: str,
     index_dir: Path,
@@ -318,7 +264,7 @@ def search(
     from feverous_es.index.store import Filters
 
     if not query.strip():
-        _fail("the query is empty", 2)
+        fail("the query is empty", 2)
     index_store = open_store(store, index_dir)
     try:
         filters = Filters(pages=pages, types=tuple(ElementType(t) for t in types))
@@ -333,7 +279,7 @@ def search(
     finally:
         index_store.close()
     if as_json:
-        _print_json([{"score": h.score, **dataclasses.asdict(h.element)} for h in hits])
+        print_json([{"score": h.score, **dataclasses.asdict(h.element)} for h in hits])
         return
     table = Table("score", "id", "type", "text", show_lines=False)
     for hit in hits:
@@ -371,16 +317,16 @@ def _open_pipeline(
     hops: int | None, device: str,
 ):  # fmt: skip
     from feverous_es.plugins.config import load_config
-    from feverous_es.verify.pipeline import open_pipeline
+    from feverous_es.verify.pipeline import Pipeline
 
     chosen = {}
     for item in plugins:
         stage, sep, name = item.partition("=")
         if not sep or not name:
-            _fail(f"--plugin takes STAGE=NAME, not {item!r}", 2)
+            fail(f"--plugin takes STAGE=NAME, not {item!r}", 2)
         chosen[stage.strip()] = name.strip()
     config = load_config(config_path, plugins=chosen, hops=hops)
-    return open_pipeline(store, index_dir, config, device)
+    return Pipeline.open(index_dir, store=store, config=config, device=device)
 
 
 @main.command()
@@ -388,7 +334,7 @@ def _open_pipeline(
 @_pipeline_options
 @click.option("--explain", is_flag=True, help="Also show the pages retrieved and each hop.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@friendly_errors
+@user_errors()
 def verify(
     claim: str, index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
     hops: int | None, device: str, explain: bool, as_json: bool,
@@ -398,14 +344,11 @@ def verify(
     from feverous_es.verify.report import print_result, result_to_dict
 
     if not claim.strip():
-        _fail("the claim is empty", 2)
-    pipeline = _open_pipeline(index_dir, store, config_path, plugins, hops, device)
-    try:
+        fail("the claim is empty", 2)
+    with _open_pipeline(index_dir, store, config_path, plugins, hops, device) as pipeline:
         result = pipeline.verify(claim)
-    finally:
-        pipeline.context.store.close()
     if as_json:
-        _print_json(result_to_dict(result))
+        print_json(result_to_dict(result))
     else:
         print_result(Console(), result, explain=explain)
 
@@ -422,7 +365,7 @@ def verify(
     help="Claims per batch (model inference batches across them).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@friendly_errors
+@user_errors()
 def predict(
     claims: Path, out: Path, index_dir: Path, store: str, config_path: Path | None,
     plugins: tuple[str, ...], hops: int | None, device: str, batch_size: int, as_json: bool,
@@ -431,23 +374,25 @@ def predict(
     official submission lines: predicted_label and predicted_evidence."""
     from feverous_es.verify.predict import predict_file
 
-    pipeline = _open_pipeline(index_dir, store, config_path, plugins, hops, device)
-    try:
-        with Progress(
-            TextColumn("[bold]predicting[/bold]"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("claims"), TimeElapsedColumn(), TimeRemainingColumn(),
-            console=console, disable=as_json,
-        ) as progress:  # fmt: skip
-            task = progress.add_task("predict", total=None)
-            report = predict_file(
-                pipeline, claims, out, batch_size=batch_size,
-                on_start=lambda total: progress.update(task, total=total),
-                on_batch=lambda n: progress.advance(task, n),
-            )  # fmt: skip
-    finally:
-        pipeline.context.store.close()
+    done, total = [0], [None]
+    with (
+        _open_pipeline(index_dir, store, config_path, plugins, hops, device) as pipeline,
+        progress_bars(disable=as_json) as update,
+    ):
+
+        def on_start(claims: int) -> None:
+            total[0] = claims
+            update("predicting", 0, claims, "claims")
+
+        def on_batch(claims: int) -> None:
+            done[0] += claims
+            update("predicting", done[0], total[0], "claims")
+
+        report = predict_file(
+            pipeline, claims, out, batch_size=batch_size, on_start=on_start, on_batch=on_batch
+        )
     if as_json:
-        _print_json({**dataclasses.asdict(report), "out": str(out)})
+        print_json({**dataclasses.asdict(report), "out": str(out)})
         return
     console.print(
         f"predicted {report.predicted:,} claims ({report.already_done:,} already in {out}) "
@@ -469,7 +414,7 @@ def plugins_command(as_json: bool) -> None:
 
     found = available()
     if as_json:
-        _print_json({"available": found, "default": DEFAULT_PLUGINS})
+        print_json({"available": found, "default": DEFAULT_PLUGINS})
         return
     table = Table("stage", "plugin", "from", "default")
     for stage, names in found.items():
@@ -505,6 +450,7 @@ EXPORT_PRECISIONS = ("fp32", "fp16", "int8")
     help="Tokens per pair in the parity check.",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+@user_errors()
 def export_command(
     model_dir: Path, out: Path, task: str, precision: str | None, max_length: int, as_json: bool
 ) -> None:
@@ -514,14 +460,12 @@ def export_command(
     evidence pairs (refused when fp32 differs by more than 1e-3)."""
     import shlex
 
-    from feverous_es.training.common import TrainError
-
     precisions = None
     if precision is not None:
         precisions = [p.strip() for p in precision.split(",") if p.strip()]
         bad = [p for p in precisions if p not in EXPORT_PRECISIONS]
         if bad or not precisions:
-            _fail(
+            fail(
                 f"--precision takes a comma-separated list of fp32, fp16, int8, not {precision!r}",
                 2,
             )
@@ -529,19 +473,15 @@ def export_command(
     if precision is not None:
         words += ["--precision", precision]
     words += ["--max-length", str(max_length)]
-    try:
-        from feverous_es.training.export import export_model
+    from feverous_es.training.export import export_model
 
-        with console.status(f"exporting {model_dir} ({task})"):
-            manifest = export_model(
-                model_dir, out, task=task, precisions=precisions, max_length=max_length,
-                command=shlex.join(words),
-            )  # fmt: skip
-    except TrainError as exc:
-        _fail(str(exc))
-        return
+    with console.status(f"exporting {model_dir} ({task})"):
+        manifest = export_model(
+            model_dir, out, task=task, precisions=precisions, max_length=max_length,
+            command=shlex.join(words),
+        )  # fmt: skip
     if as_json:
-        _print_json(manifest)
+        print_json(manifest)
         return
     parity = manifest["parity"]
     table = Table("graph", "file", "MB", "max |Δ| vs torch", "agreement", title=str(out))
@@ -574,21 +514,18 @@ def export_command(
     help="Score gold claims with no prediction as wrong (default: leave them out, say how many).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@user_errors()
 def score_command(predictions: Path, gold: Path, count_missing: bool, as_json: bool) -> None:
     """Score PREDICTIONS (submission jsonl, as `predict` writes it) against --gold with the
     official FEVEROUS metric: FEVEROUS score, label accuracy, evidence precision / recall / F1,
     per challenge, a label confusion matrix, and table Hits@1/5/10 for gold files with
     `gold_tables`. Predictions are matched to gold claims by id."""
     from feverous_es.verify.score_report import print_score_report
-    from feverous_es.verify.scoring import ScoreError, score_files
+    from feverous_es.verify.scoring import score_files
 
-    try:
-        report = score_files(predictions, gold, count_missing=count_missing)
-    except ScoreError as exc:
-        _fail(str(exc))
-        return
+    report = score_files(predictions, gold, count_missing=count_missing)
     if as_json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
     else:
         print_score_report(Console(), report)
 

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from feverous_es.onnx_session import ModelError
+from feverous_es.errors import ModelError
 
 
 def to_fp16(fp32: Path, out: Path) -> dict:

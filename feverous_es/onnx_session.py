@@ -32,6 +32,8 @@ from pathlib import Path
 
 import onnxruntime as ort
 
+from feverous_es.errors import ModelError
+
 MANIFEST_FILE = "manifest.json"
 FP32_FILE = "model.onnx"
 FP16_FILE = "model.fp16.onnx"
@@ -41,10 +43,6 @@ PRECISION_FILES = {"fp32": FP32_FILE, "fp16": FP16_FILE, "int8": INT8_FILE}
 DEVICES = ("auto", "cuda", "cpu")
 CUDA_PROVIDER = "CUDAExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
-
-
-class ModelError(Exception):
-    """The model files are missing, corrupt, or cannot be installed or loaded here."""
 
 
 def models_dir() -> Path:

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from feverous_es.errors import ModelError
 from feverous_es.onnx_session import (
     FP16_FILE,
     MANIFEST_FILE,
-    ModelError,
     cuda_device_present,
     manifest_complete,
 )

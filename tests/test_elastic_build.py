@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from feverous_es.errors import StoreError
 from feverous_es.index.build import build
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.loader import (
@@ -26,7 +27,7 @@ from feverous_es.index.elastic.store import (
     list_builds,
 )
 from feverous_es.index.elements import Element, ElementType, PageRecord
-from feverous_es.index.store import BuildState, Chunk, StoreError
+from feverous_es.index.store import BuildState, Chunk
 from feverous_es.index.wiki import WikiDB
 from tests.conftest import SAMPLE_DB
 from tests.elastic_fake import FakeCluster, HashEncoder, Request

@@ -12,13 +12,13 @@ from click.testing import CliRunner
 from elastic_transport import ConnectionTimeout, TlsError
 
 from feverous_es.cli import main
+from feverous_es.errors import IncompatibleIndex, StoreError, StoreUnauthorized, StoreUnreachable
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import create_reader_key, reader_role
 from feverous_es.index.elastic.client import check_cluster, connect
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elastic.store import ElasticStore
-from feverous_es.index.store import StoreError
 from tests.elastic_fake import FakeCluster, FakeNode, Request
 
 SECRET = "pa55-w0rd-xyz"
@@ -42,7 +42,7 @@ def test_unreachable_cluster_is_one_line_and_quick() -> None:
     config = ElasticConfig(url=f"http://127.0.0.1:{closed_port()}", username="u",
                            password=SECRET, connect_timeout=2)  # fmt: skip
     started = time.monotonic()
-    with pytest.raises(StoreError) as caught:
+    with pytest.raises(StoreUnreachable) as caught:
         connect(config)
     assert time.monotonic() - started < 5
     text = one_line(caught.value)
@@ -63,7 +63,7 @@ def test_tls_failure_names_the_ca_setting() -> None:
     from feverous_es.index.elastic.client import make_client
 
     client = make_client(CONFIG, node_class=raising_node(error))
-    with pytest.raises(StoreError) as caught:
+    with pytest.raises(StoreUnreachable) as caught:
         check_cluster(client, CONFIG)
     text = one_line(caught.value)
     assert text.startswith("TLS failure talking to Elasticsearch at https://es.example:9200")
@@ -74,7 +74,7 @@ def test_timeout_is_one_line() -> None:
     from feverous_es.index.elastic.client import make_client
 
     client = make_client(CONFIG, node_class=raising_node(ConnectionTimeout("timed out")))
-    with pytest.raises(StoreError, match="did not answer within the timeout") as caught:
+    with pytest.raises(StoreUnreachable, match="did not answer within the timeout") as caught:
         check_cluster(client, CONFIG)
     one_line(caught.value)
 
@@ -89,7 +89,7 @@ def status_handler(status: int, kind: str, reason: str):
 def test_bad_credentials() -> None:
     fake = FakeCluster()
     fake.handlers.append(status_handler(401, "security_exception", "unable to authenticate"))
-    with pytest.raises(StoreError) as caught:
+    with pytest.raises(StoreUnauthorized) as caught:
         check_cluster(fake.client(CONFIG), CONFIG)
     text = one_line(caught.value)
     assert "refused the credentials (401)" in text and "FEVEROUS_ES_PASSWORD" in text
@@ -128,20 +128,21 @@ def test_forbidden_and_licence_errors() -> None:
     fake.handlers.append(status_handler(403, "security_exception",
                                         "current license is non-compliant for [rrf]"))  # fmt: skip
     with (
-        pytest.raises(StoreError, match="use hybrid = knn_query or msearch"),
+        pytest.raises(StoreError, match="use hybrid = knn_query or msearch") as licence,
         elastic_errors(CONFIG),
     ):
         client.search(index="x")
+    assert not isinstance(licence.value, StoreUnauthorized)  # the credentials are not at fault
     fake.handlers[0] = status_handler(403, "security_exception", "action [indices:data/write]")
     forbidden = "the credentials lack a permission: security_exception"
-    with pytest.raises(StoreError, match=forbidden), elastic_errors(CONFIG):
+    with pytest.raises(StoreUnauthorized, match=forbidden), elastic_errors(CONFIG):
         client.search(index="x")
 
 
 def test_existing_index_with_a_conflicting_mapping() -> None:
     fake = FakeCluster()
     fake.client().indices.create(index="feverous-elements-v1", mappings={"properties": {}})
-    with pytest.raises(StoreError) as caught:
+    with pytest.raises(IncompatibleIndex) as caught:
         open_writer_with(fake)
     assert "not made by feverous-es" in one_line(caught.value)
 

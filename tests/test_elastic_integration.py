@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 from elasticsearch.helpers import scan
 
+from feverous_es.errors import StoreError
 from feverous_es.index.build import build
 from feverous_es.index.elastic.analysis import STANDARD_STOP, probe_analysis
 from feverous_es.index.elastic.cli import create_reader_key, reader_role
@@ -39,7 +40,7 @@ from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elastic.store import ElasticStore, ElasticWriter, build_meta
 from feverous_es.index.elements import ElementType
 from feverous_es.index.page import parse_page
-from feverous_es.index.store import Filters, StoreError
+from feverous_es.index.store import Filters
 from feverous_es.index.wiki import WikiDB
 from tests.conftest import REPO, SAMPLE_DB
 from tests.elastic_fake import HashEncoder

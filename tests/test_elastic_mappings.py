@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from feverous_es.errors import StoreError
 from feverous_es.index.elastic.analysis import ANALYSES, ENGLISH_FOLDING
 from feverous_es.index.elastic.config import ElasticConfig, load_config, redact
 from feverous_es.index.elastic.documents import (
@@ -24,7 +25,6 @@ from feverous_es.index.elastic.documents import (
     page_source,
 )
 from feverous_es.index.elements import Element, ElementType, PageRecord
-from feverous_es.index.store import StoreError
 
 CONFIG = ElasticConfig(url="https://es.example:9200")
 

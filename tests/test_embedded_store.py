@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -17,10 +18,11 @@ import numpy as np
 import pytest
 import tantivy
 
+from feverous_es.errors import IncompatibleIndex, StoreError
 from feverous_es.index import embedded, vectors
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import NEW_VECTOR_FILES, EmbeddedStore, EmbeddedWriter
-from feverous_es.index.store import Chunk, Filters, HybridWeights, StoreError
+from feverous_es.index.store import Chunk, Filters, HybridWeights
 from feverous_es.index.vectors import normalized
 
 DIM = 16
@@ -364,9 +366,17 @@ def test_not_an_index(tmp_path: Path) -> None:
         EmbeddedStore(tmp_path)
 
 
+def test_an_index_of_an_unknown_format_version_is_incompatible(tmp_path: Path) -> None:
+    EmbeddedWriter(tmp_path, DIM).close()
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "version": 99}))
+    with pytest.raises(IncompatibleIndex, match=r"format version 99, .*rebuild the index"):
+        EmbeddedStore(tmp_path)
+
+
 def test_dimension_is_checked(tmp_path: Path) -> None:
     EmbeddedWriter(tmp_path, DIM).close()
-    with pytest.raises(StoreError, match="16-dimensional"):
+    with pytest.raises(IncompatibleIndex, match="16-dimensional"):
         EmbeddedWriter(tmp_path, DIM * 2)
     writer = EmbeddedWriter(tmp_path, DIM)
     with pytest.raises(StoreError, match="shape"):

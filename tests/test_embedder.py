@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
+from feverous_es.errors import ModelError
 from feverous_es.index import embedder as embedder_module
 from feverous_es.index.embedder import (
     DIM,
@@ -28,7 +29,6 @@ from feverous_es.index.embedder import (
     MISSING_EXTRA_EXIT,
     TOKENIZER_FILE,
     Embedder,
-    ModelError,
     default_model_dir,
     ensure_cuda_model,
     ensure_model,

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from feverous_es import onnx_session
 from feverous_es.cli import EXPORT_PRECISIONS, EXPORT_TASKS, main
+from feverous_es.errors import ModelError
 from feverous_es.index.embedder import Embedder
 from feverous_es.onnx_session import (
     CPU_PROVIDER,
@@ -27,7 +28,6 @@ from feverous_es.onnx_session import (
     INT8_FILE,
     LEGACY_INT8_FILE,
     MANIFEST_FILE,
-    ModelError,
     choose_model_file,
     verified,
 )

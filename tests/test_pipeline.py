@@ -10,12 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from feverous_es.cli import main
+from feverous_es.errors import EmptyClaimError, PluginError
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.config import DEFAULT_PLUGINS, load_config
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
-from feverous_es.plugins.registry import PluginError, available, load, register, unregister
+from feverous_es.plugins.registry import available, load, register, unregister
 from feverous_es.verify.pages import Casing, claim_spans, match_titles
-from feverous_es.verify.pipeline import EmptyClaimError, open_pipeline
+from feverous_es.verify.pipeline import Pipeline
 from feverous_es.verify.selection import BudgetSelector
 
 from .conftest import REPO
@@ -173,11 +174,8 @@ def test_pipeline_with_a_registered_plugin_finds_gold_evidence(
 ) -> None:
     claims = [c for c in sample_claims() if c["evidence"] and c["evidence"][0]["content"]][:10]
     config = load_config(plugins={"reranker": "retrieval", "verdict": toy_verdict}, environ={})
-    pipeline = open_pipeline("embedded", sample_index, config, device="cpu")
-    try:
+    with Pipeline.open(sample_index, config=config, device="cpu") as pipeline:
         results = pipeline.verify_many([c["claim"] for c in claims])
-    finally:
-        pipeline.context.store.close()
     found_pages = 0
     for claim, result in zip(claims, results, strict=True):
         assert result.verdict.label is Label.SUPPORTS
@@ -237,12 +235,11 @@ def test_verify_command_json_and_empty_claim(sample_index: Path, toy_verdict: st
 
 def test_empty_claim_is_refused_by_the_pipeline(sample_index: Path, toy_verdict: str) -> None:
     config = load_config(plugins={"reranker": "retrieval", "verdict": toy_verdict}, environ={})
-    pipeline = open_pipeline("embedded", sample_index, config)
-    try:
+    with Pipeline.open(sample_index, config=config) as pipeline:
         with pytest.raises(EmptyClaimError):
             pipeline.verify_many(["fine", ""])
-    finally:
-        pipeline.context.store.close()
+        with pytest.raises(EmptyClaimError):
+            pipeline.retrieve_many(["fine", " "])
 
 
 def test_predict_writes_official_lines_skips_bad_ones_and_resumes(

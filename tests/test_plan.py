@@ -11,13 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from feverous_es.cli import main
+from feverous_es.errors import PlanError
 from feverous_es.index.build import build
 from feverous_es.index.embedded import WRITER_BUFFER_BYTES, EmbeddedWriter
 from feverous_es.index.embedder import Embedder
 from feverous_es.index.plan import (
     BuildRates,
     DumpCounts,
-    PlanError,
     TokenCounter,
     count_dump,
     measure_rates,

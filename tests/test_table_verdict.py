@@ -16,8 +16,8 @@ pytest.importorskip("skl2onnx")
 from click.testing import CliRunner
 
 from feverous_es.cli import main
+from feverous_es.errors import ModelError
 from feverous_es.index.backends import open_store
-from feverous_es.index.embedder import ModelError
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.training import feature_verdict as fv
 from feverous_es.verify import sentence_facts

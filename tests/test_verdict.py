@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from feverous_es.errors import ModelError
 from feverous_es.index.elements import Element, ElementType
-from feverous_es.index.embedder import ModelError
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.verify.inputs import premise, seq2seq_input
 from feverous_es.verify.verdict import ClassifierVerdict

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from feverous_es.index.store import Store, StoreError, StoreWriter
+from feverous_es.errors import StoreError
+from feverous_es.index.store import Store, StoreWriter
 
 STORES = ("embedded", "elasticsearch")
 

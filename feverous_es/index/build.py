@@ -16,8 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
+from feverous_es.errors import MalformedPage
 from feverous_es.index.elements import Element, PageRecord
-from feverous_es.index.page import MalformedPage, parse_page
+from feverous_es.index.page import parse_page
 from feverous_es.index.store import BuildState, Chunk, StoreWriter
 from feverous_es.index.wiki import WikiDB
 

@@ -38,6 +38,7 @@ import orjson
 import tantivy
 from tantivy import Occur, Query
 
+from feverous_es.errors import IncompatibleIndex, StoreError
 from feverous_es.index.elements import (
     Element,
     ElementType,
@@ -52,7 +53,6 @@ from feverous_es.index.store import (
     Hit,
     HybridWeights,
     PageHit,
-    StoreError,
     TableKey,
     fuse_hybrid,
     table_texts,
@@ -98,6 +98,9 @@ _GRAPHS = ("vectors.*.usearch", "vectors.*.tmp", "page_vectors.*.usearch", "page
 _ANALYZER = "en_stem"
 # One writer thread per index: the build embeds on all cores at the same time.
 _TEXT_WRITER_HEAP = 256_000_000
+# Claim terms in more than this share of the elements (film, born, year, ...): their postings
+# are most of a claim disjunction's cost. See _common_terms_query.
+COMMON_TERM_SHARE = 0.05
 _PAGE_WRITER_HEAP = 32_000_000
 _TABLE_WRITER_HEAP = 64_000_000
 _SQLITE_CACHE_KIB = 131_072
@@ -290,9 +293,9 @@ def _read_meta(path: Path) -> dict[str, object]:
     except (OSError, orjson.JSONDecodeError) as error:
         raise StoreError(f"{path / _META} cannot be read: {error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise StoreError(f"{path} is not an embedded index ({_META} names another format)")
+        raise IncompatibleIndex(f"{path} is not an embedded index ({_META} names another format)")
     if meta.get("version") not in _VECTOR_FILES:
-        raise StoreError(
+        raise IncompatibleIndex(
             f"{path} has index format version {meta.get('version')}, this program reads "
             f"versions {', '.join(map(str, _VECTOR_FILES))}: rebuild the index"
         )
@@ -343,6 +346,36 @@ def _vector_types(db: sqlite3.Connection, rows: int) -> np.ndarray:
         ),
         dtype=np.uint8,
         count=rows,
+    )
+
+
+def _disjunction(schema: tantivy.Schema, fields: Sequence[str], terms: Sequence[str]) -> Query:
+    return Query.boolean_query(
+        [
+            (Occur.Should, Query.term_query(schema, field, term, index_option="freq"))
+            for term in terms
+            for field in fields
+        ]
+    )
+
+
+def _common_terms_query(
+    searcher: tantivy.Searcher, schema: tantivy.Schema, terms: Sequence[str]
+) -> Query:
+    """The terms' disjunction over the element text, where a term found in more than
+    ``COMMON_TERM_SHARE`` of the elements only adds its score to elements that match one of the
+    rarer terms (Lucene's CommonTermsQuery). An element's score is the plain disjunction's;
+    only elements matching common terms alone, which rank low, are not collected."""
+    limit = COMMON_TERM_SHARE * searcher.num_docs
+    common = [term for term in terms if searcher.doc_freq("text", term) > limit]
+    rare = [term for term in terms if term not in common]
+    if not common or not rare:
+        return _disjunction(schema, ("text",), terms)
+    return Query.boolean_query(
+        [
+            (Occur.Must, _disjunction(schema, ("text",), rare)),
+            (Occur.Should, _disjunction(schema, ("text",), common)),
+        ]
     )
 
 
@@ -414,7 +447,7 @@ class EmbeddedWriter:
         if meta_path.exists():
             meta = _read_meta(self.path)
             if meta.get("dim") != self.dim:
-                raise StoreError(
+                raise IncompatibleIndex(
                     f"{self.path} holds {meta.get('dim')}-dimensional vectors, the embedder "
                     f"makes {self.dim}"
                 )
@@ -763,24 +796,23 @@ class EmbeddedStore:
     def _match(self, index: tantivy.Index, fields: Sequence[str], text: str) -> Query | None:
         """A disjunction of the analyzed query terms over ``fields``; None if no term is left.
         Terms, not the query parser: claims hold quotes, colons and parentheses."""
-        terms = dict.fromkeys(self._analyzer.analyze(text))
-        if not terms:
-            return None
-        return Query.boolean_query(
-            [
-                (Occur.Should, Query.term_query(index.schema, field, term, index_option="freq"))
-                for term in terms
-                for field in fields
-            ]
-        )
+        terms = list(dict.fromkeys(self._analyzer.analyze(text)))
+        return _disjunction(index.schema, fields, terms) if terms else None
 
     def _text_scores(self, text: str, k: int, filters: Filters | None) -> list[tuple[int, float]]:
-        query = self._match(self._texts, ("text",), text)
-        if query is None or k <= 0:
+        terms = list(dict.fromkeys(self._analyzer.analyze(text)))
+        if not terms or k <= 0:
             return []
-        if filters:
-            query = _restricted(query, self._filter(filters))
         searcher = self._texts.searcher()
+        if filters and (filters.pages or filters.tables):
+            # A page's or table's elements are few: every term may score them.
+            query = _restricted(
+                _disjunction(self._texts.schema, (_TEXT,), terms), self._filter(filters)
+            )
+        else:
+            query = _common_terms_query(searcher, self._texts.schema, terms)
+            if filters:
+                query = _restricted(query, self._filter(filters))
         hits = searcher.search(query, k, count=False).hits
         eids = searcher.fast_field_values("eid", [address for _, address in hits])
         return [(int(eid), score) for (score, _), eid in zip(hits, eids, strict=True)]

@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from feverous_es.errors import ModelError
 from feverous_es.onnx_session import (
     FP16_FILE,
     FP32_FILE,
     INT8_FILE,
     MANIFEST_FILE,
-    ModelError,
     check_device,
     choose_model_file,
     install_model_dir,

@@ -14,14 +14,11 @@ from typing import Any
 
 import orjson
 
+from feverous_es.errors import MalformedPage
 from feverous_es.index import linearize
 from feverous_es.index.elements import Element, ElementType, PageRecord
 
 INTRO_MAX_CHARS = 1000
-
-
-class MalformedPage(ValueError):
-    """A page whose JSON does not have the FEVEROUS layout."""
 
 
 @dataclass(frozen=True, slots=True)

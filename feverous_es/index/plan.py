@@ -27,18 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
+from feverous_es.errors import MalformedPage, PlanError
 from feverous_es.index.build import build
-from feverous_es.index.page import MalformedPage, parse_page
+from feverous_es.index.page import parse_page
 from feverous_es.index.wiki import WikiDB, write_dump
 
 RATES_FILE = Path(__file__).with_name("build_rates.json")
 STORES = ("embedded", "elasticsearch")
 DEVICES = ("cpu", "cuda")
 _COUNT_BATCH = 256  # pages tokenized together
-
-
-class PlanError(Exception):
-    """Rates that cannot be read or used, with a one-line reason."""
 
 
 @dataclass

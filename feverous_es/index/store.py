@@ -15,10 +15,6 @@ import numpy as np
 from feverous_es.index.elements import Element, ElementType, PageRecord
 
 
-class StoreError(Exception):
-    """A store that cannot be opened or written, with a message a user can act on."""
-
-
 @dataclass(frozen=True, slots=True)
 class Filters:
     """Restricts a search; empty fields do not filter. Fields combine with AND, values with OR."""

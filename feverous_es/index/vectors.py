@@ -42,9 +42,12 @@ HNSW_OVERSAMPLE = 2
 # is searched exactly over just those rows: cheaper than the HNSW oversampling it would need.
 _GATHER_SHARE = 0.25
 _BUILD_BATCH = 32_768
-# A shard's graph takes ~530 bytes a vector in memory (int8 vector + links), its float16 rows
-# 768 more while it is built: ~1.3 GB for a full shard.
-GRAPH_SHARD_ROWS = 1 << 20
+# Inserting into an HNSW graph slows as it grows, so graphs of a bounded size keep the build's
+# cost per vector flat as the dump grows (914k table rows: 73 us a vector in shards of 2^18,
+# 93 in one graph); the price is a search per shard (~1 ms each). A shard's graph takes ~530
+# bytes a vector in memory (int8 vector + links), its float16 rows 768 more while it is built:
+# ~340 MB for a full shard.
+GRAPH_SHARD_ROWS = 1 << 18
 # Exact scans convert float16 rows to float32 in blocks, not the whole matrix at once.
 _SCAN_BLOCK = 1 << 16
 # Up to this size a float16 matrix is held in memory as float32 (mini-FEVEROUS's 21,693 page

@@ -9,11 +9,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
 
+from feverous_es.errors import WikiError
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-class WikiError(Exception):
-    """A dump that cannot be read, with a one-line reason."""
 
 
 class WikiDB:

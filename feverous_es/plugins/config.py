@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from feverous_es.plugins.registry import STAGES, PluginError
+from feverous_es.errors import PluginError
+from feverous_es.plugins.registry import STAGES
 
 DEFAULT_PLUGINS: dict[str, str] = {
     "pages": "hybrid",

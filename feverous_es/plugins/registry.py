@@ -14,16 +14,13 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any
 
+from feverous_es.errors import PluginError
 from feverous_es.plugins.interfaces import PluginContext, PluginFactory
 
 STAGES = ("pages", "candidates", "reranker", "selector", "hop", "verdict")
 GROUP_PREFIX = "feverous_es."
 
 _registered: dict[tuple[str, str], PluginFactory] = {}
-
-
-class PluginError(Exception):
-    """An unknown stage or plugin name, or a plugin that failed to load."""
 
 
 def _check_stage(stage: str) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
+from feverous_es.errors import ModelError
 from feverous_es.onnx_session import (
     FP32_FILE,
     MANIFEST_FILE,
-    ModelError,
     check_device,
     choose_model_file,
     open_session,

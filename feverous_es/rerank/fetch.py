@@ -27,10 +27,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from feverous_es.errors import ModelError
 from feverous_es.onnx_session import (
     FP16_FILE,
     MANIFEST_FILE,
-    ModelError,
     file_entry,
     install_model_dir,
     manifest_complete,

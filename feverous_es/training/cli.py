@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-console = Console(stderr=True)
+from feverous_es.console import print_json, progress_bars, user_errors
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -178,7 +167,7 @@ def verdict_command(
     out = out or _default_out()
     work = work or out.with_name(out.name + ".work")
     command = _command_line(click.get_current_context())
-    with _errors(work), _progress() as update:
+    with _training_errors(work), progress_bars() as update:
         settings = tv.TrainSettings(
             base=base or common.default_base(),
             epochs=epochs,
@@ -199,7 +188,7 @@ def verdict_command(
         report = tv.run(
             options,
             on_evidence=lambda done, total: update("evidence", done, total),
-            on_step=lambda done, total, rate: update("training", done, total, rate),
+            on_step=lambda done, total, rate: update("training", done, total, _tokens(rate)),
         )
     assert report is not None
     _echo_summary(out, report)
@@ -214,7 +203,7 @@ def _echo_summary(out: Path, report: dict[str, Any]) -> None:
         "model_bytes": report["export"]["bytes"],
         "training_seconds": report["training"]["seconds"],
     }
-    click.echo(json.dumps(summary, indent=2))
+    print_json(summary)
 
 
 def _feature_verdict_options(kind: str) -> Callable[[_F], _F]:
@@ -294,7 +283,7 @@ def _train_feature_verdict(kind: str, **params: Any) -> None:
     out = params["out"] or DEFAULT_MODELS[kind]
     work = params["work"] or out.with_name(out.name + ".work")
     command = _command_line(click.get_current_context())
-    with _errors(work), _progress() as update:
+    with _training_errors(work), progress_bars() as update:
         settings = fv.Settings(
             trees=params["trees"], learning_rate=params["learning_rate"],
             depth=params["depth"], seed=params["seed"],
@@ -404,7 +393,7 @@ def rerank_command(
 
     work = work or out.with_name(out.name + ".work")
     command = _command_line(click.get_current_context())
-    with _errors(work), _progress() as update:
+    with _training_errors(work), progress_bars() as update:
         settings = tr.TrainSettings(
             base=base or common.default_base(),
             epochs=epochs,
@@ -426,7 +415,7 @@ def rerank_command(
         progress = {
             "on_pools": lambda done, total: update("candidates", done, total),
             "on_step": lambda name, done, total, rate: update(
-                f"training {name}", done, total, rate
+                f"training {name}", done, total, _tokens(rate)
             ),
         }
         if kind == "rows":
@@ -434,7 +423,7 @@ def rerank_command(
 
             report = row_ranker.run(options, **progress)
             assert report is not None
-            click.echo(json.dumps(row_ranker.summary(report), indent=2))
+            print_json(row_ranker.summary(report))
             return
         reports = tr.run(options, **progress)
     assert reports is not None
@@ -448,7 +437,7 @@ def rerank_command(
         }
         for name, report in reports.items()
     }
-    click.echo(json.dumps(summary, indent=2))
+    print_json(summary)
 
 
 @train_group.command("hop")
@@ -509,7 +498,7 @@ def hop_command(
 
     work = work or out.with_name(out.name + ".work")
     command = _command_line(click.get_current_context())
-    with _errors(work), _progress() as update:
+    with _training_errors(work), progress_bars() as update:
         settings = th.TrainSettings(
             base=base, epochs=epochs, max_length=max_length, target_length=target_length,
             batch_size=batch_size, learning_rate=learning_rate, seed=seed,
@@ -523,7 +512,7 @@ def hop_command(
         report = th.run(
             options,
             on_retrieval=lambda done, total: update("retrieval", done, total),
-            on_step=lambda done, total, rate: update("training", done, total, rate),
+            on_step=lambda done, total, rate: update("training", done, total, _tokens(rate)),
             on_eval=lambda done, total: update("held-out generation", done, total),
         )
     assert report is not None
@@ -535,54 +524,19 @@ def hop_command(
         "torch_agreement": report["torch_agreement"],
         "training_seconds": report["training"]["seconds"],
     }
-    click.echo(json.dumps(summary, indent=2))
+    print_json(summary)
 
 
-@contextlib.contextmanager
-def _progress() -> Iterator[Callable[..., None]]:
-    """A rich progress display; yields ``update(name, done, total, tokens_per_second=None)``,
-    which adds the bar ``name`` on first use."""
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
+def _training_errors(work: Path) -> contextlib.AbstractContextManager[None]:
+    """Errors as one line; an interrupt says what is kept and how to resume."""
+    return user_errors(
+        f"interrupted; the training data cache and the last checkpoint are kept in {work}: "
+        "run the same command to resume"
     )
-    with Progress(*columns, console=console, transient=False) as progress:
-        tasks: dict[str, TaskID] = {}
-
-        def update(name: str, done: int, total: int, rate: float | None = None) -> None:
-            if name not in tasks:
-                tasks[name] = progress.add_task(name, total=total, rate="")
-            shown = "" if rate is None else f"{rate:,.0f} tok/s"
-            progress.update(tasks[name], completed=done, total=total, rate=shown)
-
-        yield update
 
 
-@contextlib.contextmanager
-def _errors(work: Path) -> Iterator[None]:
-    """A user's error as one line and exit status 1; an interrupt says how to resume."""
-    from feverous_es.index.embedder import ModelError
-    from feverous_es.index.store import StoreError
-    from feverous_es.plugins.registry import PluginError
-    from feverous_es.training.common import TrainError
-
-    try:
-        yield
-    except (TrainError, ModelError, StoreError, PluginError) as error:
-        console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        console.print(
-            "[red]error:[/red] interrupted; the training data cache and the last checkpoint are "
-            f"kept in {work}: run the same command to resume",
-            highlight=False,
-            soft_wrap=True,
-        )
-        sys.exit(130)
+def _tokens(rate: float | None) -> str:
+    return "" if rate is None else f"{rate:,.0f} tok/s"
 
 
 def _command_line(context: click.Context) -> str:

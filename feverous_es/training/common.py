@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TextIO, TypeVar
 
+from feverous_es.errors import TrainError
+
 if TYPE_CHECKING:
     from feverous_es.verify.claims import ClaimRecord
 
@@ -28,10 +30,6 @@ INSTALL_HINT = "pip install 'feverous-es[export]' (torch, transformers, optimum-
 CHECKPOINT_FILE = "checkpoint.pt"
 LOSS_LOG = "loss.jsonl"  # step and training loss, one line a step
 TRAINED_DIR = "trained"  # the fine-tuned torch model, in the work directory
-
-
-class TrainError(Exception):
-    """A failure the user can fix (missing data, a bad checkpoint); its message is one line."""
 
 
 def import_torch() -> Any:
@@ -207,21 +205,6 @@ def append_to(path: Path) -> TextIO:
 # ----------------------------------------------------------------------------- retrieval
 
 
-class _NoVerdict:
-    """Stands in for the verdict stage while training data is collected (no model needed)."""
-
-    def __init__(self, context: Any, **_: Any) -> None:
-        pass
-
-    def predict(self, batch: Sequence[Any]) -> list[Any]:
-        from feverous_es.plugins.interfaces import Label, Verdict
-
-        return [Verdict(Label.SUPPORTS, 1.0) for _ in batch]
-
-
-_STUB_VERDICT = "_train-verdict-none"
-
-
 @contextlib.contextmanager
 def retrieval_pipeline(
     index: Path,
@@ -231,39 +214,16 @@ def retrieval_pipeline(
     hops: int | None = None,
     device: str = "cpu",
 ) -> Iterator[Any]:
-    """The claim pipeline over ``index`` with the default retrieval stages and no verdict
-    model (its verdict is a stub); the store is closed on exit."""
+    """The claim pipeline over ``index`` with the default retrieval stages, for its
+    ``retrieve_many`` (no verdict model is loaded); the store is closed on exit."""
     from feverous_es.plugins.config import load_config
-    from feverous_es.plugins.registry import register, unregister
-    from feverous_es.verify.pipeline import open_pipeline
+    from feverous_es.verify.pipeline import Pipeline
 
     if store == "embedded" and not Path(index).is_dir():
         raise TrainError(f"index {index} does not exist (build it with `feverous-es index`)")
-    register("verdict", _STUB_VERDICT, _NoVerdict)
-    try:
-        config = load_config(
-            plugins={"reranker": reranker, "verdict": _STUB_VERDICT}, hops=hops, environ={}
-        )
-        pipeline = open_pipeline(store, index, config, device)
-        try:
-            yield pipeline
-        finally:
-            pipeline.context.store.close()
-    finally:
-        unregister("verdict", _STUB_VERDICT)
-
-
-def rank_candidates(pipeline: Any, claims: Sequence[str]) -> list[tuple[list[Any], list[Any]]]:
-    """Each claim's retrieved pages and its candidates in the reranker's order: the pipeline's
-    stages up to the reranker (no evidence budget, no next hop)."""
-    from feverous_es.plugins.interfaces import Query
-
-    vectors = pipeline.context.embed(list(claims))
-    queries = [Query(claim, v) for claim, v in zip(claims, vectors, strict=True)]
-    pages = [pipeline.pages.retrieve(query) for query in queries]
-    pools = [pipeline.candidates.candidates(q, h) for q, h in zip(queries, pages, strict=True)]
-    ranked = pipeline.reranker.rerank(list(zip(queries, pools, strict=True)))
-    return list(zip(pages, ranked, strict=True))
+    config = load_config(plugins={"reranker": reranker}, hops=hops, environ={})
+    with Pipeline.open(index, store=store, config=config, device=device) as pipeline:
+        yield pipeline
 
 
 def read_records(path: Path, record_type: Callable[..., R]) -> dict[tuple[str, str], R]:

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from feverous_es.errors import TrainError
 from feverous_es.onnx_session import (
     FP16_FILE,
     FP32_FILE,
@@ -41,7 +42,7 @@ from feverous_es.onnx_session import (
     sha256_file,
     write_manifest,
 )
-from feverous_es.training.common import INSTALL_HINT, TrainError, base_name, import_torch
+from feverous_es.training.common import INSTALL_HINT, base_name, import_torch
 
 MODEL_FILE = "model.onnx"
 MAX_MODEL_BYTES = 30 * 1024 * 1024

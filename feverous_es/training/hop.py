@@ -58,6 +58,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
+from feverous_es.errors import TrainError
 from feverous_es.index.elements import Element, ElementType, title_keys
 from feverous_es.onnx_session import write_manifest
 from feverous_es.plugins.interfaces import Candidate
@@ -65,7 +66,6 @@ from feverous_es.training import common
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
     TRAINED_DIR,
-    TrainError,
     base_name,
     check_base,
     hash_unit,
@@ -188,7 +188,7 @@ def collect_retrieved(
     def make(pipeline: Any, chunk: Sequence[HopClaim]) -> list[Retrieved]:
         wanted = [i for c in chunk for i in c.gold]
         found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
-        ranked = common.rank_candidates(pipeline, [c.claim for c in chunk])
+        ranked = [(r.pages, r.ranked) for r in pipeline.retrieve_many([c.claim for c in chunk])]
         records = []
         for claim, (pages, candidates) in zip(chunk, ranked, strict=True):
             gold = set(claim.gold)
@@ -208,7 +208,7 @@ def collect_retrieved(
         return records
 
     def pipeline() -> Any:
-        return common.retrieval_pipeline(index, store=store, device=device)
+        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
 
     return common.collect_cached(
         claims, cache, Retrieved, pipeline, make, batch_size=batch_size, on_progress=on_progress

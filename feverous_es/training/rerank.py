@@ -41,10 +41,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from feverous_es.errors import TrainError
 from feverous_es.index.elements import ElementType
 from feverous_es.onnx_session import write_manifest
 from feverous_es.training import common
-from feverous_es.training.common import TrainError, base_name, check_base, import_torch
+from feverous_es.training.common import base_name, check_base, import_torch
 from feverous_es.training.export import export
 from feverous_es.verify.candidates import CELL_TYPES
 from feverous_es.verify.claims import ClaimRecord, element_to_triple
@@ -146,7 +147,7 @@ def collect_pools(
     def make(pipeline: Any, chunk: Sequence[GoldClaim]) -> list[Pool]:
         wanted = [i for c in chunk for i in c.gold]
         found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
-        ranked = common.rank_candidates(pipeline, [c.claim for c in chunk])
+        ranked = pipeline.retrieve_many([c.claim for c in chunk])
         return [
             Pool(
                 claim.source,
@@ -156,11 +157,11 @@ def collect_pools(
                 [i for i in claim.gold if i not in found],
                 [_element(c.element, c.score) for c in candidates],
             )
-            for claim, (_, candidates) in zip(chunk, ranked, strict=True)
+            for claim, candidates in zip(chunk, (r.ranked for r in ranked), strict=True)
         ]
 
     def pipeline() -> Any:
-        return common.retrieval_pipeline(index, store=store, device=device)
+        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
 
     return common.collect_cached(
         claims, cache, Pool, pipeline, make, batch_size=batch_size, on_progress=on_progress

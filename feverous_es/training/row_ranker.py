@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from feverous_es.errors import TrainError
 from feverous_es.training import common
-from feverous_es.training.common import TrainError, check_base
+from feverous_es.training.common import check_base
 from feverous_es.training.rerank import (
     Group,
     RunOptions,
@@ -120,7 +121,7 @@ def collect_row_pools(
         return pools
 
     def pipeline() -> Any:
-        return common.retrieval_pipeline(index, store=store, device=device)
+        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
 
     return common.collect_cached(claims, cache, RowPool, pipeline, make, on_progress=on_progress)
 

@@ -34,6 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+from feverous_es.errors import TrainError
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common
@@ -41,7 +42,6 @@ from feverous_es.training.common import (
     CHECKPOINT_FILE,
     LOSS_LOG,
     TRAINED_DIR,
-    TrainError,
     base_name,
     check_base,
     import_torch,
@@ -158,7 +158,7 @@ def collect_evidence(
     (and appended to ``cache``). Returns the examples in the order of ``claims``."""
 
     def make(pipeline: Any, chunk: Sequence[LabelledClaim]) -> list[Example]:
-        results = pipeline.verify_many([c.claim for c in chunk])
+        results = pipeline.retrieve_many([c.claim for c in chunk])
         return [
             Example(c.source, c.id, c.claim, c.label, [_evidence_record(e) for e in r.evidence])
             for c, r in zip(chunk, results, strict=True)

@@ -12,12 +12,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from feverous_es.errors import EmptyClaimError
 from feverous_es.index.backends import open_store
 from feverous_es.index.store import PageHit
-from feverous_es.plugins.config import PipelineConfig
+from feverous_es.plugins.config import PipelineConfig, load_config
 from feverous_es.plugins.interfaces import (
     Candidate,
     CandidateRetriever,
@@ -30,11 +32,7 @@ from feverous_es.plugins.interfaces import (
     Verdict,
     VerdictModel,
 )
-from feverous_es.plugins.registry import load
-
-
-class EmptyClaimError(ValueError):
-    """A claim with no text."""
+from feverous_es.plugins.registry import factory, load
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +46,21 @@ class HopRecord:
 
 
 @dataclass
+class Retrieval:
+    """A claim's evidence without a verdict. ``ranked``: every first-round candidate in the
+    reranker's order, before the evidence budget took ``evidence`` from it."""
+
+    claim: str
+    evidence: list[Candidate]
+    pages: list[PageHit]
+    hops: list[HopRecord] = field(default_factory=list)
+    ranked: list[Candidate] = field(default_factory=list)
+
+
+@dataclass
 class ClaimResult:
+    """A claim's verdict and the evidence that decided it."""
+
     claim: str
     verdict: Verdict
     evidence: list[Candidate]
@@ -57,22 +69,69 @@ class ClaimResult:
 
 
 class Pipeline:
-    """Runs claims through the configured plugins; ``seconds`` sums the time per stage."""
+    """Runs claims through the configured plugins; ``seconds`` sums the time per stage.
+
+    Open one over an index with :meth:`open` and close it (or use it as a context manager)::
+
+        with Pipeline.open("feverous-index") as pipeline:
+            result = pipeline.verify("Some claim.")
+    """
 
     def __init__(self, config: PipelineConfig, context: PluginContext) -> None:
         self.config = config
         self.context = context
 
-        def plugin(stage: str):
+        def plugin(stage: str) -> Any:
             return load(stage, config.plugins[stage], context, config.stage_options(stage))
 
+        self._plugin = plugin
         self.pages: PageRetriever = plugin("pages")
         self.candidates: CandidateRetriever = plugin("candidates")
         self.reranker: Reranker = plugin("reranker")
         self.selector: EvidenceSelector = plugin("selector")
         self.hop: NextHop = plugin("hop")
-        self.verdict: VerdictModel = plugin("verdict")
+        factory("verdict", config.plugins["verdict"])  # a wrong name fails here, not later
+        self._verdict: VerdictModel | None = None
         self.seconds: dict[str, float] = defaultdict(float)
+
+    @classmethod
+    def open(
+        cls,
+        index: str | Path,
+        *,
+        store: str = "embedded",
+        config: PipelineConfig | str | Path | None = None,
+        device: str = "auto",
+    ) -> Pipeline:
+        """A pipeline over ``index``: an embedded index directory, or for
+        ``store="elasticsearch"`` the cluster's URL or config file (``"-"``: the environment's).
+        ``config``: a :class:`PipelineConfig`, a TOML file, or None for the defaults and
+        ``$FEVEROUS_ES_CONFIG``. ``device``: ``"auto"``, ``"cpu"`` or ``"cuda"``."""
+        if not isinstance(config, PipelineConfig):
+            config = load_config(Path(config) if config is not None else None)
+        opened = open_store(store, index)
+        try:
+            return cls(config, PluginContext(opened, LazyEmbedder(device), device))
+        except BaseException:
+            opened.close()
+            raise
+
+    def close(self) -> None:
+        """Close the store (the models need no closing)."""
+        self.context.store.close()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def verdict(self) -> VerdictModel:
+        """The verdict plugin, loaded on first use: retrieval alone never loads its model."""
+        if self._verdict is None:
+            self._verdict = self._plugin("verdict")
+        return self._verdict
 
     @contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
@@ -86,6 +145,26 @@ class Pipeline:
         return self.verify_many([claim])[0]
 
     def verify_many(self, claims: Sequence[str]) -> list[ClaimResult]:
+        """Verdicts for claims, batched through every stage together."""
+        queries, found = self._retrieve(claims)
+        verdict = self.verdict
+        with self._timed("verdict"):
+            verdicts = verdict.predict(
+                [(q, r.evidence) for q, r in zip(queries, found, strict=True)]
+            )
+        return [
+            ClaimResult(r.claim, v, r.evidence, r.pages, r.hops)
+            for r, v in zip(found, verdicts, strict=True)
+        ]
+
+    def retrieve(self, claim: str) -> Retrieval:
+        return self.retrieve_many([claim])[0]
+
+    def retrieve_many(self, claims: Sequence[str]) -> list[Retrieval]:
+        """Each claim's evidence: every stage but the verdict."""
+        return self._retrieve(claims)[1]
+
+    def _retrieve(self, claims: Sequence[str]) -> tuple[list[Query], list[Retrieval]]:
         if any(not claim.strip() for claim in claims):
             raise EmptyClaimError("the claim is empty")
         with self._timed("embed"):
@@ -100,11 +179,8 @@ class Pipeline:
         with self._timed("select"):
             evidence = [self.selector.select(r) for r in ranked]
         hops = self._pursue(queries, evidence)
-        with self._timed("verdict"):
-            verdicts = self.verdict.predict(list(zip(queries, evidence, strict=True)))
-        return [
-            ClaimResult(*fields)
-            for fields in zip(claims, verdicts, evidence, pages, hops, strict=True)
+        return queries, [
+            Retrieval(*fields) for fields in zip(claims, evidence, pages, hops, ranked, strict=True)
         ]
 
     def _pursue(
@@ -161,15 +237,3 @@ class LazyEmbedder:
 
             self._embedder = Embedder(device=self.device)
         return self._embedder.embed(texts)
-
-
-def open_pipeline(
-    store_kind: str, location: str | Path, config: PipelineConfig, device: str = "auto"
-) -> Pipeline:
-    """A pipeline over the named store; close it with ``pipeline.context.store.close()``."""
-    store = open_store(store_kind, location)
-    try:
-        return Pipeline(config, PluginContext(store, LazyEmbedder(device), device))
-    except BaseException:
-        store.close()
-        raise

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from feverous_es.errors import ScoreError
 from feverous_es.verify.claims import (
     ClaimRecord,
     MalformedLine,
@@ -47,10 +48,6 @@ CELL_TYPES = frozenset({"cell", "item", "table_caption", "header_cell"})
 sentence."""
 TABLE_TYPES = frozenset({"cell", "header_cell", "table_caption", "table"})
 HITS_AT = (1, 5, 10)
-
-
-class ScoreError(ValueError):
-    """A gold or prediction file that cannot be scored; the message is one line for people."""
 
 
 def truncate(

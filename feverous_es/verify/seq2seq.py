@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from feverous_es.index.embedder import INSTALL_HINT, ModelError
+from feverous_es.errors import ModelError
+from feverous_es.index.embedder import INSTALL_HINT
 
 
 class Seq2SeqModel:

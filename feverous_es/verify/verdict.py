@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from feverous_es.index.embedder import ModelError
+from feverous_es.errors import ModelError
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.verify.feature_verdict import (

@@ -7,45 +7,19 @@ The cluster and credentials come from the environment or the config file (see
 from __future__ import annotations
 
 import dataclasses
-import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
 
-from feverous_es.index.store import StoreError
+from feverous_es.console import print_json, user_errors
+from feverous_es.errors import StoreError
 
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
 
     from feverous_es.index.elastic.config import ElasticConfig
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 DEFAULT_KEY_NAME = "feverous-es-reader"
-
-
-def _errors(command: F) -> F:
-    """A :class:`StoreError` ends the command with one line and exit code 1."""
-
-    @wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except StoreError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
-
-    return run  # type: ignore[return-value]
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
 
 
 def reader_role(config: ElasticConfig) -> dict[str, Any]:
@@ -120,7 +94,7 @@ def es_group() -> None:
 @click.option("--name", default=DEFAULT_KEY_NAME, show_default=True, help="Name of the API key.")
 @click.option("--expiration", help="Lifetime, e.g. 90d (default: never expires).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's whole answer as JSON.")
-@_errors
+@user_errors()
 def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
     """Create an API key that may only read the aliases, for another team.
 
@@ -133,7 +107,7 @@ def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
     finally:
         client.close()
     if as_json:
-        _echo_json(answer)
+        print_json(answer)
         return
     click.echo(
         f"created API key {answer.get('name')!r} (id {answer.get('id')}), read-only on "
@@ -146,7 +120,7 @@ def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
 
 @es_group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@_errors
+@user_errors()
 def status(as_json: bool) -> None:
     """The cluster, what the aliases point at, and every build version with its state."""
     from feverous_es.index.elastic.client import check_cluster
@@ -187,7 +161,7 @@ def status(as_json: bool) -> None:
             }
         )
     if as_json:
-        _echo_json({"cluster": config.display_url, "version": version, "aliases": aliases,
+        print_json({"cluster": config.display_url, "version": version, "aliases": aliases,
                     "builds": rows})  # fmt: skip
         return
     click.echo(f"cluster {config.display_url} (Elasticsearch {version or 'version not visible'})")
@@ -212,7 +186,7 @@ def status(as_json: bool) -> None:
     "--dim", type=click.IntRange(min=1), default=384, show_default=True,
     help="Vector size (the embedder's).",
 )  # fmt: skip
-@_errors
+@user_errors()
 def new_build(dim: int) -> None:
     """Create empty indices for the next version; `feverous-es index --store elasticsearch`
     then fills them, and publishes them (alias swap) when it completes."""
@@ -252,7 +226,7 @@ def new_build(dim: int) -> None:
     help="Complete versions to keep (the published one always stays).",
 )  # fmt: skip
 @click.option("--yes", is_flag=True, help="Delete without asking.")
-@_errors
+@user_errors()
 def prune(keep: int, yes: bool) -> None:
     """Delete old versioned indices: all but the newest KEEP complete builds; never the one
     behind the aliases, never a build in progress."""

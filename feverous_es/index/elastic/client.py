@@ -9,9 +9,9 @@ from elastic_transport import TransportError
 from elasticsearch import ApiError, AuthorizationException, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
+from feverous_es.errors import StoreError
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.errors import api_reason, translate
-from feverous_es.index.store import StoreError
 
 # int8_hnsw vectors need 8.12; the 8.x client speaks to 8.x and 9.x servers.
 MIN_VERSION = (8, 12)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from feverous_es.index.store import StoreError
+from feverous_es.errors import StoreError
 
 ENV_CONFIG = "FEVEROUS_ES_ELASTIC_CONFIG"
 DEFAULT_CONFIG_FILE = Path("~/.config/feverous-es/elasticsearch.toml")

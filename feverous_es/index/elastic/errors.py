@@ -17,8 +17,8 @@ from elasticsearch import (
     UnsupportedProductError,
 )
 
+from feverous_es.errors import StoreError, StoreUnauthorized, StoreUnreachable
 from feverous_es.index.elastic.config import ElasticConfig, redact
-from feverous_es.index.store import StoreError
 
 _AUTH_HINT = "check FEVEROUS_ES_API_KEY, or FEVEROUS_ES_USER and FEVEROUS_ES_PASSWORD"
 _MAX_REASON = 300
@@ -109,8 +109,20 @@ def _cause(error: TransportError) -> str:
     return _one_line(text) or type(inner).__name__
 
 
+def error_class(error: BaseException) -> type[StoreError]:
+    """The :class:`StoreError` subclass a client exception is: the server out of reach, the
+    credentials refused or short of a permission (a licence refusal is neither), or other."""
+    if isinstance(error, TlsError | ConnectionTimeout | TransportConnectionError):
+        return StoreUnreachable
+    if isinstance(error, AuthenticationException):
+        return StoreUnauthorized
+    if isinstance(error, AuthorizationException) and "license" not in api_reason(error).lower():
+        return StoreUnauthorized
+    return StoreError
+
+
 def translate(error: BaseException, config: ElasticConfig, doing: str = "") -> StoreError:
-    return StoreError(describe(error, config, doing))
+    return error_class(error)(describe(error, config, doing))
 
 
 @contextmanager

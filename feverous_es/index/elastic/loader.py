@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from elasticsearch import Elasticsearch
 from elasticsearch.helpers import streaming_bulk
 
+from feverous_es.errors import StoreError
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.documents import (
     doc_id,
@@ -31,7 +32,7 @@ from feverous_es.index.elastic.documents import (
     table_id,
     table_source,
 )
-from feverous_es.index.store import BuildState, Chunk, StoreError
+from feverous_es.index.store import BuildState, Chunk
 
 # 429: too many requests (a full write queue); 502-504: a node or proxy briefly unavailable.
 RETRY_STATUS = (429, 502, 503, 504)

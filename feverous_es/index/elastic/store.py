@@ -27,6 +27,7 @@ import numpy as np
 from elasticsearch import AuthorizationException, Elasticsearch, NotFoundError
 from elasticsearch.helpers import scan
 
+from feverous_es.errors import IncompatibleIndex, StoreError
 from feverous_es.index.elastic import queries
 from feverous_es.index.elastic.analysis import ENGLISH_FOLDING, probe_analysis
 from feverous_es.index.elastic.client import connect
@@ -61,7 +62,6 @@ from feverous_es.index.store import (
     Hit,
     HybridWeights,
     PageHit,
-    StoreError,
     TableKey,
     fuse_hybrid,
 )
@@ -217,19 +217,19 @@ class ElasticWriter:
         self.indices = BuildIndices.of(config, version)
         meta = build["meta"]
         if build["elements"] is None or meta is None:
-            raise StoreError(
+            raise IncompatibleIndex(
                 f"index {build['elements'] or build['pages']} exists but was not made by "
                 "feverous-es (its mapping has no feverous_es _meta): delete it or set "
                 "FEVEROUS_ES_PREFIX"
             )
         if meta.get("format_version") != FORMAT_VERSION:
-            raise StoreError(
+            raise IncompatibleIndex(
                 f"{self.indices.elements} has index format version {meta.get('format_version')}, "
                 f"this program writes {FORMAT_VERSION}: start a new build with "
                 "`feverous-es es new-build`"
             )
         if meta.get("dim") != self.dim:
-            raise StoreError(
+            raise IncompatibleIndex(
                 f"{self.indices.elements} holds {meta.get('dim')}-dimensional vectors, the "
                 f"embedder makes {self.dim}: start a new build with `feverous-es es new-build`"
             )
@@ -238,7 +238,7 @@ class ElasticWriter:
             expected_properties(ElementDoc, config, self.dim),
         )
         if conflicts:
-            raise StoreError(
+            raise IncompatibleIndex(
                 f"{self.indices.elements} has a conflicting mapping ({'; '.join(conflicts[:3])}): "
                 "delete it or start a new build with `feverous-es es new-build`"
             )
