@@ -3,28 +3,33 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"  # what the tests need, shipped (see tests/data/README.md)
+DEV_SAMPLE = DATA / "feverous_dev_sample50.jsonl"
+SAMPLE_DB = REPO / "sample" / "wiki.db"
+# The reference data beside the checkout: only the whole-dump checks use it, and skip without it.
 SHARED = Path(os.environ.get("FEVEROUS_ES_SHARED", REPO.parent / "shared"))
 MINI = SHARED / "data" / "minifeverous"
-DEV_SAMPLE = SHARED / "data" / "feverous" / "dev_sample50.jsonl"
-SAMPLE_DB = REPO / "sample" / "wiki.db"
+
+
+def unpack(source: Path, target: Path) -> Path:
+    with gzip.open(source) as src, target.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return target
 
 
 @pytest.fixture(scope="session")
 def mini_wiki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The whole mini-FEVEROUS wiki.db (21,693 real pages), unpacked once per session."""
+    """The whole mini-FEVEROUS wiki.db (21,693 real pages) from ../shared, unpacked once per
+    session; the tests that use it skip when it is not there."""
     source = MINI / "wiki.db.gz"
     if not source.exists():
-        pytest.fail(f"{source} is missing: the tests need ../shared/data beside the repo")
-    target = tmp_path_factory.mktemp("mini") / "wiki.db"
-    with gzip.open(source) as src, target.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return target
+        pytest.skip(f"{source} is not here: a whole-dump check, run beside ../shared/data")
+    return unpack(source, tmp_path_factory.mktemp("mini") / "wiki.db")
 
 
 def raw_element_ids(page_id: str, data: dict) -> list[str]:
@@ -51,25 +56,10 @@ def write_wiki(path: Path, pages: list[tuple[str, str]]) -> Path:
 
 
 @pytest.fixture(scope="session")
-def mini_slice(mini_wiki: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mini_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """300 real pages: 150 with tables (half of those with captions) and 150 prose pages,
-    FEVEROUS-S pages with wiki-link markup among them."""
-    conn = sqlite3.connect(mini_wiki)
-    picked = conn.execute(
-        "SELECT id, data FROM wiki WHERE data LIKE '%\"caption\"%' LIMIT 75"
-    ).fetchall()
-    picked += conn.execute(
-        "SELECT id, data FROM wiki WHERE data LIKE '%\"table_0\"%' "
-        "AND data NOT LIKE '%\"caption\"%' LIMIT 75"
-    ).fetchall()
-    picked += conn.execute("SELECT id, data FROM wiki WHERE data LIKE '%[[%' LIMIT 75").fetchall()
-    picked += conn.execute(
-        "SELECT id, data FROM wiki WHERE data NOT LIKE '%\"table_0\"%' "
-        "AND data NOT LIKE '%[[%' LIMIT 75"
-    ).fetchall()
-    conn.close()
-    unique = list(dict(picked).items())
-    return write_wiki(tmp_path_factory.mktemp("slice") / "wiki.db", unique)
+    FEVEROUS-S pages with wiki-link markup among them (tests/data/make_test_data.py)."""
+    return unpack(DATA / "wiki-slice.db.gz", tmp_path_factory.mktemp("slice") / "wiki.db")
 
 
 @pytest.fixture(scope="session")

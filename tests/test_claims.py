@@ -20,7 +20,7 @@ from feverous_es.verify.claims import (
     submission_line,
     triple_to_element,
 )
-from tests.conftest import DEV_SAMPLE, MINI
+from tests.conftest import DATA, DEV_SAMPLE, MINI
 
 DUMMY = json.dumps(
     {
@@ -123,16 +123,26 @@ def test_dev_sample_every_id_parses_and_round_trips() -> None:
     assert {"sentence", "cell", "header_cell", "table_caption", "item", "title"} <= seen_types
 
 
+def test_minifeverous_claim_files_read() -> None:
+    feverous = list(read_claims(DATA / "feverous_s_dev_head.jsonl"))
+    assert len(feverous) == 20  # 21 lines, the dummy skipped
+    assert all(isinstance(r, ClaimRecord) and r.evidence for r in feverous)
+    assert feverous[0].line_no == 2 and feverous[0].id == 3385
+    tabfact = list(read_claims(DATA / "tabfact_dev_head.jsonl"))
+    assert len(tabfact) == 20
+    assert all(isinstance(r, ClaimRecord) and r.gold_tables and not r.evidence for r in tabfact)
+    assert tabfact[0].gold_tables == ("Turkish Cup_table_1",)
+    assert tabfact[0].challenge == "TabFact"
+
+
+@pytest.mark.skipif(not MINI.exists(), reason=f"{MINI} is not here: a whole-file check")
 def test_minifeverous_files_read_whole() -> None:
     feverous = list(read_claims(MINI / "feverous_s_dev.jsonl"))
     assert len(feverous) == 1497  # 1,498 lines, the dummy skipped
     assert all(isinstance(r, ClaimRecord) for r in feverous)
-    assert feverous[0].line_no == 2 and feverous[0].id == 3385
     tabfact = list(read_claims(MINI / "tabfact_dev.jsonl"))
     assert len(tabfact) == 12389
     assert all(isinstance(r, ClaimRecord) and r.gold_tables and not r.evidence for r in tabfact)
-    assert tabfact[0].gold_tables == ("Turkish Cup_table_1",)
-    assert tabfact[0].challenge == "TabFact"
 
 
 def test_dummy_line_detected_only_first() -> None:
