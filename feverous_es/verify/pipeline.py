@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from feverous_es.plugins.interfaces import (
     VerdictModel,
 )
 from feverous_es.plugins.registry import factory, load
+
+if TYPE_CHECKING:
+    from feverous_es.index.embedder import Embedder
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +232,7 @@ class LazyEmbedder:
 
     def __init__(self, device: str = "auto") -> None:
         self.device = device
-        self._embedder = None
+        self._embedder: Embedder | None = None
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if self._embedder is None:
