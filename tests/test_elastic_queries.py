@@ -118,7 +118,11 @@ def test_retrievers_only_when_configured() -> None:
     assert standard == {"standard": {"query": {"match": {"linearized": {"query": "c"}}}}}
     assert knn["knn"]["field"] == "vector"
     linear = queries.hybrid_search(
-        "c", VECTOR, 5, ElasticConfig(url="http://h", hybrid="linear"), weights=HybridWeights(2, 1)
+        "c",
+        VECTOR,
+        5,
+        ElasticConfig(url="http://h", hybrid="linear"),
+        weights=HybridWeights(text=2, vector=1),
     )
     weights = [r["weight"] for r in linear["retriever"]["linear"]["retrievers"]]
     assert weights == [2, 1]

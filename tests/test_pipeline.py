@@ -179,7 +179,7 @@ def test_pipeline_with_a_registered_plugin_finds_gold_evidence(
     found_pages = 0
     for claim, result in zip(claims, results, strict=True):
         assert result.verdict.label is Label.SUPPORTS
-        kinds = [c.element.type.is_cell_type for c in result.evidence]
+        kinds = [c.element.type.in_cell_budget for c in result.evidence]
         assert kinds.count(False) <= 5 and kinds.count(True) <= 25
         assert len({c.element.id for c in result.evidence}) == len(result.evidence)
         gold_pages = {i.rsplit("_sentence_", 1)[0] for i in claim["evidence"][0]["content"]}
@@ -208,7 +208,7 @@ def test_links_hop_follows_evidence_links_to_new_pages(sample_index: Path) -> No
     assert proposals, "an element with links to indexed pages gets proposals"
     assert {p.element.page for p in proposals} == {"2016 Summer Olympics"}
     assert all(p.hop == 2 and "Henri Schoeman_sentence_1" in p.source for p in proposals)
-    kinds = [p.element.type.is_cell_type for p in proposals]
+    kinds = [p.element.type.in_cell_budget for p in proposals]
     assert kinds.count(False) <= 1 and kinds.count(True) <= 2
 
 

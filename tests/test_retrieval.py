@@ -66,7 +66,11 @@ def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
     assert set(scores) == {("Cup A", 0), ("Cup B", 1)}
     assert scores["Cup B", 1] > scores["Cup A", 0]
     # Row BM25 alone keeps the order of the best rows.
-    only_rows = score_tables(claim, a + b, TableWeights(1, 0, 0, 0, 0, 0, 0))
+    only_rows = score_tables(
+        claim,
+        a + b,
+        TableWeights(row=1, terms=0, idf_terms=0, bigrams=0, numbers=0, title=0, cell_spans=0),
+    )
     assert only_rows["Cup A", 0] > only_rows["Cup B", 1]
 
 
@@ -85,7 +89,9 @@ def test_a_cell_the_claim_names_whole_counts_over_scattered_words() -> None:
     assert parts["Cup A", 0]["cell_spans"] == 0.0
     # "süper lig" covers 2 of the claim's 9 content words; a stop word as a cell covers none.
     assert parts["Cup B", 1]["cell_spans"] == pytest.approx(2 / 9)
-    rows_and_spans = TableWeights(1, 0, 0, 0, 0, 0, cell_spans=1)
+    rows_and_spans = TableWeights(
+        row=1, terms=0, idf_terms=0, bigrams=0, numbers=0, title=0, cell_spans=1
+    )
     scores = score_tables(claim, a + b, rows_and_spans)
     assert scores["Cup B", 1] > scores["Cup A", 0]
 
@@ -238,7 +244,7 @@ def test_items_and_captions_come_after_the_table_cells() -> None:
     retriever = PapeloCandidates(fake_context(store))
     out = retriever.candidates(Query("the cup result", np.zeros(3, dtype=np.float32)), [])
     ranked = sorted(out, key=lambda c: c.score, reverse=True)
-    assert [c.element.page for c in ranked if c.element.type.is_cell_type][:4] == ["R"] * 4
+    assert [c.element.page for c in ranked if c.element.type.in_cell_budget][:4] == ["R"] * 4
     assert ranked[-1].element.id == "Q_table_caption_1"
 
 

@@ -128,11 +128,11 @@ def test_a_sum_and_a_mean_of_a_column(table: Table) -> None:
 
 
 def test_evidence_tables_come_in_order_of_first_appearance(elements: list) -> None:
-    cells = [e for e in elements if e.type.is_cell_type]
+    cells = [e for e in elements if e.type.in_cell_budget]
     evidence = [Candidate(e, 1.0) for e in (cells[6], cells[1])]
     assert evidence_tables(evidence) == [("2008 Season", 0)]
     assert table_number(cells[0]) == 0
-    sentence = next(e for e in elements if not e.type.is_cell_type)
+    sentence = next(e for e in elements if not e.type.in_cell_budget)
     assert table_number(sentence) is None
 
 
@@ -151,7 +151,7 @@ def test_the_verdict_reads_the_table_a_claim_is_about(elements: list) -> None:
     assert chosen is not None and chosen.rows[0][0] == "bradford bulls"
     # The sentence answers this one better than the table does.
     assert evidence_table("the 2008 season was the club's tenth", evidence, store) is None  # type: ignore[arg-type]
-    sentences = [c for c in evidence if not c.element.type.is_cell_type]
+    sentences = [c for c in evidence if not c.element.type.in_cell_budget]
     assert evidence_table("bradford bulls score 98 points", sentences, store) is None  # type: ignore[arg-type]
 
 

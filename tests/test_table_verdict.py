@@ -134,8 +134,8 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
         text_only = ClassifierVerdict(context, table_model="", sentence_model="")
         table_claim = fv.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[0]
         page = table_claim.table.rpartition("_table_")[0]
-        cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.is_cell_type]
-        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.is_cell_type)
+        cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.in_cell_budget]
+        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         claim = "Bill Persky was born on September 9, 1931."
         batch = [
             (Query(table_claim.claim, np.zeros(0)), cells),

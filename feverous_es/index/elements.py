@@ -22,7 +22,7 @@ class ElementType(StrEnum):
     ITEM = "item"
 
     @property
-    def is_cell_type(self) -> bool:
+    def in_cell_budget(self) -> bool:
         """FEVEROUS scores these against the 25-element budget, sentences against the 5."""
         return self is not ElementType.SENTENCE
 

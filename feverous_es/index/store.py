@@ -27,7 +27,7 @@ class Filters:
         return bool(self.pages or self.types or self.tables)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HybridWeights:
     """Hybrid score = text * BM25 + vector * (1 + cos) / 2, as Elasticsearch scores a request
     with both ``query`` and ``knn``; an element found by one side only gets that side's part."""

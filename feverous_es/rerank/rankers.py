@@ -14,7 +14,7 @@ from pathlib import Path
 
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
-from feverous_es.verify.candidates import CELL_TYPES
+from feverous_es.verify.candidates import TABLE_CELL_TYPES
 
 
 def _best_first(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -56,7 +56,7 @@ class CrossEncoderReranker:
         groups: dict[int, tuple[CrossEncoder, list[tuple[int, int]]]] = {}
         for i, (_, candidates) in enumerate(batch):
             for j, candidate in enumerate(candidates):
-                model = self.cell if candidate.element.type in CELL_TYPES else self.non_cell
+                model = self.cell if candidate.element.type in TABLE_CELL_TYPES else self.non_cell
                 groups.setdefault(id(model), (model, []))[1].append((i, j))
         scores: dict[tuple[int, int], float] = {}
         for model, keys in groups.values():

@@ -3,7 +3,7 @@
 ``feverous-es train rerank`` trains the two cross-encoders the ``cross-encoder`` reranker runs:
 one for cells and header cells (its ``cell_model``), one for every other element — sentences,
 list items, table captions (its ``model``); the split is the reranker's own
-(:data:`feverous_es.verify.candidates.CELL_TYPES`). Papelo trained captions with the sentences
+(:data:`feverous_es.verify.candidates.TABLE_CELL_TYPES`). Papelo trained captions with the sentences
 too. Three steps, each resumable:
 
 1. **Candidate pools.** Every claim with gold evidence goes through the pipeline's page and
@@ -47,7 +47,7 @@ from feverous_es.onnx_session import write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import base_name, check_base, import_torch
 from feverous_es.training.export import export
-from feverous_es.verify.candidates import CELL_TYPES
+from feverous_es.verify.candidates import TABLE_CELL_TYPES
 from feverous_es.verify.claims import ClaimRecord, element_to_triple
 from feverous_es.verify.selection import CELL_BUDGET, SENTENCE_BUDGET
 
@@ -62,7 +62,7 @@ _EVIDENCE_TYPES = {str(t) for t in ElementType}
 def kind_of(element_type: str | ElementType) -> str:
     """``cells`` for the elements the reranker scores with its ``cell_model``, else
     ``sentences``."""
-    return "cells" if ElementType(element_type) in CELL_TYPES else "sentences"
+    return "cells" if ElementType(element_type) in TABLE_CELL_TYPES else "sentences"
 
 
 def index_id(element_id: str) -> str:

@@ -76,9 +76,9 @@ from feverous_es.index.store import Filters, Hit, PageHit, TableKey, TableSearch
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
 
-NON_CELL_TYPES = (ElementType.SENTENCE, ElementType.ITEM, ElementType.TABLE_CAPTION)
-CELL_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
-_TABLE_TYPES = (*CELL_TYPES, ElementType.TABLE_CAPTION)
+TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM, ElementType.TABLE_CAPTION)
+TABLE_CELL_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
+_TABLE_TYPES = (*TABLE_CELL_TYPES, ElementType.TABLE_CAPTION)
 _NUMBER = re.compile(r"^[-+]?\d[\d,.:]*%?$")
 _WORD = re.compile(r"\w+")
 _MAX_CELL_WORDS = 8  # a longer cell value is prose, not a name a claim repeats whole
@@ -94,14 +94,14 @@ def best_cells(hits: Sequence[Hit]) -> dict[TableKey, Hit]:
     best: dict[TableKey, Hit] = {}
     for hit in hits:
         key = table_of(hit)
-        if key is None or hit.element.type not in CELL_TYPES:
+        if key is None or hit.element.type not in TABLE_CELL_TYPES:
             continue
         if key not in best or hit.score > best[key].score:
             best[key] = hit
     return best
 
 
-def rank_tables(hits: Sequence[Hit]) -> list[TableKey]:
+def tables_in_hit_order(hits: Sequence[Hit]) -> list[TableKey]:
     """Tables in the order of their best-scoring cell."""
     best = best_cells(hits)
     return sorted(best, key=lambda key: best[key].score, reverse=True)
@@ -161,7 +161,7 @@ class ClaimSpans:
         return covered & self.content
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TableWeights:
     """Weights of the table score's parts (:func:`table_parts`, see the module docstring);
     measured on 1,000 TabFact dev claims, Hits@1 / 5: row BM25 alone 56 / 73, the first six
@@ -306,7 +306,7 @@ def table_cells(
     wanted = set(analyze(claim))
     by_table: dict[TableKey, list[Hit]] = defaultdict(list)
     for hit in hits:
-        if hit.element.type in CELL_TYPES:
+        if hit.element.type in TABLE_CELL_TYPES:
             by_table[(hit.element.page, hit.element.table)].append(hit)  # type: ignore[index]
     scale = max((hit.score for hit in hits), default=1.0) / max(1, len(ranked))
     out: list[Candidate] = []
@@ -399,10 +399,10 @@ class PapeloCandidates:
             # Items and captions share the cells' budget; placed after the table cells, they
             # neither put another table first nor crowd the best tables out of the budget.
             floor = min(c.score for c in cells)
-            best = max((c.score for c in non_cells if c.element.type.is_cell_type), default=0.0)
+            best = max((c.score for c in non_cells if c.element.type.in_cell_budget), default=0.0)
             non_cells = [
                 Candidate(c.element, 0.5 * floor * c.score / best, c.hop, c.source)
-                if c.element.type.is_cell_type and best > 0
+                if c.element.type.in_cell_budget and best > 0
                 else c
                 for c in non_cells
             ]
@@ -414,11 +414,11 @@ class PapeloCandidates:
         text: list[Hit] = []
         vector: list[Hit] = []
         if page_score:
-            within = Filters(pages=tuple(page_score), types=NON_CELL_TYPES)
+            within = Filters(pages=tuple(page_score), types=TEXT_TYPES)
             text += self.store.search_text(query.text, self.non_cell_depth, within)
             vector += self.store.search_vector(query.vector, self.non_cell_depth, within)
         if self.global_hits:
-            anywhere = Filters(types=NON_CELL_TYPES)
+            anywhere = Filters(types=TEXT_TYPES)
             text += self.store.search_text(query.text, self.global_hits, anywhere)
             vector += self.store.search_vector(query.vector, self.global_hits, anywhere)
         best_text = max((hit.score for hit in text), default=0.0) or 1.0
@@ -461,11 +461,13 @@ class PapeloCandidates:
     ) -> tuple[dict[TableKey, float], list[Hit]]:
         """The pool's tables with their :func:`score_tables` scores (before the row step), and
         the BM25 hits of the claim among their elements."""
-        cell_hits = self.store.search_text(query.text, self.cell_depth, Filters(types=CELL_TYPES))
-        pool = rank_tables(cell_hits)[: self.table_pool]
+        cell_hits = self.store.search_text(
+            query.text, self.cell_depth, Filters(types=TABLE_CELL_TYPES)
+        )
+        pool = tables_in_hit_order(cell_hits)[: self.table_pool]
         if self.page_tables and pages:
-            within = Filters(pages=tuple(hit.page.title for hit in pages), types=CELL_TYPES)
-            local = rank_tables(self.store.search_text(query.text, 300, within))
+            within = Filters(pages=tuple(hit.page.title for hit in pages), types=TABLE_CELL_TYPES)
+            local = tables_in_hit_order(self.store.search_text(query.text, 300, within))
             pool += [key for key in local if key not in pool][: self.page_tables]
         if not pool:
             return {}, []

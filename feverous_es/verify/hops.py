@@ -22,7 +22,7 @@ from pathlib import Path
 from feverous_es.index.elements import title_keys
 from feverous_es.index.store import Filters
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.verify.candidates import CELL_TYPES, NON_CELL_TYPES
+from feverous_es.verify.candidates import TABLE_CELL_TYPES, TEXT_TYPES
 from feverous_es.verify.inputs import seq2seq_input
 from feverous_es.verify.seq2seq import Seq2SeqModel
 
@@ -63,7 +63,7 @@ class LinksHop:
         for page, via in self._linked_pages(evidence):
             text = f"{query.text} {via.element.text}"
             vector = self.context.embed([text])[0]
-            for is_cell, types in ((False, NON_CELL_TYPES), (True, CELL_TYPES)):
+            for is_cell, types in ((False, TEXT_TYPES), (True, TABLE_CELL_TYPES)):
                 hits = self.context.store.search_hybrid(
                     text, vector, self.quota[is_cell] + len(held), Filters((page,), types)
                 )
@@ -120,7 +120,7 @@ class Seq2SeqHop:
         proposals: list[Candidate] = []
         taken = {False: 0, True: 0}
         for overlap, element in scored:
-            kind = element.type in CELL_TYPES
+            kind = element.type in TABLE_CELL_TYPES
             if overlap and taken[kind] < self.quota[kind]:
                 taken[kind] += 1
                 proposals.append(Candidate(element, float(overlap), hop, f"imagined: {text}"))

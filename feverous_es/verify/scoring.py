@@ -43,7 +43,7 @@ from feverous_es.verify.claims import (
 
 MAX_SENTENCES = 5
 MAX_CELLS = 25
-CELL_TYPES = frozenset({"cell", "item", "table_caption", "header_cell"})
+CELL_BUDGET_TYPES = frozenset({"cell", "item", "table_caption", "header_cell"})
 """Types the official scorer counts against the cell budget; every other type counts as a
 sentence."""
 TABLE_TYPES = frozenset({"cell", "header_cell", "table_caption", "table"})
@@ -60,7 +60,7 @@ def truncate(
     kept: list[Triple] = []
     cells = sentences = 0
     for triple in predicted:
-        if triple[1] in CELL_TYPES:
+        if triple[1] in CELL_BUDGET_TYPES:
             if max_cells is not None:
                 if cells >= max_cells:
                     continue

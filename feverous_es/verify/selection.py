@@ -30,7 +30,7 @@ class BudgetSelector:
         lists: dict[bool, list[Candidate]] = {False: [], True: []}
         seen: set[str] = set()
         for candidate in ranked:
-            kind = candidate.element.type.is_cell_type
+            kind = candidate.element.type.in_cell_budget
             if candidate.element.id not in seen and len(lists[kind]) < self.budget[kind]:
                 seen.add(candidate.element.id)
                 lists[kind].append(candidate)
@@ -40,8 +40,8 @@ class BudgetSelector:
         held = {candidate.element.id for candidate in evidence}
         accepted = []
         for candidate in new:
-            kind = candidate.element.type.is_cell_type
-            same_kind = [c for c in evidence if c.element.type.is_cell_type == kind]
+            kind = candidate.element.type.in_cell_budget
+            same_kind = [c for c in evidence if c.element.type.in_cell_budget == kind]
             full = len(same_kind) >= self.budget[kind]
             if candidate.element.id in held:
                 continue
