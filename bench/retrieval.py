@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from results import record  # bench/results.py: python puts bench/ on the path
+
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.elements import ElementType
 from feverous_es.index.store import Filters, Store
@@ -199,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
     parser.add_argument("--json", type=Path, help="write the report here too")
+    parser.add_argument(
+        "--record", metavar="NAME", help="keep the report in bench/results/NAME.json"
+    )
     args = parser.parse_args(argv)
 
     store = open_store(args.store, "" if args.index == "-" else args.index)
@@ -291,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
+    if args.record:
+        print(f"recorded in {record(args.record, report)}")
     return 0
 
 

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from results import record  # bench/results.py: python puts bench/ on the path
+
 BENCH = Path(__file__).resolve().parent
 LINEAR_TOLERANCE = 0.20
 SEARCHES = ("text", "vector", "hybrid", "pages_vector")
@@ -86,6 +88,9 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=200, help="claims for latency and recall")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument(
+        "--record", action="store_true", help="keep the figures in bench/results/scale.json"
+    )
+    parser.add_argument(
         "--reuse",
         type=int,
         nargs="*",
@@ -108,6 +113,8 @@ def main() -> None:
         print(line)
     if args.json:
         args.json.write_text(json.dumps({"sizes": rows, "checks": lines}, indent=2) + "\n")
+    if args.record:
+        print(f"recorded in {record('scale', {'sizes': rows, 'checks': lines})}")
 
 
 if __name__ == "__main__":

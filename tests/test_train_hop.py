@@ -1,4 +1,4 @@
-"""`feverous-es train hop` with a tiny T5 made here (no T5 weights exist offline): seed 000 §4's
+"""`feverous-es train hop` with a tiny T5 made here (no T5 weights exist offline): Malon 2021, §4's
 pairs from the sample's multi-page gold chains, training resumed from a checkpoint, the ONNX
 export loaded by Seq2SeqModel and run by the seq2seq hop plugin, and the one-line errors."""
 

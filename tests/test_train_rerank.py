@@ -1,4 +1,4 @@
-"""`feverous-es train rerank` with a tiny BERT made here: seed 000 §3's groups (gold + hard
+"""`feverous-es train rerank` with a tiny BERT made here: Malon 2021, §3's groups (gold + hard
 negatives from the candidate stage + other claims' gold), training resumed from a checkpoint,
 the ONNX export loaded by the cross-encoder reranker, and the one-line errors."""
 

@@ -1,4 +1,4 @@
-"""The verdict stage with a tiny classifier made here (the trained model is the models issue)."""
+"""The verdict stage with a tiny classifier made here (not the shipped model)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Papelo's text forms of page elements (seed 000, Table 1) and wiki-link markup.
+"""Papelo's text forms of page elements (Malon 2021, Table 1) and wiki-link markup.
 
 * sentence: ``[Title] sentence``
 * list item: ``[Title] CONTEXT <element before the list> VALUE <item>``

@@ -1,1 +1,1 @@
-"""The plugin registry of the claim pipeline's stages (built with the pipeline issue)."""
+"""The plugin registry of the claim pipeline's stages."""

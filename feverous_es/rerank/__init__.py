@@ -1,1 +1,1 @@
-"""ONNX cross-encoders that rerank evidence candidates (built with the pipeline issue)."""
+"""ONNX cross-encoders that rerank evidence candidates."""

@@ -1,7 +1,7 @@
 """The built-in reranker plugins.
 
 ``cross-encoder`` scores (claim, Papelo linearization) pairs with two ONNX cross-encoders, one
-for cells and header cells and one for everything else (seed 000 §3 trains one per kind); both
+for cells and header cells and one for everything else (Malon 2021, §3 trains one per kind); both
 default to ms-marco-MiniLM-L-12-v2 (one session when both name the same model). Every pair of
 a batch of claims goes through one call per model, so inference batches across claims.
 ``retrieval`` keeps the retrieval scores: no model, for speed or for testing other stages.

@@ -375,7 +375,7 @@ def rerank_command(
     threads: int | None,
     device: str,
 ) -> None:
-    """Fine-tune the evidence rankers (seed 000 §3), export them to int8 ONNX.
+    """Fine-tune the evidence rankers (Malon 2021, §3), export them to int8 ONNX.
 
     For each gold element of a training claim, a group of 7 (claim, element) pairs: the gold
     element, the 4 best non-gold candidates of its kind from the pipeline's candidate stage
@@ -487,7 +487,7 @@ def hop_command(
     threads: int | None,
     device: str,
 ) -> None:
-    """Train the next-hop generator (seed 000 §4) from a T5-style checkpoint, export to ONNX.
+    """Train the next-hop generator (Malon 2021, §4) from a T5-style checkpoint, export to ONNX.
 
     Retrieves each claim's pages (cached in WORK/retrieved.jsonl), builds pairs of the hop
     plugin's input over a partial gold chain and the evidence still missing ("supports [Title]

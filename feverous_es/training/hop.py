@@ -1,4 +1,4 @@
-"""Training the next-hop generator (seed 000 §4), and its ONNX export.
+"""Training the next-hop generator (Malon 2021, §4), and its ONNX export.
 
 ``feverous-es train hop`` makes the model the ``seq2seq`` hop plugin
 (:class:`feverous_es.verify.hops.Seq2SeqHop`) runs: a T5-style encoder-decoder, fine-tuned from a
@@ -541,7 +541,7 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     base = training["base_name"]
     text = f"""# feverous-es next-hop generator
 
-A seq2seq (T5-style) model for the `seq2seq` hop plugin (seed 000 §4, Papelo's next hop
+A seq2seq (T5-style) model for the `seq2seq` hop plugin (Malon 2021, §4, Papelo's next hop
 prediction module): given the claim and the evidence found so far it imagines the evidence still
 missing, `supports [Title] text` (or `refutes …`), or says `supports none` when the chain is
 complete. The plugin retrieves the page named by `[Title]` (else searches the evidence's pages)

@@ -1,4 +1,4 @@
-"""Fine-tuning the evidence rankers (seed 000 §3), and their ONNX export.
+"""Fine-tuning the evidence rankers (Malon 2021, §3), and their ONNX export.
 
 ``feverous-es train rerank`` trains the two cross-encoders the ``cross-encoder`` reranker runs:
 one for cells and header cells (its ``cell_model``), one for every other element — sentences,
@@ -17,7 +17,7 @@ too. Three steps, each resumable:
    the pool has fewer hard negatives, other claims' gold elements fill the group. The model, a
    sequence classifier with one output from any local Hugging Face encoder (default
    all-MiniLM-L6-v2), scores each pair; the loss is the cross entropy of the seven scores with
-   the gold element as the right class (seed 000 eq. 1, as in DPR). A pair is
+   the gold element as the right class (Malon 2021, eq. 1, as in DPR). A pair is
    ``(claim, element.linearized)``, the text the reranker feeds the model at run time. The
    checkpoint (``<work>/<kind>/checkpoint.pt``) makes a rerun resume.
 3. **Export** to int8 ONNX (:func:`feverous_es.training.export.export`, parity against torch),

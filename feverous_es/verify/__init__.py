@@ -1,1 +1,1 @@
-"""The claim pipeline: pages, candidates, evidence, hops, verdict (pipeline issue)."""
+"""The claim pipeline: pages, candidates, evidence, hops, verdict."""

@@ -1,61 +1,34 @@
-"""Candidate evidence for the rerankers (seed 000 §3), chosen so reranking stays affordable.
+"""Candidate evidence for the rerankers (Malon 2021, §3), chosen so reranking stays affordable.
 
 Non-cells (sentences, list items, captions) come from the retrieved pages and, a few, from the
 whole index; each is scored by its BM25 (relative to the claim's best), its cosine to the claim
-and the score of its page, so the page retriever's confidence carries into the ranking: on
-all 1,497 FEVEROUS-S dev claims complete-evidence recall@5 is 0.950 (0.951 after the 7 next
-hops), plain BM25 over all sentences 0.882 (FEVEROUS-S pages hold little but evidence, so the
-page is the strong signal).
+and the score of its page, so the page retriever's confidence carries into the ranking.
 
 Cells come from the best tables, ranked over the whole index rather than only the retrieved
-pages (TabFact page titles are rarely named by a claim). A table's score combines, with weights
-measured on TabFact dev claims (bench/retrieval.py):
+pages (TabFact page titles are rarely named by a claim). A table's score (:class:`TableWeights`)
+combines:
 
 * its best row's BM25 (a cell's indexed text is its whole row with the page title and caption,
   so this is row-level BM25), relative to the claim's best row;
 * the share of the claim's terms found anywhere in the table, plain and weighted by an IDF taken
   over the candidate tables (terms every candidate shares do not tell them apart);
 * the share of the claim's adjacent term pairs (bigrams) found inside one cell or the title: the
-  entity-level n-gram matching of seed 001 without an entity tagger;
+  entity-level n-gram matching of Schlichtkrull et al. 2021 without an entity tagger;
 * the share of the claim's numbers that are cell values, and of the title's terms in the claim;
 * the share of the claim's content words covered by cells whose *whole* value the claim names
-  ("süper lig", "punt road oval"): seed 001's entity-to-cell matching, from the table's side;
+  ("süper lig", "punt road oval"): Schlichtkrull et al.'s entity-to-cell matching, from the
+  table's side;
 * the table's BM25 as one document (title, caption and every cell; the store's table index),
   relative to the best of the candidate tables: term frequency over the whole table and IDF
   over all tables, which no row and no candidate-pool statistic gives.
 
-The first 15 tables are then re-ranked by adding 0.04 x the logit of the ms-marco
-cross-encoder for (claim, the table's best row as plain text): zero-shot, one pair per table.
-
-On all 12,389 TabFact dev claims, Hits@1 / 5 / 10: 63.9 / 80.1 / 82.5, BM25 over whole tables
-56.3 / 74.3 / 79.6 (2026-11-24); before the cell and whole-table parts 61.9 / 78.9 / 81.5
-(without the cross-encoder 60.4 / 77.6 / 80.5). On 2,000 drawn with seed 303, used for no
-tuning: 63.4 / 81.2 / 83.4 with every part, 62.3 / 79.5 / 82.5 without the whole-table one,
-BM25 57.3 / 75.6 / 80.4; seed 404: 63.5 / 80.0 / 82.5, 61.3 / 79.1 / 81.8, BM25 56.2 / 74.3 /
-79.3.
-
-Tuning on 1,000 claims (seed 1): the cross-encoder on the rows' KEY / VALUE markup adds 1.1
-points of Hits@5, on plain text 1.7, the same with captions left out; 2 or 3 rows per table,
-learned weights for all parts, or the page retriever's score as a prior add nothing or lose. A
-row-vector cosine part lowered them, as did header rows as a pool source, and a sweep of the
-other weights moves Hits@5 by at most 0.3. On those and 700 more (seed 2), 1,701 claims: the
-cell part adds 0.6 to Hits@1 (62.7 -> 63.3) and nothing to Hits@5 (80.2 -> 80.3); the claim's
-terms among the header cells, a pool of 80 tables instead of 50, the cross-encoder on 20 tables
-or at weights up to 0.08, and title weights up to 0.75 all stay within 0.3. On 800 or 1,600
-claims of seed 202: the whole-table part at weights 0.5 - 2.0 adds 1.7 points of Hits@5 with the
-cross-encoder; stand-ins for it computed from the pool's hits (row counts per term, BM25 with
-pool IDF and table sizes), the best one or two rows' share of the claim's IDF, IDF-weighted
-title and number parts add nothing or lose; whole-table BM25 as a second pool source (20 more
-tables) adds 0.2 - 0.9 and is left out.
-A caption part (the caption's terms in the claim) seemed to add 1 point of Hits@5, but in this
-data only TabFact's claim tables have captions, so it rewards having one: with the title
-standing in for a missing caption it adds 0.3, as a larger title weight does. It is left out.
-Most misses left are near-identical tables (a golfer's or a driver's yearly results, the rounds
-of one football season) that the claim does not tell apart, and gold tables whose best rows
-score below those of 50 other tables (10 %).
+The best tables are then re-ranked by adding a small multiple of a cross-encoder's logit for
+(claim, the table's best row as plain text): zero-shot, one pair per table.
 
 The tables then give cells best row first: the best table more, the next ones a few each, so
 the 25-cell budget holds several tables (Hits@5 needs them) and the best table's likely rows.
+What each part and setting was measured to add, and what was tried and left out, is in
+docs/table-retrieval.md; `bench/retrieval.py` measures the whole stage.
 """
 
 from __future__ import annotations
@@ -140,7 +113,7 @@ def words(text: str) -> tuple[str, ...]:
 
 class ClaimSpans:
     """The claim's word n-grams, to find cells whose whole value the claim names: the
-    entity linking of seed 001 (a claim entity matched to a table cell) without an entity
+    entity linking of Schlichtkrull et al. 2021 (a claim entity matched to a table cell) without an entity
     tagger, from the table's side."""
 
     def __init__(self, claim: str, terms: Terms) -> None:
@@ -163,10 +136,8 @@ class ClaimSpans:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TableWeights:
-    """Weights of the table score's parts (:func:`table_parts`, see the module docstring);
-    measured on 1,000 TabFact dev claims, Hits@1 / 5: row BM25 alone 56 / 73, the first six
-    parts 60 / 77; cell_spans on 1,701; table_bm25 on 800 others (seed 202), where it took
-    Hits@1 / 5 from 60.6 / 76.5 to 63.4 / 78.2 with the cross-encoder step (0.5 - 2.0 alike)."""
+    """Weights of the table score's parts (:func:`table_parts`, see the module docstring), as
+    tuned on TabFact dev claims (docs/table-retrieval.md)."""
 
     row: float = 1.0
     terms: float = 1.0

@@ -1,4 +1,4 @@
-"""Next-hop evidence pursuit (seed 000 §4).
+"""Next-hop evidence pursuit (Malon 2021, §4).
 
 ``links`` (the default) needs no generator: it follows the evidence's links.
 

@@ -1,8 +1,8 @@
 """The texts the models read, shared by inference and training so the two cannot drift.
 
 * premise (:func:`premise`): the evidence in evidence order, optionally after math hints
-  (seed 000 §5);
-* seq2seq input (seed 000 §4): ``missing: <pages> [HYP] <claim> <premise>``.
+  (Malon 2021, §5);
+* seq2seq input (Malon 2021, §4): ``missing: <pages> [HYP] <claim> <premise>``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Math hints for the verdict model (seed 000 §5).
+"""Math hints for the verdict model (Malon 2021, §5).
 
 Number words become digits ("four equals 4"), then every number of the claim and premise is
 listed from least to greatest ("LEAST 0 less than 1 less than 30 GREATEST"), so a model that

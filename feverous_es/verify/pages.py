@@ -1,6 +1,6 @@
 """Page retrieval: claim spans that name page titles, BM25 over page text, dense kNN, fused.
 
-Papelo (seed 000 §3) kept the FEVEROUS baseline: pages whose titles match entities of the
+Papelo (Malon 2021, §3) kept the FEVEROUS baseline: pages whose titles match entities of the
 claim, plus the best TF-IDF pages. With no entity tagger here, every span of the claim is
 looked up as a title (NFD, case-folded, exact before fuzzy); a span inside a longer matching
 span is dropped, so "Russell County, Alabama" wins over "Alabama". BM25 on title + intro is

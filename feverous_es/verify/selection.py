@@ -16,7 +16,7 @@ CELL_BUDGET = 25
 
 
 class BudgetSelector:
-    """The ``budget`` selector. ``push`` implements seed 000 §4: elements a hop found go on top
+    """The ``budget`` selector. ``push`` implements Malon 2021, §4: elements a hop found go on top
     of their list and the lowest fall out. A pushed element must beat the weakest element of a
     full list, so a hop cannot replace strong initial evidence with weak guesses."""
 

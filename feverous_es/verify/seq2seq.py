@@ -1,6 +1,6 @@
 """A seq2seq (T5-style) model exported to ONNX, for the generator hop and the seq2seq verdict.
 
-Papelo's next-hop and label modules are T5 models reading one input string (seed 000 §4):
+Papelo's next-hop and label modules are T5 models reading one input string (Malon 2021, §4):
 
     missing: <titles of the pages retrieved> [HYP] <claim> <evidence, each "[Title] …">
 

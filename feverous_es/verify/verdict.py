@@ -2,7 +2,7 @@
 
 The model reads the claim and a premise: the evidence's Papelo linearizations concatenated
 (:func:`feverous_es.verify.inputs.premise`), each starting with its ``[Title]``, optionally
-preceded by math hints (seed 000 §5). The built-in ``classifier`` runs an ONNX sequence
+preceded by math hints (Malon 2021, §5). The built-in ``classifier`` runs an ONNX sequence
 classifier over (claim, premise) pairs, its labels from the model's ``config.json``
 (``id2label``); ``seq2seq`` a T5-style model answering "supports" / "refutes" / "neutral"
 (Papelo's choice). A model trained without an NEI class never predicts it (Papelo's submitted
@@ -32,7 +32,7 @@ from feverous_es.verify.sentence_facts import claim_features as sentence_claim_f
 from feverous_es.verify.seq2seq import Seq2SeqModel
 from feverous_es.verify.table_facts import claim_features as table_claim_features
 
-# The verdict model shipped with the package (models issue); any model directory replaces it.
+# The verdict model shipped with the package; any model directory replaces it.
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "verdict"
 
 _LABEL_NAMES = {
@@ -175,7 +175,7 @@ def _verdict(labels: Sequence[Label], row: np.ndarray, nei_below: float) -> Verd
 
 
 class Seq2SeqVerdict:
-    """The ``seq2seq`` verdict (seed 000 §5). ``model``: an exported T5-style directory; its
+    """The ``seq2seq`` verdict (Malon 2021, §5). ``model``: an exported T5-style directory; its
     first output token is read as supports / refutes / neutral."""
 
     OPTIONS = ("supports", "refutes", "neutral")

@@ -1,0 +1,52 @@
+"""Where a benchmark's figures are kept: ``bench/results/<name>.json``, with the command that
+gave them, the commit, the date and the machine, so that the README and docs quote a file, not
+a number copied by hand.
+
+    from results import record
+    record("scale", figures)          # every bench that has a --record flag calls this
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=RESULTS.parent,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+            text=True, check=True, cwd=RESULTS.parent,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}+changes" if dirty else head
+
+
+def record(name: str, figures: Any, command: str | None = None) -> Path:
+    """Write ``figures`` to ``bench/results/<name>.json`` with their provenance (``command``:
+    the command line that gave them, default this process's); returns the path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    entry = {
+        "command": command or shlex.join(["python", *sys.argv]),
+        "commit": _commit(),
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "figures": figures,
+    }
+    path.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
+    return path
