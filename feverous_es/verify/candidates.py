@@ -112,9 +112,9 @@ def words(text: str) -> tuple[str, ...]:
 
 
 class ClaimSpans:
-    """The claim's word n-grams, to find cells whose whole value the claim names: the
-    entity linking of Schlichtkrull et al. 2021 (a claim entity matched to a table cell) without an entity
-    tagger, from the table's side."""
+    """The claim's word n-grams, to find cells whose whole value the claim names: the entity
+    linking of Schlichtkrull et al. 2021 (a claim entity matched to a table cell) without an
+    entity tagger, from the table's side."""
 
     def __init__(self, claim: str, terms: Terms) -> None:
         self.words = words(claim)
