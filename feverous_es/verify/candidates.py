@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from feverous_es.index.analysis import BM25Analyzer
 from feverous_es.index.elements import Element, ElementType, fold_accents
-from feverous_es.index.embedded import BM25Analyzer
 from feverous_es.index.linearize import readable_row
 from feverous_es.index.store import Filters, Hit, PageHit, TableKey, TableSearch
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
@@ -112,9 +112,9 @@ def words(text: str) -> tuple[str, ...]:
 
 
 class ClaimSpans:
-    """The claim's word n-grams, to find cells whose whole value the claim names: the
-    entity linking of Schlichtkrull et al. 2021 (a claim entity matched to a table cell) without an entity
-    tagger, from the table's side."""
+    """The claim's word n-grams, to find cells whose whole value the claim names: the entity
+    linking of Schlichtkrull et al. 2021 (a claim entity matched to a table cell) without an
+    entity tagger, from the table's side."""
 
     def __init__(self, claim: str, terms: Terms) -> None:
         self.words = words(claim)
