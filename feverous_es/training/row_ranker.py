@@ -100,7 +100,8 @@ def collect_row_pools(
     """Each claim's :class:`RowPool` (``depth`` negative rows at most), from ``cache`` when it
     holds it, else from the candidate stage over ``index`` and appended to ``cache``."""
     from feverous_es.plugins.interfaces import Query
-    from feverous_es.verify.candidates import PapeloCandidates, best_cells, row_text
+    from feverous_es.verify.candidates import PapeloCandidates
+    from feverous_es.verify.table_scores import best_cells, row_text
 
     def make(pipeline: Any, chunk: Sequence[TableClaim]) -> list[RowPool]:
         stage = pipeline.candidates

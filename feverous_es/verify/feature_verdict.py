@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import ModelError
-from feverous_es.index.elements import Element, ElementType
+from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
 from feverous_es.index.store import Store
 from feverous_es.onnx_session import open_session, verified
 from feverous_es.plugins.interfaces import Candidate, Label
@@ -35,13 +35,12 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "table": table_facts.FEATURE_NAMES,
     "sentence": sentence_facts.FEATURE_NAMES,
 }
-_TABLE_TYPES = (ElementType.CELL, ElementType.HEADER_CELL, ElementType.TABLE_CAPTION)
 
 
 def table_number(element: Element) -> int | None:
     """The table a cell, header cell or caption belongs to (from its id when the element does
     not carry it, as evidence read back from a training cache does); None for other types."""
-    if element.type not in _TABLE_TYPES:
+    if element.type not in TABLE_TYPES:
         return None
     if element.table is not None:
         return element.table
