@@ -34,12 +34,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from feverous_es.errors import TrainError
+from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.onnx_session import write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import is_holdout
 from feverous_es.training.rerank import index_id
 from feverous_es.verify import sentence_facts, table_facts
-from feverous_es.verify.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.verify.feature_verdict import (
     FEATURES,
     MODEL_FILE,

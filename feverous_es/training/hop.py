@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from feverous_es.errors import TrainError
+from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
 from feverous_es.index.elements import Element, ElementType, title_keys
 from feverous_es.onnx_session import write_manifest
 from feverous_es.plugins.interfaces import Candidate
@@ -73,7 +74,6 @@ from feverous_es.training.common import (
     split,
 )
 from feverous_es.training.export import CARD_FILE, export_model
-from feverous_es.verify.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
 from feverous_es.verify.hops import parse_imagined
 from feverous_es.verify.inputs import seq2seq_input
 

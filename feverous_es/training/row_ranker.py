@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import TrainError
+from feverous_es.eval.claims import ClaimRecord
 from feverous_es.training import common
 from feverous_es.training.common import check_base
 from feverous_es.training.rerank import (
@@ -39,7 +40,6 @@ from feverous_es.training.rerank import (
     training_section,
     write_ranker_manifest,
 )
-from feverous_es.verify.claims import ClaimRecord
 
 KIND = "rows"
 GROUPS_FILE = "row-groups.jsonl"

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import ModelError
+from feverous_es.eval.claims import element_to_triple
 from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
 from feverous_es.index.store import Store
 from feverous_es.onnx_session import open_session, verified
 from feverous_es.plugins.interfaces import Candidate, Label
 from feverous_es.verify import sentence_facts, table_facts
-from feverous_es.verify.claims import element_to_triple
 from feverous_es.verify.table_facts import Table, content_words, tokens
 
 MODEL_FILE = "model.onnx"
