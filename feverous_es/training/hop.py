@@ -61,7 +61,7 @@ from typing import Any, ClassVar
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
 from feverous_es.index.elements import Element, ElementType, title_keys
-from feverous_es.onnx_session import write_manifest
+from feverous_es.onnx_session import MANIFEST_FILE, write_manifest
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common
 from feverous_es.training.common import (
@@ -419,7 +419,7 @@ def export(
     if "decoder_model_merged.onnx" in graphs:
         graphs = [g for g in graphs if g in ("encoder_model.onnx", "decoder_model_merged.onnx")]
     names = [*graphs, *(n for n in manifest["files"] if not n.endswith(".onnx"))]
-    names = [n for n in names if n not in (CARD_FILE, "manifest.json")]
+    names = [n for n in names if n not in (CARD_FILE, MANIFEST_FILE)]
     staging = out.with_name(f".{out.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -604,7 +604,7 @@ greedy generations identical to torch's on {_metric(agreement)} of the held-out 
   contributors).
 """
     common.save_card(out, text, report)
-    names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != "manifest.json")
+    names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != MANIFEST_FILE)
     write_manifest(out, names, **report["export"]["meta"])
 
 

@@ -22,12 +22,11 @@ from feverous_es.errors import ModelError
 from feverous_es.eval.claims import element_to_triple
 from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
 from feverous_es.index.store import Store
-from feverous_es.onnx_session import open_session, verified
+from feverous_es.onnx_session import FP32_FILE, open_session, verified
 from feverous_es.plugins.interfaces import Candidate, Label
 from feverous_es.verify import sentence_facts, table_facts
 from feverous_es.verify.table_facts import Table, content_words, tokens
 
-MODEL_FILE = "model.onnx"
 SPEC_FILE = "feature_model.json"  # kind, labels and feature names, from the training command
 MODELS = Path(__file__).resolve().parents[1] / "models"
 DEFAULT_MODELS = {"table": MODELS / "table-verdict", "sentence": MODELS / "sentence-verdict"}
@@ -117,7 +116,7 @@ class FeatureClassifier:
         remedy = "reinstall feverous-es or retrain the model"
         # Tree ensembles have no CUDA kernels: the CPU provider runs them either way.
         self.session = open_session(
-            lambda _: verified(model_dir, MODEL_FILE, remedy=remedy), device="cpu", threads=None
+            lambda _: verified(model_dir, FP32_FILE, remedy=remedy), device="cpu", threads=None
         )
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
