@@ -45,7 +45,8 @@ from feverous_es.errors import MalformedPage
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig, load_config
 from feverous_es.index.elastic.queries import num_candidates
-from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
+from feverous_es.index.elastic.store import ElasticStore
+from feverous_es.index.elastic.writer import ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
 from feverous_es.index.page import parse_page

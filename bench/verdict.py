@@ -106,8 +106,8 @@ def nei_effect(confidence: np.ndarray, right: np.ndarray, thresholds: list[float
 def run_file(pipeline, verdicts: dict, lines: list[str], batch_size: int) -> dict:
     """Every claim through ``pipeline`` once; each verdict model in ``verdicts`` reads the same
     evidence. Returns per model its submission lines and label probabilities, and the routes."""
+    from feverous_es.eval.claims import dumps_submission_line, submission_line
     from feverous_es.plugins.interfaces import Label, Query
-    from feverous_es.verify.claims import dumps_submission_line, submission_line
     from feverous_es.verify.feature_verdict import evidence_table
 
     records = [json.loads(line) for line in lines]
@@ -136,7 +136,7 @@ def run_file(pipeline, verdicts: dict, lines: list[str], batch_size: int) -> dic
 
 
 def score(submissions: list[bytes], gold: Path) -> dict:
-    from feverous_es.verify.scoring import score_files
+    from feverous_es.eval.scoring import score_files
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.jsonl"

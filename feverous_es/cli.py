@@ -520,8 +520,8 @@ def score_command(predictions: Path, gold: Path, count_missing: bool, as_json: b
     official FEVEROUS metric: FEVEROUS score, label accuracy, evidence precision / recall / F1,
     per challenge, a label confusion matrix, and table Hits@1/5/10 for gold files with
     `gold_tables`. Predictions are matched to gold claims by id."""
-    from feverous_es.verify.score_report import print_score_report
-    from feverous_es.verify.scoring import score_files
+    from feverous_es.eval.report import print_score_report
+    from feverous_es.eval.scoring import score_files
 
     report = score_files(predictions, gold, count_missing=count_missing)
     if as_json:

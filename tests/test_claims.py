@@ -7,7 +7,7 @@ import json
 import orjson
 import pytest
 
-from feverous_es.verify.claims import (
+from feverous_es.eval.claims import (
     ClaimRecord,
     MalformedLine,
     PredictionRecord,

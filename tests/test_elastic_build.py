@@ -11,6 +11,7 @@ import pytest
 
 from feverous_es.errors import StoreError
 from feverous_es.index.build import build
+from feverous_es.index.elastic.builds import create_build, list_builds
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.loader import (
     BuildIndices,
@@ -20,12 +21,8 @@ from feverous_es.index.elastic.loader import (
     version_of,
     versioned_name,
 )
-from feverous_es.index.elastic.store import (
-    ElasticStore,
-    ElasticWriter,
-    create_build,
-    list_builds,
-)
+from feverous_es.index.elastic.store import ElasticStore
+from feverous_es.index.elastic.writer import ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import BuildState, Chunk
 from feverous_es.index.wiki import WikiDB
@@ -428,11 +425,13 @@ def test_index_and_search_commands_on_elasticsearch(monkeypatch: pytest.MonkeyPa
     from click.testing import CliRunner
 
     import feverous_es.index.elastic.store as elastic_store
+    import feverous_es.index.elastic.writer as elastic_writer
     import feverous_es.index.embedder as embedder_module
     from feverous_es.cli import main
 
     fake = FakeCluster()
-    monkeypatch.setattr(elastic_store, "connect", lambda config: fake.client(config))
+    for module in (elastic_store, elastic_writer):
+        monkeypatch.setattr(module, "connect", lambda config: fake.client(config))
     monkeypatch.setattr(embedder_module, "Embedder", lambda **_: HashEncoder(DIM))
     monkeypatch.setenv("FEVEROUS_ES_URL", "http://fake:9200")
     monkeypatch.setenv("FEVEROUS_ES_PREFIX", "team")

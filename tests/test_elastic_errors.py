@@ -148,7 +148,7 @@ def test_existing_index_with_a_conflicting_mapping() -> None:
 
 
 def open_writer_with(fake: FakeCluster) -> Any:
-    from feverous_es.index.elastic.store import ElasticWriter
+    from feverous_es.index.elastic.writer import ElasticWriter
 
     return ElasticWriter(CONFIG, 4, client=fake.client())
 

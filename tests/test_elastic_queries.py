@@ -11,7 +11,8 @@ import pytest
 from feverous_es.errors import StoreError
 from feverous_es.index.elastic import queries
 from feverous_es.index.elastic.config import ElasticConfig
-from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
+from feverous_es.index.elastic.store import ElasticStore
+from feverous_es.index.elastic.writer import ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import Chunk, Filters, HybridWeights
 from tests.elastic_fake import FakeCluster

@@ -13,7 +13,8 @@ from feverous_es.index.elastic.client import check_cluster
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elastic.loader import swap_aliases
-from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
+from feverous_es.index.elastic.store import ElasticStore
+from feverous_es.index.elastic.writer import ElasticWriter
 from feverous_es.index.elements import ElementType
 from feverous_es.index.store import Filters
 from tests.elastic_fake import MINIMAL, FakeCluster, Index, Request

@@ -19,9 +19,15 @@ import pytest
 import tantivy
 
 from feverous_es.errors import IncompatibleIndex, StoreError
-from feverous_es.index import embedded, vectors
+from feverous_es.index import vectors
 from feverous_es.index.elements import Element, ElementType, PageRecord
-from feverous_es.index.embedded import NEW_VECTOR_FILES, EmbeddedStore, EmbeddedWriter
+from feverous_es.index.embedded import (
+    NEW_VECTOR_FILES,
+    EmbeddedStore,
+    EmbeddedWriter,
+)
+from feverous_es.index.embedded import layout as embedded_layout
+from feverous_es.index.embedded import writer as embedded_writer
 from feverous_es.index.store import Chunk, Filters, HybridWeights
 from feverous_es.index.vectors import normalized
 
@@ -317,7 +323,7 @@ def test_an_older_index_that_cannot_get_a_table_index_says_so(
     def read_only(*args: object) -> None:
         raise PermissionError("read-only file system")
 
-    monkeypatch.setattr(embedded, "_backfill_tables", read_only)
+    monkeypatch.setattr(embedded_layout, "backfill_tables", read_only)
     with pytest.raises(StoreError, match=r"built before the table index.*writable, or rebuild"):
         EmbeddedStore(tmp_path)
     assert not (tmp_path / "tables").exists()
@@ -604,7 +610,7 @@ def test_an_index_of_format_2_is_still_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Format 2 kept float32 vectors (vectors.f32) and one graph per group."""
-    monkeypatch.setattr(embedded, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(embedded_writer, "FORMAT_VERSION", 2)
     build_graphed(tmp_path)
     for graph in tmp_path.glob("vectors.*.0.usearch"):
         graph.rename(graph.with_name(graph.name.replace(".0.usearch", ".usearch")))

@@ -15,8 +15,8 @@ import pytest
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import Filters, Hit, PageHit
 from feverous_es.plugins.interfaces import PluginContext, Query
-from feverous_es.verify.candidates import (
-    PapeloCandidates,
+from feverous_es.verify.candidates import PapeloCandidates
+from feverous_es.verify.table_scores import (
     TableWeights,
     Terms,
     best_cells,

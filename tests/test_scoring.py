@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from feverous_es.cli import main
 from feverous_es.errors import ScoreError
-from feverous_es.verify.claims import ClaimRecord, PredictionRecord, Triple, triple_to_element
-from feverous_es.verify.scoring import ranked_tables, score, score_claim, score_files, truncate
+from feverous_es.eval.claims import ClaimRecord, PredictionRecord, Triple, triple_to_element
+from feverous_es.eval.scoring import ranked_tables, score, score_claim, score_files, truncate
 from tests.conftest import DEV_SAMPLE
 
 

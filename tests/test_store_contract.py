@@ -48,7 +48,8 @@ def _embedded(tmp: Path) -> Iterator[Store]:
 
 def _elastic_fake(tmp: Path) -> Iterator[Store]:
     from feverous_es.index.elastic.config import ElasticConfig
-    from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
+    from feverous_es.index.elastic.store import ElasticStore
+    from feverous_es.index.elastic.writer import ElasticWriter
 
     fake, config = FakeCluster(), ElasticConfig(url="http://fake:9200", dims=DIM)
     _build(ElasticWriter(config, DIM, client=fake.client()))
@@ -58,7 +59,8 @@ def _elastic_fake(tmp: Path) -> Iterator[Store]:
 
 
 def _elastic_node(tmp: Path) -> Iterator[Store]:
-    from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
+    from feverous_es.index.elastic.store import ElasticStore
+    from feverous_es.index.elastic.writer import ElasticWriter
     from tests.test_elastic_integration import NODE_URL, delete_prefix, node_config
 
     if not NODE_URL:

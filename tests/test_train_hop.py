@@ -21,6 +21,7 @@ from feverous_es.cli import main
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.training import hop as th
+from feverous_es.training import hop_data
 from feverous_es.verify.hops import Seq2SeqHop, parse_imagined
 from feverous_es.verify.inputs import seq2seq_input
 from feverous_es.verify.seq2seq import Seq2SeqModel
@@ -44,13 +45,13 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def retrieved(
     claims_file: Path, sample_index: Path, tmp_path_factory: pytest.TempPathFactory
-) -> list[th.Retrieved]:
-    cache = tmp_path_factory.mktemp("retrieved") / th.RETRIEVED_FILE
-    return th.collect_retrieved(th.read_hop_claims([claims_file]), sample_index, cache)
+) -> list[hop_data.Retrieved]:
+    cache = tmp_path_factory.mktemp("retrieved") / hop_data.RETRIEVED_FILE
+    return hop_data.collect_retrieved(hop_data.read_hop_claims([claims_file]), sample_index, cache)
 
 
 @pytest.fixture(scope="module")
-def tiny_t5(tmp_path_factory: pytest.TempPathFactory, retrieved: list[th.Retrieved]) -> Path:
+def tiny_t5(tmp_path_factory: pytest.TempPathFactory, retrieved: list[hop_data.Retrieved]) -> Path:
     """A 2-layer T5 with d_model 32 and random weights, with a Unigram tokenizer trained here on
     the claims and their pages' text (pad 0 = decoder start, eos 1, unk 2, as T5's)."""
     import torch
@@ -90,7 +91,9 @@ def _pages_listed(text: str) -> str:
     return text.split(" [HYP] ")[0]
 
 
-def test_pairs_of_multi_page_gold_target_the_missing_page(retrieved: list[th.Retrieved]) -> None:
+def test_pairs_of_multi_page_gold_target_the_missing_page(
+    retrieved: list[hop_data.Retrieved],
+) -> None:
     by_id = {int(r.id): r for r in retrieved}
     assert set(by_id) == set(MULTI_PAGE + ONE_PAGE)
     for claim_id in MULTI_PAGE:
@@ -98,7 +101,7 @@ def test_pairs_of_multi_page_gold_target_the_missing_page(retrieved: list[th.Ret
         assert not item.absent  # every gold element is in the sample index
         gold_pages = list(dict.fromkeys(e["page"] for e in item.gold))
         assert len(gold_pages) >= 2
-        pairs = th.build_pairs(item, seed=13)
+        pairs = hop_data.build_pairs(item, seed=13)
         page_pair = pairs[0]
         # The sample index is small: retrieval finds every gold page, so the lowest-ranked one
         # is hidden, and its first gold element is the target.
@@ -107,23 +110,25 @@ def test_pairs_of_multi_page_gold_target_the_missing_page(retrieved: list[th.Ret
         assert page_pair.hidden == (hidden,)
         first = next(e for e in item.gold if e["page"] == hidden)
         assert page_pair.wanted == first["id"]
-        assert page_pair.target == f"{th.label_word(item.label)} {first['linearized']}"
+        assert page_pair.target == f"{hop_data.label_word(item.label)} {first['linearized']}"
         assert parse_imagined(page_pair.target) == (hidden, first["linearized"][len(hidden) + 3 :])
         # The evidence is the other pages' gold, read exactly as the plugin builds its input.
         given = [e for e in item.gold if e["page"] != hidden]
         assert page_pair.given == tuple(e["id"] for e in given)
-        assert page_pair.input == seq2seq_input(item.claim, [th.record_candidate(e) for e in given])
+        assert page_pair.input == seq2seq_input(
+            item.claim, [hop_data.record_candidate(e) for e in given]
+        )
         assert f"[{hidden}]" not in page_pair.input
         assert hidden not in _pages_listed(page_pair.input).split(" ", 1)[1]
         for pair in pairs[1:]:  # a seeded half also learns to stop on the whole chain
             assert pair.kind == "complete" and pair.target.endswith(" none")
             assert set(pair.given) == {e["id"] for e in item.gold}
-    kinds = [p.kind for i in MULTI_PAGE for p in th.build_pairs(by_id[i], 13)]
+    kinds = [p.kind for i in MULTI_PAGE for p in hop_data.build_pairs(by_id[i], 13)]
     assert "complete" in kinds
 
 
-def test_no_pair_targets_evidence_it_already_gives(retrieved: list[th.Retrieved]) -> None:
-    pairs = th.all_pairs(retrieved, seed=13, distractors=3)
+def test_no_pair_targets_evidence_it_already_gives(retrieved: list[hop_data.Retrieved]) -> None:
+    pairs = hop_data.all_pairs(retrieved, seed=13, distractors=3)
     assert {p.kind for p in pairs} >= {"hidden-page", "complete", "left-out"}
     for pair in pairs:
         assert pair.wanted not in pair.given
@@ -140,7 +145,7 @@ def test_no_pair_targets_evidence_it_already_gives(retrieved: list[th.Retrieved]
         assert pair.given[len(pair.given) - len(distractors) :] == tuple(distractors)
 
 
-def test_a_page_retrieval_missed_is_the_target(retrieved: list[th.Retrieved]) -> None:
+def test_a_page_retrieval_missed_is_the_target(retrieved: list[hop_data.Retrieved]) -> None:
     """Papelo's case: the gold on the retrieved pages is the evidence, the first gold element
     of the page retrieval missed the target, even when it is not the lowest-ranked."""
     item = next(r for r in retrieved if int(r.id) == 24089)  # Lake Tikub, Tiaong, Quezon
@@ -148,7 +153,7 @@ def test_a_page_retrieval_missed_is_the_target(retrieved: list[th.Retrieved]) ->
     missed = replace(item, pages=[p for p in item.pages if p != tiaong])
     candidates = [dict(e, page=tiaong) for e in item.candidates[:1]] + item.candidates
     missed.candidates = candidates
-    (pair,) = th.build_pairs(missed, seed=13, distractors=2)
+    (pair,) = hop_data.build_pairs(missed, seed=13, distractors=2)
     assert pair.kind == "missing-page" and pair.hidden == (tiaong,)
     assert pair.wanted == f"{tiaong}_sentence_0"
     assert all(not g.startswith(f"{tiaong}_") for g in pair.given)
@@ -197,19 +202,21 @@ def test_train_resume_via_the_cli_export_and_generate(
     assert "hidden-page" in card and claims_file.name in card
 
     model = Seq2SeqModel(out, device="cpu", max_length=192)
-    pairs = th.all_pairs(th.read_retrieved(options.work / th.RETRIEVED_FILE).values(), 13, 0)
+    pairs = hop_data.all_pairs(
+        hop_data.read_retrieved(options.work / hop_data.RETRIEVED_FILE).values(), 13, 0
+    )
     outputs = model.generate([p.input for p in pairs[:3]], max_new_tokens=48)
     assert len(outputs) == 3 and all(isinstance(o, str) for o in outputs)
 
 
 def test_hop_plugin_searches_the_page_the_model_names(
-    retrieved: list[th.Retrieved], sample_index: Path, tiny_t5: Path, tmp_path: Path
+    retrieved: list[hop_data.Retrieved], sample_index: Path, tiny_t5: Path, tmp_path: Path
 ) -> None:
     """Trained (to memorization) on one claim's two pairs, the exported model names the missing
     page when it is missing, and the plugin proposes that page's elements; given the whole chain
     it says none, and the plugin stops."""
     item = next(r for r in retrieved if int(r.id) == 1916)  # Jovan Oliver → Stefan Dušan
-    pairs = th.build_pairs(item, seed=13)
+    pairs = hop_data.build_pairs(item, seed=13)
     assert [p.kind for p in pairs] == ["hidden-page", "complete"]
     settings = th.TrainSettings(
         base=tiny_t5, epochs=100, max_length=192, target_length=16, batch_size=2,
@@ -250,4 +257,4 @@ def test_bad_base_is_one_line(
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
     result = runner.invoke(main, args)
     assert result.exit_code == 2 and "--base" in result.output  # required
-    assert not (tmp_path / "hop.work" / th.RETRIEVED_FILE).exists()  # failed before retrieval
+    assert not (tmp_path / "hop.work" / hop_data.RETRIEVED_FILE).exists()  # failed before retrieval

@@ -27,6 +27,14 @@ class ElementType(StrEnum):
         return self is not ElementType.SENTENCE
 
 
+# Table cells (ranked by the cell ranker, one vector per row) and the text elements (sentences,
+# list items, captions: the other ranker). Not the evidence budget's split: see in_cell_budget.
+TABLE_CELL_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
+TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM, ElementType.TABLE_CAPTION)
+# Everything a table is made of.
+TABLE_TYPES = (*TABLE_CELL_TYPES, ElementType.TABLE_CAPTION)
+
+
 @dataclass(frozen=True, slots=True)
 class Element:
     """One indexed page element.

@@ -35,6 +35,7 @@ from feverous_es.onnx_session import (
     FP32_FILE,
     INT8_FILE,
     MANIFEST_FILE,
+    TOKENIZER_FILE,
     check_device,
     choose_model_file,
     install_model_dir,
@@ -50,7 +51,6 @@ from feverous_es.onnx_session import sha256_file as sha256_file  # isort: skip
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
-TOKENIZER_FILE = "tokenizer.json"
 PACKAGED_MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / "embedder"
 # Exit status of the export command when its optional dependencies are not installed.
 MISSING_EXTRA_EXIT = 3

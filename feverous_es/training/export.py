@@ -44,7 +44,6 @@ from feverous_es.onnx_session import (
 )
 from feverous_es.training.common import INSTALL_HINT, base_name, import_torch
 
-MODEL_FILE = "model.onnx"
 MAX_MODEL_BYTES = 30 * 1024 * 1024
 CARD_FILE = "README.md"
 TASKS = ("text-classification", "feature-extraction", "text2text-generation")
@@ -551,7 +550,7 @@ def export(
     staging = out.with_name(f".{out.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    shutil.copyfile(full / INT8_FILE, staging / MODEL_FILE)
+    shutil.copyfile(full / INT8_FILE, staging / FP32_FILE)
     for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
         shutil.copyfile(full / name, staging / name)
     if out.exists():
@@ -560,5 +559,5 @@ def export(
     return {
         "int8": manifest["int8"],
         "parity": manifest["parity"],
-        "bytes": (out / MODEL_FILE).stat().st_size,
+        "bytes": (out / FP32_FILE).stat().st_size,
     }

@@ -34,15 +34,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from feverous_es.errors import TrainError
-from feverous_es.onnx_session import write_manifest
+from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
+from feverous_es.onnx_session import FP32_FILE, write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import is_holdout
 from feverous_es.training.rerank import index_id
 from feverous_es.verify import sentence_facts, table_facts
-from feverous_es.verify.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.verify.feature_verdict import (
     FEATURES,
-    MODEL_FILE,
     SPEC_FILE,
     FeatureClassifier,
     first_table,
@@ -149,14 +148,14 @@ def export(model: Any, out: Path, probe: np.ndarray, kind: str) -> dict[str, Any
         options={id(model): {"zipmap": False}},
         target_opset={"": 17, "ai.onnx.ml": 3},
     )
-    (out / MODEL_FILE).write_bytes(graph.SerializeToString())
+    (out / FP32_FILE).write_bytes(graph.SerializeToString())
     spec = {"kind": kind, "labels": list(LABELS), "features": list(FEATURES[kind])}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-    write_manifest(out, [MODEL_FILE, SPEC_FILE])
+    write_manifest(out, [FP32_FILE, SPEC_FILE])
     onnx_p = FeatureClassifier(out, kind).probabilities(probe)
     sk_p = model.predict_proba(probe)
     return {
-        "bytes": (out / MODEL_FILE).stat().st_size,
+        "bytes": (out / FP32_FILE).stat().st_size,
         "parity": {
             "rows": len(probe),
             "max_abs_diff": float(np.abs(onnx_p - sk_p).max()),

@@ -48,241 +48,41 @@ torch, transformers and optimum are imported inside functions: the runtime never
 from __future__ import annotations
 
 import json
-import random
-import re
 import shutil
-import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
 from feverous_es.errors import TrainError
-from feverous_es.index.elements import Element, ElementType, title_keys
-from feverous_es.onnx_session import write_manifest
-from feverous_es.plugins.interfaces import Candidate
+from feverous_es.index.elements import title_keys
+from feverous_es.onnx_session import MANIFEST_FILE
 from feverous_es.training import common
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
     TRAINED_DIR,
     base_name,
     check_base,
-    hash_unit,
     import_torch,
     split,
 )
 from feverous_es.training.export import CARD_FILE, export_model
-from feverous_es.verify.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
+from feverous_es.training.hop_card import write_card
+from feverous_es.training.hop_data import (
+    KINDS,
+    PAGE_KINDS,
+    PAIRS_FILE,
+    RETRIEVED_FILE,
+    SPACES,
+    Pair,
+    all_pairs,
+    collect_retrieved,
+    read_hop_claims,
+)
 from feverous_es.verify.hops import parse_imagined
-from feverous_es.verify.inputs import seq2seq_input
 
 __all__ = ["CHECKPOINT_FILE", "TRAINED_DIR", "TrainError"]
-
-RETRIEVED_FILE = "retrieved.jsonl"
-PAIRS_FILE = "pairs.jsonl"
-NONE = "none"
-KINDS = ("missing-page", "hidden-page", "left-out", "complete")
-PAGE_KINDS = ("missing-page", "hidden-page")
-KEPT_CANDIDATES = 30  # non-gold candidates cached a claim (distractors are drawn from them)
-_EVIDENCE_TYPES = {str(t) for t in ElementType}
-_SPACES = re.compile(r"\s+")
-
-
-def label_word(label: str | None) -> str:
-    """The target's first word: ``refutes`` for REFUTES, else ``supports`` (NOT ENOUGH INFO
-    too: the chain so far contradicts nothing)."""
-    return "refutes" if label == REFUTES else "supports"
-
-
-# ----------------------------------------------------------------------------- claims
-
-
-@dataclass(frozen=True)
-class HopClaim:
-    source: str  # the claim file's stem
-    id: str
-    claim: str
-    label: str
-    gold: tuple[str, ...]  # the first gold set's element ids, NFD, in gold order
-
-
-def read_hop_claims(
-    paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
-) -> list[HopClaim]:
-    """The claims with element-level gold evidence (any label) in the files; with ``limit``, a
-    seeded sample of that many per file. Gold ids of non-elements (titles, sections) are left
-    out; a claim's first gold set is used."""
-
-    def make(source: str, record: ClaimRecord) -> HopClaim | None:
-        group = record.evidence[0] if record.evidence else ()
-        gold = dict.fromkeys(
-            unicodedata.normalize("NFD", e)
-            for e in group
-            if element_to_triple(e)[1] in _EVIDENCE_TYPES
-        )
-        if not gold:
-            return None
-        label = record.label or NOT_ENOUGH_INFO
-        return HopClaim(source, str(record.id), record.claim, label, tuple(gold))
-
-    return common.sampled_claims(
-        paths, make, limit=limit, seed=seed, wanted="claims with element-level gold evidence"
-    )
-
-
-# ----------------------------------------------------------------------------- retrieval
-
-
-def element_record(element: Element) -> dict[str, Any]:
-    return {
-        "id": element.id,
-        "page": element.page,
-        "type": str(element.type),
-        "text": element.text,
-        "linearized": element.linearized,
-    }
-
-
-def record_candidate(record: dict[str, Any]) -> Candidate:
-    """A cached element as the evidence the plugin reads (only page and linearization count)."""
-    element = Element(
-        record["id"], record["page"], ElementType(record["type"]), record["text"],
-        record["linearized"], "", "",
-    )  # fmt: skip
-    return Candidate(element, 1.0)
-
-
-@dataclass
-class Retrieved:
-    """One claim's retrieval: its pages best first, its gold elements found in the index (gold
-    order), the gold ids the index lacks, and its best non-gold candidates."""
-
-    source: str
-    id: str
-    claim: str
-    label: str
-    pages: list[str] = field(default_factory=list)
-    gold: list[dict[str, Any]] = field(default_factory=list)
-    absent: list[str] = field(default_factory=list)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-
-
-def read_retrieved(path: Path) -> dict[tuple[str, str], Retrieved]:
-    return common.read_records(path, Retrieved)
-
-
-def collect_retrieved(
-    claims: Sequence[HopClaim],
-    index: Path,
-    cache: Path,
-    *,
-    store: str = "embedded",
-    device: str = "cpu",
-    batch_size: int = 16,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> list[Retrieved]:
-    """Each claim's retrieval, from ``cache`` when it holds it, else from the pipeline's page and
-    candidate stages (``retrieval`` order) and appended to ``cache``; in the order of ``claims``."""
-
-    def make(pipeline: Any, chunk: Sequence[HopClaim]) -> list[Retrieved]:
-        wanted = [i for c in chunk for i in c.gold]
-        found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
-        ranked = [(r.pages, r.ranked) for r in pipeline.retrieve_many([c.claim for c in chunk])]
-        records = []
-        for claim, (pages, candidates) in zip(chunk, ranked, strict=True):
-            gold = set(claim.gold)
-            others = [element_record(c.element) for c in candidates if c.element.id not in gold]
-            records.append(
-                Retrieved(
-                    claim.source,
-                    claim.id,
-                    claim.claim,
-                    claim.label,
-                    list(dict.fromkeys(hit.page.title for hit in pages)),
-                    [element_record(found[i]) for i in claim.gold if i in found],
-                    [i for i in claim.gold if i not in found],
-                    others[:KEPT_CANDIDATES],
-                )
-            )
-        return records
-
-    def pipeline() -> Any:
-        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
-
-    return common.collect_cached(
-        claims, cache, Retrieved, pipeline, make, batch_size=batch_size, on_progress=on_progress
-    )
-
-
-# ----------------------------------------------------------------------------- pairs
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One training pair. ``given``: the ids of the evidence in ``input``; ``wanted``: the id of
-    the target element (None for ``none``); ``hidden``: the pages the target comes from."""
-
-    source: str
-    id: str
-    kind: str  # one of KINDS
-    input: str
-    target: str
-    given: tuple[str, ...]
-    wanted: str | None = None
-    hidden: tuple[str, ...] = ()
-
-
-def build_pairs(item: Retrieved, seed: int, distractors: int = 0) -> list[Pair]:
-    """The training pairs of one claim (see the module's docstring); [] without gold."""
-    gold = item.gold
-    if not gold:
-        return []
-    label = label_word(item.label)
-    gold_pages = list(dict.fromkeys(e["page"] for e in gold))
-    rank = {page: i for i, page in enumerate(item.pages)}
-    draw = hash_unit(seed, item.source, item.id, "hop-pairs")
-
-    def pair(kind: str, given: list[dict[str, Any]], wanted: dict[str, Any] | None) -> Pair:
-        shown = {e["page"] for e in given}
-        hidden = {e["page"] for e in gold if e["page"] not in shown} if kind in PAGE_KINDS else ()
-        # Distractors: the best non-gold candidates of pages not hidden, after the gold.
-        extra = [e for e in item.candidates if e["page"] not in hidden][:distractors]
-        evidence = [*given, *extra]
-        text = seq2seq_input(item.claim, [record_candidate(e) for e in evidence])
-        target = f"{label} {wanted['linearized'] if wanted else NONE}"
-        return Pair(
-            item.source,
-            item.id,
-            kind,
-            text,
-            target,
-            tuple(e["id"] for e in evidence),
-            wanted["id"] if wanted else None,
-            tuple(sorted(hidden)),
-        )
-
-    missing = [page for page in gold_pages if page not in rank]
-    if missing or len(gold_pages) > 1:
-        kind = "missing-page" if missing else "hidden-page"
-        hidden = set(missing) or {max(gold_pages, key=rank.__getitem__)}
-        given = [e for e in gold if e["page"] not in hidden]
-        wanted = next(e for e in gold if e["page"] in hidden)
-        pairs = [pair(kind, given, wanted)]
-        if not missing and draw >= 0.5:
-            pairs.append(pair("complete", gold, None))
-        return pairs
-    if len(gold) > 1 and (draw < 0.5 or item.label == NOT_ENOUGH_INFO):
-        left = random.Random(f"{seed}\0{item.source}\0{item.id}").randrange(len(gold))
-        return [pair("left-out", [e for i, e in enumerate(gold) if i != left], gold[left])]
-    return [pair("complete", gold, None)]
-
-
-def all_pairs(items: Sequence[Retrieved], seed: int, distractors: int) -> list[Pair]:
-    return [p for item in items for p in build_pairs(item, seed, distractors)]
-
-
-# ----------------------------------------------------------------------------- training
 
 
 @dataclass
@@ -397,9 +197,6 @@ def train(
     return common.save_trained(model, tokenizer, work) if finished else None
 
 
-# ----------------------------------------------------------------------------- export, metrics
-
-
 def export(
     trained: Path, out: Path, work: Path, probe: Sequence[str], max_length: int, command: str
 ) -> dict[str, Any]:
@@ -419,7 +216,7 @@ def export(
     if "decoder_model_merged.onnx" in graphs:
         graphs = [g for g in graphs if g in ("encoder_model.onnx", "decoder_model_merged.onnx")]
     names = [*graphs, *(n for n in manifest["files"] if not n.endswith(".onnx"))]
-    names = [n for n in names if n not in (CARD_FILE, "manifest.json")]
+    names = [n for n in names if n not in (CARD_FILE, MANIFEST_FILE)]
     staging = out.with_name(f".{out.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -438,7 +235,7 @@ def export(
 
 
 def _same(a: str, b: str) -> bool:
-    return _SPACES.sub(" ", a).strip().casefold() == _SPACES.sub(" ", b).strip().casefold()
+    return SPACES.sub(" ", a).strip().casefold() == SPACES.sub(" ", b).strip().casefold()
 
 
 def _title(text: str) -> str | None:
@@ -514,101 +311,6 @@ def torch_agreement(trained: Path, texts: Sequence[str], outputs: Sequence[str],
         ids = model.generate(**batch, max_new_tokens=lengths["target_length"], num_beams=1)
     expected = tokenizer.batch_decode(ids, skip_special_tokens=True)
     return round(sum(a == b for a, b in zip(expected, outputs, strict=True)) / len(texts), 4)
-
-
-# ----------------------------------------------------------------------------- the card
-
-
-def _metric(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
-
-
-def write_card(out: Path, report: dict[str, Any]) -> None:
-    """The model card (``README.md``) and ``training.json`` beside the model; the manifest is
-    rewritten to cover them."""
-    training = report["training"]
-    held = report["holdout_metrics"]
-    rows = "\n".join(
-        f"| {kind} | {m['pairs']} | {_metric(m['exact_match'])} | {_metric(m['stop_accuracy'])} "
-        f"| {_metric(m['title_recall'])} | {_metric(m['page_title_recall'])} |"
-        for kind, m in held.items()
-    )
-    counts = ", ".join(f"{n} {kind}" for kind, n in report["pair_counts"].items() if n)
-    parity = report["export"]["parity"].get("fp32", {})
-    agreement = report.get("torch_agreement")
-    files = ", ".join(f"`{s}`" for s in report["claims"])
-    sample = report["claims_per_file"] or "all"
-    base = training["base_name"]
-    text = f"""# feverous-es next-hop generator
-
-A seq2seq (T5-style) model for the `seq2seq` hop plugin (Malon 2021, §4, Papelo's next hop
-prediction module): given the claim and the evidence found so far it imagines the evidence still
-missing, `supports [Title] text` (or `refutes …`), or says `supports none` when the chain is
-complete. The plugin retrieves the page named by `[Title]` (else searches the evidence's pages)
-and proposes the sentence and two cells with the best word overlap; a claim's hops stop when it
-proposes nothing. ONNX (fp32) for optimum's `ORTModelForSeq2SeqLM`: {
-        ", ".join(f"`{g}`" for g in report["export"]["files"] if g.endswith(".onnx"))
-    } ({report["export"]["bytes"] / 1e6:.1f} MB).
-
-```toml
-hops = 7
-
-[plugins]
-hop = "seq2seq"
-
-[options.hop]
-model = "{out}"
-max_length = {training["max_length"]}
-```
-
-## Data
-
-Claims: {files} ({sample} per file, sampled by seed {training["seed"]}); claims with
-element-level gold evidence only (TabFact claims have none). A seeded {report["holdout"]:.0%}
-of the claims, split by claim id, is held out of training and measured below. Pairs
-({counts}; `feverous_es.training.hop.build_pairs`): the input is the plugin's own
-`missing: <pages> [HYP] <claim> <evidence>` of a partial gold chain; the target the first gold
-element of a page retrieval missed (`missing-page`), of the lowest-ranked gold page when
-retrieval found them all (`hidden-page`), a left-out gold element of a one-page chain
-(`left-out`), or `none` for a whole chain (`complete`). Retrieval: the pipeline's page and
-candidate stages over the index; {training["distractors"]} retrieved distractor(s) per pair.
-
-## Command
-
-```
-{report["command"]}
-```
-
-Base model `{base}`; {training["pairs"]} training pairs, {training["epochs"]} epoch(s),
-max_length {training["max_length"]}, target length {training["target_length"]}, batch
-{training["batch_size"]}, learning rate {training["learning_rate"]}, {training["steps"]} steps in
-{training["seconds"]:.0f} s ({training["tokens_per_second"]:.0f} tokens/s).
-
-## Metrics (held-out claims, generated by this ONNX model, greedy)
-
-| pairs | count | exact match | stop accuracy | title recall | missing-page title recall |
-|---|---|---|---|---|---|
-{rows}
-
-Exact match: the whole output equals the target. Stop accuracy: `none` exactly when nothing is
-missing. Title recall: the output's `[Title]` names the missing element's page (as the plugin
-matches titles); the last column counts only the pairs whose target lies on another page.
-
-Export: fp32 decoder logits against torch, max |Δ| {parity.get("max_abs_diff", float("nan")):.2e};
-greedy generations identical to torch's on {_metric(agreement)} of the held-out inputs probed.
-
-## Attribution and licences
-
-* Fine-tuned from `{base}` (see its own licence).
-* Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021), CC BY-SA (Wikipedia
-  contributors).
-"""
-    common.save_card(out, text, report)
-    names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != "manifest.json")
-    write_manifest(out, names, **report["export"]["meta"])
-
-
-# ----------------------------------------------------------------------------- the command
 
 
 @dataclass

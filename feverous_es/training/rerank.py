@@ -42,13 +42,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from feverous_es.errors import TrainError
-from feverous_es.index.elements import ElementType
-from feverous_es.onnx_session import write_manifest
+from feverous_es.eval.claims import ClaimRecord, element_to_triple
+from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
+from feverous_es.onnx_session import MANIFEST_FILE, write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import base_name, check_base, import_torch
 from feverous_es.training.export import export
-from feverous_es.verify.candidates import TABLE_CELL_TYPES
-from feverous_es.verify.claims import ClaimRecord, element_to_triple
 from feverous_es.verify.selection import CELL_BUDGET, SENTENCE_BUDGET
 
 KINDS = ("cells", "sentences")
@@ -587,5 +586,5 @@ def training_section(
 
 def write_ranker_manifest(out: Path, model: str, settings: TrainSettings) -> None:
     """``manifest.json`` over every file the export and the card left in ``out``."""
-    files = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != "manifest.json")
+    files = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != MANIFEST_FILE)
     write_manifest(out, files, model=model, base=base_name(settings.base))

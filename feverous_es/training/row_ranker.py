@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import TrainError
+from feverous_es.eval.claims import ClaimRecord
 from feverous_es.training import common
 from feverous_es.training.common import check_base
 from feverous_es.training.rerank import (
@@ -39,7 +40,6 @@ from feverous_es.training.rerank import (
     training_section,
     write_ranker_manifest,
 )
-from feverous_es.verify.claims import ClaimRecord
 
 KIND = "rows"
 GROUPS_FILE = "row-groups.jsonl"
@@ -100,7 +100,8 @@ def collect_row_pools(
     """Each claim's :class:`RowPool` (``depth`` negative rows at most), from ``cache`` when it
     holds it, else from the candidate stage over ``index`` and appended to ``cache``."""
     from feverous_es.plugins.interfaces import Query
-    from feverous_es.verify.candidates import PapeloCandidates, best_cells, row_text
+    from feverous_es.verify.candidates import PapeloCandidates
+    from feverous_es.verify.table_scores import best_cells, row_text
 
     def make(pipeline: Any, chunk: Sequence[TableClaim]) -> list[RowPool]:
         stage = pipeline.candidates

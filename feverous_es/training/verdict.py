@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from feverous_es.errors import TrainError
+from feverous_es.eval.claims import REFUTES, SUPPORTS
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common
@@ -48,7 +49,6 @@ from feverous_es.training.common import (
     split,
 )
 from feverous_es.training.export import export, onnx_logits
-from feverous_es.verify.claims import REFUTES, SUPPORTS
 from feverous_es.verify.inputs import premise
 
 __all__ = ["CHECKPOINT_FILE", "LOSS_LOG", "TRAINED_DIR", "TrainError", "split"]

@@ -5,304 +5,32 @@ whole index; each is scored by its BM25 (relative to the claim's best), its cosi
 and the score of its page, so the page retriever's confidence carries into the ranking.
 
 Cells come from the best tables, ranked over the whole index rather than only the retrieved
-pages (TabFact page titles are rarely named by a claim). A table's score (:class:`TableWeights`)
-combines:
-
-* its best row's BM25 (a cell's indexed text is its whole row with the page title and caption,
-  so this is row-level BM25), relative to the claim's best row;
-* the share of the claim's terms found anywhere in the table, plain and weighted by an IDF taken
-  over the candidate tables (terms every candidate shares do not tell them apart);
-* the share of the claim's adjacent term pairs (bigrams) found inside one cell or the title: the
-  entity-level n-gram matching of Schlichtkrull et al. 2021 without an entity tagger;
-* the share of the claim's numbers that are cell values, and of the title's terms in the claim;
-* the share of the claim's content words covered by cells whose *whole* value the claim names
-  ("süper lig", "punt road oval"): Schlichtkrull et al.'s entity-to-cell matching, from the
-  table's side;
-* the table's BM25 as one document (title, caption and every cell; the store's table index),
-  relative to the best of the candidate tables: term frequency over the whole table and IDF
-  over all tables, which no row and no candidate-pool statistic gives.
-
-The best tables are then re-ranked by adding a small multiple of a cross-encoder's logit for
-(claim, the table's best row as plain text): zero-shot, one pair per table.
-
-The tables then give cells best row first: the best table more, the next ones a few each, so
-the 25-cell budget holds several tables (Hits@5 needs them) and the best table's likely rows.
-What each part and setting was measured to add, and what was tried and left out, is in
-docs/table-retrieval.md; `bench/retrieval.py` measures the whole stage.
+pages (TabFact page titles are rarely named by a claim), by the table score of
+:mod:`feverous_es.verify.table_scores`; the best tables are then re-ranked by adding a small
+multiple of a cross-encoder's logit for (claim, the table's best row as plain text):
+zero-shot, one pair per table. The tables then give cells best row first: the best table more,
+the next ones a few each, so the 25-cell budget holds several tables (Hits@5 needs them) and the
+best table's likely rows. `bench/retrieval.py` measures the whole stage.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
-import math
-import re
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from feverous_es.index.elements import Element, ElementType, fold_accents
-from feverous_es.index.embedded import BM25Analyzer
-from feverous_es.index.linearize import readable_row
+from feverous_es.index.elements import TABLE_CELL_TYPES, TABLE_TYPES, TEXT_TYPES, Element
 from feverous_es.index.store import Filters, Hit, PageHit, TableKey, TableSearch
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
-
-TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM, ElementType.TABLE_CAPTION)
-TABLE_CELL_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
-_TABLE_TYPES = (*TABLE_CELL_TYPES, ElementType.TABLE_CAPTION)
-_NUMBER = re.compile(r"^[-+]?\d[\d,.:]*%?$")
-_WORD = re.compile(r"\w+")
-_MAX_CELL_WORDS = 8  # a longer cell value is prose, not a name a claim repeats whole
-
-
-def table_of(hit: Hit) -> TableKey | None:
-    element = hit.element
-    return None if element.table is None else (element.page, element.table)
-
-
-def best_cells(hits: Sequence[Hit]) -> dict[TableKey, Hit]:
-    """Per table, its best-scoring cell or header cell hit (the cell of its best row)."""
-    best: dict[TableKey, Hit] = {}
-    for hit in hits:
-        key = table_of(hit)
-        if key is None or hit.element.type not in TABLE_CELL_TYPES:
-            continue
-        if key not in best or hit.score > best[key].score:
-            best[key] = hit
-    return best
-
-
-def tables_in_hit_order(hits: Sequence[Hit]) -> list[TableKey]:
-    """Tables in the order of their best-scoring cell."""
-    best = best_cells(hits)
-    return sorted(best, key=lambda key: best[key].score, reverse=True)
-
-
-class Terms:
-    """The BM25 fields' analysis (accents folded, lower-cased, stop words out, stemmed),
-    cached per text."""
-
-    def __init__(self) -> None:
-        self._analyzer = BM25Analyzer()
-        self._cache: dict[str, list[str]] = {}
-
-    def __call__(self, text: str) -> list[str]:
-        terms = self._cache.get(text)
-        if terms is None:
-            if len(self._cache) > 200_000:
-                self._cache.clear()
-            terms = self._cache[text] = self._analyzer.analyze(text)
-        return terms
-
-
-def bigrams(terms: Sequence[str]) -> set[tuple[str, str]]:
-    return set(itertools.pairwise(terms))
-
-
-def numbers(text: str) -> set[str]:
-    return {word.strip(".,") for word in text.split() if _NUMBER.match(word)}
-
-
-@functools.lru_cache(maxsize=200_000)
-def words(text: str) -> tuple[str, ...]:
-    """Lower-cased, accent-folded words, punctuation dropped ("1986 - 87" -> 1986, 87)."""
-    return tuple(_WORD.findall(fold_accents(text).casefold()))
-
-
-class ClaimSpans:
-    """The claim's word n-grams, to find cells whose whole value the claim names: the entity
-    linking of Schlichtkrull et al. 2021 (a claim entity matched to a table cell) without an
-    entity tagger, from the table's side."""
-
-    def __init__(self, claim: str, terms: Terms) -> None:
-        self.words = words(claim)
-        self.at: dict[tuple[str, ...], list[int]] = defaultdict(list)
-        for n in range(1, _MAX_CELL_WORDS + 1):
-            for start in range(len(self.words) - n + 1):
-                self.at[self.words[start : start + n]].append(start)
-        # Positions that count: words with a BM25 term (not stop words or lone punctuation).
-        self.content = {i for i, word in enumerate(self.words) if terms(word)}
-
-    def covered(self, cell: str) -> set[int]:
-        """Content positions of the claim that ``cell``'s whole value covers."""
-        key = words(cell)
-        covered: set[int] = set()
-        for start in self.at.get(key, ()):
-            covered.update(range(start, start + len(key)))
-        return covered & self.content
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TableWeights:
-    """Weights of the table score's parts (:func:`table_parts`, see the module docstring), as
-    tuned on TabFact dev claims (docs/table-retrieval.md)."""
-
-    row: float = 1.0
-    terms: float = 1.0
-    idf_terms: float = 0.5
-    bigrams: float = 1.5
-    numbers: float = 0.25
-    title: float = 0.25
-    cell_spans: float = 0.25
-    table_bm25: float = 1.0
-
-
-@dataclass
-class _Table:
-    terms: set[str] = field(default_factory=set)
-    pairs: set[tuple[str, str]] = field(default_factory=set)
-    values: set[str] = field(default_factory=set)
-    covered: set[int] = field(default_factory=set)
-    rows: dict[int, float] = field(default_factory=dict)
-
-
-def table_parts(
-    claim: str,
-    hits: Sequence[Hit],
-    terms: Terms | None = None,
-    table_bm25: dict[TableKey, float] | None = None,
-) -> dict[TableKey, dict[str, float]]:
-    """The parts of the score (:class:`TableWeights`' fields, each in [0, 1]) of every table
-    that ``hits`` (BM25 hits of the claim among table elements, ideally every element of those
-    tables that matches a claim term) touch; ``table_bm25`` holds the whole-table BM25 of
-    those tables (none: that part is 0)."""
-    analyze = terms or Terms()
-    claim_terms = analyze(claim)
-    wanted = set(claim_terms)
-    pairs = bigrams(claim_terms)
-    claim_numbers = numbers(claim)
-    spans = ClaimSpans(claim, analyze)
-    tables: dict[TableKey, _Table] = defaultdict(_Table)
-    for hit in hits:
-        key = table_of(hit)
-        if key is None:
-            continue
-        table = tables[key]
-        element = hit.element
-        element_terms = analyze(element.text)
-        table.terms.update(element_terms)
-        table.pairs.update(bigrams(element_terms))
-        if claim_numbers:
-            table.values.add(element.text.strip())
-            table.values.update(element.text.split())
-        table.covered |= spans.covered(element.text)
-        if element.row is not None and hit.score > table.rows.get(element.row, 0.0):
-            table.rows[element.row] = hit.score
-    best_row = max((max(t.rows.values(), default=0.0) for t in tables.values()), default=0.0)
-    df_of = {term: sum(term in t.terms for t in tables.values()) for term in wanted}
-    idf = {term: math.log((len(tables) + 1) / (df + 0.5)) for term, df in df_of.items()}
-    idf_total = sum(idf.values()) or 1.0
-    whole = table_bm25 or {}
-    best_whole = max((whole.get(key, 0.0) for key in tables), default=0.0) or 1.0
-    parts: dict[TableKey, dict[str, float]] = {}
-    for key, table in tables.items():
-        title = analyze(key[0])
-        table.terms.update(title)
-        table.pairs.update(bigrams(title))
-        found = wanted & table.terms
-        parts[key] = {
-            "row": max(table.rows.values(), default=0.0) / (best_row or 1.0),
-            "terms": len(found) / max(1, len(wanted)),
-            "idf_terms": sum(idf[term] for term in found) / idf_total,
-            "bigrams": len(pairs & table.pairs) / max(1, len(pairs)),
-            "numbers": len(claim_numbers & table.values) / max(1, len(claim_numbers)),
-            "title": len(wanted & set(title)) / max(1, len(set(title))),
-            "cell_spans": len(table.covered) / max(1, len(spans.content)),
-            "table_bm25": whole.get(key, 0.0) / best_whole,
-        }
-    return parts
-
-
-def score_tables(
-    claim: str,
-    hits: Sequence[Hit],
-    weights: TableWeights = TableWeights(),
-    terms: Terms | None = None,
-    table_bm25: dict[TableKey, float] | None = None,
-) -> dict[TableKey, float]:
-    """Every table :func:`table_parts` scores, by the weighted sum of its parts."""
-    return {
-        key: sum(getattr(weights, name) * value for name, value in parts.items())
-        for key, parts in table_parts(claim, hits, terms, table_bm25).items()
-    }
-
-
-def rerank_by_rows(
-    claim: str,
-    ranked: Sequence[TableKey],
-    scores: dict[TableKey, float],
-    rows: dict[TableKey, Hit],
-    encoder: CrossEncoder,
-    weight: float,
-) -> list[TableKey]:
-    """``ranked`` re-sorted by table score + ``weight`` * the cross-encoder's logit for (claim,
-    best row as plain text); ``rows`` holds each table's best cell (:func:`best_cells`), and a
-    table without one keeps its score."""
-    keyed = [key for key in ranked if key in rows]
-    logits = encoder.score([(claim, row_text(rows[key])) for key in keyed])
-    return fuse_row_logits(ranked, scores, dict(zip(keyed, logits, strict=True)), weight)
-
-
-def row_text(best_cell: Hit) -> str:
-    """What the row step's cross-encoder reads of a table: its best row as plain text."""
-    return readable_row(best_cell.element.linearized)
-
-
-def fuse_row_logits(
-    ranked: Sequence[TableKey],
-    scores: dict[TableKey, float],
-    logits: dict[TableKey, float],
-    weight: float,
-) -> list[TableKey]:
-    """``ranked`` re-sorted by table score + ``weight`` * logit (tables without one keep their
-    score)."""
-    fused = {key: scores[key] + weight * float(logits.get(key, 0.0)) for key in ranked}
-    return sorted(ranked, key=lambda key: fused[key], reverse=True)
-
-
-def table_cells(
-    claim: str,
-    hits: Sequence[Hit],
-    ranked: Sequence[TableKey],
-    quotas: Sequence[int],
-    terms: Terms | None = None,
-) -> list[Candidate]:
-    """Cells of the ranked tables, ``quotas[i]`` from the i-th: best row first, and in a row
-    the cells whose own text shares a term with the claim first. Scores keep the table order:
-    table rank first, row order within a table; they are scaled so the first is about the best
-    row's BM25, the scale of the hybrid scores a next hop's proposals carry."""
-    analyze = terms or Terms()
-    wanted = set(analyze(claim))
-    by_table: dict[TableKey, list[Hit]] = defaultdict(list)
-    for hit in hits:
-        if hit.element.type in TABLE_CELL_TYPES:
-            by_table[(hit.element.page, hit.element.table)].append(hit)  # type: ignore[index]
-    scale = max((hit.score for hit in hits), default=1.0) / max(1, len(ranked))
-    out: list[Candidate] = []
-    for rank, (key, quota) in enumerate(zip(ranked, quotas, strict=False)):
-        cells = by_table.get(key, [])
-        if not cells or quota <= 0:
-            continue
-        row_score: dict[int | None, float] = {}
-        for hit in cells:
-            row_score[hit.element.row] = max(row_score.get(hit.element.row, 0.0), hit.score)
-        order = sorted(
-            cells,
-            key=lambda hit: (
-                -row_score[hit.element.row],
-                hit.element.row or 0,
-                not wanted.intersection(analyze(hit.element.text)),
-                hit.element.column or 0,
-            ),
-        )[:quota]
-        base = float(len(ranked) - rank)
-        out.extend(
-            Candidate(hit.element, scale * (base + 0.9 * (1.0 - i / len(order))), 1, "tables")
-            for i, hit in enumerate(order)
-        )
-    return out
+from feverous_es.verify.table_scores import (
+    TableWeights,
+    Terms,
+    best_cells,
+    rerank_by_rows,
+    score_tables,
+    table_cells,
+    tables_in_hit_order,
+)
 
 
 class PapeloCandidates:
@@ -443,7 +171,7 @@ class PapeloCandidates:
         if not pool:
             return {}, []
         hits = self.store.search_text(
-            query.text, self.fetch_limit, Filters(types=_TABLE_TYPES, tables=tuple(pool))
+            query.text, self.fetch_limit, Filters(types=TABLE_TYPES, tables=tuple(pool))
         )
         whole = None
         if isinstance(self.store, TableSearch) and self.weights.table_bm25:

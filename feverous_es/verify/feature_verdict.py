@@ -19,15 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import ModelError
-from feverous_es.index.elements import Element, ElementType
+from feverous_es.eval.claims import element_to_triple
+from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
 from feverous_es.index.store import Store
-from feverous_es.onnx_session import open_session, verified
+from feverous_es.onnx_session import FP32_FILE, open_session, verified
 from feverous_es.plugins.interfaces import Candidate, Label
 from feverous_es.verify import sentence_facts, table_facts
-from feverous_es.verify.claims import element_to_triple
 from feverous_es.verify.table_facts import Table, content_words, tokens
 
-MODEL_FILE = "model.onnx"
 SPEC_FILE = "feature_model.json"  # kind, labels and feature names, from the training command
 MODELS = Path(__file__).resolve().parents[1] / "models"
 DEFAULT_MODELS = {"table": MODELS / "table-verdict", "sentence": MODELS / "sentence-verdict"}
@@ -35,13 +34,12 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "table": table_facts.FEATURE_NAMES,
     "sentence": sentence_facts.FEATURE_NAMES,
 }
-_TABLE_TYPES = (ElementType.CELL, ElementType.HEADER_CELL, ElementType.TABLE_CAPTION)
 
 
 def table_number(element: Element) -> int | None:
     """The table a cell, header cell or caption belongs to (from its id when the element does
     not carry it, as evidence read back from a training cache does); None for other types."""
-    if element.type not in _TABLE_TYPES:
+    if element.type not in TABLE_TYPES:
         return None
     if element.table is not None:
         return element.table
@@ -118,7 +116,7 @@ class FeatureClassifier:
         remedy = "reinstall feverous-es or retrain the model"
         # Tree ensembles have no CUDA kernels: the CPU provider runs them either way.
         self.session = open_session(
-            lambda _: verified(model_dir, MODEL_FILE, remedy=remedy), device="cpu", threads=None
+            lambda _: verified(model_dir, FP32_FILE, remedy=remedy), device="cpu", threads=None
         )
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:

@@ -19,10 +19,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from feverous_es.index.elements import title_keys
+from feverous_es.index.elements import TABLE_CELL_TYPES, TEXT_TYPES, title_keys
 from feverous_es.index.store import Filters
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.verify.candidates import TABLE_CELL_TYPES, TEXT_TYPES
 from feverous_es.verify.inputs import seq2seq_input
 from feverous_es.verify.seq2seq import Seq2SeqModel
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from feverous_es.verify.claims import (
+from feverous_es.eval.claims import (
     ClaimRecord,
     MalformedLine,
     dumps_submission_line,

@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from feverous_es.index.elastic.store import ElasticStore, ElasticWriter
+    from feverous_es.index.elastic.store import ElasticStore
+    from feverous_es.index.elastic.writer import ElasticWriter
 
 
 def open_writer(location: str | Path | None, dim: int) -> ElasticWriter:
     """A writer for the cluster named by the environment, the config file and ``location`` (an
     ``http(s)://`` URL or a config file; anything else is ignored)."""
     from feverous_es.index.elastic.config import load_config
-    from feverous_es.index.elastic.store import ElasticWriter
+    from feverous_es.index.elastic.writer import ElasticWriter
 
     return ElasticWriter(load_config(location), dim)
 

@@ -123,16 +123,16 @@ def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
 @user_errors()
 def status(as_json: bool) -> None:
     """The cluster, what the aliases point at, and every build version with its state."""
-    from feverous_es.index.elastic.client import check_cluster
-    from feverous_es.index.elastic.errors import elastic_errors
-    from feverous_es.index.elastic.loader import alias_holders
-    from feverous_es.index.elastic.store import (
+    from feverous_es.index.elastic.builds import (
         KINDS,
         analysis_from_meta,
         list_builds,
         state_from_meta,
         tables_from_meta,
     )
+    from feverous_es.index.elastic.client import check_cluster
+    from feverous_es.index.elastic.errors import elastic_errors
+    from feverous_es.index.elastic.loader import alias_holders
 
     config, client = _connect()
     try:
@@ -190,13 +190,13 @@ def status(as_json: bool) -> None:
 def new_build(dim: int) -> None:
     """Create empty indices for the next version; `feverous-es index --store elasticsearch`
     then fills them, and publishes them (alias swap) when it completes."""
-    from feverous_es.index.elastic.errors import elastic_errors
-    from feverous_es.index.elastic.store import (
+    from feverous_es.index.elastic.builds import (
         check_aliases_free,
         create_build,
         list_builds,
         next_version,
     )
+    from feverous_es.index.elastic.errors import elastic_errors
 
     config, client = _connect()
     try:
@@ -230,9 +230,9 @@ def new_build(dim: int) -> None:
 def prune(keep: int, yes: bool) -> None:
     """Delete old versioned indices: all but the newest KEEP complete builds; never the one
     behind the aliases, never a build in progress."""
+    from feverous_es.index.elastic.builds import KINDS, list_builds
     from feverous_es.index.elastic.errors import elastic_errors
     from feverous_es.index.elastic.loader import alias_holders
-    from feverous_es.index.elastic.store import KINDS, list_builds
 
     config, client = _connect()
     try:

@@ -26,6 +26,8 @@ MAX_CANDIDATES = 10_000
 MIN_CANDIDATES = 100
 # index.max_result_window: a search asking for more hits is refused (400).
 MAX_RESULT_WINDOW = 10_000
+# Hits per page of a scroll or a search_after walk.
+PAGE_SIZE = 5000
 ELEMENT_TEXT_FIELD = "linearized"
 TABLE_TEXT_FIELD = "text"
 PAGE_TEXT_FIELDS = ("title.analyzed", "intro")

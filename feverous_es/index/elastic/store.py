@@ -1,4 +1,5 @@
-"""The Elasticsearch store: :class:`ElasticWriter` builds, :class:`ElasticStore` reads.
+"""The Elasticsearch store: :class:`ElasticStore` reads; builds are written by
+:class:`~feverous_es.index.elastic.writer.ElasticWriter` (versions in :mod:`.builds`).
 
 A build writes into versioned indices ``<prefix>-elements-v<N>``, ``<prefix>-pages-v<N>`` and
 ``<prefix>-tables-v<N>``, created with ``refresh_interval: -1`` and no replicas. The build state
@@ -20,44 +21,25 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
 from elasticsearch import AuthorizationException, Elasticsearch, NotFoundError
-from elasticsearch.helpers import scan
 
-from feverous_es.errors import IncompatibleIndex, StoreError
+from feverous_es.errors import StoreError
 from feverous_es.index.elastic import queries
-from feverous_es.index.elastic.analysis import ENGLISH_FOLDING, probe_analysis
+from feverous_es.index.elastic.builds import build_meta, state_from_meta
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.documents import (
-    BUILD_DOCUMENTS,
-    FORMAT,
-    FORMAT_VERSION,
-    META_KEY,
-    ElementDoc,
     doc_id,
     element_from_source,
-    expected_properties,
-    index_body,
-    mapping_conflicts,
     page_from_source,
 )
-from feverous_es.index.elastic.errors import describe, elastic_errors
-from feverous_es.index.elastic.loader import (
-    BuildIndices,
-    alias_holders,
-    bulk_load,
-    chunk_actions,
-    swap_aliases,
-    version_of,
-)
+from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import (
     BuildState,
-    Chunk,
     Filters,
     Hit,
     HybridWeights,
@@ -72,348 +54,7 @@ _ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
 _EQUAL_WEIGHTS = HybridWeights()
 _MGET_BATCH = 1000
 _MSEARCH_BATCH = 100
-_PAGE_BATCH = 5000
 _MAX_TITLE_HITS = 10_000
-# Deleting a failed chunk's documents may take longer than one search.
-_DELETE_TIMEOUT = 600.0
-
-
-# The kinds of index in a build, in the order of ElasticConfig.aliases and BuildIndices.
-KINDS = BuildIndices._fields
-
-
-def state_meta(
-    state: BuildState, dim: int, version: int, tables: int, analysis: str
-) -> dict[str, Any]:
-    """The ``_meta`` entry that records a build: its format, vector size, text analysis, state
-    and the number of whole-table documents it wrote."""
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "dim": dim, "version": version,
-            "analysis": analysis, **asdict(state), "tables": tables}  # fmt: skip
-
-
-def state_from_meta(meta: Mapping[str, Any]) -> BuildState:
-    return BuildState(
-        next_seq=int(meta.get("next_seq", 0)),
-        last_rowid=int(meta.get("last_rowid", 0)),
-        elements=int(meta.get("elements", 0)),
-        pages=int(meta.get("pages", 0)),
-        malformed=int(meta.get("malformed", 0)),
-        complete=bool(meta.get("complete", False)),
-    )
-
-
-def analysis_from_meta(meta: Mapping[str, Any]) -> str:
-    """The text analysis of the build (builds before format 3 used ``english``, which is
-    ``english_folding`` without the folding)."""
-    return str(meta.get("analysis", ENGLISH_FOLDING))
-
-
-def tables_from_meta(meta: Mapping[str, Any]) -> int:
-    """The number of whole-table documents the build wrote."""
-    return int(meta.get("tables", 0))
-
-
-def build_meta(mappings: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The feverous-es ``_meta`` of an index's mappings; None when it has none."""
-    meta = (mappings.get("_meta") or {}).get(META_KEY)
-    return dict(meta) if isinstance(meta, Mapping) and meta.get("format") == FORMAT else None
-
-
-def _mappings(client: Elasticsearch, pattern: str) -> dict[str, dict[str, Any]]:
-    """Index name -> mappings, for the indices matching ``pattern`` (none is not an error)."""
-    body = client.indices.get_mapping(index=pattern, allow_no_indices=True).body
-    return {name: value.get("mappings", {}) for name, value in body.items()}
-
-
-def list_builds(client: Elasticsearch, config: ElasticConfig) -> dict[int, dict[str, Any]]:
-    """Version -> what is known of it: its indices by kind (``elements``, ``pages``,
-    ``tables``; None where missing), and the build ``_meta`` of its elements index (None when
-    the index was not made by feverous-es)."""
-    builds: dict[int, dict[str, Any]] = {}
-    for kind, alias in zip(KINDS, config.aliases, strict=True):
-        for name, mappings in _mappings(client, f"{alias}-v*").items():
-            version = version_of(alias, name)
-            if version is None:
-                continue
-            entry = builds.setdefault(version, {**dict.fromkeys(KINDS), "meta": None})
-            entry[kind] = name
-            if kind == "elements":
-                entry["meta"] = build_meta(mappings)
-                entry["mappings"] = mappings
-    return builds
-
-
-def check_aliases_free(client: Elasticsearch, config: ElasticConfig) -> None:
-    """Fail when an alias name is taken by a concrete index (the swap could never succeed)."""
-    for alias in config.aliases:
-        if client.indices.exists(index=alias) and not alias_holders(client, alias):
-            raise StoreError(
-                f"{alias} is an index, not an alias: feverous-es publishes builds through an "
-                f"alias of that name; delete or rename that index, or set FEVEROUS_ES_PREFIX"
-            )
-
-
-def create_build(
-    client: Elasticsearch,
-    config: ElasticConfig,
-    version: int,
-    dim: int,
-    analysis: str | None = None,
-) -> BuildIndices:
-    """Create the versioned indices of a new, empty build (elements first: it holds the state,
-    so a build exists exactly when its elements index does), with ``analysis``, by default the
-    best text analysis the cluster runs."""
-    indices = BuildIndices.of(config, version)
-    analysis = analysis or probe_analysis(client)
-    meta = state_meta(BuildState(), dim, version, tables=0, analysis=analysis)
-    for document, name in zip(BUILD_DOCUMENTS, indices, strict=True):
-        body = index_body(
-            document, name, config, dim, meta if document is ElementDoc else None, analysis
-        )
-        client.indices.create(index=name, **body)
-    return indices
-
-
-def next_version(builds: Mapping[int, Any]) -> int:
-    return max(builds, default=0) + 1
-
-
-class ElasticWriter:
-    """Write side of the Elasticsearch store (see the module docstring)."""
-
-    def __init__(
-        self, config: ElasticConfig, dim: int, client: Elasticsearch | None = None
-    ) -> None:
-        self.config = config
-        self.dim = dim
-        self._own_client = client is None
-        self._client = client if client is not None else connect(config)
-        try:
-            with elastic_errors(config, "cannot open the Elasticsearch build"):
-                self._open()
-        except BaseException:
-            self.close()
-            raise
-
-    def _open(self) -> None:
-        client, config = self._client, self.config
-        check_aliases_free(client, config)
-        builds = list_builds(client, config)
-        latest = max(builds, default=None)
-        if latest is None:
-            self.version = 1
-            self._analysis = probe_analysis(client)
-            self.indices = create_build(client, config, 1, self.dim, self._analysis)
-            self._state, self._tables = BuildState(), 0
-        else:
-            self._resume(latest, builds[latest])
-        if not self._state.complete:
-            self._set_load_settings()
-            self._discard_partial()
-
-    def _resume(self, version: int, build: Mapping[str, Any]) -> None:
-        client, config = self._client, self.config
-        self.version = version
-        self.indices = BuildIndices.of(config, version)
-        meta = build["meta"]
-        if build["elements"] is None or meta is None:
-            raise IncompatibleIndex(
-                f"index {build['elements'] or build['pages']} exists but was not made by "
-                "feverous-es (its mapping has no feverous_es _meta): delete it or set "
-                "FEVEROUS_ES_PREFIX"
-            )
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise IncompatibleIndex(
-                f"{self.indices.elements} has index format version {meta.get('format_version')}, "
-                f"this program writes {FORMAT_VERSION}: start a new build with "
-                "`feverous-es es new-build`"
-            )
-        if meta.get("dim") != self.dim:
-            raise IncompatibleIndex(
-                f"{self.indices.elements} holds {meta.get('dim')}-dimensional vectors, the "
-                f"embedder makes {self.dim}: start a new build with `feverous-es es new-build`"
-            )
-        conflicts = mapping_conflicts(
-            build["mappings"].get("properties", {}),
-            expected_properties(ElementDoc, config, self.dim),
-        )
-        if conflicts:
-            raise IncompatibleIndex(
-                f"{self.indices.elements} has a conflicting mapping ({'; '.join(conflicts[:3])}): "
-                "delete it or start a new build with `feverous-es es new-build`"
-            )
-        self._state, self._tables = state_from_meta(meta), tables_from_meta(meta)
-        self._analysis = analysis_from_meta(meta)
-        # The elements index exists (it holds the state); create a missing one of the others.
-        for kind, name, document in zip(KINDS, self.indices, BUILD_DOCUMENTS, strict=True):
-            if build[kind] is not None:
-                continue
-            if self._state.next_seq:
-                raise StoreError(
-                    f"{name} is missing though the build wrote chunks: start a new build with "
-                    "`feverous-es es new-build`"
-                )
-            body = index_body(document, name, config, self.dim, analysis=self._analysis)
-            client.indices.create(index=name, **body)
-
-    def _indices(self) -> list[str]:
-        return list(self.indices)
-
-    def _set_load_settings(self) -> None:
-        self._client.indices.put_settings(
-            index=self._indices(),
-            settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}},
-        )
-
-    def _discard_partial(self, quick: bool = False) -> None:
-        """Delete what a failed or killed chunk left (documents from ``next_seq`` on): their ids
-        by a scroll, then bulk deletes. Not ``_delete_by_query``: it lives in the ``reindex``
-        module, which a cluster may lack (Elastic's integ-test distribution does). ``quick``
-        (after a failed write, when the cluster may be struggling) gives up sooner: the next
-        open of the build does it again anyway."""
-        if quick:
-            client = self._client.options(
-                request_timeout=self.config.request_timeout, max_retries=0
-            )
-        else:
-            timeout = max(_DELETE_TIMEOUT, self.config.request_timeout)
-            client = self._client.options(request_timeout=timeout)
-        indices = self._indices()
-        client.indices.refresh(index=indices)
-        stale = scan(
-            client,
-            index=indices,
-            query={"query": queries.stale_docs(self._state.next_seq)},
-            _source=False,
-            size=_PAGE_BATCH,
-        )
-        deletes = (
-            {"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]} for hit in stale
-        )
-        report = bulk_load(client, deletes, self.config)
-        if not report.ok:
-            raise StoreError(
-                f"cannot delete what chunk {self._state.next_seq} left: "
-                + report.summary(lambda error: describe(error, self.config))
-            )
-        client.indices.refresh(index=indices)
-
-    def _save_state(self, state: BuildState, tables: int) -> None:
-        meta = state_meta(state, self.dim, self.version, tables, self._analysis)
-        self._client.indices.put_mapping(index=self.indices.elements, meta={META_KEY: meta})
-        self._state, self._tables = state, tables
-
-    @property
-    def destination(self) -> str:
-        return f"{self.indices.elements} (and -pages, -tables) at {self.config.display_url}"
-
-    def state(self) -> BuildState:
-        return self._state
-
-    def _stored_meta(self) -> dict[str, Any]:
-        """The build ``_meta`` as the cluster holds it (quickly, or an error)."""
-        client = self._client.options(request_timeout=self.config.request_timeout, max_retries=0)
-        body = client.indices.get_mapping(index=self.indices.elements).body
-        meta = build_meta(body[self.indices.elements]["mappings"])
-        if meta is None:
-            raise StoreError(f"{self.indices.elements} lost its build state")
-        return meta
-
-    def _check_chunk(self, chunk: Chunk) -> None:
-        state = self._state
-        if state.complete:
-            raise StoreError(
-                f"{self.indices.elements} holds a complete build: start a new one with "
-                "`feverous-es es new-build` to index again"
-            )
-        if chunk.seq != state.next_seq:
-            raise StoreError(
-                f"chunk {chunk.seq} is out of order: the store expects {state.next_seq}"
-            )
-        keys = len(dict.fromkeys(element.vector_key for element in chunk.elements))
-        for name, matrix, rows in (
-            ("vectors", chunk.vectors, keys),
-            ("page vectors", chunk.page_vectors, len(chunk.pages)),
-        ):
-            shape = np.shape(matrix)
-            if rows and (len(shape) != 2 or shape[0] != rows or shape[1] != self.dim):
-                raise StoreError(
-                    f"chunk {chunk.seq} {name} have shape {shape}, the store expects "
-                    f"({rows}, {self.dim})"
-                )
-
-    def write(self, chunk: Chunk) -> None:
-        """Add one chunk; on any failure its documents are deleted again and the state is kept,
-        so the same command resumes the build."""
-        self._check_chunk(chunk)
-        state, tables = self._state, self._tables
-        with elastic_errors(self.config, f"chunk {chunk.seq}"):
-            try:
-                actions = chunk_actions(chunk, self.indices, state)
-                report = bulk_load(self._client, actions, self.config)
-                if not report.ok:
-                    raise StoreError(
-                        f"chunk {chunk.seq} was not stored: "
-                        + report.summary(lambda error: describe(error, self.config))
-                        + "; the aliases are unchanged: run the same command to resume"
-                    )
-                self._save_state(
-                    BuildState(
-                        next_seq=chunk.seq + 1,
-                        last_rowid=chunk.last_rowid,
-                        elements=state.elements + len(chunk.elements),
-                        pages=state.pages + len(chunk.pages),
-                        malformed=state.malformed + len(chunk.malformed),
-                    ),
-                    tables + len(chunk.table_texts()),
-                )
-            except BaseException:
-                self._state, self._tables = state, tables
-                # If this fails too, the next open discards the partial chunk.
-                with contextlib.suppress(Exception):
-                    stored = self._stored_meta()
-                    if state_from_meta(stored) == state:
-                        self._discard_partial(quick=True)
-                    else:  # the state was saved after all (its answer was lost)
-                        self._state, self._tables = (
-                            state_from_meta(stored),
-                            tables_from_meta(stored),
-                        )
-                raise
-
-    def finish(self) -> None:
-        """Publish the build: refresh, check every document is there, restore refresh and
-        replicas, mark it complete, then swap the three aliases in one request. Safe to
-        repeat."""
-        client, config, state = self._client, self.config, self._state
-        with elastic_errors(config, "cannot publish the build"):
-            client.indices.refresh(index=self._indices())
-            expected_counts = (state.elements, state.pages, self._tables)
-            for index, expected in zip(self.indices, expected_counts, strict=True):
-                found = int(client.count(index=index)["count"])
-                if found != expected:
-                    raise StoreError(
-                        f"{index} holds {found:,} documents but the build wrote {expected:,} "
-                        "(lost, or repeated ids): the aliases are unchanged; start a new build "
-                        "with `feverous-es es new-build`"
-                    )
-            client.indices.put_settings(
-                index=self._indices(),
-                settings={
-                    "index": {
-                        "refresh_interval": config.refresh_interval,
-                        "number_of_replicas": config.replicas,
-                    }
-                },
-            )
-            if not state.complete:
-                self._save_state(replace(state, complete=True), self._tables)
-            swap_aliases(client, dict(zip(config.aliases, self.indices, strict=True)))
-
-    def close(self) -> None:
-        if self._own_client and self._client is not None:
-            self._client.close()
-            self._client = None  # type: ignore[assignment]
 
 
 def _vector(vector: np.ndarray, dim: int) -> np.ndarray | None:
@@ -606,10 +247,10 @@ class ElasticStore:
         elements: list[Element] = []
         after: int | None = None
         while True:
-            body = queries.page_elements_search(page, _PAGE_BATCH, after)
+            body = queries.page_elements_search(page, queries.PAGE_SIZE, after)
             hits = self._search(self.elements, body)["hits"]["hits"]
             elements.extend(element_from_source(hit["_source"]) for hit in hits)
-            if len(hits) < _PAGE_BATCH:
+            if len(hits) < queries.PAGE_SIZE:
                 return elements
             after = int(hits[-1]["sort"][0])
 

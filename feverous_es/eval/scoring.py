@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from feverous_es.errors import ScoreError
-from feverous_es.verify.claims import (
+from feverous_es.eval.claims import (
     ClaimRecord,
     MalformedLine,
     PredictionRecord,

@@ -1,12 +1,12 @@
-"""A :class:`~feverous_es.verify.scoring.ScoreReport` for people: rich tables."""
+"""A :class:`~feverous_es.eval.scoring.ScoreReport` for people: rich tables."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
-from feverous_es.verify.claims import LABELS
-from feverous_es.verify.scoring import Metrics, ScoreReport
+from feverous_es.eval.claims import LABELS
+from feverous_es.eval.scoring import Metrics, ScoreReport
 
 _SHOWN_MALFORMED = 5
 

@@ -1,0 +1,1 @@
+"""Claim files (the official FEVEROUS jsonl) and scoring predictions against them."""

@@ -1,0 +1,129 @@
+"""The versioned builds behind the aliases: their indices, the build state kept in the
+elements index's mapping ``_meta``, listing, creating and checking them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from elasticsearch import Elasticsearch
+
+from feverous_es.errors import StoreError
+from feverous_es.index.elastic.analysis import ENGLISH_FOLDING, probe_analysis
+from feverous_es.index.elastic.config import ElasticConfig
+from feverous_es.index.elastic.documents import (
+    BUILD_DOCUMENTS,
+    FORMAT,
+    FORMAT_VERSION,
+    META_KEY,
+    ElementDoc,
+    index_body,
+)
+from feverous_es.index.elastic.loader import (
+    BuildIndices,
+    alias_holders,
+    version_of,
+)
+from feverous_es.index.store import (
+    BuildState,
+)
+
+# The kinds of index in a build, in the order of ElasticConfig.aliases and BuildIndices.
+KINDS = BuildIndices._fields
+
+
+def state_meta(
+    state: BuildState, dim: int, version: int, tables: int, analysis: str
+) -> dict[str, Any]:
+    """The ``_meta`` entry that records a build: its format, vector size, text analysis, state
+    and the number of whole-table documents it wrote."""
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "dim": dim, "version": version,
+            "analysis": analysis, **asdict(state), "tables": tables}  # fmt: skip
+
+
+def state_from_meta(meta: Mapping[str, Any]) -> BuildState:
+    return BuildState(
+        next_seq=int(meta.get("next_seq", 0)),
+        last_rowid=int(meta.get("last_rowid", 0)),
+        elements=int(meta.get("elements", 0)),
+        pages=int(meta.get("pages", 0)),
+        malformed=int(meta.get("malformed", 0)),
+        complete=bool(meta.get("complete", False)),
+    )
+
+
+def analysis_from_meta(meta: Mapping[str, Any]) -> str:
+    """The text analysis of the build (builds before format 3 used ``english``, which is
+    ``english_folding`` without the folding)."""
+    return str(meta.get("analysis", ENGLISH_FOLDING))
+
+
+def tables_from_meta(meta: Mapping[str, Any]) -> int:
+    """The number of whole-table documents the build wrote."""
+    return int(meta.get("tables", 0))
+
+
+def build_meta(mappings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The feverous-es ``_meta`` of an index's mappings; None when it has none."""
+    meta = (mappings.get("_meta") or {}).get(META_KEY)
+    return dict(meta) if isinstance(meta, Mapping) and meta.get("format") == FORMAT else None
+
+
+def _mappings(client: Elasticsearch, pattern: str) -> dict[str, dict[str, Any]]:
+    """Index name -> mappings, for the indices matching ``pattern`` (none is not an error)."""
+    body = client.indices.get_mapping(index=pattern, allow_no_indices=True).body
+    return {name: value.get("mappings", {}) for name, value in body.items()}
+
+
+def list_builds(client: Elasticsearch, config: ElasticConfig) -> dict[int, dict[str, Any]]:
+    """Version -> what is known of it: its indices by kind (``elements``, ``pages``,
+    ``tables``; None where missing), and the build ``_meta`` of its elements index (None when
+    the index was not made by feverous-es)."""
+    builds: dict[int, dict[str, Any]] = {}
+    for kind, alias in zip(KINDS, config.aliases, strict=True):
+        for name, mappings in _mappings(client, f"{alias}-v*").items():
+            version = version_of(alias, name)
+            if version is None:
+                continue
+            entry = builds.setdefault(version, {**dict.fromkeys(KINDS), "meta": None})
+            entry[kind] = name
+            if kind == "elements":
+                entry["meta"] = build_meta(mappings)
+                entry["mappings"] = mappings
+    return builds
+
+
+def check_aliases_free(client: Elasticsearch, config: ElasticConfig) -> None:
+    """Fail when an alias name is taken by a concrete index (the swap could never succeed)."""
+    for alias in config.aliases:
+        if client.indices.exists(index=alias) and not alias_holders(client, alias):
+            raise StoreError(
+                f"{alias} is an index, not an alias: feverous-es publishes builds through an "
+                f"alias of that name; delete or rename that index, or set FEVEROUS_ES_PREFIX"
+            )
+
+
+def create_build(
+    client: Elasticsearch,
+    config: ElasticConfig,
+    version: int,
+    dim: int,
+    analysis: str | None = None,
+) -> BuildIndices:
+    """Create the versioned indices of a new, empty build (elements first: it holds the state,
+    so a build exists exactly when its elements index does), with ``analysis``, by default the
+    best text analysis the cluster runs."""
+    indices = BuildIndices.of(config, version)
+    analysis = analysis or probe_analysis(client)
+    meta = state_meta(BuildState(), dim, version, tables=0, analysis=analysis)
+    for document, name in zip(BUILD_DOCUMENTS, indices, strict=True):
+        body = index_body(
+            document, name, config, dim, meta if document is ElementDoc else None, analysis
+        )
+        client.indices.create(index=name, **body)
+    return indices
+
+
+def next_version(builds: Mapping[int, Any]) -> int:
+    return max(builds, default=0) + 1

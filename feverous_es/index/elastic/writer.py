@@ -1,0 +1,291 @@
+"""Writing a build chunk by chunk into new indices, then publishing it by swapping the aliases
+(see the package docstring)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from elasticsearch import Elasticsearch
+from elasticsearch.helpers import scan
+
+from feverous_es.errors import IncompatibleIndex, StoreError
+from feverous_es.index.elastic import queries
+from feverous_es.index.elastic.analysis import probe_analysis
+from feverous_es.index.elastic.builds import (
+    KINDS,
+    analysis_from_meta,
+    build_meta,
+    check_aliases_free,
+    create_build,
+    list_builds,
+    state_from_meta,
+    state_meta,
+    tables_from_meta,
+)
+from feverous_es.index.elastic.client import connect
+from feverous_es.index.elastic.config import ElasticConfig
+from feverous_es.index.elastic.documents import (
+    BUILD_DOCUMENTS,
+    FORMAT_VERSION,
+    META_KEY,
+    ElementDoc,
+    expected_properties,
+    index_body,
+    mapping_conflicts,
+)
+from feverous_es.index.elastic.errors import describe, elastic_errors
+from feverous_es.index.elastic.loader import (
+    BuildIndices,
+    bulk_load,
+    chunk_actions,
+    swap_aliases,
+)
+from feverous_es.index.store import (
+    BuildState,
+    Chunk,
+)
+
+# Deleting a failed chunk's documents may take longer than one search.
+_DELETE_TIMEOUT = 600.0
+
+
+class ElasticWriter:
+    """Write side of the Elasticsearch store (see the module docstring)."""
+
+    def __init__(
+        self, config: ElasticConfig, dim: int, client: Elasticsearch | None = None
+    ) -> None:
+        self.config = config
+        self.dim = dim
+        self._own_client = client is None
+        self._client = client if client is not None else connect(config)
+        try:
+            with elastic_errors(config, "cannot open the Elasticsearch build"):
+                self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        client, config = self._client, self.config
+        check_aliases_free(client, config)
+        builds = list_builds(client, config)
+        latest = max(builds, default=None)
+        if latest is None:
+            self.version = 1
+            self._analysis = probe_analysis(client)
+            self.indices = create_build(client, config, 1, self.dim, self._analysis)
+            self._state, self._tables = BuildState(), 0
+        else:
+            self._resume(latest, builds[latest])
+        if not self._state.complete:
+            self._set_load_settings()
+            self._discard_partial()
+
+    def _resume(self, version: int, build: Mapping[str, Any]) -> None:
+        client, config = self._client, self.config
+        self.version = version
+        self.indices = BuildIndices.of(config, version)
+        meta = build["meta"]
+        if build["elements"] is None or meta is None:
+            raise IncompatibleIndex(
+                f"index {build['elements'] or build['pages']} exists but was not made by "
+                "feverous-es (its mapping has no feverous_es _meta): delete it or set "
+                "FEVEROUS_ES_PREFIX"
+            )
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise IncompatibleIndex(
+                f"{self.indices.elements} has index format version {meta.get('format_version')}, "
+                f"this program writes {FORMAT_VERSION}: start a new build with "
+                "`feverous-es es new-build`"
+            )
+        if meta.get("dim") != self.dim:
+            raise IncompatibleIndex(
+                f"{self.indices.elements} holds {meta.get('dim')}-dimensional vectors, the "
+                f"embedder makes {self.dim}: start a new build with `feverous-es es new-build`"
+            )
+        conflicts = mapping_conflicts(
+            build["mappings"].get("properties", {}),
+            expected_properties(ElementDoc, config, self.dim),
+        )
+        if conflicts:
+            raise IncompatibleIndex(
+                f"{self.indices.elements} has a conflicting mapping ({'; '.join(conflicts[:3])}): "
+                "delete it or start a new build with `feverous-es es new-build`"
+            )
+        self._state, self._tables = state_from_meta(meta), tables_from_meta(meta)
+        self._analysis = analysis_from_meta(meta)
+        # The elements index exists (it holds the state); create a missing one of the others.
+        for kind, name, document in zip(KINDS, self.indices, BUILD_DOCUMENTS, strict=True):
+            if build[kind] is not None:
+                continue
+            if self._state.next_seq:
+                raise StoreError(
+                    f"{name} is missing though the build wrote chunks: start a new build with "
+                    "`feverous-es es new-build`"
+                )
+            body = index_body(document, name, config, self.dim, analysis=self._analysis)
+            client.indices.create(index=name, **body)
+
+    def _indices(self) -> list[str]:
+        return list(self.indices)
+
+    def _set_load_settings(self) -> None:
+        self._client.indices.put_settings(
+            index=self._indices(),
+            settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}},
+        )
+
+    def _discard_partial(self, quick: bool = False) -> None:
+        """Delete what a failed or killed chunk left (documents from ``next_seq`` on): their ids
+        by a scroll, then bulk deletes. Not ``_delete_by_query``: it lives in the ``reindex``
+        module, which a cluster may lack (Elastic's integ-test distribution does). ``quick``
+        (after a failed write, when the cluster may be struggling) gives up sooner: the next
+        open of the build does it again anyway."""
+        if quick:
+            client = self._client.options(
+                request_timeout=self.config.request_timeout, max_retries=0
+            )
+        else:
+            timeout = max(_DELETE_TIMEOUT, self.config.request_timeout)
+            client = self._client.options(request_timeout=timeout)
+        indices = self._indices()
+        client.indices.refresh(index=indices)
+        stale = scan(
+            client,
+            index=indices,
+            query={"query": queries.stale_docs(self._state.next_seq)},
+            _source=False,
+            size=queries.PAGE_SIZE,
+        )
+        deletes = (
+            {"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]} for hit in stale
+        )
+        report = bulk_load(client, deletes, self.config)
+        if not report.ok:
+            raise StoreError(
+                f"cannot delete what chunk {self._state.next_seq} left: "
+                + report.summary(lambda error: describe(error, self.config))
+            )
+        client.indices.refresh(index=indices)
+
+    def _save_state(self, state: BuildState, tables: int) -> None:
+        meta = state_meta(state, self.dim, self.version, tables, self._analysis)
+        self._client.indices.put_mapping(index=self.indices.elements, meta={META_KEY: meta})
+        self._state, self._tables = state, tables
+
+    @property
+    def destination(self) -> str:
+        return f"{self.indices.elements} (and -pages, -tables) at {self.config.display_url}"
+
+    def state(self) -> BuildState:
+        return self._state
+
+    def _stored_meta(self) -> dict[str, Any]:
+        """The build ``_meta`` as the cluster holds it (quickly, or an error)."""
+        client = self._client.options(request_timeout=self.config.request_timeout, max_retries=0)
+        body = client.indices.get_mapping(index=self.indices.elements).body
+        meta = build_meta(body[self.indices.elements]["mappings"])
+        if meta is None:
+            raise StoreError(f"{self.indices.elements} lost its build state")
+        return meta
+
+    def _check_chunk(self, chunk: Chunk) -> None:
+        state = self._state
+        if state.complete:
+            raise StoreError(
+                f"{self.indices.elements} holds a complete build: start a new one with "
+                "`feverous-es es new-build` to index again"
+            )
+        if chunk.seq != state.next_seq:
+            raise StoreError(
+                f"chunk {chunk.seq} is out of order: the store expects {state.next_seq}"
+            )
+        keys = len(dict.fromkeys(element.vector_key for element in chunk.elements))
+        for name, matrix, rows in (
+            ("vectors", chunk.vectors, keys),
+            ("page vectors", chunk.page_vectors, len(chunk.pages)),
+        ):
+            shape = np.shape(matrix)
+            if rows and (len(shape) != 2 or shape[0] != rows or shape[1] != self.dim):
+                raise StoreError(
+                    f"chunk {chunk.seq} {name} have shape {shape}, the store expects "
+                    f"({rows}, {self.dim})"
+                )
+
+    def write(self, chunk: Chunk) -> None:
+        """Add one chunk; on any failure its documents are deleted again and the state is kept,
+        so the same command resumes the build."""
+        self._check_chunk(chunk)
+        state, tables = self._state, self._tables
+        with elastic_errors(self.config, f"chunk {chunk.seq}"):
+            try:
+                actions = chunk_actions(chunk, self.indices, state)
+                report = bulk_load(self._client, actions, self.config)
+                if not report.ok:
+                    raise StoreError(
+                        f"chunk {chunk.seq} was not stored: "
+                        + report.summary(lambda error: describe(error, self.config))
+                        + "; the aliases are unchanged: run the same command to resume"
+                    )
+                self._save_state(
+                    BuildState(
+                        next_seq=chunk.seq + 1,
+                        last_rowid=chunk.last_rowid,
+                        elements=state.elements + len(chunk.elements),
+                        pages=state.pages + len(chunk.pages),
+                        malformed=state.malformed + len(chunk.malformed),
+                    ),
+                    tables + len(chunk.table_texts()),
+                )
+            except BaseException:
+                self._state, self._tables = state, tables
+                # If this fails too, the next open discards the partial chunk.
+                with contextlib.suppress(Exception):
+                    stored = self._stored_meta()
+                    if state_from_meta(stored) == state:
+                        self._discard_partial(quick=True)
+                    else:  # the state was saved after all (its answer was lost)
+                        self._state, self._tables = (
+                            state_from_meta(stored),
+                            tables_from_meta(stored),
+                        )
+                raise
+
+    def finish(self) -> None:
+        """Publish the build: refresh, check every document is there, restore refresh and
+        replicas, mark it complete, then swap the three aliases in one request. Safe to
+        repeat."""
+        client, config, state = self._client, self.config, self._state
+        with elastic_errors(config, "cannot publish the build"):
+            client.indices.refresh(index=self._indices())
+            expected_counts = (state.elements, state.pages, self._tables)
+            for index, expected in zip(self.indices, expected_counts, strict=True):
+                found = int(client.count(index=index)["count"])
+                if found != expected:
+                    raise StoreError(
+                        f"{index} holds {found:,} documents but the build wrote {expected:,} "
+                        "(lost, or repeated ids): the aliases are unchanged; start a new build "
+                        "with `feverous-es es new-build`"
+                    )
+            client.indices.put_settings(
+                index=self._indices(),
+                settings={
+                    "index": {
+                        "refresh_interval": config.refresh_interval,
+                        "number_of_replicas": config.replicas,
+                    }
+                },
+            )
+            if not state.complete:
+                self._save_state(replace(state, complete=True), self._tables)
+            swap_aliases(client, dict(zip(config.aliases, self.indices, strict=True)))
+
+    def close(self) -> None:
+        if self._own_client and self._client is not None:
+            self._client.close()
+            self._client = None  # type: ignore[assignment]

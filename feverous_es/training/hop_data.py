@@ -1,0 +1,228 @@
+"""The next-hop generator's training data: claims with gold evidence, what the pipeline
+retrieved for them (cached), and the (input, target) pairs made from both."""
+
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
+from feverous_es.index.elements import Element, ElementType
+from feverous_es.plugins.interfaces import Candidate
+from feverous_es.training import common
+from feverous_es.training.common import (
+    hash_unit,
+)
+from feverous_es.verify.inputs import seq2seq_input
+
+RETRIEVED_FILE = "retrieved.jsonl"
+
+
+PAIRS_FILE = "pairs.jsonl"
+
+
+NONE = "none"
+
+
+KINDS = ("missing-page", "hidden-page", "left-out", "complete")
+
+
+PAGE_KINDS = ("missing-page", "hidden-page")
+
+
+KEPT_CANDIDATES = 30  # non-gold candidates cached a claim (distractors are drawn from them)
+
+
+_EVIDENCE_TYPES = {str(t) for t in ElementType}
+
+
+SPACES = re.compile(r"\s+")
+
+
+def label_word(label: str | None) -> str:
+    """The target's first word: ``refutes`` for REFUTES, else ``supports`` (NOT ENOUGH INFO
+    too: the chain so far contradicts nothing)."""
+    return "refutes" if label == REFUTES else "supports"
+
+
+@dataclass(frozen=True)
+class HopClaim:
+    source: str  # the claim file's stem
+    id: str
+    claim: str
+    label: str
+    gold: tuple[str, ...]  # the first gold set's element ids, NFD, in gold order
+
+
+def read_hop_claims(
+    paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
+) -> list[HopClaim]:
+    """The claims with element-level gold evidence (any label) in the files; with ``limit``, a
+    seeded sample of that many per file. Gold ids of non-elements (titles, sections) are left
+    out; a claim's first gold set is used."""
+
+    def make(source: str, record: ClaimRecord) -> HopClaim | None:
+        group = record.evidence[0] if record.evidence else ()
+        gold = dict.fromkeys(
+            unicodedata.normalize("NFD", e)
+            for e in group
+            if element_to_triple(e)[1] in _EVIDENCE_TYPES
+        )
+        if not gold:
+            return None
+        label = record.label or NOT_ENOUGH_INFO
+        return HopClaim(source, str(record.id), record.claim, label, tuple(gold))
+
+    return common.sampled_claims(
+        paths, make, limit=limit, seed=seed, wanted="claims with element-level gold evidence"
+    )
+
+
+def element_record(element: Element) -> dict[str, Any]:
+    return {
+        "id": element.id,
+        "page": element.page,
+        "type": str(element.type),
+        "text": element.text,
+        "linearized": element.linearized,
+    }
+
+
+def record_candidate(record: dict[str, Any]) -> Candidate:
+    """A cached element as the evidence the plugin reads (only page and linearization count)."""
+    element = Element(
+        record["id"], record["page"], ElementType(record["type"]), record["text"],
+        record["linearized"], "", "",
+    )  # fmt: skip
+    return Candidate(element, 1.0)
+
+
+@dataclass
+class Retrieved:
+    """One claim's retrieval: its pages best first, its gold elements found in the index (gold
+    order), the gold ids the index lacks, and its best non-gold candidates."""
+
+    source: str
+    id: str
+    claim: str
+    label: str
+    pages: list[str] = field(default_factory=list)
+    gold: list[dict[str, Any]] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+
+
+def read_retrieved(path: Path) -> dict[tuple[str, str], Retrieved]:
+    return common.read_records(path, Retrieved)
+
+
+def collect_retrieved(
+    claims: Sequence[HopClaim],
+    index: Path,
+    cache: Path,
+    *,
+    store: str = "embedded",
+    device: str = "cpu",
+    batch_size: int = 16,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[Retrieved]:
+    """Each claim's retrieval, from ``cache`` when it holds it, else from the pipeline's page and
+    candidate stages (``retrieval`` order) and appended to ``cache``; in the order of ``claims``."""
+
+    def make(pipeline: Any, chunk: Sequence[HopClaim]) -> list[Retrieved]:
+        wanted = [i for c in chunk for i in c.gold]
+        found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
+        ranked = [(r.pages, r.ranked) for r in pipeline.retrieve_many([c.claim for c in chunk])]
+        records = []
+        for claim, (pages, candidates) in zip(chunk, ranked, strict=True):
+            gold = set(claim.gold)
+            others = [element_record(c.element) for c in candidates if c.element.id not in gold]
+            records.append(
+                Retrieved(
+                    claim.source,
+                    claim.id,
+                    claim.claim,
+                    claim.label,
+                    list(dict.fromkeys(hit.page.title for hit in pages)),
+                    [element_record(found[i]) for i in claim.gold if i in found],
+                    [i for i in claim.gold if i not in found],
+                    others[:KEPT_CANDIDATES],
+                )
+            )
+        return records
+
+    def pipeline() -> Any:
+        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
+
+    return common.collect_cached(
+        claims, cache, Retrieved, pipeline, make, batch_size=batch_size, on_progress=on_progress
+    )
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One training pair. ``given``: the ids of the evidence in ``input``; ``wanted``: the id of
+    the target element (None for ``none``); ``hidden``: the pages the target comes from."""
+
+    source: str
+    id: str
+    kind: str  # one of KINDS
+    input: str
+    target: str
+    given: tuple[str, ...]
+    wanted: str | None = None
+    hidden: tuple[str, ...] = ()
+
+
+def build_pairs(item: Retrieved, seed: int, distractors: int = 0) -> list[Pair]:
+    """The training pairs of one claim (see the module's docstring); [] without gold."""
+    gold = item.gold
+    if not gold:
+        return []
+    label = label_word(item.label)
+    gold_pages = list(dict.fromkeys(e["page"] for e in gold))
+    rank = {page: i for i, page in enumerate(item.pages)}
+    draw = hash_unit(seed, item.source, item.id, "hop-pairs")
+
+    def pair(kind: str, given: list[dict[str, Any]], wanted: dict[str, Any] | None) -> Pair:
+        shown = {e["page"] for e in given}
+        hidden = {e["page"] for e in gold if e["page"] not in shown} if kind in PAGE_KINDS else ()
+        # Distractors: the best non-gold candidates of pages not hidden, after the gold.
+        extra = [e for e in item.candidates if e["page"] not in hidden][:distractors]
+        evidence = [*given, *extra]
+        text = seq2seq_input(item.claim, [record_candidate(e) for e in evidence])
+        target = f"{label} {wanted['linearized'] if wanted else NONE}"
+        return Pair(
+            item.source,
+            item.id,
+            kind,
+            text,
+            target,
+            tuple(e["id"] for e in evidence),
+            wanted["id"] if wanted else None,
+            tuple(sorted(hidden)),
+        )
+
+    missing = [page for page in gold_pages if page not in rank]
+    if missing or len(gold_pages) > 1:
+        kind = "missing-page" if missing else "hidden-page"
+        hidden = set(missing) or {max(gold_pages, key=rank.__getitem__)}
+        given = [e for e in gold if e["page"] not in hidden]
+        wanted = next(e for e in gold if e["page"] in hidden)
+        pairs = [pair(kind, given, wanted)]
+        if not missing and draw >= 0.5:
+            pairs.append(pair("complete", gold, None))
+        return pairs
+    if len(gold) > 1 and (draw < 0.5 or item.label == NOT_ENOUGH_INFO):
+        left = random.Random(f"{seed}\0{item.source}\0{item.id}").randrange(len(gold))
+        return [pair("left-out", [e for i, e in enumerate(gold) if i != left], gold[left])]
+    return [pair("complete", gold, None)]
+
+
+def all_pairs(items: Sequence[Retrieved], seed: int, distractors: int) -> list[Pair]:
+    return [p for item in items for p in build_pairs(item, seed, distractors)]
