@@ -23,7 +23,7 @@ from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.rankers import CrossEncoderReranker
-from feverous_es.training import common
+from feverous_es.training import common, rerank_data
 from feverous_es.training import rerank as tr
 from feverous_es.training.export import torch_logits
 
@@ -68,9 +68,9 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) ->
 
 @pytest.fixture(scope="module")
 def pools_cache(tmp_path_factory: pytest.TempPathFactory, claims_file: Path, sample_index: Path):
-    cache = tmp_path_factory.mktemp("pools") / tr.CANDIDATES_FILE
-    claims = tr.read_gold_claims([claims_file])
-    return tr.collect_pools(claims, sample_index, cache), cache
+    cache = tmp_path_factory.mktemp("pools") / rerank_data.CANDIDATES_FILE
+    claims = rerank_data.read_gold_claims([claims_file])
+    return rerank_data.collect_pools(claims, sample_index, cache), cache
 
 
 def _element(element_id: str, kind: str, text: str) -> dict:
@@ -78,8 +78,8 @@ def _element(element_id: str, kind: str, text: str) -> dict:
 
 
 def test_groups_are_gold_hard_negatives_and_other_claims_gold() -> None:
-    def pool(name: str, gold: list[dict], candidates: list[dict]) -> tr.Pool:
-        return tr.Pool("f", name, f"claim {name}", gold, [], candidates)
+    def pool(name: str, gold: list[dict], candidates: list[dict]) -> rerank_data.Pool:
+        return rerank_data.Pool("f", name, f"claim {name}", gold, [], candidates)
 
     shared = _element("Shared_sentence_0", "sentence", "shared")
     a = pool(
@@ -91,8 +91,8 @@ def test_groups_are_gold_hard_negatives_and_other_claims_gold() -> None:
     )
     b = pool("b", [_element("B_sentence_0", "sentence", "b0"), shared], [])
     c = pool("c", [_element(f"C_sentence_{i}", "sentence", f"c{i}") for i in range(4)], [])
-    groups = tr.build_groups([a, b, c], "sentences", seed=5)
-    assert groups == tr.build_groups([a, b, c], "sentences", seed=5)  # seeded
+    groups = rerank_data.build_groups([a, b, c], "sentences", seed=5)
+    assert groups == rerank_data.build_groups([a, b, c], "sentences", seed=5)  # seeded
     by_gold = {(g.claim_id, g.ids[0]): g for g in groups}
     assert len(groups) == 2 + 2 + 4  # one per gold sentence; the cell gold is not one
     first = by_gold["a", "A_sentence_0"]
@@ -109,17 +109,17 @@ def test_groups_are_gold_hard_negatives_and_other_claims_gold() -> None:
     lone = by_gold["b", "B_sentence_0"]
     assert lone.hard == 0  # the shared gold is B's too: 5 other gold sentences remain
     assert set(lone.ids[1:]) == {"A_sentence_0", *(f"C_sentence_{i}" for i in range(4))}
-    cells = tr.build_groups([a, b, c], "cells", seed=5)
+    cells = rerank_data.build_groups([a, b, c], "cells", seed=5)
     assert [g.ids for g in cells] == [("A_cell_0_1_0", "A_cell_0_2_0")]  # no other cell gold
     with pytest.raises(common.TrainError, match="--kind"):
-        tr.build_groups([a], "tables")
+        rerank_data.build_groups([a], "tables")
 
 
 def test_pools_and_groups_from_the_index(pools_cache, claims_file: Path) -> None:
     pools, cache = pools_cache
     assert len(pools) == len(SENTENCE_CLAIMS) + len(TABLE_CLAIMS)
     assert len(cache.read_text().splitlines()) == len(pools)
-    claims = {c.id: c for c in tr.read_gold_claims([claims_file])}
+    claims = {c.id: c for c in rerank_data.read_gold_claims([claims_file])}
     paez = next(p for p in pools if p.id == "900021")
     assert paez.gold and not paez.missing  # NFC ids of the claim file found as NFD in the index
     assert all(e["id"].startswith(unicodedata.normalize("NFD", "Ricardo Páez")) for e in paez.gold)
@@ -128,13 +128,13 @@ def test_pools_and_groups_from_the_index(pools_cache, claims_file: Path) -> None
         assert pool.candidates and pool.gold
     gold_of = {p.id: p.gold_ids() for p in pools}
     pools_by_id = {p.id: p for p in pools}
-    for kind in tr.KINDS:
-        groups = tr.build_groups(pools, kind, seed=3)
+    for kind in rerank_data.KINDS:
+        groups = rerank_data.build_groups(pools, kind, seed=3)
         assert groups
         for g in groups:
             assert g.ids[0] in gold_of[g.claim_id]
             assert (
-                tr.kind_of(
+                rerank_data.kind_of(
                     next(e["type"] for e in pools_by_id[g.claim_id].gold if e["id"] == g.ids[0])
                 )
                 == kind
@@ -144,7 +144,7 @@ def test_pools_and_groups_from_the_index(pools_cache, claims_file: Path) -> None
             best = [
                 c["id"]
                 for c in pools_by_id[g.claim_id].candidates
-                if tr.kind_of(c["type"]) == kind and c["id"] not in gold_of[g.claim_id]
+                if rerank_data.kind_of(c["type"]) == kind and c["id"] not in gold_of[g.claim_id]
             ]
             assert list(hard) == best[:4]  # the best-ranked non-gold candidates of the kind
             assert all(any(o in gold_of[p] for p in gold_of if p != g.claim_id) for o in others)
@@ -157,7 +157,9 @@ def test_train_resume_export_and_load(
     _, cache = pools_cache
     work, out = tmp_path / "work", tmp_path / "rankers"
     work.mkdir()
-    shutil.copyfile(cache, work / tr.CANDIDATES_FILE)  # collected above: read back, not redone
+    shutil.copyfile(
+        cache, work / rerank_data.CANDIDATES_FILE
+    )  # collected above: read back, not redone
     settings = tr.TrainSettings(
         base=tiny_base, epochs=1, max_length=64, batch_size=2, checkpoint_every=1, seed=3
     )
@@ -178,8 +180,8 @@ def test_train_resume_export_and_load(
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert set(summary) == {"cells", "sentences"}
-    assert (work / tr.CANDIDATES_FILE).read_text() == cache.read_text()
-    for kind in tr.KINDS:
+    assert (work / rerank_data.CANDIDATES_FILE).read_text() == cache.read_text()
+    for kind in rerank_data.KINDS:
         logged = [json.loads(line)["step"] for line in (work / kind / common.LOSS_LOG).open()]
         assert logged == list(range(1, len(logged) + 1))  # resumed at 3, not restarted
         report = json.loads((out / kind / "training.json").read_text())
@@ -202,7 +204,7 @@ def test_train_resume_export_and_load(
         cell_model=str(out / "cells"),
         max_length=64,
     )
-    pools = tr.read_pools(work / tr.CANDIDATES_FILE)
+    pools = rerank_data.read_pools(work / rerank_data.CANDIDATES_FILE)
     pool = next(iter(pools.values()))
     candidates = [
         Candidate(Element(c["id"], "", ElementType(c["type"]), "", c["linearized"], "", ""), 0.0, 1)
@@ -212,7 +214,7 @@ def test_train_resume_export_and_load(
     assert sorted(c.element.id for c in ranked) == sorted(c.element.id for c in candidates)
     for kind, encoder in (("cells", reranker.cell), ("sentences", reranker.non_cell)):
         assert encoder.model_path.parent == out / kind
-        mine = [c for c in ranked if tr.kind_of(c.element.type) == kind]
+        mine = [c for c in ranked if rerank_data.kind_of(c.element.type) == kind]
         if not mine:
             continue
         pairs = [(pool.claim, c.element.linearized) for c in mine]

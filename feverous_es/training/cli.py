@@ -388,7 +388,7 @@ def rerank_command(
     --negatives best-ranked other tables and --others gold rows of other claims. Writes
     OUT/rows (the papelo candidates' row_model option).
     """
-    from feverous_es.training import common
+    from feverous_es.training import common, rerank_data
     from feverous_es.training import rerank as tr
 
     work = work or out.with_name(out.name + ".work")
@@ -409,7 +409,7 @@ def rerank_command(
         )
         options = tr.RunOptions(
             claims=list(claims), index=index, out=out, work=work, settings=settings,
-            kinds=tr.KINDS if kind == "both" else (kind,), holdout=holdout, limit=limit,
+            kinds=rerank_data.KINDS if kind == "both" else (kind,), holdout=holdout, limit=limit,
             store=store, device=device, command=command,
         )  # fmt: skip
         progress = {

@@ -38,7 +38,7 @@ from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.onnx_session import FP32_FILE, write_manifest
 from feverous_es.training import common
 from feverous_es.training.common import is_holdout
-from feverous_es.training.rerank import index_id
+from feverous_es.training.rerank_data import index_id
 from feverous_es.verify import sentence_facts, table_facts
 from feverous_es.verify.feature_verdict import (
     FEATURES,

@@ -31,15 +31,14 @@ from feverous_es.eval.claims import ClaimRecord
 from feverous_es.training import common
 from feverous_es.training.common import check_base
 from feverous_es.training.rerank import (
-    Group,
     RunOptions,
-    command_section,
-    draw_distinct,
     fit_and_export,
     group_metrics,
     training_section,
     write_ranker_manifest,
 )
+from feverous_es.training.rerank_card import command_section
+from feverous_es.training.rerank_data import Group, draw_distinct
 
 KIND = "rows"
 GROUPS_FILE = "row-groups.jsonl"

@@ -1,0 +1,101 @@
+"""The evidence rankers' model cards (README.md) and the sections the row ranker's shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from feverous_es.training import common
+
+
+def command_section(report: dict[str, Any]) -> str:
+    """A ranker card's command and training run."""
+    training = report["training"]
+    return f"""## Command
+
+```
+{report["command"]}
+```
+
+Base model `{training["base_name"]}`; {training["epochs"]} epoch(s), max_length
+{training["max_length"]}, batch {training["batch_size"]} groups, learning rate
+{training["learning_rate"]}, {training["steps"]} steps in {training["seconds"]:.0f} s
+({training["tokens_per_second"]:.0f} tokens/s)."""
+
+
+def write_card(out: Path, report: dict[str, Any]) -> None:
+    """``README.md`` and ``training.json`` beside the model."""
+    kind = report["kind"]
+    training = report["training"]
+    held = report["holdout_groups"]
+    recall = report["holdout_pool_recall"]
+    parity = report["export"]["parity"]
+    megabytes = report["export"]["bytes"] / 1e6
+    files = ", ".join(f"`{s}`" for s in report["claims"])
+    elements = (
+        "table cells and header cells"
+        if kind == "cells"
+        else "sentences, list items and table captions"
+    )
+    option = "cell_model" if kind == "cells" else "model"
+    if held.get("groups"):
+        group_rows = (
+            f"| this model | {held['mrr']:.3f} | {held['hits_at_1']:.1%} |\n"
+            f"| random order | {held['chance_mrr']:.3f} | {held['chance_hits_at_1']:.1%} |"
+        )
+    else:
+        group_rows = "| (no held-out groups) | | |"
+    limit = report["claims_per_file"]
+    sampled = f"a sample of {limit} claims a file" if limit else "every claim with gold evidence"
+    size = 1 + training["negatives"] + training["others"]
+    text = f"""# feverous-es evidence ranker: {kind}
+
+A cross-encoder that scores (claim, element) pairs for the `cross-encoder` reranker's
+`{option}` option: {elements}, each as its Papelo linearization (the index's
+`linearized` field, the text the reranker passes). One output logit; dynamic int8 ONNX,
+`model.onnx` ({megabytes:.1f} MB). Use it with
+
+```toml
+[plugins]
+reranker = "cross-encoder"
+
+[options.reranker]
+{option} = "{out}"
+max_length = {training["max_length"]}  # as trained (the reranker's default is 512)
+```
+
+## Data
+
+Claims: {files}, {sampled} (seed {training["seed"]}); a seeded {report["holdout"]:.0%} of
+them, split by claim id, is held out of training. Training claims with gold {kind}:
+{report["claims_with_gold"]}; gold elements missing from the index (page not indexed):
+{report["gold_missing"]}.
+
+Seed 000 §3's groups of up to {size} pairs: each gold element, the {training["negatives"]}
+best-ranked non-gold candidates of its kind from the pipeline's page and candidate stages
+(retrieval order), and {training["others"]} gold elements of other claims (which also fill a
+group whose pool has too few hard negatives); the loss is the cross entropy over the group's
+scores with the gold element as the right class. {training["groups"]} training groups,
+{training["hard_negatives"]:.2f} hard negatives each on average.
+
+{command_section(report)}
+
+## Metrics (held-out claims, this int8 model, scored as the reranker scores)
+
+The gold element among its group ({held.get("groups", 0)} groups, mean size
+{held.get("mean_size", 0)}; ties count against the gold):
+
+| ranking | MRR | Hits@1 |
+|---|---|---|
+{group_rows}
+
+Candidate pools: of {recall["gold_elements"]} held-out gold {kind}, {recall["in_pool"]} are
+among the candidates. The first {recall["k"]} candidates of the kind hold
+{recall["recall_retrieval_order"]:.1%} of those in retrieval order and
+{recall["recall_model"]:.1%} reranked by this model.
+
+Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX max |Δlogit|
+{parity["fp32"]["max_abs_diff"]:.2e}; int8 max |Δlogit| {parity["int8"]["max_abs_diff"]:.3f}.
+
+{common.attribution(training["base_name"])}"""
+    common.save_card(out, text, report)
