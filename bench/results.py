@@ -36,6 +36,10 @@ def _commit() -> str:
     return f"{head}+changes" if dirty else head
 
 
+# The code a bench measures is the code it started with: the commit is taken on import.
+_COMMIT_AT_START = _commit()
+
+
 def record(name: str, figures: Any, command: str | None = None) -> Path:
     """Write ``figures`` to ``bench/results/<name>.json`` with their provenance (``command``:
     the command line that gave them, default this process's); returns the path."""
@@ -43,7 +47,7 @@ def record(name: str, figures: Any, command: str | None = None) -> Path:
     path = RESULTS / f"{name}.json"
     entry = {
         "command": command or shlex.join(["python", *sys.argv]),
-        "commit": _commit(),
+        "commit": _COMMIT_AT_START,
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "figures": figures,
