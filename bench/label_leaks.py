@@ -24,7 +24,7 @@ from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.index.elements import ElementType
 from feverous_es.index.page import parse_page
 from feverous_es.index.wiki import WikiDB
-from feverous_es.training.common import claim_records, is_holdout
+from feverous_es.training.datasets import claim_records, is_holdout
 
 MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
 

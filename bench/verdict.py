@@ -50,7 +50,7 @@ def training_report(model: Path) -> dict:
 
 def held_out_lines(training: dict, claim_file: Path, per_file: int | None) -> list[str]:
     """The lines of ``claim_file`` whose claims the model's training kept out."""
-    from feverous_es.training.common import is_holdout
+    from feverous_es.training.datasets import is_holdout
     from feverous_es.training.verdict import read_labelled_claims
 
     seed = training["training"]["seed"]

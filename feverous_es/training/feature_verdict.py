@@ -36,8 +36,8 @@ import numpy as np
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.onnx_session import FP32_FILE, write_manifest
-from feverous_es.training import common
-from feverous_es.training.common import is_holdout
+from feverous_es.training import common, datasets
+from feverous_es.training.datasets import is_holdout
 from feverous_es.training.rerank_data import index_id
 from feverous_es.verify import sentence_facts, table_facts
 from feverous_es.verify.feature_verdict import (
@@ -71,13 +71,13 @@ def read_claims(
         source = Path(path).stem
         rows = [
             FeatureClaim(source, str(r.id), r.claim, r.label, (r.gold_tables or ("",))[0])
-            for r in common.claim_records(Path(path))
+            for r in datasets.claim_records(Path(path))
             if r.label in LABELS and (r.gold_tables or not tables)
         ]
         if not rows:
             named = " that name gold_tables" if tables else ""
             raise TrainError(f"{path} has no SUPPORTS / REFUTES claims{named}")
-        chosen += common.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
+        chosen += datasets.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
     return chosen
 
 
@@ -168,7 +168,7 @@ def accuracy(
     probabilities: np.ndarray, claims: Sequence[FeatureClaim]
 ) -> dict[str, dict[str, float]]:
     """Label accuracy per claim file, next to its majority class."""
-    return common.label_accuracy([LABELS[i] for i in probabilities.argmax(1)], claims)
+    return datasets.label_accuracy([LABELS[i] for i in probabilities.argmax(1)], claims)
 
 
 @dataclass

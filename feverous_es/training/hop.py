@@ -65,8 +65,8 @@ from feverous_es.training.common import (
     base_name,
     check_base,
     import_torch,
-    split,
 )
+from feverous_es.training.datasets import split
 from feverous_es.training.export import CARD_FILE, export_model
 from feverous_es.training.hop_card import write_card
 from feverous_es.training.hop_data import (

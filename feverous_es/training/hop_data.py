@@ -14,10 +14,8 @@ from typing import Any
 from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
-from feverous_es.training import common
-from feverous_es.training.common import (
-    hash_unit,
-)
+from feverous_es.training import datasets
+from feverous_es.training.datasets import hash_unit
 from feverous_es.verify.inputs import seq2seq_input
 
 RETRIEVED_FILE = "retrieved.jsonl"
@@ -78,7 +76,7 @@ def read_hop_claims(
         label = record.label or NOT_ENOUGH_INFO
         return HopClaim(source, str(record.id), record.claim, label, tuple(gold))
 
-    return common.sampled_claims(
+    return datasets.sampled_claims(
         paths, make, limit=limit, seed=seed, wanted="claims with element-level gold evidence"
     )
 
@@ -118,7 +116,7 @@ class Retrieved:
 
 
 def read_retrieved(path: Path) -> dict[tuple[str, str], Retrieved]:
-    return common.read_records(path, Retrieved)
+    return datasets.read_records(path, Retrieved)
 
 
 def collect_retrieved(
@@ -157,9 +155,9 @@ def collect_retrieved(
         return records
 
     def pipeline() -> Any:
-        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
+        return datasets.retrieval_pipeline(index, store=store, hops=0, device=device)
 
-    return common.collect_cached(
+    return datasets.collect_cached(
         claims, cache, Retrieved, pipeline, make, batch_size=batch_size, on_progress=on_progress
     )
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from feverous_es.errors import TrainError
 from feverous_es.onnx_session import MANIFEST_FILE, write_manifest
-from feverous_es.training import common
+from feverous_es.training import common, datasets
 from feverous_es.training.common import base_name, check_base, import_torch
 from feverous_es.training.export import export
 from feverous_es.training.rerank_card import write_card
@@ -216,7 +216,7 @@ def run(
         claims, options.index, options.work / CANDIDATES_FILE,
         store=options.store, device=options.device, on_progress=on_pools,
     )  # fmt: skip
-    train_pools, held_pools = common.split(pools, settings.seed, options.holdout)
+    train_pools, held_pools = datasets.split(pools, settings.seed, options.holdout)
     reports: dict[str, Any] = {}
     for kind in options.kinds:
         groups = build_groups(

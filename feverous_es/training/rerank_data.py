@@ -13,7 +13,7 @@ from typing import Any
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import ClaimRecord, element_to_triple
 from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
-from feverous_es.training import common
+from feverous_es.training import datasets
 
 KINDS = ("cells", "sentences")
 
@@ -58,7 +58,7 @@ def read_gold_claims(
         )
         return GoldClaim(source, str(record.id), record.claim, tuple(gold)) if gold else None
 
-    return common.sampled_claims(
+    return datasets.sampled_claims(
         paths, make, limit=limit, seed=seed, wanted="claims with gold evidence"
     )
 
@@ -87,7 +87,7 @@ def _element(element: Any, score: float | None = None) -> dict[str, Any]:
 
 
 def read_pools(path: Path) -> dict[tuple[str, str], Pool]:
-    return common.read_records(path, Pool)
+    return datasets.read_records(path, Pool)
 
 
 def collect_pools(
@@ -120,9 +120,9 @@ def collect_pools(
         ]
 
     def pipeline() -> Any:
-        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
+        return datasets.retrieval_pipeline(index, store=store, hops=0, device=device)
 
-    return common.collect_cached(
+    return datasets.collect_cached(
         claims, cache, Pool, pipeline, make, batch_size=batch_size, on_progress=on_progress
     )
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import ClaimRecord
-from feverous_es.training import common
+from feverous_es.training import common, datasets
 from feverous_es.training.common import check_base
 from feverous_es.training.rerank import (
     RunOptions,
@@ -67,7 +67,7 @@ def read_table_claims(
             return None
         return TableClaim(source, str(record.id), record.claim, (page, int(number)))
 
-    return common.sampled_claims(
+    return datasets.sampled_claims(
         paths, make, limit=limit, seed=seed, wanted="claims that name gold_tables"
     )
 
@@ -121,9 +121,9 @@ def collect_row_pools(
         return pools
 
     def pipeline() -> Any:
-        return common.retrieval_pipeline(index, store=store, hops=0, device=device)
+        return datasets.retrieval_pipeline(index, store=store, hops=0, device=device)
 
-    return common.collect_cached(claims, cache, RowPool, pipeline, make, on_progress=on_progress)
+    return datasets.collect_cached(claims, cache, RowPool, pipeline, make, on_progress=on_progress)
 
 
 def build_row_groups(
@@ -176,7 +176,7 @@ def run(
         claims, options.index, options.work / GROUPS_FILE, depth=settings.negatives,
         store=options.store, device=options.device, on_progress=on_pools,
     )  # fmt: skip
-    train_pools, held_pools = common.split(pools, settings.seed, options.holdout)
+    train_pools, held_pools = datasets.split(pools, settings.seed, options.holdout)
     sizes = {"negatives": settings.negatives, "others": settings.others, "seed": settings.seed}
     groups = build_row_groups(train_pools, **sizes)
     held = build_row_groups(held_pools, **sizes)

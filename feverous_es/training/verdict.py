@@ -38,7 +38,7 @@ from feverous_es.errors import TrainError
 from feverous_es.eval.claims import REFUTES, SUPPORTS
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
-from feverous_es.training import common
+from feverous_es.training import common, datasets
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
     LOSS_LOG,
@@ -46,8 +46,8 @@ from feverous_es.training.common import (
     base_name,
     check_base,
     import_torch,
-    split,
 )
+from feverous_es.training.datasets import split
 from feverous_es.training.export import export, onnx_logits
 from feverous_es.verify.inputs import premise
 
@@ -112,12 +112,12 @@ def read_labelled_claims(
         source = Path(path).stem
         rows = [
             LabelledClaim(source, str(record.id), record.claim, record.label)
-            for record in common.claim_records(Path(path))
+            for record in datasets.claim_records(Path(path))
             if record.label in LABELS
         ]
         if not rows:
             raise TrainError(f"{path} has no SUPPORTS / REFUTES claims")
-        chosen += common.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
+        chosen += datasets.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
     return chosen
 
 
@@ -139,7 +139,7 @@ def _evidence_record(candidate: Candidate) -> dict[str, Any]:
 
 def read_cache(path: Path) -> dict[tuple[str, str], Example]:
     """The cached examples by (source, id); a torn last line (a killed run) is ignored."""
-    return common.read_records(path, Example)
+    return datasets.read_records(path, Example)
 
 
 def collect_evidence(
@@ -165,11 +165,11 @@ def collect_evidence(
         ]
 
     def pipeline() -> Any:
-        return common.retrieval_pipeline(
+        return datasets.retrieval_pipeline(
             index, store=store, reranker=reranker, hops=hops, device=device
         )
 
-    return common.collect_cached(
+    return datasets.collect_cached(
         claims, cache, Example, pipeline, make, batch_size=batch_size, on_progress=on_progress
     )
 
@@ -220,7 +220,7 @@ def accuracy(
         return {}
     pairs = [(e.claim, e.premise(math_hints)) for e in examples]
     predicted = onnx_logits(model_dir, pairs, max_length).argmax(1)
-    return common.label_accuracy([LABELS[i] for i in predicted], examples)
+    return datasets.label_accuracy([LABELS[i] for i in predicted], examples)
 
 
 # ----------------------------------------------------------------------------- the card
