@@ -107,7 +107,7 @@ class Pipeline:
         device: str = "auto",
     ) -> Pipeline:
         """A pipeline over ``index``: an embedded index directory, or for
-        ``store="elasticsearch"`` the cluster's URL or config file (``"-"``: the environment's).
+        ``store="elasticsearch"`` the cluster's URL or config file (``""``: the environment's).
         ``config``: a :class:`PipelineConfig`, a TOML file, or None for the defaults and
         ``$FEVEROUS_ES_CONFIG``. ``device``: ``"auto"``, ``"cpu"`` or ``"cuda"``."""
         if not isinstance(config, PipelineConfig):
