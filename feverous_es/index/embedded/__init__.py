@@ -13,8 +13,8 @@ Layout of the directory:
   caption and every cell's text), keyed by page and table number. An index made before it
   existed gets it built from the SQLite file the first time it is opened.
 * ``vectors.<group>.<shard>.usearch``: HNSW graphs, built by ``finish`` when exact search would
-  be slow: for sentence vectors, for table rows, and so on (see ``_type_group``), each group cut
-  into shards of bounded size (format 2: ``vectors.<group>.usearch``, one per group).
+  be slow: for sentence vectors, for table rows, and so on (see ``layout._type_group``), each
+  group cut into shards of bounded size (format 2: ``vectors.<group>.usearch``, one per group).
 
 A chunk is written in the order vectors (fsync), tantivy (commit), SQLite (one transaction that
 also advances the state). The SQLite state is the truth: whatever a crash left beyond it (vector
