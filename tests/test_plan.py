@@ -16,6 +16,7 @@ from feverous_es.index.build import build
 from feverous_es.index.embedded import WRITER_BUFFER_BYTES, EmbeddedWriter
 from feverous_es.index.embedder import Embedder
 from feverous_es.index.plan import (
+    FULL_SHARD_GRAPH_FACTOR,
     BuildRates,
     DumpCounts,
     TokenCounter,
@@ -190,4 +191,6 @@ def test_rates_measured_on_a_sample_of_the_dump(tmp_path: Path) -> None:
     assert rates.graph_bytes_per_vector > 384  # an int8 vector and its links
     assert rates.bytes_per_element["embedded"] > 0 and rates.base_rss_bytes > 0
     assert "30 pages" in rates.measured["sample"] and not list(tmp_path.iterdir())
+    # The sample's small graph is scaled to what a full shard costs a vector.
+    assert f"times {FULL_SHARD_GRAPH_FACTOR} for full shards" in rates.measured["graphs"]
     assert "CPU cores" in rates.measured["machine"]  # a stored rate's machine is replaced
