@@ -16,7 +16,10 @@ import dataclasses
 import json
 from pathlib import Path
 
+from rich.console import Console
+
 from feverous_es.index import plan
+from feverous_es.index.plan_report import print_plan
 
 
 def main() -> None:
@@ -31,24 +34,14 @@ def main() -> None:
     # A sample of `counted` pages out of `--pages` scales up exactly as `plan --sample` does.
     counted = dataclasses.replace(measured, pages=args.pages, counted_pages=measured.pages)
     counts = counted.scaled()
-    projections = plan.project(counts, plan.BuildRates.load(args.rates))
+    rates = plan.BuildRates.load(args.rates)
+    projections = plan.project(counts, rates)
     if args.json:
         rows = [dataclasses.asdict(p) for p in projections]
         print(json.dumps({"counts": dataclasses.asdict(counts), "projections": rows}, indent=2))
         return
-    print(
-        f"{counts.pages:,} pages at {args.plan_json}'s mix: {counts.total_elements:,} elements, "
-        f"{counts.vectors:,} vectors, {counts.tokens:,} tokens"
-    )
-    print(f"{'store':<14}{'on':<6}{'wall':>12}{'embed':>12}{'write':>12}{'graphs':>12}"
-          f"{'peak RSS':>11}{'disk':>11}{'ES RAM':>11}")  # fmt: skip
-    for p in projections:
-        print(
-            f"{p.store:<14}{p.device:<6}{plan.human_seconds(p.wall_s):>12}"
-            f"{plan.human_seconds(p.embed_s):>12}{plan.human_seconds(p.write_s):>12}"
-            f"{plan.human_seconds(p.graph_s):>12}{plan.human_bytes(p.peak_rss_bytes):>11}"
-            f"{plan.human_bytes(p.disk_bytes):>11}{plan.human_bytes(p.node_vector_memory_bytes):>11}"
-        )
+    print(f"{args.pages:,} pages at the mix of {args.plan_json}:")
+    print_plan(Console(), counts, rates, projections)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -191,42 +190,9 @@ def plan(
             "projections": [dataclasses.asdict(p) for p in projections],
         })  # fmt: skip
         return
-    _print_plan(counts, rates, projections)
+    from feverous_es.index.plan_report import print_plan
 
-
-def _print_plan(counts: Any, rates: Any, projections: list[Any]) -> None:
-    from feverous_es.index.plan import human_bytes, human_seconds
-
-    sampled = (
-        f" (from {counts.counted_pages:,} pages spread over the dump)"
-        if counts.counted_pages < counts.pages
-        else ""
-    )
-    out = Console()
-    out.width = max(out.width, 96)  # the table's nine columns, unwrapped, also when piped
-    out.print(
-        f"{counts.pages:,} pages{sampled}: {counts.total_elements:,} elements "
-        f"({', '.join(f'{n:,} {kind}' for kind, n in counts.elements.items())}), "
-        f"{counts.tables:,} tables, {counts.vectors:,} vectors, {counts.tokens:,} tokens to embed",
-        highlight=False,
-    )
-    table = Table("store", "on", "wall", "embed", "write", "graphs", "peak RSS", "disk",
-                  "ES RAM", box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
-    for p in projections:
-        table.add_row(
-            "elastic" if p.store == "elasticsearch" else p.store, p.device,
-            human_seconds(p.wall_s), human_seconds(p.embed_s), human_seconds(p.write_s),
-            human_seconds(p.graph_s), human_bytes(p.peak_rss_bytes), human_bytes(p.disk_bytes),
-            human_bytes(p.node_vector_memory_bytes),
-        )  # fmt: skip
-    out.print(table)
-    out.print(
-        "wall = slowest of read / embed / write (they overlap) + graphs; peak RSS: the build "
-        "process; ES RAM: page cache the node's kNN vectors want; '-': no rate measured.",
-        highlight=False,
-    )
-    for key, value in rates.measured.items():
-        out.print(f"rates ({key}): {value}", highlight=False)
+    print_plan(Console(), counts, rates, projections)
 
 
 @main.command()

@@ -18,7 +18,7 @@ import pytest
 
 from feverous_es.index.build import build
 from feverous_es.index.elements import ElementType, title_keys
-from feverous_es.index.store import Filters, Store, TableSearch
+from feverous_es.index.store import Filters, Store, StoreWriter, TableSearch
 from feverous_es.index.wiki import WikiDB
 from tests.conftest import SAMPLE_DB
 from tests.elastic_fake import FakeCluster, HashEncoder
@@ -27,12 +27,12 @@ DIM = 16
 PAGES = 75
 
 
-def _build(writer: object) -> None:
+def _build(writer: StoreWriter) -> None:
     db = WikiDB(SAMPLE_DB)
     try:
         report = build(db, writer, HashEncoder(DIM), limit=PAGES, chunk_elements=500)
     finally:
-        writer.close()  # type: ignore[attr-defined]
+        writer.close()
         db.close()
     assert report.state.complete
 

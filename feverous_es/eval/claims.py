@@ -28,9 +28,11 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+
+T = TypeVar("T")
 
 SUPPORTS = "SUPPORTS"
 REFUTES = "REFUTES"
@@ -202,26 +204,29 @@ def read_predictions(path: str | os.PathLike[str]) -> Iterator[PredictionRecord 
 
 def parse_claims(lines: Iterable[bytes | str]) -> Iterator[ClaimRecord | MalformedLine]:
     """:func:`read_claims` over lines already read (tests, streams)."""
-    for line_no, record in _records(lines, _is_dummy):
-        if isinstance(record, MalformedLine):
-            yield record
-            continue
-        try:
-            yield _claim(record, line_no)
-        except _Bad as exc:
-            yield MalformedLine(line_no, str(exc))
+    yield from _parsed(lines, _is_dummy, _claim)
 
 
 def parse_predictions(lines: Iterable[bytes | str]) -> Iterator[PredictionRecord | MalformedLine]:
     """Submission lines: ``predicted_label`` and ``predicted_evidence`` required; the evidence as
     official triples or as element ids (the official ``evaluate.py`` input accepts ids); integer
     positions are taken as strings. ``id`` optional; other fields (gold ones too) are ignored."""
-    for line_no, record in _records(lines, _is_dummy_prediction):
+    yield from _parsed(lines, _is_dummy_prediction, _prediction)
+
+
+def _parsed(
+    lines: Iterable[bytes | str],
+    is_dummy: Callable[[dict[str, Any]], bool],
+    parse: Callable[[dict[str, Any], int], T],
+) -> Iterator[T | MalformedLine]:
+    """Each line parsed by ``parse``, or the reason it is malformed; a dummy first line is
+    skipped."""
+    for line_no, record in _records(lines, is_dummy):
         if isinstance(record, MalformedLine):
             yield record
             continue
         try:
-            yield _prediction(record, line_no)
+            yield parse(record, line_no)
         except _Bad as exc:
             yield MalformedLine(line_no, str(exc))
 

@@ -20,14 +20,8 @@ from feverous_es.index.elastic.documents import (
     ElementDoc,
     index_body,
 )
-from feverous_es.index.elastic.loader import (
-    BuildIndices,
-    alias_holders,
-    version_of,
-)
-from feverous_es.index.store import (
-    BuildState,
-)
+from feverous_es.index.elastic.loader import BuildIndices, alias_holders, version_of
+from feverous_es.index.store import BuildState
 
 # The kinds of index in a build, in the order of ElasticConfig.aliases and BuildIndices.
 KINDS = BuildIndices._fields

@@ -31,11 +31,7 @@ from feverous_es.index.elastic import queries
 from feverous_es.index.elastic.builds import build_meta, state_from_meta
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig
-from feverous_es.index.elastic.documents import (
-    doc_id,
-    element_from_source,
-    page_from_source,
-)
+from feverous_es.index.elastic.documents import doc_id, element_from_source, page_from_source
 from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import (

@@ -38,16 +38,8 @@ from feverous_es.index.elastic.documents import (
     mapping_conflicts,
 )
 from feverous_es.index.elastic.errors import describe, elastic_errors
-from feverous_es.index.elastic.loader import (
-    BuildIndices,
-    bulk_load,
-    chunk_actions,
-    swap_aliases,
-)
-from feverous_es.index.store import (
-    BuildState,
-    Chunk,
-)
+from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions, swap_aliases
+from feverous_es.index.store import BuildState, Chunk
 
 # Deleting a failed chunk's documents may take longer than one search.
 _DELETE_TIMEOUT = 600.0

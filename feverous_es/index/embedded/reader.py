@@ -13,12 +13,7 @@ from tantivy import Occur, Query
 
 from feverous_es.errors import StoreError
 from feverous_es.index.analysis import BM25Analyzer
-from feverous_es.index.elements import (
-    Element,
-    ElementType,
-    PageRecord,
-    title_keys,
-)
+from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
 from feverous_es.index.embedded.layout import (
     GROUP_OF_BITS,
     PAGES,
@@ -45,12 +40,11 @@ from feverous_es.index.store import (
     TableKey,
     fuse_hybrid,
 )
-from feverous_es.index.vectors import (
-    VectorMatrix,
-)
+from feverous_es.index.vectors import VectorMatrix
 
-# Claim terms in more than this share of the elements (film, born, year, ...): their postings
-# are most of a claim disjunction's cost. See _common_terms_query.
+# Claim terms in more than this share of the elements (in mini-FEVEROUS: game, 2, score, team,
+# win, season, ...): their postings are most of a claim disjunction's cost. See
+# _common_terms_query.
 COMMON_TERM_SHARE = 0.05
 
 
@@ -266,21 +260,25 @@ class EmbeddedStore:
         vector_hits = [Hit(elements[eid], score) for eid, score in vector_scores if eid in elements]
         return fuse_hybrid(text_hits, vector_hits, weights, k)
 
+    def _terms(self, text: str) -> list[str]:
+        """The query's analyzed terms, each once. Terms, not the query parser: claims hold
+        quotes, colons and parentheses."""
+        return list(dict.fromkeys(self._analyzer.analyze(text)))
+
     def _match(self, index: tantivy.Index, fields: Sequence[str], text: str) -> Query | None:
-        """A disjunction of the analyzed query terms over ``fields``; None if no term is left.
-        Terms, not the query parser: claims hold quotes, colons and parentheses."""
-        terms = list(dict.fromkeys(self._analyzer.analyze(text)))
+        """A disjunction of the query's terms over ``fields``; None if no term is left."""
+        terms = self._terms(text)
         return _disjunction(index.schema, fields, terms) if terms else None
 
     def _text_scores(self, text: str, k: int, filters: Filters | None) -> list[tuple[int, float]]:
-        terms = list(dict.fromkeys(self._analyzer.analyze(text)))
+        terms = self._terms(text)
         if not terms or k <= 0:
             return []
         searcher = self._texts.searcher()
         if filters and (filters.pages or filters.tables):
             # A page's or table's elements are few: every term may score them.
             query = _restricted(
-                _disjunction(self._texts.schema, (TEXT,), terms), self._filter(filters)
+                _disjunction(self._texts.schema, ("text",), terms), self._filter(filters)
             )
         else:
             query = _common_terms_query(searcher, self._texts.schema, terms)

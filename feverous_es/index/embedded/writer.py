@@ -13,10 +13,7 @@ import orjson
 import tantivy
 
 from feverous_es.errors import IncompatibleIndex, StoreError
-from feverous_es.index.elements import (
-    Element,
-    fold_accents,
-)
+from feverous_es.index.elements import Element, fold_accents
 from feverous_es.index.embedded.layout import (
     FORMAT,
     FORMAT_VERSION,
@@ -50,10 +47,7 @@ from feverous_es.index.embedded.layout import (
     vector_files,
     vector_types,
 )
-from feverous_es.index.store import (
-    BuildState,
-    Chunk,
-)
+from feverous_es.index.store import BuildState, Chunk
 from feverous_es.index.vectors import (
     HNSW_THRESHOLD,
     build_graphs,
