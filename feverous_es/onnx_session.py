@@ -26,8 +26,10 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import weakref
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import onnxruntime as ort
@@ -80,9 +82,25 @@ def write_manifest(model_dir: Path, names: Iterable[str], **meta: object) -> dic
     return manifest
 
 
-def install_model_dir(tmp: Path, out: Path) -> None:
-    """Move the finished model directory ``tmp`` to ``out`` with one rename, replacing an older
-    or broken one."""
+@contextmanager
+def staged_model_dir(out: Path, *, replace: bool = True) -> Iterator[Path]:
+    """A temporary directory beside ``out`` to write a model into, moved to ``out`` with one
+    rename when the block ends without error (so a reader never sees half a model) and removed
+    otherwise. An existing ``out`` is replaced; with ``replace=False`` a complete one is kept
+    (a cache that another process filled meanwhile)."""
+    out = Path(out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
+    try:
+        yield tmp
+        if replace or not manifest_complete(out):
+            _install(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _install(tmp: Path, out: Path) -> None:
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
         out.rename(old)

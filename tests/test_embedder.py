@@ -20,13 +20,13 @@ import pytest
 from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
+from feverous_es.export import MISSING_EXTRA_EXIT
 from feverous_es.index import embedder as embedder_module
 from feverous_es.index.embedder import (
     DIM,
     FP16_FILE,
     INT8_FILE,
     MANIFEST_FILE,
-    MISSING_EXTRA_EXIT,
     TOKENIZER_FILE,
     Embedder,
     default_model_dir,
@@ -135,6 +135,25 @@ def test_packaged_model_is_what_the_export_writes(model_dir: Path) -> None:
     np.testing.assert_allclose(packaged, exported, atol=1e-6)
 
 
+def test_packaged_export_reproduces_the_shipped_files(model_dir: Path, tmp_path: Path) -> None:
+    # model_dir: the export extra is installed. The shipped directory is what the command in its
+    # manifest writes: the same bytes wherever the exporter's versions are the shipped ones.
+    from feverous_es.export.embedder import main
+
+    shipped = json.loads((default_model_dir() / MANIFEST_FILE).read_text())
+    out = tmp_path / "embedder"
+    assert main(["--out", str(out), "--packaged"]) == 0
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    assert set(manifest["files"]) == {INT8_FILE, TOKENIZER_FILE, "README.md"}
+    assert manifest["precisions"] == {"int8": INT8_FILE}
+    assert "fp16" not in manifest and "fp16" not in manifest["parity"]
+    assert manifest["parity"]["int8"]["min_cosine"] > 0.99
+    assert manifest["int8"] == shipped["int8"]  # six fp32 matmuls, no size fallback
+    if manifest["versions"] == shipped["versions"]:
+        for name in (INT8_FILE, TOKENIZER_FILE):
+            assert manifest["files"][name] == shipped["files"][name], name
+
+
 def test_cuda_graph_is_derived_once_from_the_packaged_one(
     tmp_path: Path, reference: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,7 +208,7 @@ def test_missing_export_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     code = (
         "import sys\n"
         "sys.modules['torch'] = None  # `import torch` now raises ImportError\n"
-        "from feverous_es.index.export import main\n"
+        "from feverous_es.export.embedder import main\n"
         f"sys.exit(main(['--out', {str(out)!r}]))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))

@@ -17,8 +17,10 @@ pytest.importorskip("optimum.exporters.onnx")
 from click.testing import CliRunner
 
 from feverous_es import onnx_session
-from feverous_es.cli import EXPORT_PRECISIONS, EXPORT_TASKS, main
+from feverous_es.cli import main
 from feverous_es.errors import ModelError
+from feverous_es.export import PRECISIONS
+from feverous_es.export.parity import PROBE_PAIRS, torch_logits
 from feverous_es.index.embedder import Embedder
 from feverous_es.onnx_session import (
     CPU_PROVIDER,
@@ -32,7 +34,6 @@ from feverous_es.onnx_session import (
     verified,
 )
 from feverous_es.rerank.cross_encoder import CrossEncoder
-from feverous_es.training.export import PRECISIONS, PROBE_PAIRS, TASKS, torch_logits
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -69,10 +70,6 @@ def exported(tiny_classifier: Path, tmp_path_factory: pytest.TempPathFactory) ->
     code, output = run_export(str(tiny_classifier), "-o", str(out), "--max-length", "128")
     assert code == 0, output
     return out
-
-
-def test_cli_choices_match_the_exporter() -> None:
-    assert EXPORT_TASKS == TASKS and EXPORT_PRECISIONS == PRECISIONS
 
 
 def test_export_writes_graphs_manifest_and_card(exported: Path, tiny_classifier: Path) -> None:
@@ -129,6 +126,7 @@ def test_feature_extraction_export(tiny_base: Path, tmp_path: Path) -> None:
     assert not (out / FP16_FILE).exists()
     assert manifest["parity"]["fp32"]["max_abs_diff"] < 1e-4
     assert manifest["parity"]["int8"]["min_cosine"] > 0.99
+    assert manifest["parity"]["texts"] == 2 * len(PROBE_PAIRS)  # claims and evidence, each alone
 
 
 def test_not_a_model_is_one_line(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ pytest.importorskip("optimum.exporters.onnx")
 from click.testing import CliRunner
 
 from feverous_es.cli import main
+from feverous_es.export.parity import torch_logits
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
@@ -25,7 +26,6 @@ from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.rankers import CrossEncoderReranker
 from feverous_es.training import common, rerank_data
 from feverous_es.training import rerank as tr
-from feverous_es.training.export import torch_logits
 
 REPO = Path(__file__).resolve().parents[1]
 # FEVEROUS-S claims of the sample (sentence gold) and TabFact claims of its tables, whose cell

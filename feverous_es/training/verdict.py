@@ -36,6 +36,8 @@ from typing import Any, ClassVar, NamedTuple
 
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import REFUTES, SUPPORTS
+from feverous_es.export.exporter import export_int8_as_model
+from feverous_es.export.parity import onnx_logits
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common, datasets
@@ -48,7 +50,6 @@ from feverous_es.training.common import (
     import_torch,
 )
 from feverous_es.training.datasets import split
-from feverous_es.training.export import export, onnx_logits
 from feverous_es.verify.inputs import premise
 
 __all__ = ["CHECKPOINT_FILE", "LOSS_LOG", "TRAINED_DIR", "TrainError", "split"]
@@ -327,7 +328,7 @@ def run(
         return None
     probe_set = held or train_set
     probe = [(e.claim, e.premise(settings.math_hints)) for e in probe_set[:64]]
-    exported = export(trained, options.out, options.work, probe, settings.max_length)
+    exported = export_int8_as_model(trained, options.out, options.work, probe, settings.max_length)
     from feverous_es.plugins.config import DEFAULT_HOPS
 
     report: dict[str, Any] = {

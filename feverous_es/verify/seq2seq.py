@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import ModelError
-from feverous_es.index.embedder import INSTALL_HINT
+from feverous_es.export import INSTALL_HINT
 
 
 class Seq2SeqModel:
