@@ -342,7 +342,7 @@ def predict(
     official submission lines: predicted_label and predicted_evidence."""
     from feverous_es.verify.predict import predict_file
 
-    done, total = [0], [None]
+    done, total = [0], [0]
     with (
         _open_pipeline(index_dir, store, config_path, plugins, hops, device) as pipeline,
         progress_bars(disable=as_json) as update,

@@ -197,14 +197,14 @@ class _Grid:
         origins: list[list[int]] = []
         for r, cells in enumerate(rows):
             col, row_origins = 0, []
-            for c in cells:
+            for entry in cells:
                 while (r, col) in grid:
                     col += 1
                 row_origins.append(col)
-                width = _span(c.get("column_span"))
-                for dr in range(min(_span(c.get("row_span")), height - r)):
+                width = _span(entry.get("column_span"))
+                for dr in range(min(_span(entry.get("row_span")), height - r)):
                     for dc in range(width):
-                        grid.setdefault((r + dr, col + dc), c)
+                        grid.setdefault((r + dr, col + dc), entry)
                 col += width
             origins.append(row_origins)
 
@@ -220,10 +220,10 @@ class _Grid:
                 keys.append(linearize.strip_links(str(above[0]["value"]))[0] if above else None)
                 left: list[dict[str, Any]] = []
                 for c in range(col - 1, -1, -1):
-                    cell = grid.get((r, c))
-                    if cell is not None and cell["is_header"]:
-                        if not left or left[-1] is not cell:
-                            left.append(cell)
+                    found = grid.get((r, c))
+                    if found is not None and found["is_header"]:
+                        if not left or left[-1] is not found:
+                            left.append(found)
                     elif left:
                         break
                 ids.append(tuple(dict.fromkeys(c["id"] for c in (*left, *above))))

@@ -245,8 +245,10 @@ def project(
         for device in DEVICES:
             token_rate = rates.embed_tokens_per_s.get(device)
             embed_s = counts.tokens / token_rate if token_rate else None
-            stages = (read_s, embed_s, write_s)
-            wall = None if None in stages else max(stages) + graph_s  # type: ignore[type-var]
+            if embed_s is None or write_s is None:
+                wall = None
+            else:
+                wall = max(read_s, embed_s, write_s) + graph_s
             result.append(
                 Projection(
                     store, device, read_s, embed_s, write_s, graph_s, wall, disk, rss, node_memory

@@ -100,12 +100,20 @@ def graph_path(vectors_path: Path, group: int, shard: int) -> Path:
     return vectors_path.with_name(f"{vectors_path.stem}.{group}.{shard}.usearch")
 
 
+def _restored(file: Path) -> Index:
+    """The saved graph ``file``, memory-mapped (``view``) instead of loaded into RAM."""
+    graph = Index.restore(str(file), view=True)
+    if graph is None:  # usearch found no graph header
+        raise ValueError(f"{file} is not a usearch graph")
+    return graph
+
+
 def group_graphs(vectors_path: Path, group: int) -> list[Path]:
     """A group's graph files in shard order; an index of format 2 has one unsharded graph."""
     legacy = vectors_path.with_name(f"{vectors_path.stem}.{group}.usearch")
     if legacy.exists():
         return [legacy]
-    files = []
+    files: list[Path] = []
     while (file := graph_path(vectors_path, group, len(files))).exists():
         files.append(file)
     return files
@@ -193,12 +201,12 @@ class VectorMatrix:
             for group in np.unique(groups):
                 members = np.flatnonzero(groups == group)
                 files = group_graphs(path, int(group))
-                # view=True memory-maps the saved graphs instead of loading them into RAM.
-                loaded = [Index.restore(str(file), view=True) for file in files]
+                loaded = [_restored(file) for file in files]
                 if sum(len(graph) for graph in loaded) not in (0, len(members)):
                     raise ValueError(f"the graphs of group {group} do not match its vectors")
                 for graph in loaded:
-                    graph.expansion_search = HNSW_EXPANSION_SEARCH
+                    # usearch's stubs declare the setter apart from the property: mypy sees none
+                    graph.expansion_search = HNSW_EXPANSION_SEARCH  # type: ignore[misc]
                 self._groups.append((members, loaded))
 
     def get(self, rows: np.ndarray) -> np.ndarray:

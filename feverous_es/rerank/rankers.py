@@ -9,15 +9,16 @@ a batch of claims goes through one call per model, so inference batches across c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from feverous_es.index.elements import TABLE_CELL_TYPES
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.cross_encoder import CrossEncoder
 
 
-def _best_first(candidates: Sequence[Candidate]) -> list[Candidate]:
+def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: c.score, reverse=True)
 
 
@@ -42,7 +43,7 @@ class CrossEncoderReranker:
         cell_model: str | None = None,
         max_length: int | None = None,
     ) -> None:
-        options = {"device": context.device}
+        options: dict[str, Any] = {"device": context.device}
         if max_length is not None:
             options["max_length"] = max_length
         self.non_cell = CrossEncoder(Path(model) if model else None, **options)

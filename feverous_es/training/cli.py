@@ -260,20 +260,21 @@ def rerank_command(
             kinds=rerank_data.KINDS if kind == "both" else (kind,), holdout=holdout, limit=limit,
             store=store, device=device, command=command,
         )  # fmt: skip
-        progress = {
-            "on_pools": lambda done, total: update("candidates", done, total),
-            "on_step": lambda name, done, total, rate: update(
-                f"training {name}", done, total, token_rate(rate)
-            ),
-        }
+
+        def on_pools(done: int, total: int) -> None:
+            update("candidates", done, total)
+
+        def on_step(name: str, done: int, total: int, rate: float | None) -> None:
+            update(f"training {name}", done, total, token_rate(rate))
+
         if kind == "rows":
             from feverous_es.training import row_ranker
 
-            report = row_ranker.run(options, **progress)
+            report = row_ranker.run(options, on_pools=on_pools, on_step=on_step)
             assert report is not None
             print_json(row_ranker.summary(report))
             return
-        reports = tr.run(options, **progress)
+        reports = tr.run(options, on_pools=on_pools, on_step=on_step)
     assert reports is not None
     summary = {
         name: {

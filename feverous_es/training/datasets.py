@@ -29,8 +29,12 @@ def is_holdout(seed: int, source: str, claim_id: str, fraction: float) -> bool:
 
 
 class Claimed(Protocol):
-    source: str
-    id: str
+    """A training item of one claim (properties: frozen dataclasses satisfy it)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def id(self) -> str: ...
 
 
 C = TypeVar("C", bound=Claimed)
@@ -87,15 +91,18 @@ def sampled_claims(
 
 def split(items: Iterable[C], seed: int, holdout: float) -> tuple[list[C], list[C]]:
     """``(training, held out)``: a seeded share ``holdout`` of the claims, by claim id."""
-    train_set, held = [], []
+    train_set: list[C] = []
+    held: list[C] = []
     for item in items:
         (held if is_holdout(seed, item.source, item.id, holdout) else train_set).append(item)
     return train_set, held
 
 
 class Labelled(Protocol):
-    source: str
-    label: str
+    @property
+    def source(self) -> str: ...
+    @property
+    def label(self) -> str: ...
 
 
 def label_accuracy(

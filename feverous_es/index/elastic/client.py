@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from elastic_transport import TransportError
@@ -59,12 +60,17 @@ def server_version(client: Elasticsearch) -> str:
     ``rest-root`` module (Elastic's integ-test distribution) answers that with 405: then the
     local node's info says it."""
     try:
-        return str(client.info().get("version", {}).get("number", ""))
+        info: Mapping[str, Any] = client.info().body
+        return str(info.get("version", {}).get("number", ""))
     except ApiError as error:
         if error.meta.status != 405:
             raise
-    nodes = client.nodes.info(node_id="_local", filter_path="nodes.*.version").body
-    return str(next(iter(nodes.get("nodes", {}).values()), {}).get("version", ""))
+    nodes: Mapping[str, Any] = client.nodes.info(
+        node_id="_local", filter_path="nodes.*.version"
+    ).body
+    for node in nodes.get("nodes", {}).values():  # the one local node
+        return str(node.get("version", ""))
+    return ""
 
 
 def check_cluster(client: Elasticsearch, config: ElasticConfig) -> str | None:

@@ -25,7 +25,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from feverous_es.errors import StoreError
@@ -34,6 +34,8 @@ ENV_CONFIG = "FEVEROUS_ES_ELASTIC_CONFIG"
 DEFAULT_CONFIG_FILE = Path("~/.config/feverous-es/elasticsearch.toml")
 
 HYBRID_MODES = ("knn_query", "msearch", "rrf", "linear")
+Similarity = Literal["cosine", "dot_product", "l2_norm", "max_inner_product"]
+SIMILARITIES: tuple[Similarity, ...] = get_args(Similarity)
 
 _ENV = {
     "FEVEROUS_ES_URL": "url",
@@ -74,7 +76,7 @@ class ElasticConfig:
     # Elasticsearch's search-idle behaviour (an explicit "1s" would refresh idle shards too).
     refresh_interval: str | None = None
     dims: int = 384
-    similarity: str = "cosine"
+    similarity: Similarity = "cosine"
     index_options: Mapping[str, Any] = field(
         default_factory=lambda: {"type": "int8_hnsw", "m": 16, "ef_construction": 100}
     )
@@ -149,6 +151,11 @@ class ElasticConfig:
         if self.hybrid not in HYBRID_MODES:
             raise StoreError(
                 f"hybrid mode {self.hybrid!r} is unknown (choose from {', '.join(HYBRID_MODES)})"
+            )
+        if self.similarity not in SIMILARITIES:
+            raise StoreError(
+                f"vector similarity {self.similarity!r} is unknown (choose from "
+                f"{', '.join(SIMILARITIES)})"
             )
         if self.ca_certs and not Path(self.ca_certs).expanduser().is_file():
             raise StoreError(f"the CA file {self.ca_certs} does not exist")

@@ -202,12 +202,12 @@ def chunk_actions(
             "_id": doc_id(page.title),
             "_source": page_source(page, state.pages + j, chunk.seq, chunk.page_vectors[j]),
         }
-    for (page, table), text in chunk.table_texts().items():
+    for (title, table), text in chunk.table_texts().items():
         yield {
             "_op_type": "index",
             "_index": indices.tables,
-            "_id": doc_id(table_id(page, table)),
-            "_source": table_source(page, table, text, chunk.seq),
+            "_id": doc_id(table_id(title, table)),
+            "_source": table_source(title, table, text, chunk.seq),
         }
 
 

@@ -52,7 +52,7 @@ def filter_clauses(filters: Filters | None, vectors: bool = False) -> list[Body]
     if filters.pages:
         clauses.append({"terms": {"page": list(filters.pages)}})
     if filters.types:
-        types = {"terms": {"type": [ElementType(t).value for t in filters.types]}}
+        types: Body = {"terms": {"type": [ElementType(t).value for t in filters.types]}}
         if vectors:
             # `type` too: builds before format 3 have a vector on every element and no
             # vector_types.

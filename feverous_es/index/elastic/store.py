@@ -212,11 +212,13 @@ class ElasticStore:
         """Responses to ``bodies``, sent as ``_msearch`` requests of up to 100 searches;
         ``named_scores``: each hit's named query parts with their scores."""
         out: list[Mapping[str, Any]] = []
-        options = {"include_named_queries_score": True} if named_scores else {}
         with elastic_errors(self.config, "search failed"):
             for batch in _batches(bodies, _MSEARCH_BATCH):
                 searches = queries.msearch_body(index, batch)
-                response = self._client.msearch(searches=searches, **options)
+                # None: the parameter is not sent
+                response = self._client.msearch(
+                    searches=searches, include_named_queries_score=named_scores or None
+                )
                 for item in response["responses"]:
                     if "error" in item:
                         error = item["error"]
@@ -226,7 +228,7 @@ class ElasticStore:
         return out
 
     def _mget(self, index: str, keys: Sequence[str]) -> list[dict[str, Any]]:
-        sources = []
+        sources: list[dict[str, Any]] = []
         with elastic_errors(self.config):
             for batch in _batches(list(keys), _MGET_BATCH):
                 response = self._client.mget(index=index, ids=[doc_id(key) for key in batch])

@@ -267,8 +267,9 @@ def load_state(db: sqlite3.Connection) -> tuple[BuildState, int]:
     ).fetchone()
     if row is None:
         raise StoreError("the index has no build state: rebuild it")
-    *counts, complete, vectors = row
-    return BuildState(*counts, complete=bool(complete)), vectors
+    next_seq, last_rowid, elements, pages, malformed, complete, vectors = row
+    state = BuildState(next_seq, last_rowid, elements, pages, malformed, complete=bool(complete))
+    return state, vectors
 
 
 def open_tantivy(path: Path, schema: tantivy.Schema | None) -> tantivy.Index:

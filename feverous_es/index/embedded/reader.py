@@ -286,7 +286,8 @@ class EmbeddedStore:
                 query = _restricted(query, self._filter(filters))
         hits = searcher.search(query, k, count=False).hits
         eids = searcher.fast_field_values("eid", [address for _, address in hits])
-        return [(int(eid), score) for (score, _), eid in zip(hits, eids, strict=True)]
+        # eid is set on every document: the stubs' None never comes
+        return [(int(eid), score) for (score, _), eid in zip(hits, eids, strict=True)]  # type: ignore[arg-type]
 
     def _filter(self, filters: Filters) -> Query:
         schema = self._texts.schema
@@ -369,9 +370,8 @@ class EmbeddedStore:
         searcher = self._pages.searcher()
         hits = searcher.search(match, k, count=False).hits
         pids = searcher.fast_field_values("pid", [address for _, address in hits])
-        return self._page_hits(
-            [(int(pid), score) for (score, _), pid in zip(hits, pids, strict=True)]
-        )
+        pairs = zip(hits, pids, strict=True)  # pid is set on every document, never None
+        return self._page_hits([(int(pid), score) for (score, _), pid in pairs])  # type: ignore[arg-type]
 
     def search_pages_vector(self, vector: np.ndarray, k: int = 10) -> list[PageHit]:
         query = self._query_vector(vector, self._page_vectors)

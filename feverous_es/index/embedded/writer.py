@@ -269,7 +269,8 @@ class EmbeddedWriter:
             writer.rollback()
             later = later_docs(index, self._state.next_seq)
             index.reload()
-            if index.searcher().search(later, 1, count=True).count:
+            # count=True fills SearchResult.count, which tantivy's stubs do not declare
+            if index.searcher().search(later, 1, count=True).count:  # type: ignore[attr-defined]
                 writer.delete_documents_by_query(later)
                 writer.commit()
 
