@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import add_record_option, record_if_asked  # bench/results.py
+
 from feverous_es.index.build import BuildReport, build
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
 from feverous_es.index.embedder import Embedder
@@ -119,6 +121,7 @@ def main() -> None:
     parser.add_argument("--standalone-texts", type=int, default=2000)
     parser.add_argument("--claims", type=int, default=300, help="claims for search latency")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    add_record_option(parser)
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="feverous-bench-"))
@@ -137,16 +140,17 @@ def main() -> None:
     claims = [MINI / "feverous_s_dev.jsonl", MINI / "tabfact_dev.jsonl"]
     latency = search_latency(out, claims, args.claims) if args.claims else {}
     print_report(report, standalone, rss_gb, latency)
+    figures = {
+        "pages": report.pages, "elements": report.elements, "vectors": report.vectors,
+        "wall_s": report.wall_seconds, "peak_rss_gb": rss_gb,
+        "stages_s": {"read": report.read.seconds, "embed": report.embed.seconds,
+                     "write": report.write.seconds},
+        "embed_tokens": report.embed.tokens, "standalone_tokens_per_s": standalone,
+        **latency,
+    }  # fmt: skip
     if args.json:
-        figures = {
-            "pages": report.pages, "elements": report.elements, "vectors": report.vectors,
-            "wall_s": report.wall_seconds, "peak_rss_gb": rss_gb,
-            "stages_s": {"read": report.read.seconds, "embed": report.embed.seconds,
-                         "write": report.write.seconds},
-            "embed_tokens": report.embed.tokens, "standalone_tokens_per_s": standalone,
-            **latency,
-        }  # fmt: skip
         args.json.write_text(json.dumps(figures, indent=2))
+    record_if_asked(args, figures)
     if not args.out:
         shutil.rmtree(work)
 

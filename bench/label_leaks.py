@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from results import add_record_option, record_if_asked  # bench/results.py
+
 from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
 from feverous_es.index.elements import ElementType
 from feverous_es.index.page import parse_page
@@ -46,6 +48,7 @@ def main() -> None:
     parser.add_argument("wiki", type=Path, help="the mini-FEVEROUS wiki.db (gunzipped)")
     parser.add_argument("--claims", type=Path, default=MINI / "feverous_s_dev.jsonl")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_record_option(parser)
     args = parser.parse_args()
     if not args.wiki.exists():
         sys.exit(f"{args.wiki}: no such file (gunzip ../shared/data/minifeverous/wiki.db.gz)")
@@ -74,6 +77,7 @@ def main() -> None:
         figures[split] = {"claims": len(chosen), "majority": round(max(supports, 1 - supports), 4)}
         for name, rule in rules.items():
             figures[split][name] = round(accuracy(chosen, rule), 4)
+    record_if_asked(args, figures)
     if args.json:
         print(json.dumps(figures, indent=2))
         return

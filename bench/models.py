@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results import add_record_option, record_if_asked  # bench/results.py
 from tokenizers import Tokenizer
 
 from feverous_es.index.embedder import FP32_FILE, Embedder, ensure_model, export_dir
@@ -339,6 +340,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--no-cuda", action="store_true", help="skip the CUDA section")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_record_option(parser)
     args = parser.parse_args()
 
     import torch
@@ -378,6 +380,7 @@ def main() -> None:
         "cuda": cuda,
         "seconds": round(time.perf_counter() - started, 1),
     }
+    record_if_asked(args, {"setup": setup, "rows": rows})
     if args.json:
         print(json.dumps({"setup": setup, "rows": rows}, indent=2))
         return

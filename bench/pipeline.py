@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import add_record_option, record_if_asked  # bench/results.py
+
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO.parent / "shared" / "data" / "minifeverous"
 
@@ -87,6 +89,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    add_record_option(parser)
     args = parser.parse_args()
     index = "" if args.index == "-" else args.index
 
@@ -110,6 +113,7 @@ def main() -> None:
             print(f"  {stage:12s} {seconds * 1000:8.1f} ms per claim")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
+    record_if_asked(args, figures)
 
 
 if __name__ == "__main__":

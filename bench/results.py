@@ -2,12 +2,14 @@
 gave them, the commit, the date and the machine, so that the README and docs quote a file, not
 a number copied by hand.
 
-    from results import record
-    record("scale", figures)          # every bench that has a --record flag calls this
+    from results import add_record_option, record_if_asked
+    add_record_option(parser)          # every bench's --record NAME
+    record_if_asked(args, figures)     # at its end
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -54,3 +56,18 @@ def record(name: str, figures: Any, command: str | None = None) -> Path:
     }
     path.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def add_record_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--record",
+        metavar="NAME",
+        help="keep the figures, with the command, commit, date and machine, in "
+        "bench/results/NAME.json",
+    )
+
+
+def record_if_asked(args: argparse.Namespace, figures: Any) -> None:
+    """:func:`record` the figures under ``--record``'s name, when it was given."""
+    if args.record:
+        print(f"recorded in {record(args.record, figures)}")

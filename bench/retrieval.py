@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from results import record  # bench/results.py: python puts bench/ on the path
+from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.elements import ElementType
@@ -201,9 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
     parser.add_argument("--json", type=Path, help="write the report here too")
-    parser.add_argument(
-        "--record", metavar="NAME", help="keep the report in bench/results/NAME.json"
-    )
+    add_record_option(parser)
     args = parser.parse_args(argv)
 
     store = open_store(args.store, "" if args.index == "-" else args.index)
@@ -296,8 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
-    if args.record:
-        print(f"recorded in {record(args.record, report)}")
+    record_if_asked(args, report)
     return 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.plugins.interfaces import PluginContext, Query
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=303)
     parser.add_argument("--exclude", type=Path, help="jsonl whose `id`s are skipped")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    add_record_option(parser)
     args = parser.parse_args(argv)
 
     exclude = set()
@@ -118,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in hits_at.values())}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    record_if_asked(args, report)
     return 0
 
 

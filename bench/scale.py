@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results import record  # bench/results.py: python puts bench/ on the path
+from results import add_record_option, record_if_asked  # bench/results.py
 
 BENCH = Path(__file__).resolve().parent
 LINEAR_TOLERANCE = 0.20
@@ -87,9 +87,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="where dumps and indexes go (they are large)")
     parser.add_argument("--claims", type=int, default=200, help="claims for latency and recall")
     parser.add_argument("--json", type=Path, help="also write every figure here")
-    parser.add_argument(
-        "--record", action="store_true", help="keep the figures in bench/results/scale.json"
-    )
+    add_record_option(parser)
     parser.add_argument(
         "--reuse",
         type=int,
@@ -113,8 +111,7 @@ def main() -> None:
         print(line)
     if args.json:
         args.json.write_text(json.dumps({"sizes": rows, "checks": lines}, indent=2) + "\n")
-    if args.record:
-        print(f"recorded in {record('scale', {'sizes': rows, 'checks': lines})}")
+    record_if_asked(args, {"sizes": rows, "checks": lines})
 
 
 if __name__ == "__main__":

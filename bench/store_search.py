@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.errors import MalformedPage
 from feverous_es.index.elastic.client import connect
@@ -358,6 +359,7 @@ def main() -> None:
         action="store_true",
         help="embed the claims with the real embedder (for an index `feverous-es index` built)",
     )
+    add_record_option(parser)
     args = parser.parse_args()
     if args.store == "elasticsearch":
         run_elastic(args)
@@ -384,6 +386,7 @@ def main() -> None:
         }  # fmt: skip
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        record_if_asked(args, figures)
 
 
 if __name__ == "__main__":

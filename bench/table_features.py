@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results import add_record_option, record_if_asked  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO.parent / "shared" / "data" / "minifeverous"
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("index", type=Path, help="embedded index of the mini-FEVEROUS wiki.db")
     parser.add_argument("--holdout", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=13)
+    add_record_option(parser)
     args = parser.parse_args()
 
     from feverous_es.index.backends import open_store
@@ -51,7 +53,8 @@ def main() -> None:
     ])  # fmt: skip
     labels = np.array([fv.LABELS.index(c.label) for c in claims])
     share = labels[held].mean()
-    print(f"{held.sum():,} held-out tabfact_dev claims, majority class {max(share, 1 - share):.1%}")
+    majority = float(max(share, 1 - share))
+    print(f"{held.sum():,} held-out tabfact_dev claims, majority class {majority:.1%}")
     names = list(FEATURE_NAMES)
     math = [i for i, n in enumerate(names) if n.startswith(MATH_PREFIXES)]
     claim_only = [i for i, n in enumerate(names) if n.startswith("cue_") or n.startswith("claim_")]
@@ -60,10 +63,13 @@ def main() -> None:
         "without the computed arithmetic": [i for i in range(len(names)) if i not in math],
         "the claim alone (cue words, lengths)": claim_only,
     }
+    figures: dict = {"held_out_claims": int(held.sum()), "majority": majority, "accuracy": {}}
     for name, columns in variants.items():
         model = fv.fit(features[~held][:, columns], labels[~held], fv.Settings(seed=args.seed))
-        accuracy = (model.predict(features[held][:, columns]) == labels[held]).mean()
+        accuracy = float((model.predict(features[held][:, columns]) == labels[held]).mean())
         print(f"  {accuracy:6.1%}  {name} ({len(columns)} features)")
+        figures["accuracy"][name] = {"features": len(columns), "accuracy": accuracy}
+    record_if_asked(args, figures)
 
 
 if __name__ == "__main__":

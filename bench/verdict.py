@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from results import add_record_option, record_if_asked  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO.parent / "shared" / "data" / "minifeverous"
@@ -305,6 +306,7 @@ def main() -> None:
     parser.add_argument("--nei", type=float, nargs="*", default=[0.6, 0.7, 0.8])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    add_record_option(parser)
     args = parser.parse_args()
 
     from feverous_es.verify.feature_verdict import DEFAULT_MODELS
@@ -325,6 +327,7 @@ def main() -> None:
     report(figures, args, [t["command"] for t in trainings])
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
+    record_if_asked(args, figures)
 
 
 if __name__ == "__main__":
