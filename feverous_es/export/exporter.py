@@ -13,7 +13,9 @@ Encoder tasks (``text-classification``, ``feature-extraction``) get all three pr
 ``text2text-generation`` is written as optimum lays it out for ``ORTModelForSeq2SeqLM``
 (encoder, decoder and decoder-with-past graphs), fp32 only.
 
-:func:`install_subset` then copies the files a package carries out of a full export.
+:func:`install_subset` then copies the files a package carries out of a full export;
+:func:`export_int8_as_model` is the trainers' use of both (the int8 graph alone, as
+``model.onnx``).
 """
 
 from __future__ import annotations
