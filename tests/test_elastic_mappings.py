@@ -222,3 +222,8 @@ def test_config_file_errors(tmp_path: Path) -> None:
     unknown.write_text('url = "https://h"\npasword = "x"\n')
     with pytest.raises(StoreError, match="unknown Elasticsearch setting"):
         load_config(str(unknown), env={})
+    # A similarity Elasticsearch does not know is refused here, not by the mapping request.
+    cosign = tmp_path / "cosign.toml"
+    cosign.write_text('url = "https://h"\nsimilarity = "cosign"\n')
+    with pytest.raises(StoreError, match="vector similarity 'cosign' is unknown"):
+        load_config(str(cosign), env={})
