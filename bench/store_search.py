@@ -271,9 +271,11 @@ def recall(path: Path, queries: np.ndarray, k: int) -> dict[str, float]:
 
 def elastic_recall(
     config: ElasticConfig, vectors_by_key: dict[str, np.ndarray], queries: np.ndarray, k: int
-) -> None:
+) -> dict[str, dict[str, float]]:
     """Recall@k of the cluster's kNN against exact search over the build's vectors, counting
-    distinct vectors: a kNN top-k that holds several cells of one row finds fewer rows."""
+    distinct vectors: a kNN top-k that holds several cells of one row finds fewer rows. Returns
+    mean and 5th percentile recall and distinct vectors per query set."""
+    figures = {}
     keys = np.array(list(vectors_by_key))
     matrix = np.stack(list(vectors_by_key.values()))
     picks = np.random.default_rng(0).integers(0, len(keys), len(queries))
@@ -293,13 +295,19 @@ def elastic_recall(
                 found = {hit["_source"]["vector_key"] for hit in answer["hits"]["hits"]}
                 recalls.append(len(found & exact) / k)
                 distinct.append(len(found))
+            figures[name] = {
+                "mean": float(np.mean(recalls)),
+                "p5": float(np.percentile(recalls, 5)),
+                "distinct": float(np.mean(distinct)),
+            }
             print(
-                f"  kNN recall@{k} vs exact ({name}): mean {np.mean(recalls):.3f}, 5th "
-                f"percentile {np.percentile(recalls, 5):.2f}; distinct vectors in the top "
-                f"{k}: {np.mean(distinct):.1f}"
+                f"  kNN recall@{k} vs exact ({name}): mean {figures[name]['mean']:.3f}, 5th "
+                f"percentile {figures[name]['p5']:.2f}; distinct vectors in the top "
+                f"{k}: {figures[name]['distinct']:.1f}"
             )
     finally:
         client.close()
+    return figures
 
 
 def elastic_size(config: ElasticConfig) -> tuple[int, int]:
@@ -331,9 +339,15 @@ def run_elastic(args: argparse.Namespace) -> None:
         size, with_vector = elastic_size(config)
         print_build(store.state(), with_vector, seconds)
         print(f"  size on disk {size / 2**20:,.0f} MiB (primaries, after the build's refresh)")
-        queries, _ = search_report(store, args.claims, args.k, args.onnx)
+        state = store.state()
+        queries, latency = search_report(store, args.claims, args.k, args.onnx)
         store.close()
-        elastic_recall(config, vectors_by_key, queries, args.k)
+        figures = {
+            "elements": state.elements, "pages": state.pages, "vectors": with_vector,
+            "build_stages_s": seconds, "disk_bytes": size, "latency": latency,
+            "recall": elastic_recall(config, vectors_by_key, queries, args.k),
+        }  # fmt: skip
+        record_if_asked(args, figures)
     finally:
         if not args.keep:
             client = connect(config)
