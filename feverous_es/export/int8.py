@@ -38,14 +38,17 @@ def quantize_int8(fp32: Path, int8: Path, *, max_bytes: int | None = MAX_MODEL_B
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    kept = _ffn_output_matmuls(fp32)
-    for fp32_nodes in [kept, []] if kept else [[]]:
+    def quantize(fp32_nodes: list[str]) -> None:
         quantize_dynamic(
             fp32, int8, per_channel=True, weight_type=QuantType.QInt8,
             nodes_to_exclude=fp32_nodes,
         )  # fmt: skip
-        if max_bytes is None or int8.stat().st_size <= max_bytes:
-            break
+
+    fp32_nodes = _ffn_output_matmuls(fp32)
+    quantize(fp32_nodes)
+    if fp32_nodes and max_bytes is not None and int8.stat().st_size > max_bytes:
+        fp32_nodes = []
+        quantize(fp32_nodes)
     return {
         "method": "onnxruntime.quantization.quantize_dynamic",
         "per_channel": True,
