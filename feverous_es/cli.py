@@ -391,8 +391,8 @@ def plugins_command(as_json: bool) -> None:
     Console().print(table)
 
 
-for group in (es_group, train_group, export_command, score_command):
-    main.add_command(group)
+for command in (es_group, train_group, export_command, score_command):
+    main.add_command(command)
 
 
 if __name__ == "__main__":

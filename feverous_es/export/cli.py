@@ -28,7 +28,7 @@ from feverous_es.export import PRECISIONS, TASKS
 )  # fmt: skip
 @click.option(
     "--max-length", type=click.IntRange(min=8, max=512), default=256, show_default=True,
-    help="Tokens per pair in the parity check.",
+    help="Tokens per pair (per text for feature-extraction) in the parity check.",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @user_errors()
