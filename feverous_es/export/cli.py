@@ -53,6 +53,7 @@ def export_command(
         words += ["--precision", precision]
     words += ["--max-length", str(max_length)]
     from feverous_es.export.exporter import export_model
+    from feverous_es.export.parity import probe_size
 
     with console.status(f"exporting {model_dir} ({task})"):
         manifest = export_model(
@@ -76,8 +77,7 @@ def export_command(
             name, ", ".join(files), f"{size:.1f}", f"{row['max_abs_diff']:.2e}", agreement
         )
     Console().print(table)
-    probe = f"{parity['texts']} texts" if "texts" in parity else f"{parity['pairs']} pairs"
     console.print(
-        f"parity on {probe} of claims and evidence; {len(manifest['files'])} files "
+        f"parity on {probe_size(parity)} of claims and evidence; {len(manifest['files'])} files "
         f"with sha256 in {out / 'manifest.json'}, model card {out / 'README.md'}"
     )

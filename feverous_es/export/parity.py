@@ -219,7 +219,7 @@ def check_parity(checks: dict[str, Any], source: Path) -> None:
     """Refuse an export (:class:`ExportError`) whose fp32 graph drifts from torch by more than
     :data:`MAX_FP32_DRIFT`, or whose pooled vectors fall under :data:`MIN_POOLED_COSINE`."""
     drift = checks["fp32"]["max_abs_diff"]
-    probe = f"{checks['texts']} texts" if "texts" in checks else f"{checks['pairs']} pairs"
+    probe = probe_size(checks)
     if drift > MAX_FP32_DRIFT:
         raise ExportError(
             f"the fp32 ONNX export of {source} drifted from torch: max |Δ| {drift:.2e} > "
@@ -232,6 +232,11 @@ def check_parity(checks: dict[str, Any], source: Path) -> None:
                 f"the {precision} ONNX export of {source} drifted from torch: pooled cosine "
                 f"{cosine:.4f} < {bound:g} on {probe}; not installed"
             )
+
+
+def probe_size(checks: dict[str, Any]) -> str:
+    """What :func:`parity` ran on: ``20 texts`` (an encoder) or ``10 pairs``."""
+    return f"{checks['texts']} texts" if "texts" in checks else f"{checks['pairs']} pairs"
 
 
 def _pooled_cosine(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> np.ndarray:

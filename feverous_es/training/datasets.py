@@ -163,6 +163,13 @@ def retrieval_pipeline(
         yield pipeline
 
 
+def gold_in_index(pipeline: Any, claims: Sequence[Any]) -> dict[str, Any]:
+    """The gold elements (``claim.gold`` ids) of ``claims`` that the pipeline's index holds, by
+    id: one fetch for a batch of claims."""
+    wanted = [i for c in claims for i in c.gold]
+    return {e.id: e for e in pipeline.context.store.get_elements(wanted)}
+
+
 def read_records(path: Path, record_type: Callable[..., R]) -> dict[tuple[str, str], R]:
     """The records of a cache file by ``(source, id)``; a line that does not fit
     ``record_type`` (a torn last line, another version's) is skipped."""

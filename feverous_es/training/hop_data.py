@@ -133,8 +133,7 @@ def collect_retrieved(
     candidate stages (``retrieval`` order) and appended to ``cache``; in the order of ``claims``."""
 
     def make(pipeline: Any, chunk: Sequence[HopClaim]) -> list[Retrieved]:
-        wanted = [i for c in chunk for i in c.gold]
-        found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
+        found = datasets.gold_in_index(pipeline, chunk)
         ranked = [(r.pages, r.ranked) for r in pipeline.retrieve_many([c.claim for c in chunk])]
         records = []
         for claim, (pages, candidates) in zip(chunk, ranked, strict=True):

@@ -104,8 +104,7 @@ def collect_pools(
     candidate stages (ordered by the ``retrieval`` reranker) and appended to ``cache``."""
 
     def make(pipeline: Any, chunk: Sequence[GoldClaim]) -> list[Pool]:
-        wanted = [i for c in chunk for i in c.gold]
-        found = {e.id: e for e in pipeline.context.store.get_elements(wanted)}
+        found = datasets.gold_in_index(pipeline, chunk)
         ranked = pipeline.retrieve_many([c.claim for c in chunk])
         return [
             Pool(
