@@ -66,8 +66,6 @@ _POSITION = {
     "list": re.compile(r"\d+"),
     "title": re.compile(r""),
 }
-ELEMENT_TYPES = tuple(_POSITION)
-"""Every type an element id can carry (the five evidence types plus section, table, list, title)."""
 
 
 def element_to_triple(element_id: str) -> Triple:

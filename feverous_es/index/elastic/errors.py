@@ -44,13 +44,6 @@ def api_reason(error: ApiError) -> str:
     return str(error.message)
 
 
-def api_error_type(error: ApiError) -> str:
-    body: Any = error.body
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return str(body["error"].get("type", ""))
-    return ""
-
-
 def describe(error: BaseException, config: ElasticConfig, doing: str = "") -> str:
     """One line for ``error``, naming the cluster by scheme, host and port only."""
     where = config.display_url
