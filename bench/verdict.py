@@ -1,21 +1,26 @@
 """Verdict accuracy through the whole pipeline on the claims the verdict models were not trained on.
 
-    python bench/verdict.py INDEX [--table-model DIR] [--sentence-model DIR] [--baseline DIR …]
-                                  [--table-baseline DIR …] [--per-file N] [--files STEM …]
-                                  [--nei 0.6 0.7 0.8] [--json OUT]
+    python bench/verdict.py INDEX [--models DIR] [--baseline-models DIR …] [--per-file N]
+                                  [--files STEM …] [--nei 0.3 0.5 0.7 0.9] [--json OUT]
 
-The held-out claims are the ones `feverous-es train table-verdict` and `train sentence-verdict`
-kept out of the models' training: the claim files, per-file sample and seeded split their
-`training.json` name. Each claim goes once through the default pipeline (retrieved evidence,
-next hops) with the verdict under test (the feature models, as `verify` runs them); every
-`--baseline` text model (alone, the feature models off) and every `--table-baseline` table model
-(with the sentence model under test) then reads the same evidence, so old and new models are
-compared side by side on the same claims and evidence. Predictions are scored with the official
-metric (`feverous-es score`): label accuracy per claim file next to its majority class, the
-FEVEROUS score where the file has gold evidence, gold-table Hits@k where it names gold tables.
-For the model under test also: how many claims each route (table / sentence) answered and how
-well, calibration (expected calibration error and a reliability table) and the effect of
-`nei_below` thresholds (share turned into NOT ENOUGH INFO, accuracy on the rest).
+The held-out claims are the ones every model compared kept out of its training (the claim
+files, per-file sample and seeded split their `training.json` name: `train verdict`,
+`train table-verdict`, `train sentence-verdict`). Each claim goes once through the default
+pipeline (retrieved evidence, next hops) with the verdict under test (`--models`: a directory
+holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones). On the same
+evidence, side by side: the entailment model alone (feature models off), and with
+`--baseline-models` the verdict of another models directory (e.g. an earlier commit's).
+Predictions are scored with the official metric (`feverous-es score`): label accuracy per claim
+file next to its majority class, on FEVEROUS-S's balanced subset too (within each gold-evidence
+count as many SUPPORTS as REFUTES claims, the first in file order: there, counting evidence
+scores 50 %), the FEVEROUS score and complete-evidence recall where the file has gold
+evidence, gold-table Hits@k where it names gold tables; per route (table / sentence) and
+calibration for the model under test.
+
+NOT ENOUGH INFO, measured both ways: the verdict reads the retrieved evidence as is, and again
+with every gold element (TabFact: every element of the gold table) removed, where NOT ENOUGH
+INFO is the right answer. For each `nei_above` threshold on the entailment model's NEI
+probability: the NEI rate on each, and the accuracy on the claims not turned into NEI.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import json
 import sys
 import tempfile
 import time
+import unicodedata
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -35,7 +41,7 @@ from results import add_record_option, record_if_asked  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO.parent / "shared" / "data" / "minifeverous"
-TARGETS = {"feverous_s_dev": 0.80, "tabfact_dev": 0.60}  # verdict issue, label accuracy
+TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
 
 
@@ -49,21 +55,62 @@ def training_report(model: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def held_out_lines(training: dict, claim_file: Path, per_file: int | None) -> list[str]:
-    """The lines of ``claim_file`` whose claims the model's training kept out."""
+def held_out_ids(training: dict, claim_file: Path) -> set[str]:
+    """The ids of ``claim_file``'s claims that the model's training kept out (all of them when
+    the training did not read the file)."""
     from feverous_es.training.datasets import is_holdout
     from feverous_es.training.verdict import read_labelled_claims
 
     seed = training["training"]["seed"]
     sampled = read_labelled_claims([claim_file], limit=training["claims_per_file"], seed=seed)
+    if claim_file.name not in [*training["claims"], *training.get("train_claims", [])]:
+        return {c.id for c in sampled}
+    if claim_file.name in training.get("train_claims", []):
+        return set()
     fraction = training["holdout"]
-    held = {cid for source, cid, _, _ in sampled if is_holdout(seed, source, cid, fraction)}
+    return {c.id for c in sampled if is_holdout(seed, c.source, c.id, fraction)}
+
+
+def held_out_lines(trainings: list[dict], claim_file: Path, per_file: int | None) -> list[str]:
+    """The lines of ``claim_file`` whose claims every training kept out, in file order."""
+    held = set.intersection(*(held_out_ids(t, claim_file) for t in trainings))
     lines = []
     for line in claim_file.read_text(encoding="utf-8").splitlines():
         record = json.loads(line) if line.strip() else {}
         if record.get("claim") and str(record.get("id")) in held:
             lines.append(line)
     return lines[:per_file] if per_file else lines
+
+
+def balanced(records: list[dict]) -> list[int]:
+    """The balanced subset (data README): within each gold-evidence count (1, 2, 3 or more) as
+    many SUPPORTS as REFUTES claims, the first ones in file order. Indices into ``records``."""
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, record in enumerate(records):
+        count = min(3, len({e for group in record.get("evidence") or [] for e in _ids(group)}))
+        groups.setdefault((count, record["label"]), []).append(i)
+    chosen: list[int] = []
+    for count in (1, 2, 3):
+        s, r = groups.get((count, "SUPPORTS"), []), groups.get((count, "REFUTES"), [])
+        n = min(len(s), len(r))
+        chosen += s[:n] + r[:n]
+    return sorted(chosen)
+
+
+def _ids(group) -> list[str]:
+    """The element ids of one official gold evidence set (``content``), or of a plain list."""
+    return list(group["content"]) if isinstance(group, dict) else list(group)
+
+
+def gold_ids(record: dict) -> set[str]:
+    """Every gold element id of a claim, as the index spells it (NFD titles)."""
+    import unicodedata
+
+    return {
+        unicodedata.normalize("NFD", e)
+        for group in record.get("evidence") or []
+        for e in _ids(group)
+    }
 
 
 def calibration(confidence: np.ndarray, right: np.ndarray) -> dict:
@@ -89,24 +136,27 @@ def calibration(confidence: np.ndarray, right: np.ndarray) -> dict:
     return {"ece": round(float(ece), 4), "reliability": table}
 
 
-def nei_effect(confidence: np.ndarray, right: np.ndarray, thresholds: list[float]) -> list[dict]:
-    """Per threshold: the share of claims ``nei_below`` turns into NEI, accuracy on the rest."""
-    rows = []
-    for t in thresholds:
-        kept = confidence >= t
-        rows.append(
-            {
-                "nei_below": t,
-                "nei_rate": round(float(1 - kept.mean()), 4),
-                "accuracy_on_rest": round(float(right[kept].mean()), 4) if kept.any() else None,
-            }
-        )
-    return rows
+def stripped(evidence, record: dict):
+    """The evidence without the claim's gold elements (TabFact: without its gold table)."""
+    from feverous_es.verify.feature_verdict import table_number
+
+    gold = gold_ids(record)
+    tables = {
+        (t.rsplit("_table_", 1)[0], int(t.rsplit("_", 1)[1]))
+        for t in record.get("gold_tables") or []
+    }
+    tables = {(unicodedata.normalize("NFD", page), n) for page, n in tables}
+    return [
+        c for c in evidence
+        if c.element.id not in gold and (c.element.page, table_number(c.element)) not in tables
+    ]  # fmt: skip
 
 
-def run_file(pipeline, verdicts: dict, lines: list[str], batch_size: int) -> dict:
+def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int) -> dict:
     """Every claim through ``pipeline`` once; each verdict model in ``verdicts`` reads the same
-    evidence. Returns per model its submission lines and label probabilities, and the routes."""
+    evidence, and ``probe`` (the model under test, never NEI by itself) reads it as is and
+    without its gold elements. Returns per model its submission lines and label probabilities,
+    the routes, and the probe's labels and NEI probabilities both ways."""
     from feverous_es.eval.claims import dumps_submission_line, submission_line
     from feverous_es.plugins.interfaces import Label, Query
     from feverous_es.verify.feature_verdict import evidence_table
@@ -115,6 +165,7 @@ def run_file(pipeline, verdicts: dict, lines: list[str], batch_size: int) -> dic
     submissions: dict[str, list[bytes]] = {name: [] for name in ["model", *verdicts]}
     supports: dict[str, list[float]] = {name: [] for name in submissions}
     routes: list[str] = []
+    nei: dict[str, dict[str, list]] = {w: {"labels": [], "nei": []} for w in ("as_is", "no_gold")}
     store = pipeline.context.store
     for start in range(0, len(records), batch_size):
         chunk = records[start : start + batch_size]
@@ -129,11 +180,38 @@ def run_file(pipeline, verdicts: dict, lines: list[str], batch_size: int) -> dic
                 line = submission_line(record["id"], record["claim"], verdict.label.value, ids)
                 submissions[name].append(dumps_submission_line(line))
                 supports[name].append(verdict.probabilities.get(Label.SUPPORTS, 0.0))
+        without = [(q, stripped(ev, r)) for (q, ev), r in zip(batch, chunk, strict=True)]
+        for way, probe_batch in (("as_is", batch), ("no_gold", without)):
+            for verdict in probe.predict(probe_batch):
+                nei[way]["labels"].append(verdict.label.value)
+                nei[way]["nei"].append(verdict.probabilities.get(Label.NOT_ENOUGH_INFO, 0.0))
         routes += [
             "table" if evidence_table(r.claim, r.evidence, store) is not None else "sentence"
             for r in results
         ]
-    return {"submissions": submissions, "supports": supports, "routes": routes}
+    return {"submissions": submissions, "supports": supports, "routes": routes, "nei": nei}
+
+
+def nei_table(nei: dict, gold: list[str], thresholds: list[float]) -> list[dict]:
+    """Per ``nei_above`` threshold: the NEI rate on the evidence as is and without its gold
+    elements, and the accuracy on the claims not turned into NEI (as is: against the gold label;
+    without gold: the share of those that still got the gold label, which the evidence no
+    longer supports)."""
+    rows = []
+    for t in thresholds:
+        row: dict = {"nei_above": t}
+        for way in ("as_is", "no_gold"):
+            p = np.array(nei[way]["nei"])
+            labels = np.array(nei[way]["labels"])
+            kept = p < t
+            row[f"{way}_nei_rate"] = round(float(1 - kept.mean()), 4)
+            row[f"{way}_accuracy_on_rest"] = (
+                round(float((labels[kept] == np.array(gold)[kept]).mean()), 4)
+                if kept.any()
+                else None
+            )
+        rows.append(row)
+    return rows
 
 
 def score(submissions: list[bytes], gold: Path) -> dict:
@@ -146,11 +224,22 @@ def score(submissions: list[bytes], gold: Path) -> dict:
     result = {
         "label_accuracy": report.overall.label_accuracy,
         "feverous_score": report.overall.feverous_score,
+        "evidence_recall": report.overall.evidence_recall,
         "confusion": report.confusion,
     }
     if report.tables is not None:
         result["table_hits"] = report.tables.hits
     return result
+
+
+def model_options(models: Path) -> dict:
+    """The verdict options of a models directory (``verdict/``, ``table-verdict/``,
+    ``sentence-verdict/``)."""
+    return {
+        "model": str(models / "verdict"),
+        "table_model": str(models / "table-verdict"),
+        "sentence_model": str(models / "sentence-verdict"),
+    }
 
 
 def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
@@ -159,51 +248,54 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
     from feverous_es.verify.pipeline import Pipeline
 
     config = load_config()
-    options = {**config.stage_options("verdict"), "model": str(args.model)}
-    for kind in ("table", "sentence"):
-        if getattr(args, f"{kind}_model") is not None:
-            options[f"{kind}_model"] = str(getattr(args, f"{kind}_model"))
+    options = {**config.stage_options("verdict"), **model_options(args.models)}
     config = replace(config, options={**config.options, "verdict": options})
     pipeline = Pipeline.open(args.index, config=config)
+    context = pipeline.context
     verdicts = {
-        f"{path} (text only)": load(
-            "verdict",
-            "classifier",
-            pipeline.context,
-            {"model": str(path), "table_model": "", "sentence_model": ""},
+        "entailment model alone": load(
+            "verdict", "classifier", context,
+            {**options, "table_model": "", "sentence_model": "", "nei_above": 1.1},
+        ),
+    }  # fmt: skip
+    for models in args.baseline_models:
+        verdicts[f"baseline {models}"] = load(
+            "verdict", "classifier", context, model_options(models)
         )
-        for path in args.baseline
-    }
-    for path in args.table_baseline:
-        verdicts[f"table model {path} (other models as above)"] = load(
-            "verdict", "classifier", pipeline.context,
-            {**options, "table_model": str(path)},
-        )  # fmt: skip
+    probe = load("verdict", "classifier", context, {**options, "nei_above": 1.1})
     figures: dict[str, dict] = {}
     try:
         for source, lines in files.items():
             started = time.perf_counter()
-            run = run_file(pipeline, verdicts, lines, args.batch_size)
+            run = run_file(pipeline, verdicts, probe, lines, args.batch_size)
             seconds = time.perf_counter() - started
             records = [json.loads(line) for line in lines]
             gold_labels = np.array([r["label"] == "SUPPORTS" for r in records])
             evidence = any(r.get("evidence") for r in records)
             majority = max(Counter(r["label"] for r in records).values()) / len(records)
+            subset = balanced(records) if evidence and source.startswith("feverous_s") else []
             with tempfile.TemporaryDirectory() as tmp:
                 gold = Path(tmp) / "gold.jsonl"
                 gold.write_text("\n".join(lines) + "\n", encoding="utf-8")
                 models = {
                     name: score(run["submissions"][name], gold) for name in run["submissions"]
                 }
+                if subset:
+                    gold.write_text("\n".join(lines[i] for i in subset) + "\n", encoding="utf-8")
+                    for name, result in models.items():
+                        chosen = [run["submissions"][name][i] for i in subset]
+                        result["balanced"] = score(chosen, gold)["label_accuracy"]
             for result in models.values():
                 # TabFact has no gold evidence: its FEVEROUS score would read 0 whatever was found.
                 result["feverous_score"] = result["feverous_score"] if evidence else None
+                result["evidence_recall"] = result["evidence_recall"] if evidence else None
             p = np.array(run["supports"]["model"])
             confidence = np.maximum(p, 1 - p)
             right = (p >= 0.5) == gold_labels
             routes = np.array(run["routes"])
             figures[source] = {
                 "claims": len(lines),
+                "balanced_claims": len(subset) or None,
                 "majority_class": majority,
                 "seconds": round(seconds, 1),
                 "models": models,
@@ -216,7 +308,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
                     if (routes == route).any()
                 },
                 "calibration": calibration(confidence, right),
-                "nei_below": nei_effect(confidence, right, args.nei),
+                "nei": nei_table(run["nei"], [r["label"] for r in records], args.nei),
             }
     finally:
         pipeline.close()
@@ -233,17 +325,17 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
             + f", {f['seconds']:.0f} s"
         )
         for name, m in f["models"].items():
-            label = (
-                f"feature models: table {args.table_model or 'shipped'}, sentence "
-                f"{args.sentence_model or 'shipped'}"
-                if name == "model"
-                else name
-            )
+            label = f"verdict of {args.models}" if name == "model" else name
             line = f"  {m['label_accuracy']:6.1%} label accuracy  {label}"
+            if m.get("balanced") is not None:
+                line += f"  (balanced subset of {f['balanced_claims']}: {m['balanced']:.1%})"
             if m["feverous_score"] is not None:
                 line += f"  (FEVEROUS score {m['feverous_score']:.1%})"
             print(line)
-        hits = f["models"]["model"].get("table_hits")
+        model = f["models"]["model"]
+        if model["evidence_recall"] is not None:
+            print(f"  complete-evidence recall {model['evidence_recall']:.3f}")
+        hits = model.get("table_hits")
         if hits:
             print(
                 f"  gold table Hits@{'/'.join(map(str, hits))}: "
@@ -266,14 +358,18 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
             )
         )
         print(
-            "  nei_below: "
-            + ", ".join(
-                f"{r['nei_below']}: {r['nei_rate']:.0%} NEI, "
-                f"{r['accuracy_on_rest']:.1%} on the rest"
-                for r in f["nei_below"]
-                if r["accuracy_on_rest"] is not None
-            )
+            "  nei_above | NEI as is | accuracy on the rest | NEI without gold | still gold label"
         )
+        for r in f["nei"]:
+
+            def pct(v: float | None) -> str:
+                return "-" if v is None else f"{v:.1%}"
+
+            print(
+                f"  {r['nei_above']:9} | {pct(r['as_is_nei_rate']):9} | "
+                f"{pct(r['as_is_accuracy_on_rest']):20} | {pct(r['no_gold_nei_rate']):16} | "
+                f"{pct(r['no_gold_accuracy_on_rest'])}"
+            )
     print("\nmodels trained by:")
     for command in commands:
         print(f"  {command}")
@@ -282,49 +378,39 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("index", type=Path, help="embedded index of the mini-FEVEROUS wiki.db")
-    parser.add_argument("--model", type=Path, help="text verdict model (default: shipped)")
-    parser.add_argument("--table-model", type=Path, help="table verdict model (default: shipped)")
     parser.add_argument(
-        "--sentence-model", type=Path, help="sentence verdict model (default: shipped)"
+        "--models",
+        type=Path,
+        default=REPO / "feverous_es" / "models",
+        help="models directory under test (verdict/, table-verdict/, sentence-verdict/)",
     )
     parser.add_argument(
-        "--baseline",
+        "--baseline-models",
         type=Path,
         action="append",
         default=[],
-        help="another text verdict model to run alone on the same evidence",
-    )
-    parser.add_argument(
-        "--table-baseline",
-        type=Path,
-        action="append",
-        default=[],
-        help="another table verdict model to run with --model on the same evidence",
+        help="another models directory, side by side (repeat for several)",
     )
     parser.add_argument("--per-file", type=int, help="at most this many held-out claims a file")
     parser.add_argument("--files", nargs="*", help="only these claim files (stems)")
-    parser.add_argument("--nei", type=float, nargs="*", default=[0.6, 0.7, 0.8])
+    parser.add_argument("--nei", type=float, nargs="*", default=[0.3, 0.5, 0.7, 0.9, 1.1])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     add_record_option(parser)
     args = parser.parse_args()
 
-    from feverous_es.verify.feature_verdict import DEFAULT_MODELS
-    from feverous_es.verify.verdict import DEFAULT_MODEL
-
-    args.model = args.model or DEFAULT_MODEL
-    trainings = [
-        training_report(args.table_model or DEFAULT_MODELS["table"]),
-        training_report(args.sentence_model or DEFAULT_MODELS["sentence"]),
-    ]
-    files: dict[str, list[str]] = {}
-    for training in trainings:
-        for name in training["claims"]:
-            source = Path(name).stem
-            if source not in files and (not args.files or source in args.files):
-                files[source] = held_out_lines(training, MINI / name, args.per_file)
+    directories = [args.models / name for name in ("verdict", "table-verdict", "sentence-verdict")]
+    for models in args.baseline_models:
+        directories += [models / n for n in ("table-verdict", "sentence-verdict")]
+    trainings = [training_report(d) for d in directories]
+    names = dict.fromkeys(n for t in trainings[:3] for n in t["claims"])
+    files = {
+        Path(name).stem: held_out_lines(trainings, MINI / name, args.per_file)
+        for name in names
+        if not args.files or Path(name).stem in args.files
+    }
     figures = measure(args, files)
-    report(figures, args, [t["command"] for t in trainings])
+    report(figures, args, [t["command"] for t in trainings[:3]])
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     record_if_asked(args, figures)

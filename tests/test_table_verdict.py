@@ -16,13 +16,20 @@ pytest.importorskip("skl2onnx")
 from click.testing import CliRunner
 
 from feverous_es.cli import main
-from feverous_es.errors import ModelError
+from feverous_es.errors import ModelError, TrainError
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.training import feature_verdict as fv
+from feverous_es.training.entailment_data import score_key
 from feverous_es.verify import sentence_facts
-from feverous_es.verify.feature_verdict import DEFAULT_MODELS, SPEC_FILE, FeatureClassifier
-from feverous_es.verify.table_facts import FEATURE_NAMES
+from feverous_es.verify.feature_verdict import (
+    DEFAULT_MODELS,
+    ENTAILMENT_FEATURES,
+    SPEC_FILE,
+    FeatureClassifier,
+)
+from feverous_es.verify.inputs import sentence_premise, table_premise
+from feverous_es.verify.table_facts import FEATURE_NAMES, Table
 from feverous_es.verify.verdict import ClassifierVerdict
 from tests.conftest import REPO
 
@@ -149,6 +156,9 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
     assert routed[0].probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
     sentence_features = sentence_facts.claim_features(claim, [sentence.text])[None, :]
     shipped = FeatureClassifier(DEFAULT_MODELS["sentence"], "sentence")
+    if shipped.stacked:  # the shipped entailment model's probabilities join the features
+        entailed = verdict.entailment([claim], [sentence_premise([Candidate(sentence, 1.0)])])
+        sentence_features = np.hstack([sentence_features, entailed])
     expected = shipped.probabilities(sentence_features)[0]
     assert routed[1].probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
     assert text[1].probabilities != routed[1].probabilities  # the MiniLM text model
@@ -177,3 +187,50 @@ def test_claims_without_gold_tables_are_one_error_line(sample_index, tmp_path) -
     )  # fmt: skip
     assert result.exit_code == 1
     assert "has no SUPPORTS / REFUTES claims that name gold_tables" in result.output
+
+
+def test_a_stacked_table_model_reads_the_entailment_probabilities(
+    tabfact_claims, sample_index, tiny_classifier, tmp_path
+) -> None:
+    """With `--entailment`, the entailment scores of each claim join its features (fitting and
+    ONNX spec), and at run time the verdict feeds the entailment model's probabilities to it."""
+    claims = fv.read_claims([tabfact_claims], tables=True)
+    entailment = tmp_path / "entailment"
+    entailment.mkdir()
+    with (entailment / "scores.jsonl").open("w") as out:
+        for claim in claims:  # scores that give the label away: the stack must learn them
+            p = [0.8, 0.1, 0.1] if claim.label == "SUPPORTS" else [0.1, 0.8, 0.1]
+            key = score_key("table", claim.source, claim.id, "gold")
+            out.write(json.dumps({"key": key, "model": "fold-0", "probabilities": p}) + "\n")
+    options = fv.RunOptions(
+        kind="table", claims=[tabfact_claims], index=sample_index, out=tmp_path / "stacked",
+        holdout=0.3, settings=fv.Settings(trees=20, depth=3), entailment=entailment,
+    )  # fmt: skip
+    report = fv.run(options)
+    spec = json.loads((options.out / SPEC_FILE).read_text())
+    assert spec["features"] == [*FEATURE_NAMES, *ENTAILMENT_FEATURES]
+    assert all(r["accuracy"] == 1.0 for r in report["holdout_accuracy"].values())
+
+    store = open_store("embedded", sample_index)
+    try:
+        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
+        model_dir, _ = tiny_classifier
+        verdict = ClassifierVerdict(context, model=str(model_dir), table_model=str(options.out))
+        claim = claims[0]
+        page = claim.table.rpartition("_table_")[0]
+        cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.in_cell_budget]
+        [routed] = verdict.predict([(Query(claim.claim, np.zeros(0)), cells)])
+        features, _ = fv.gold_features([claim], store)
+        table = Table.from_elements(store.page_elements(page), int(claim.table.rpartition("_")[2]))
+    finally:
+        store.close()
+    assert table is not None
+    entailed = verdict.entailment([claim.claim], [table_premise(claim.claim, table)])
+    stacked = np.hstack([features, entailed])
+    expected = FeatureClassifier(options.out, "table").probabilities(stacked)[0]
+    assert routed.probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
+    assert routed.probabilities[Label.NOT_ENOUGH_INFO] == pytest.approx(entailed[0][2], abs=1e-5)
+
+    (entailment / "scores.jsonl").write_text("")
+    with pytest.raises(TrainError, match="lacks the entailment scores of"):
+        fv.run(options)

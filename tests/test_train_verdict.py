@@ -1,9 +1,11 @@
 """`feverous-es train verdict` end to end with a tiny BERT made here (not the shipped model):
-evidence from the sample index, training with a resumed checkpoint, ONNX export with parity, the
-exported model in the verdict plugin, and the one-line errors."""
+evidence from the sample index, the mixed pairs (retrieved, gold-removed NEI, gold table, nli),
+cross-fitting scores, training with a resumed checkpoint, ONNX export with parity, the exported
+model in the verdict plugin, and the one-line errors."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -18,8 +20,9 @@ from click.testing import CliRunner
 from feverous_es.cli import main
 from feverous_es.export.parity import torch_logits
 from feverous_es.plugins.interfaces import Label, PluginContext, Query
-from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.training import entailment_data as data
 from feverous_es.training import verdict as tv
+from feverous_es.verify.inputs import sentence_premise
 
 CLAIMS = [
     ("The Glenn Thompson Plantation is also known as Cedar Heights Plantation.", "SUPPORTS"),
@@ -31,28 +34,58 @@ CLAIMS = [
     ("Rex Jory has never written for The Advertiser.", "REFUTES"),
     ("The Cape Fear and Yadkin Valley Railway operated only in Texas.", "REFUTES"),
 ]
+TABLE_CLAIMS = [
+    ("ricardo páez play for venezuela", "SUPPORTS", "Ricardo Páez_table_0"),
+    ("kjlt - fm broadcast in texas", "REFUTES", "KJLT-FM_table_0"),
+]
 
 
-def write_claims(path: Path, claims: list[tuple[str, str]], start: int) -> Path:
+def write_claims(path: Path, records: list[dict]) -> Path:
     lines = [json.dumps({"id": "", "claim": "", "label": "", "evidence": []})]
-    lines += [
-        json.dumps({"id": start + i, "claim": c, "label": label, "evidence": []})
-        for i, (c, label) in enumerate(claims)
-    ]
+    lines += [json.dumps(r) for r in records]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_pairs(path: Path) -> Path:
+    rows = [
+        {"source": "nli-text", "id": "t1", "claim": "A man rides.", "label": "SUPPORTS",
+         "evidence": [{"title": "", "text": "A man is riding a bike."}]},
+        {"source": "nli-text", "id": "t2", "claim": "A man sleeps.", "label": "NOT ENOUGH INFO",
+         "evidence": [{"title": "Men", "text": "A man is riding a bike."}]},
+        {"source": "nli-table", "id": "b1", "claim": "It was released in 2007.",
+         "label": "REFUTES", "table": {"title": "In Rainbows", "caption": "", "header": ["", ""],
+                                       "rows": [["Released", "10 October 2008"]]}},
+    ]  # fmt: skip
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.writelines(json.dumps(r) + "\n" for r in rows)
     return path
 
 
 @pytest.fixture
 def options(tmp_path: Path, tiny_base: Path, sample_index: Path) -> tv.RunOptions:
-    a = write_claims(tmp_path / "first_dev.jsonl", CLAIMS[:4], 100)
-    b = write_claims(tmp_path / "second_dev.jsonl", CLAIMS[4:], 200)
+    a = write_claims(
+        tmp_path / "first_dev.jsonl",
+        [{"id": 100 + i, "claim": c, "label": label, "evidence": []}
+         for i, (c, label) in enumerate(CLAIMS[:4])],
+    )  # fmt: skip
+    b = write_claims(
+        tmp_path / "second_dev.jsonl",
+        [{"id": 200 + i, "claim": c, "label": label, "evidence": []}
+         for i, (c, label) in enumerate(CLAIMS[4:])],
+    )  # fmt: skip
+    tables = write_claims(
+        tmp_path / "tables_train.jsonl",
+        [{"id": 300 + i, "claim": c, "label": label, "evidence": [], "gold_tables": [t]}
+         for i, (c, label, t) in enumerate(TABLE_CLAIMS)],
+    )  # fmt: skip
     settings = tv.TrainSettings(
-        base=tiny_base, epochs=2, max_length=64, batch_size=2, checkpoint_every=1, seed=3
+        base=tiny_base, epochs=2, max_length=64, batch_size=4, checkpoint_every=1, seed=3
     )
     return tv.RunOptions(
-        claims=[a, b], index=sample_index, out=tmp_path / "model", work=tmp_path / "work",
-        settings=settings, holdout=0.3, hops=1, command="feverous-es train verdict …",
+        claims=[a, b], train_claims=[tables], pairs=[write_pairs(tmp_path / "nli.jsonl.gz")],
+        index=sample_index, out=tmp_path / "model", work=tmp_path / "work", settings=settings,
+        holdout=0.3, hops=1, folds=2, command="feverous-es train verdict …",
     )  # fmt: skip
 
 
@@ -60,48 +93,71 @@ def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
     steps: list[int] = []
     assert tv.run(options, on_step=lambda s, n, r: steps.append(s), stop_after=2) is None
     assert steps == [1, 2]
-    assert (options.work / tv.CHECKPOINT_FILE).is_file()
+    assert (options.work / "fold-0" / tv.CHECKPOINT_FILE).is_file()
     cached = (options.work / tv.EVIDENCE_FILE).read_text().splitlines()
-    assert len(cached) == len(CLAIMS)
+    assert len(cached) == len(CLAIMS)  # the table file is read against its gold tables only
     assert all(json.loads(line)["evidence"] for line in cached)  # retrieved, not gold (empty)
+    pairs = data.read_pairs(options.work / tv.PAIRS_FILE)
+    by_source = {p.source for p in pairs}
+    assert {"first_dev", "second_dev", "tables_train", "nli-text", "nli-table"} <= by_source
+    gold_tables = [p for p in pairs if p.source == "tables_train"]
+    assert len(gold_tables) == 2 and all(p.route == "table" for p in gold_tables)
+    assert "venezuela" in gold_tables[0].premise.lower()
+    assert not any(p.held_out for p in gold_tables)  # a training-only file is never held out
 
     steps.clear()
     report = tv.run(options, on_step=lambda s, n, r: steps.append(s))
     assert report is not None
-    assert steps[0] == 3 and steps[-1] == report["training"]["steps"]  # resumed, not restarted
+    assert steps[0] == 3  # resumed, not restarted
     assert (options.work / tv.EVIDENCE_FILE).read_text().splitlines() == cached  # not redone
 
     out = options.out
-    assert {"model.onnx", "tokenizer.json", "config.json", "README.md"} <= {
+    assert {"model.onnx", "tokenizer.json", "config.json", "README.md", "scores.jsonl"} <= {
         p.name for p in out.iterdir()
     }
     config = json.loads((out / "config.json").read_text())
-    assert config["id2label"] == {"0": "SUPPORTS", "1": "REFUTES"}
+    assert config["id2label"] == {"0": "SUPPORTS", "1": "REFUTES", "2": "NOT ENOUGH INFO"}
+    # Every claim pair not held out is scored by the fold model that did not train on it.
+    scores = data.read_scores(out / "scores.jsonl")
+    for pair in pairs:
+        if pair.fold >= 0:
+            assert pair.key in scores
+            assert len(scores[pair.key]) == 3
+    models = {json.loads(line)["model"] for line in (out / "scores.jsonl").read_text().splitlines()}
+    assert {"fold-0", "fold-1"} <= models
     parity = report["export"]["parity"]
     assert parity["fp32"]["max_abs_diff"] < 1e-4
     assert parity["int8"]["max_abs_diff"] < 0.1
-    assert set(report["holdout_accuracy"]) <= {"first_dev", "second_dev"}
     assert "all-MiniLM-L6-v2" in (out / "README.md").read_text()
 
 
 def test_exported_model_in_the_verdict_plugin_matches_torch(options: tv.RunOptions) -> None:
+    from feverous_es.index.backends import open_store
+    from feverous_es.verify.feature_verdict import evidence_table
+    from feverous_es.verify.inputs import table_premise
     from feverous_es.verify.verdict import ClassifierVerdict, softmax
 
-    options.holdout = 0.0
+    options.holdout, options.folds = 0.0, 0
     tv.run(options)
     examples = list(tv.read_cache(options.work / tv.EVIDENCE_FILE).values())
-    # The text model alone: the feature models off.
+    store = open_store("embedded", options.index)
+    # The entailment model alone (the feature models off), NEI never forced.
     verdict = ClassifierVerdict(
-        PluginContext(None, None, "cpu"),  # type: ignore[arg-type]
-        model=str(options.out), table_model="", sentence_model="",
+        PluginContext(store, None, "cpu"),  # type: ignore[arg-type]
+        model=str(options.out), table_model="", sentence_model="", nei_above=1.1,
     )  # fmt: skip
-    verdict.model = CrossEncoder(options.out, device="cpu", max_length=64)
     batch = [(Query(e.claim, np.zeros(384, np.float32)), e.candidates()) for e in examples]
     got = verdict.predict(batch)
-    pairs = [(e.claim, e.premise(False)) for e in examples]
-    expected = softmax(torch_logits(options.work / tv.TRAINED_DIR, pairs, 64))
+    tables = [evidence_table(e.claim, e.candidates(), store) for e in examples]
+    store.close()
+    # Each claim is read against its route's premise: its table, or its sentences.
+    pairs = [
+        (e.claim, table_premise(e.claim, t) if t else sentence_premise(e.candidates()))
+        for e, t in zip(examples, tables, strict=True)
+    ]
+    expected = softmax(torch_logits(options.work / tv.FULL_MODEL / tv.TRAINED_DIR, pairs, 64))
     for result, row in zip(got, expected, strict=True):
-        assert result.label is (Label.SUPPORTS if row.argmax() == 0 else Label.REFUTES)
+        assert result.label is (Label.SUPPORTS if row[0] >= row[1] else Label.REFUTES)
         assert result.probabilities[Label.SUPPORTS] == pytest.approx(row[0], abs=0.05)
 
 
@@ -114,23 +170,40 @@ def test_bad_inputs_are_one_line_errors(options: tv.RunOptions, tmp_path: Path) 
     bad_base = tv.TrainSettings(**{**vars(options.settings), "base": tmp_path})
     with pytest.raises(tv.TrainError, match="not a Hugging Face model directory"):
         tv.run(tv.RunOptions(**{**vars(options), "settings": bad_base}))
+    bad_pairs = tmp_path / "bad.jsonl"
+    bad_pairs.write_text('{"source": "x", "claim": "c"}\n')
+    with pytest.raises(tv.TrainError, match=r"bad\.jsonl:1: not a claim/evidence pair"):
+        list(data.nli_pairs(bad_pairs))
 
-    options.work.mkdir(parents=True)
-    (options.work / tv.CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    (options.work / "fold-0").mkdir(parents=True)
+    (options.work / "fold-0" / tv.CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
     runner = CliRunner()
     args = ["train", "verdict", "--index", str(options.index), "--base", str(options.settings.base)]
-    args += [
-        "--claims",
-        str(options.claims[0]),
-        "--out",
-        str(options.out),
-        "--work",
-        str(options.work),
-    ]
-    args += ["--hops", "1", "--max-length", "64"]
+    args += ["--claims", str(options.claims[0]), "--out", str(options.out)]
+    args += ["--work", str(options.work), "--hops", "1", "--max-length", "64"]
     result = runner.invoke(main, args)
     assert result.exit_code == 1
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "is unreadable" in lines[0] and "delete it" in lines[0], (
         result.output
     )
+
+
+def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
+    options: tv.RunOptions,
+) -> None:
+    """The CPU way to stacking scores: one model, trained without a share of the training
+    claims; the exported model scores those claims and the held-out ones."""
+    options.folds, options.stack_share, options.holdout = 0, 0.5, 0.25
+    report = tv.run(options)
+    assert report is not None
+    pairs = data.read_pairs(options.work / tv.PAIRS_FILE)
+    kept_out = tv.stacking_pairs(pairs, options)
+    assert kept_out and all(p.source in {"first_dev", "second_dev"} for p in kept_out)
+    pool_keys = {p.key for p in tv.training_pool(pairs, options)}
+    assert not pool_keys & {p.key for p in kept_out}
+    scores = data.read_scores(options.out / "scores.jsonl")
+    assert {p.key for p in kept_out} | {p.key for p in pairs if p.held_out} <= set(scores)
+    assert report["training"]["stacking_pairs"] == len(kept_out)
+    with pytest.raises(tv.TrainError, match="--stack-share"):
+        tv.run(tv.RunOptions(**{**vars(options), "folds": 2}))

@@ -12,7 +12,6 @@ from feverous_es.training.options import (
     claims_option,
     command_line,
     common_options,
-    default_verdict_out,
     feature_verdict_options,
     token_rate,
     training_errors,
@@ -26,20 +25,58 @@ def train_group() -> None:
 
 @train_group.command("verdict")
 @claims_option(
-    "FEVEROUS-format claim file (jsonl); repeat for several. Accuracy is reported per file."
+    "FEVEROUS-format claim file (jsonl), split into training and held-out claims; repeat for "
+    "several. Files naming gold_tables (TabFact) are read against their gold tables."
+)
+@click.option(
+    "--train-claims",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Claim file used only for training (e.g. tabfact_train.jsonl); repeat for several.",
+)
+@click.option(
+    "--pairs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="NLI pair file (the data's nli/text_pairs.jsonl.gz, table_pairs.jsonl.gz); repeat.",
 )
 @click.option(
     "--out",
     "-o",
+    required=True,
     type=click.Path(path_type=Path),
-    default=None,
-    help="Model directory to write [default: the package's feverous_es/models/verdict].",
+    help="Model directory to write (never the installed package's).",
 )
-@click.option("--holdout", default=0.3, show_default=True, help="Share of claims held out.")
+@click.option("--holdout", default=0.35, show_default=True, help="Share of claims held out.")
+@click.option(
+    "--folds",
+    default=2,
+    show_default=True,
+    help="Cross-fitting models whose out-of-fold scores the feature verdicts stack on (0: none).",
+)
+@click.option(
+    "--stack-share",
+    default=0.0,
+    show_default=True,
+    help="Instead of --folds (one training, for a CPU): this share of the --claims training "
+    "claims is kept out of the model, scored by it, and left for the feature verdicts to stack on.",
+)
+@click.option(
+    "--per-source",
+    type=int,
+    default=6000,
+    show_default=True,
+    help="At most this many training pairs of each source (so none swamps the others).",
+)
+@click.option(
+    "--retrieved",
+    default=1500,
+    show_default=True,
+    help="Claims of each table file also read against retrieved evidence.",
+)
 @click.option("--max-length", default=256, show_default=True, help="Tokens of claim + premise.")
-@click.option("--batch-size", default=16, show_default=True)
-@click.option("--lr", "learning_rate", default=5e-5, show_default=True)
-@click.option("--math-hints/--no-math-hints", default=False, show_default=True)
+@click.option("--batch-size", default=32, show_default=True)
+@click.option("--lr", "learning_rate", default=4e-5, show_default=True)
 @click.option(
     "--reranker",
     default="retrieval",
@@ -47,25 +84,27 @@ def train_group() -> None:
     help="Reranker plugin used while collecting evidence (cross-encoder: ~2 s a claim on CPU).",
 )
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
-@common_options(
-    index="Index the evidence is retrieved from",
-    cache="Evidence",
-)
+@common_options(index="Index the evidence is retrieved from", cache="Evidence", epochs=3.0)
 def verdict_command(
     claims: tuple[Path, ...],
+    train_claims: tuple[Path, ...],
+    pairs: tuple[Path, ...],
     index: Path,
     store: str,
-    out: Path | None,
+    out: Path,
     work: Path | None,
     base: Path | None,
     holdout: float,
+    folds: int,
+    stack_share: float,
+    per_source: int,
+    retrieved: int,
     limit: int | None,
     epochs: float,
     max_length: int,
     batch_size: int,
     learning_rate: float,
     seed: int,
-    math_hints: bool,
     freeze_embeddings: bool,
     reranker: str,
     hops: int | None,
@@ -73,35 +112,31 @@ def verdict_command(
     threads: int | None,
     device: str,
 ) -> None:
-    """Train the verdict model on evidence the pipeline retrieves, export it to int8 ONNX.
+    """Train the entailment verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), export it to int8.
 
-    Collects each claim's retrieved evidence (cached in WORK/evidence.jsonl), fine-tunes a
-    SUPPORTS / REFUTES classifier (checkpoint in WORK, so a rerun resumes), exports it, checks
-    ONNX against torch, and prints the held-out label accuracy per claim file.
+    Collects retrieved evidence for the claims (cached in WORK/evidence.jsonl), builds the
+    training pairs (WORK/pairs.jsonl.gz), trains FOLDS cross-fitting models and then the model
+    that ships (checkpoints in WORK, so a rerun resumes; --device cuda trains on a GPU), writes
+    their scores (OUT/scores.jsonl, for `train table-verdict --entailment`), exports the model,
+    checks ONNX against torch, and prints the held-out accuracy per source.
     """
     from feverous_es.training import common
     from feverous_es.training import verdict as tv
 
-    out = out or default_verdict_out()
     work = work or out.with_name(out.name + ".work")
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
         settings = tv.TrainSettings(
-            base=base or common.default_base(),
-            epochs=epochs,
-            max_length=max_length,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            seed=seed,
-            math_hints=math_hints,
-            freeze_embeddings=freeze_embeddings,
-            checkpoint_every=checkpoint_every,
-            threads=threads,
-        )
+            base=base or common.default_base(), epochs=epochs, max_length=max_length,
+            batch_size=batch_size, learning_rate=learning_rate, seed=seed,
+            freeze_embeddings=freeze_embeddings, checkpoint_every=checkpoint_every,
+            threads=threads, device=device,
+        )  # fmt: skip
         options = tv.RunOptions(
             claims=list(claims), index=index, out=out, work=work, settings=settings,
             holdout=holdout, limit=limit, store=store, reranker=reranker, hops=hops,
-            device=device, command=command,
+            device=device, command=command, train_claims=list(train_claims), pairs=list(pairs),
+            folds=folds, stack_share=stack_share, per_source=per_source, retrieved=retrieved,
         )  # fmt: skip
         report = tv.run(
             options,
@@ -140,7 +175,8 @@ def _train_feature_verdict(kind: str, **params: Any) -> None:
             kind=kind, claims=list(params["claims"]), train_claims=list(params["train_claims"]),
             index=params["index"], out=out, settings=settings, holdout=params["holdout"],
             limit=params["limit"], store=params["store"], work=work,
-            retrieved=params.get("retrieved", 0), command=command,
+            retrieved=params.get("retrieved", 0), entailment=params["entailment"],
+            command=command,
         )  # fmt: skip
         report = fv.run(
             options,

@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -167,6 +168,7 @@ def fit(
     *,
     on_progress: Callable[[int, int, float], None] | None = None,
     stop_after: int | None = None,
+    on_epoch: Callable[[int], None] | None = None,
 ) -> bool:
     """Train ``model`` in place on ``items`` training items, ``settings.batch_size`` a step, with
     AdamW and a linear warm-up schedule; True when done, False when ``stop_after`` stopped it.
@@ -175,10 +177,9 @@ def fit(
     and the epoch, so a resumed run sees the batches the killed one would have) and writes it
     every ``settings.checkpoint_every`` steps; appends each step's loss to ``<work>/loss.jsonl``.
     ``stop_after`` stops after that many steps of this call (tests use it to simulate a kill).
-    ``on_progress(step, total, tokens_per_second)``.
+    ``on_progress(step, total, tokens_per_second)``; ``on_epoch(epoch)`` after each whole
+    epoch (1-based), before its checkpoint.
     """
-    from transformers import get_linear_schedule_with_warmup
-
     if items <= 0:
         raise TrainError("no training examples (every claim is held out?)")
     work.mkdir(parents=True, exist_ok=True)
@@ -193,7 +194,9 @@ def fit(
     total = settings.total_steps(items)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.01)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(settings.warmup * total), total)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, partial(linear_warmup, warmup=int(settings.warmup * total), total=total)
+    )
     step = 0
     if state is not None:
         model.load_state_dict(state["model"])
@@ -237,6 +240,8 @@ def fit(
         tokens += batch_tokens
         if on_progress:
             on_progress(step, total, tokens / max(time.perf_counter() - started, 1e-9))
+        if on_epoch and step % steps_per_epoch == 0:
+            on_epoch(step // steps_per_epoch)
         if step % settings.checkpoint_every == 0 or step == total:
             save()
         if stop_after is not None and done_here >= stop_after and step < total:
@@ -244,6 +249,14 @@ def fit(
             return False
     model.eval()
     return True
+
+
+def linear_warmup(step: int, *, warmup: int, total: int) -> float:
+    """The learning-rate factor of a linear warm-up to 1 over ``warmup`` steps, then a linear
+    decay to 0 at ``total`` (transformers' ``get_linear_schedule_with_warmup``)."""
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))
 
 
 @dataclass

@@ -15,6 +15,9 @@ Driven by ``feverous-es train table-verdict`` and ``train sentence-verdict``:
 2. **Fitting** a scikit-learn ``GradientBoostingClassifier`` (SUPPORTS / REFUTES; seconds on a
    CPU). ``--claims`` files are split by the seeded hash of each claim id, a share ``holdout``
    kept out; ``--train-claims`` files (e.g. TabFact's training claims) are never held out.
+   With ``entailment`` (a ``train verdict`` output directory), each claim's entailment
+   probabilities join its features (stacking): read from that directory's ``scores.jsonl``,
+   where every training claim was scored by a cross-fitting model that did not train on it.
 3. **Export** with skl2onnx to ``model.onnx`` (tree-ensemble operators that ONNX Runtime runs:
    no scikit-learn at run time), a parity check against scikit-learn, the held-out accuracy per
    file, ``feature_model.json`` (kind, labels, features) and a model card.
@@ -41,6 +44,7 @@ from feverous_es.training.datasets import is_holdout
 from feverous_es.training.rerank_data import index_id
 from feverous_es.verify import sentence_facts, table_facts
 from feverous_es.verify.feature_verdict import (
+    ENTAILMENT_FEATURES,
     FEATURES,
     SPEC_FILE,
     FeatureClassifier,
@@ -135,7 +139,9 @@ def fit(features: np.ndarray, labels: np.ndarray, settings: Settings) -> Any:
     return model.fit(features, labels)
 
 
-def export(model: Any, out: Path, probe: np.ndarray, kind: str) -> dict[str, Any]:
+def export(
+    model: Any, out: Path, probe: np.ndarray, kind: str, names: Sequence[str]
+) -> dict[str, Any]:
     """``model.onnx``, ``feature_model.json`` and the manifest in ``out``; parity on ``probe``."""
     try:
         from skl2onnx import to_onnx
@@ -149,7 +155,7 @@ def export(model: Any, out: Path, probe: np.ndarray, kind: str) -> dict[str, Any
         target_opset={"": 17, "ai.onnx.ml": 3},
     )
     (out / FP32_FILE).write_bytes(graph.SerializeToString())
-    spec = {"kind": kind, "labels": list(LABELS), "features": list(FEATURES[kind])}
+    spec = {"kind": kind, "labels": list(LABELS), "features": list(names)}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     write_manifest(out, [FP32_FILE, SPEC_FILE])
     onnx_p = FeatureClassifier(out, kind).probabilities(probe)
@@ -184,7 +190,31 @@ class RunOptions:
     store: str = "embedded"
     work: Path | None = None
     retrieved: int = 0
+    entailment: Path | None = None  # a `train verdict` output directory (its scores.jsonl)
     command: str = ""
+
+
+def read_entailment(directory: Path) -> dict[str, list[float]]:
+    """The entailment scores of a ``train verdict`` output directory, by pair key."""
+    from feverous_es.training.entailment_data import read_scores
+    from feverous_es.training.verdict import SCORES_FILE
+
+    path = Path(directory) / SCORES_FILE
+    if not path.is_file():
+        raise TrainError(f"{directory} has no {SCORES_FILE}: give a `train verdict` --out")
+    return read_scores(path)
+
+
+def stack(
+    features: np.ndarray, keys: Sequence[str], scores: dict[str, list[float]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The features of the claims the entailment model scored, with its probabilities after
+    them, and which claims those are (a claim the model trained on has no score: stacking on
+    it would teach the feature model to trust the entailment model more than it should)."""
+    scored = np.array([k in scores for k in keys], dtype=bool)
+    columns = np.array([scores[k] for k, s in zip(keys, scored, strict=True) if s], np.float32)
+    columns = columns.reshape(int(scored.sum()), len(ENTAILMENT_FEATURES))
+    return np.hstack([features[scored], columns]), scored
 
 
 def evidence_features(
@@ -262,6 +292,33 @@ def run(
         )
     finally:
         store.close()
+    names = FEATURES[options.kind]
+    unscored = 0
+    if options.entailment is not None:
+        from feverous_es.training.entailment_data import score_key
+
+        scores = read_entailment(options.entailment)
+        variant = "gold" if tables else ""
+        keys = [score_key(options.kind, c.source, c.id, variant) for c in claims]
+        missing = [k for k, c in zip(keys, claims, strict=True) if held_out(c) and k not in scores]
+        if missing:
+            raise TrainError(
+                f"{options.entailment} lacks the entailment scores of {len(missing)} held-out "
+                f"claims (e.g. {missing[0]}): train the verdict with the same claim files, "
+                "--retrieved / --limit, --holdout and --seed"
+            )
+        features, scored = stack(features, keys, scores)
+        unscored = int((~scored).sum())
+        claims = [c for c, s in zip(claims, scored, strict=True) if s]
+        extra_keys = [score_key(options.kind, c.source, c.id) for c in extra_claims]
+        extra_rows, extra_scored = stack(extra_rows, extra_keys, scores)
+        extra_claims = [c for c, s in zip(extra_claims, extra_scored, strict=True) if s]
+        if not any(not held_out(c) for c in claims) and not extra_claims:
+            raise TrainError(
+                f"{options.entailment} scored none of the training claims: train the verdict "
+                "with --stack-share or --folds"
+            )
+        names = names + ENTAILMENT_FEATURES
     held = np.array([held_out(c) for c in claims])
     labels = np.array([LABELS.index(c.label) for c in [*claims, *extra_claims]])
     train_x = np.vstack([features[~held], extra_rows])
@@ -270,20 +327,21 @@ def run(
     model = fit(train_x, train_y, options.settings)
     seconds = time.perf_counter() - started
     probe = features[held] if held.any() else features[:64]
-    exported = export(model, options.out, probe, options.kind)
-    names = FEATURES[options.kind]
+    exported = export(model, options.out, probe, options.kind, names)
     held_claims = [c for c, h in zip(claims, held, strict=True) if h]
     report: dict[str, Any] = {
         "command": options.command,
         "kind": options.kind,
         "claims": [Path(p).name for p in options.claims],
         "train_claims": [Path(p).name for p in options.train_claims],
+        "entailment": str(options.entailment) if options.entailment else None,
         "claims_per_file": options.limit,
         "holdout": options.holdout,
         "training": {
             "seed": seed,
             "examples": int((~held).sum()),
             "retrieved_examples": len(extra_claims),
+            "left_out_unscored": unscored,
             "settings": vars(options.settings),
             "seconds": round(seconds, 1),
             "features": list(names),

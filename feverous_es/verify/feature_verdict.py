@@ -34,6 +34,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "table": table_facts.FEATURE_NAMES,
     "sentence": sentence_facts.FEATURE_NAMES,
 }
+# The entailment verdict's probabilities, which a stacked feature model reads after FEATURES.
+ENTAILMENT_FEATURES = ("entailment_supports", "entailment_refutes", "entailment_nei")
 
 
 def table_number(element: Element) -> int | None:
@@ -93,7 +95,8 @@ def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:
 
 class FeatureClassifier:
     """The exported feature classifier of a model directory (``model.onnx``,
-    ``feature_model.json``, ``manifest.json``) of the given kind (``table`` or ``sentence``)."""
+    ``feature_model.json``, ``manifest.json``) of the given kind (``table`` or ``sentence``);
+    ``stacked``: it reads the entailment probabilities after the kind's features."""
 
     def __init__(self, model_dir: Path, kind: str) -> None:
         try:
@@ -108,7 +111,8 @@ class FeatureClassifier:
             raise ModelError(f"{model_dir / SPEC_FILE} is malformed ({error})") from None
         if model_kind != kind:
             raise ModelError(f"{model_dir} is a {model_kind} verdict model, not a {kind} one")
-        if features != FEATURES[kind]:
+        self.stacked = features == FEATURES[kind] + ENTAILMENT_FEATURES
+        if features != FEATURES[kind] and not self.stacked:
             raise ModelError(
                 f"{model_dir} was trained on other {kind} features than this version computes; "
                 f"retrain it with `feverous-es train {kind}-verdict`"

@@ -2,6 +2,9 @@
 
 * premise (:func:`premise`): the evidence in evidence order, optionally after math hints
   (Malon 2021, §5);
+* the entailment verdict's premises, one per route: :func:`sentence_premise` (the evidence's
+  sentences and list items) and :func:`table_premise` (one table: title, caption, header and the
+  rows that share most words with the claim);
 * seq2seq input (Malon 2021, §4): ``missing: <pages> [HYP] <claim> <premise>``.
 """
 
@@ -13,8 +16,13 @@ from feverous_es.index.elements import ElementType
 from feverous_es.index.linearize import readable_row_parts
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.verify.math_hints import math_hints
+from feverous_es.verify.table_facts import Table, tokens
 
 _ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
+_TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM)
+# Rows a table premise keeps: with the header, 8 rows of a TabFact table fill about 200 of the
+# 256 tokens the entailment model reads.
+TABLE_ROWS = 8
 
 
 def evidence_text(evidence: Sequence[Candidate]) -> str:
@@ -56,3 +64,26 @@ def seq2seq_input(
 ) -> str:
     pages = " ".join(dict.fromkeys(c.element.page for c in evidence))
     return f"{prefix} {pages} [HYP] {claim} {premise(claim, evidence, hints=hints)}".strip()
+
+
+def sentence_premise(evidence: Sequence[Candidate]) -> str:
+    """The evidence's sentences and list items as their linearizations (``[Title] …``), in
+    evidence order: what the entailment verdict reads for a claim about sentences."""
+    return " ".join(c.element.linearized for c in evidence if c.element.type in _TEXT_TYPES)
+
+
+def table_premise(claim: str, table: Table, *, rows: int = TABLE_ROWS) -> str:
+    """One table as the entailment verdict reads it: ``Title, caption. h1 | h2. v1 | v2 ; …``
+    with the ``rows`` rows that hold most of the claim's tokens, in the table's order (a whole
+    TabFact table is 10-30 rows: far over the model's input)."""
+    wanted = set(tokens(claim))
+    overlap = [len(wanted & row) for row in table.row_tokens]
+    best = sorted(range(len(table.rows)), key=lambda i: (-overlap[i], i))[:rows]
+    head = table.title
+    if table.caption and table.caption.casefold() != head.casefold():
+        head = f"{head}, {table.caption}"
+    parts = [head]
+    if any(table.header):
+        parts.append(" | ".join(table.header))
+    body = " ; ".join(" | ".join(table.rows[i]) for i in sorted(best))
+    return ". ".join(parts) + ". " + body

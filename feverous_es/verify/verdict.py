@@ -1,18 +1,21 @@
 """The verdict stage: claim + evidence → SUPPORTS / REFUTES / NOT ENOUGH INFO.
 
-The model reads the claim and a premise: the evidence's Papelo linearizations concatenated
-(:func:`feverous_es.verify.inputs.premise`), each starting with its ``[Title]``, optionally
-preceded by math hints (Malon 2021, §5). The built-in ``classifier`` runs an ONNX sequence
-classifier over (claim, premise) pairs, its labels from the model's ``config.json``
-(``id2label``); ``seq2seq`` a T5-style model answering "supports" / "refutes" / "neutral"
-(Papelo's choice). A model trained without an NEI class never predicts it (Papelo's submitted
-choice); ``nei_below`` turns low-confidence verdicts into NOT ENOUGH INFO.
+The built-in ``classifier`` first routes a claim (:func:`~feverous_es.verify.feature_verdict.
+evidence_table`): to the evidence's first table, or to its sentences. Its entailment model, an
+ONNX cross-encoder, reads the claim against that route's premise
+(:func:`~feverous_es.verify.inputs.table_premise` / :func:`~feverous_es.verify.inputs.
+sentence_premise`; labels from its ``config.json``'s ``id2label``); the route's feature model
+(computed table facts / word overlap) then decides SUPPORTS or REFUTES with the entailment
+probabilities among its features (stacking), and NOT ENOUGH INFO is the entailment model's call
+(``nei_above``). ``seq2seq`` runs a T5-style model answering "supports" / "refutes" /
+"neutral" (Papelo's choice).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +30,18 @@ from feverous_es.verify.feature_verdict import (
     evidence_table,
     sentence_texts,
 )
-from feverous_es.verify.inputs import premise, seq2seq_input
+from feverous_es.verify.inputs import sentence_premise, seq2seq_input, table_premise
+from feverous_es.verify.math_hints import math_hints
 from feverous_es.verify.sentence_facts import claim_features as sentence_claim_features
 from feverous_es.verify.seq2seq import Seq2SeqModel
+from feverous_es.verify.table_facts import Table
 from feverous_es.verify.table_facts import claim_features as table_claim_features
 
 # The verdict model shipped with the package; any model directory replaces it.
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "verdict"
+# The entailment model's NEI probability from which the verdict says NOT ENOUGH INFO: chosen by
+# bench/verdict.py's gold-removed measurement (README, "NOT ENOUGH INFO").
+DEFAULT_NEI_ABOVE = 0.5
 
 _LABEL_NAMES = {
     "supports": Label.SUPPORTS,
@@ -79,17 +87,22 @@ def trained_inputs(model_dir: Path) -> dict[str, Any]:
 
 
 class ClassifierVerdict:
-    """The ``classifier`` verdict. ``model``: a model directory (ONNX + tokenizer.json +
-    config.json); ``math_hints``: prefix the premise with hints; ``max_length``: tokens of
-    (claim, premise) read. Both default to what the model was trained with (its
-    ``training.json``), else no hints and 256 tokens. ``nei_below``: probability under which
-    the verdict is NEI.
+    """The ``classifier`` verdict.
 
-    ``table_model`` and ``sentence_model``: the feature classifiers
-    (:mod:`feverous_es.verify.feature_verdict`) that answer claims whose evidence is about a table
-    (:func:`evidence_table`) and the other claims; default the shipped ones, ``""`` to let the text
-    model answer instead. On held-out dev claims they beat the fine-tuned MiniLM text model
-    (which reads a table as a bag of words and stays near chance on table claims).
+    ``model``: the entailment model directory (ONNX + tokenizer.json + config.json), default the
+    shipped one; ``max_length``: tokens of (claim, premise) it reads, and ``math_hints``: prefix
+    the premise with number hints (Malon 2021, §5) — both default to what the model was trained
+    with (its ``training.json``), else 256 and no hints.
+
+    ``table_model`` / ``sentence_model``: the feature classifiers
+    (:mod:`feverous_es.verify.feature_verdict`) that decide SUPPORTS / REFUTES for the claims
+    routed to a table / to sentences, reading the entailment probabilities too when they were
+    trained on them; default the shipped ones, ``""`` to let the entailment model answer alone.
+
+    ``nei_above``: the entailment model's NOT ENOUGH INFO probability at or above which the
+    verdict is NEI (``1.0`` or more: never; the default is chosen in ``bench/verdict.py``'s
+    gold-removed measurement, see the README). ``nei_below``: a verdict's own probability under
+    which it is NEI (0: never).
     """
 
     def __init__(
@@ -101,6 +114,7 @@ class ClassifierVerdict:
         max_length: int | None = None,
         table_model: str | None = None,
         sentence_model: str | None = None,
+        nei_above: float = DEFAULT_NEI_ABOVE,
     ) -> None:
         model_dir = Path(model) if model else DEFAULT_MODEL
         if not model_dir.exists():
@@ -112,9 +126,10 @@ class ClassifierVerdict:
         self.labels = read_labels(directory)
         trained = trained_inputs(directory)
         max_length = max_length or trained.get("max_length", 256)
-        self.model = CrossEncoder(model_dir, device=context.device, max_length=max_length)
+        self._model_at = (model_dir, context.device, max_length)
         self.hints = trained.get("math_hints", False) if math_hints is None else math_hints
         self.nei_below = nei_below
+        self.nei_above = nei_above
         self.store = context.store
         self.tables = _feature_model(table_model, "table")
         self.sentences = _feature_model(sentence_model, "sentence")
@@ -122,41 +137,98 @@ class ClassifierVerdict:
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
             return []
-        tables = [
-            evidence_table(query.text, ev, self.store) if self.tables else None
-            for query, ev in batch
-        ]
-        verdicts: list[Verdict | None] = [None] * len(batch)
-        table_rows = [i for i, table in enumerate(tables) if table is not None]
-        if self.tables is not None and table_rows:
-            features = np.stack(
-                [table_claim_features(batch[i][0].text, tables[i]) for i in table_rows]  # type: ignore[arg-type]
+        tables = [evidence_table(query.text, ev, self.store) for query, ev in batch]
+        routes = [self.tables if table is not None else self.sentences for table in tables]
+        # The entailment model runs only for the claims whose verdict reads it.
+        reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
+        entailment = dict(
+            zip(
+                reads,
+                self.entailment(
+                    [batch[i][0].text for i in reads],
+                    [_premise(batch[i][0].text, batch[i][1], tables[i]) for i in reads],
+                ) if reads else [],
+                strict=True,
             )
-            for i, row in zip(table_rows, self.tables.probabilities(features), strict=True):
-                verdicts[i] = _verdict(self.tables.labels, row, self.nei_below)
-        rest = [i for i, table in enumerate(tables) if table is None]
-        if self.sentences is not None and rest:
-            features = np.stack([
-                sentence_claim_features(batch[i][0].text, sentence_texts(batch[i][1]))
-                for i in rest
-            ])  # fmt: skip
-            for i, row in zip(rest, self.sentences.probabilities(features), strict=True):
-                verdicts[i] = _verdict(self.sentences.labels, row, self.nei_below)
-        elif rest:
-            texts = self._text_probabilities([batch[i] for i in rest])
-            for i, row in zip(rest, texts, strict=True):
-                verdicts[i] = _verdict(self.labels, row, self.nei_below)
-        return [v for v in verdicts if v is not None]
+        )  # fmt: skip
+        verdicts: list[Verdict] = []
+        for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
+            if route is None:
+                verdicts.append(self._nei(self._entailment_verdict(entailment[i]), entailment[i]))
+                continue
+            if table is not None:
+                features = table_claim_features(query.text, table)
+            else:
+                features = sentence_claim_features(query.text, sentence_texts(ev))
+            if route.stacked:
+                features = np.concatenate([features, self.stacking_features(entailment[i])])
+            verdict = _verdict(route.labels, route.probabilities(features[None, :])[0],
+                               self.nei_below)  # fmt: skip
+            verdicts.append(self._nei(verdict, entailment[i]) if i in entailment else verdict)
+        return verdicts
 
-    def _text_probabilities(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> np.ndarray:
-        pairs = [(query.text, premise(query.text, ev, hints=self.hints)) for query, ev in batch]
-        probabilities = softmax(self.model.logits(pairs))
+    def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
+        """Whether a claim on ``route`` needs the entailment model: it answers alone, the
+        feature model stacks on it, or it may call NOT ENOUGH INFO."""
+        may_call_nei = Label.NOT_ENOUGH_INFO in self.labels and self.nei_above <= 1.0
+        return route is None or route.stacked or may_call_nei
+
+    @cached_property
+    def model(self) -> CrossEncoder:
+        """The entailment model, loaded on first use: with stacking off and NEI never called,
+        no claim reads it."""
+        model_dir, device, max_length = self._model_at
+        return CrossEncoder(model_dir, device=device, max_length=max_length)
+
+    def entailment(self, claims: Sequence[str], premises: Sequence[str]) -> np.ndarray:
+        """The entailment model's label probabilities (in :attr:`labels` order) per pair."""
+        if self.hints:
+            premises = [
+                f"{hints} {text}" if (hints := math_hints(claim, text)) else text
+                for claim, text in zip(claims, premises, strict=True)
+            ]
+        probabilities = softmax(self.model.logits(list(zip(claims, premises, strict=True))))
         if probabilities.shape[1] != len(self.labels):
             raise ModelError(
                 f"the verdict model has {probabilities.shape[1]} outputs but config.json names "
                 f"{len(self.labels)} labels"
             )
         return probabilities
+
+    def _entailment_verdict(self, row: np.ndarray) -> Verdict:
+        """The entailment model's own verdict: SUPPORTS or REFUTES, whichever is likelier (its
+        probability renormalized over the two); NOT ENOUGH INFO is ``nei_above``'s call, as
+        for the feature models' verdicts."""
+        decided = [i for i, label in enumerate(self.labels) if label is not Label.NOT_ENOUGH_INFO]
+        best = max(decided, key=lambda i: row[i])
+        p = float(row[best] / max(row[decided].sum(), 1e-9))
+        label = self.labels[best] if p >= self.nei_below else Label.NOT_ENOUGH_INFO
+        return Verdict(label, p, dict(zip(self.labels, map(float, row), strict=True)))
+
+    def stacking_features(self, row: np.ndarray) -> np.ndarray:
+        """The entailment probabilities as the feature models read them: SUPPORTS, REFUTES,
+        NOT ENOUGH INFO (0 for a label the model lacks)."""
+        by_label = dict(zip(self.labels, row.tolist(), strict=True))
+        return np.array([by_label.get(label, 0.0) for label in _STACKED], dtype=np.float32)
+
+    def _nei(self, verdict: Verdict, row: np.ndarray) -> Verdict:
+        """The verdict with the entailment model's NEI probability among its probabilities,
+        turned into NOT ENOUGH INFO when that probability reaches ``nei_above``."""
+        if Label.NOT_ENOUGH_INFO not in self.labels:
+            return verdict
+        p_nei = float(row[self.labels.index(Label.NOT_ENOUGH_INFO)])
+        probabilities = {**verdict.probabilities, Label.NOT_ENOUGH_INFO: p_nei}
+        if p_nei >= self.nei_above and verdict.label is not Label.NOT_ENOUGH_INFO:
+            return Verdict(Label.NOT_ENOUGH_INFO, p_nei, probabilities)
+        return Verdict(verdict.label, verdict.probability, probabilities)
+
+
+_STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
+
+
+def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> str:
+    """What the entailment model reads: the routed table, else the evidence's sentences."""
+    return table_premise(claim, table) if table is not None else sentence_premise(evidence)
 
 
 def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:
