@@ -18,6 +18,8 @@ from feverous_es.eval.cli import score_command
 from feverous_es.export.cli import export_command
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
+from feverous_es.index.search import MODES
+from feverous_es.serve.cli import run_server, serve_options
 from feverous_es.training.cli import train_group
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -205,9 +207,7 @@ def plan(
 )  # fmt: skip
 @click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True)
 @click.option("-k", "--top", "k", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option(
-    "--mode", type=click.Choice(["hybrid", "bm25", "knn"]), default="hybrid", show_default=True
-)
+@click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True)
 @click.option("--page", "pages", multiple=True, help="Only elements of this page (repeatable).")
 @click.option(
     "--type", "types", multiple=True,
@@ -229,6 +229,8 @@ def search(
     """Search the index for QUERY: BM25, kNN or both fused."""
     from feverous_es.index.elements import ElementType
     from feverous_es.index.embedder import Embedder
+    from feverous_es.index.search import hit_to_dict
+    from feverous_es.index.search import search as search_store
     from feverous_es.index.store import Filters
 
     if not query.strip():
@@ -236,18 +238,11 @@ def search(
     index_store = open_store(store, index_dir)
     try:
         filters = Filters(pages=pages, types=tuple(ElementType(t) for t in types))
-        if mode == "bm25":
-            hits = index_store.search_text(query, k, filters)
-        else:
-            vector = Embedder().embed([query])[0]
-            if mode == "knn":
-                hits = index_store.search_vector(vector, k, filters)
-            else:
-                hits = index_store.search_hybrid(query, vector, k, filters)
+        hits = search_store(index_store, lambda t: Embedder().embed(t), query, k, mode, filters)
     finally:
         index_store.close()
     if as_json:
-        print_json([{"score": h.score, **dataclasses.asdict(h.element)} for h in hits])
+        print_json([hit_to_dict(h) for h in hits])
         return
     table = Table("score", "id", "type", "text", show_lines=False)
     for hit in hits:
@@ -371,6 +366,25 @@ def predict(
         console.print(f"[yellow]skipped line {bad.line_no}:[/yellow] {bad.reason}", highlight=False)
     if len(report.malformed) > 10:
         console.print(f"… and {len(report.malformed) - 10} more malformed lines (see --json)")
+
+
+@main.command()
+@_pipeline_options
+@serve_options
+def serve(
+    index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
+    hops: int | None, device: str, host: str, port: int, max_queue: int, max_batch: int,
+) -> None:  # fmt: skip
+    """Serve the verifier over HTTP: a JSON API (POST /v1/verify, /v1/verify/batch,
+    /v1/search; GET /v1/health; OpenAPI at /openapi.json) and a page at / where a person checks
+    a claim and sees the evidence that decided it. Models load once; concurrent requests queue
+    for one pipeline and are batched. With $FEVEROUS_ES_SERVE_TOKEN set, API requests need
+    "Authorization: Bearer <token>"."""
+    run_server(
+        lambda: _open_pipeline(index_dir, store, config_path, plugins, hops, device),
+        store=store, location=index_dir, host=host, port=port, max_queue=max_queue,
+        max_batch=max_batch,
+    )  # fmt: skip
 
 
 @main.command("plugins")

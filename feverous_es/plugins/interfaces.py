@@ -45,10 +45,30 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadTable:
+    """One table as a verdict read it: the ``rows`` it read, in the table's order
+    (``row_numbers``: their positions among the table's data rows), and the cells that hold a
+    claim word (``matched``: ``(index into rows, column)`` pairs)."""
+
+    page: str
+    table: int
+    caption: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    row_numbers: tuple[int, ...]
+    matched: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
+    """A claim's label and its probabilities; ``read`` (ids of the evidence elements) and
+    ``table`` say what the verdict read, for people (a plugin may leave them empty)."""
+
     label: Label
     probability: float
     probabilities: Mapping[Label, float] = field(default_factory=dict)
+    read: tuple[str, ...] = ()
+    table: ReadTable | None = None
 
 
 class Embed(Protocol):

@@ -99,6 +99,7 @@ class FeatureClassifier:
     ``stacked``: it reads the entailment probabilities after the kind's features."""
 
     def __init__(self, model_dir: Path, kind: str) -> None:
+        self.model_dir = model_dir
         try:
             spec = json.loads((model_dir / SPEC_FILE).read_text(encoding="utf-8"))
             self.labels = [Label(name) for name in spec["labels"]]

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from feverous_es.index.elements import ElementType
 from feverous_es.index.linearize import readable_row_parts
-from feverous_es.plugins.interfaces import Candidate
+from feverous_es.plugins.interfaces import Candidate, ReadTable
 from feverous_es.verify.math_hints import math_hints
-from feverous_es.verify.table_facts import Table, tokens
+from feverous_es.verify.table_facts import STOPWORDS, Table, tokens
 
 _ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
 _TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM)
@@ -72,18 +72,48 @@ def sentence_premise(evidence: Sequence[Candidate]) -> str:
     return " ".join(c.element.linearized for c in evidence if c.element.type in _TEXT_TYPES)
 
 
-def table_premise(claim: str, table: Table, *, rows: int = TABLE_ROWS) -> str:
-    """One table as the entailment verdict reads it: ``Title, caption. h1 | h2. v1 | v2 ; …``
-    with the ``rows`` rows that hold most of the claim's tokens, in the table's order (a whole
-    TabFact table is 10-30 rows: far over the model's input)."""
+def premise_rows(claim: str, table: Table, rows: int = TABLE_ROWS) -> list[int]:
+    """The ``rows`` data rows of ``table`` that hold most of the claim's tokens, in the table's
+    order: the rows a table premise reads (a whole TabFact table is 10-30 rows: far over the
+    model's input)."""
     wanted = set(tokens(claim))
     overlap = [len(wanted & row) for row in table.row_tokens]
-    best = sorted(range(len(table.rows)), key=lambda i: (-overlap[i], i))[:rows]
+    return sorted(sorted(range(len(table.rows)), key=lambda i: (-overlap[i], i))[:rows])
+
+
+def table_premise(claim: str, table: Table, *, rows: int = TABLE_ROWS) -> str:
+    """One table as the entailment verdict reads it: ``Title, caption. h1 | h2. v1 | v2 ; …``
+    with its :func:`premise_rows`."""
     head = table.title
     if table.caption and table.caption.casefold() != head.casefold():
         head = f"{head}, {table.caption}"
     parts = [head]
     if any(table.header):
         parts.append(" | ".join(table.header))
-    body = " ; ".join(" | ".join(table.rows[i]) for i in sorted(best))
+    body = " ; ".join(" | ".join(table.rows[i]) for i in premise_rows(claim, table, rows))
     return ". ".join(parts) + ". " + body
+
+
+def read_evidence(
+    claim: str, evidence: Sequence[Candidate], table: Table | None, number: int | None
+) -> tuple[tuple[str, ...], ReadTable | None]:
+    """What a verdict that reads :func:`table_premise` (table ``number`` of the evidence) or
+    :func:`sentence_premise` (``table`` None) read: the evidence elements' ids and the table's
+    premise rows with the cells that hold a claim word."""
+    if table is None or number is None:
+        return tuple(c.element.id for c in evidence if c.element.type in _TEXT_TYPES), None
+    ids = tuple(
+        c.element.id for c in evidence
+        if c.element.page == table.title and c.element.table == number
+    )  # fmt: skip
+    chosen = premise_rows(claim, table)
+    words = set(tokens(claim)) - STOPWORDS
+    matched = tuple(
+        (i, c)
+        for i, r in enumerate(chosen)
+        for c, cell in enumerate(table.rows[r])
+        if words & set(tokens(cell))
+    )
+    rows = tuple(table.rows[r] for r in chosen)
+    read = ReadTable(table.title, number, table.caption, table.header, rows, tuple(chosen), matched)
+    return ids, read

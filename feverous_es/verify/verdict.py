@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -22,15 +23,28 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import ModelError
-from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
+from feverous_es.plugins.interfaces import (
+    Candidate,
+    Label,
+    PluginContext,
+    Query,
+    ReadTable,
+    Verdict,
+)
 from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.verify.feature_verdict import (
     DEFAULT_MODELS,
     FeatureClassifier,
     evidence_table,
+    evidence_tables,
     sentence_texts,
 )
-from feverous_es.verify.inputs import sentence_premise, seq2seq_input, table_premise
+from feverous_es.verify.inputs import (
+    read_evidence,
+    sentence_premise,
+    seq2seq_input,
+    table_premise,
+)
 from feverous_es.verify.math_hints import math_hints
 from feverous_es.verify.sentence_facts import claim_features as sentence_claim_features
 from feverous_es.verify.seq2seq import Seq2SeqModel
@@ -165,13 +179,32 @@ class ClassifierVerdict:
             verdict = _verdict(route.labels, route.probabilities(features[None, :])[0],
                                self.nei_below)  # fmt: skip
             verdicts.append(self._nei(verdict, entailment[i]) if i in entailment else verdict)
-        return verdicts
+        return [
+            replace(v, read=read, table=table)
+            for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
+        ]
+
+    @staticmethod
+    def _read(
+        item: tuple[Query, Sequence[Candidate]], table: Table | None
+    ) -> tuple[tuple[str, ...], ReadTable | None]:
+        query, evidence = item
+        number = evidence_tables(evidence)[0][1] if table is not None else None
+        return read_evidence(query.text, evidence, table, number)
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
         """Whether a claim on ``route`` needs the entailment model: it answers alone, the
         feature model stacks on it, or it may call NOT ENOUGH INFO."""
         may_call_nei = Label.NOT_ENOUGH_INFO in self.labels and self.nei_above <= 1.0
         return route is None or route.stacked or may_call_nei
+
+    def model_dirs(self) -> dict[str, Path]:
+        """The directories of the models this verdict runs, by role."""
+        dirs = {"verdict": self._model_at[0]}
+        for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):
+            if model is not None:
+                dirs[kind] = model.model_dir
+        return dirs
 
     @cached_property
     def model(self) -> CrossEncoder:

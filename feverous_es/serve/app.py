@@ -1,0 +1,287 @@
+"""The HTTP service: a JSON API over the pipeline, and the page at ``/``.
+
+Routes (their OpenAPI description at ``/openapi.json``):
+
+* ``POST /v1/verify`` ``{"claim", "hops"?}`` → what ``verify --json`` prints;
+* ``POST /v1/verify/batch`` ``{"claims": [...], "hops"?}`` → ``{"results": [...]}``;
+* ``POST /v1/search`` ``{"query", "k"?, "mode"?, "pages"?, "types"?}`` → what ``search --json``
+  prints;
+* ``GET /v1/health`` → the store, the index build, each model with its files' sha256, the
+  queue.
+
+Every error is 4xx/5xx with one line of JSON, ``{"error": "..."}``: malformed JSON 400, a
+missing or wrong token 401, unknown route 404, a body over ``MAX_BODY_BYTES`` 413, fields that
+are unknown, missing or out of their limits 422, a full queue 503 (with ``Retry-After``).
+
+With a token (``FEVEROUS_ES_SERVE_TOKEN``), every API route and the OpenAPI description need
+``Authorization: Bearer <token>``. The page and its static files carry no data and load
+without it (a browser cannot send a header with a page load); the page asks for the token when
+the API answers 401 and sends it with each request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Request
+from fastapi import HTTPException as FastAPIHTTPException
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from feverous_es import __version__
+from feverous_es.errors import EmptyClaimError, FeverousError, StoreError
+from feverous_es.index.search import hit_to_dict, search
+from feverous_es.index.store import Filters
+from feverous_es.serve.worker import PipelineWorker, QueueFull
+from feverous_es.verify.pipeline import Pipeline
+from feverous_es.verify.report import result_to_dict
+
+MAX_CLAIM_CHARS = 1000  # a FEVEROUS claim is 10-60 words; 1,000 characters is far beyond
+MAX_BATCH_CLAIMS = 64
+MAX_HOPS = 10
+MAX_K = 100
+MAX_BODY_BYTES = 256 * 1024  # a full batch of the longest claims is 64 kB
+STATIC = Path(__file__).with_name("static")
+
+log = logging.getLogger("feverous_es.serve")
+
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Claim = Annotated[Text, StringConstraints(max_length=MAX_CLAIM_CHARS)]
+Hops = Annotated[int | None, Field(ge=0, le=MAX_HOPS, description="Next-hop rounds.")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VerifyRequest(_Strict):
+    claim: Claim = Field(description=f"The claim, 1-{MAX_CLAIM_CHARS} characters.")
+    hops: Hops = None
+
+
+class BatchRequest(_Strict):
+    claims: list[Claim] = Field(min_length=1, max_length=MAX_BATCH_CLAIMS)
+    hops: Hops = None
+
+
+class SearchRequest(_Strict):
+    query: Claim
+    k: int = Field(10, ge=1, le=MAX_K)
+    mode: Literal["hybrid", "bm25", "knn"] = "hybrid"
+    pages: list[Text] = Field(default_factory=list, max_length=50)
+    types: list[Literal["sentence", "cell", "header_cell", "table_caption", "item"]] = Field(
+        default_factory=list
+    )
+
+
+class ServeError(Exception):
+    """An error answered as ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+def create_app(
+    pipeline: Pipeline,
+    *,
+    health: dict[str, Any],
+    token: str | None = None,
+    max_queue: int = 64,
+    max_batch: int = 16,
+) -> FastAPI:
+    """The application over an open ``pipeline`` (closed when the app shuts down).
+    ``health``: what ``/v1/health`` reports of the store and models (:func:`describe`)."""
+    worker = PipelineWorker(pipeline, max_queue=max_queue, max_batch=max_batch)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        worker.start()
+        try:
+            yield
+        finally:
+            worker.stop()
+            pipeline.close()
+
+    def authorized(request: Request) -> None:
+        if token is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(given.encode(), token.encode()):
+            raise ServeError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+
+    app = FastAPI(
+        title="feverous-es",
+        version=__version__,
+        description="Fact verification over Wikipedia: a claim in, a verdict and the evidence "
+        "that decided it out.",
+        lifespan=lifespan,
+        openapi_url=None,  # served below, behind the token
+        docs_url=None,  # its page loads scripts from a CDN; the service works offline
+        redoc_url=None,
+    )
+    api = [Depends(authorized)]
+
+    @app.post("/v1/verify", dependencies=api, summary="Verify one claim")
+    async def verify(body: VerifyRequest) -> dict[str, Any]:
+        [result] = await worker.verify([body.claim], body.hops)
+        return result_to_dict(result)
+
+    @app.post("/v1/verify/batch", dependencies=api, summary="Verify many claims, batched")
+    async def verify_batch(body: BatchRequest) -> dict[str, Any]:
+        results = await worker.verify(body.claims, body.hops)
+        return {"results": [result_to_dict(r) for r in results]}
+
+    @app.post("/v1/search", dependencies=api, summary="Search the index's elements")
+    async def search_elements(body: SearchRequest) -> list[dict[str, Any]]:
+        from feverous_es.index.elements import ElementType
+
+        filters = Filters(pages=tuple(body.pages), types=tuple(map(ElementType, body.types)))
+
+        def run(p: Pipeline) -> list[dict[str, Any]]:
+            hits = search(p.context.store, p.context.embed, body.query, body.k, body.mode, filters)
+            return [hit_to_dict(h) for h in hits]
+
+        result: list[dict[str, Any]] = await worker.run(run)
+        return result
+
+    @app.get("/v1/health", dependencies=api, summary="Store, index build, models, queue")
+    async def health_route() -> dict[str, Any]:
+        queue = {"waiting": worker.waiting, "max": worker.max_queue, "batches": worker.batches}
+        return {"status": "ok", "version": __version__, **health, "queue": queue}
+
+    @app.get("/openapi.json", dependencies=api, include_in_schema=False)
+    async def openapi() -> dict[str, Any]:
+        return app.openapi()
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    return app
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ServeError)
+    async def serve_error(_: Request, error: ServeError) -> JSONResponse:
+        return _error(error.status, error.message, error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0]
+        if first.get("type") == "json_invalid":
+            return _error(400, f"malformed JSON: {first.get('ctx', {}).get('error', '')}".strip())
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        return _error(422, f"{where or 'body'}: {first.get('msg', 'invalid')}")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, error: HTTPException) -> JSONResponse:
+        message = {404: "not found", 405: "method not allowed"}.get(error.status_code)
+        return _error(error.status_code, message or str(error.detail), error.headers)
+
+    @app.exception_handler(QueueFull)
+    async def busy(_: Request, error: QueueFull) -> JSONResponse:
+        return _error(503, str(error), {"Retry-After": "1"})
+
+    @app.exception_handler(FeverousError)
+    async def failed(_: Request, error: FeverousError) -> JSONResponse:
+        if isinstance(error, EmptyClaimError):
+            return _error(422, str(error))
+        status = 503 if isinstance(error, StoreError) else 500
+        log.error("request failed: %s", error)
+        return _error(status, str(error))
+
+    @app.exception_handler(Exception)
+    async def bug(_: Request, error: Exception) -> JSONResponse:
+        log.exception("internal error", exc_info=error)
+        return _error(500, "internal error (the server log has the details)")
+
+
+class BodyLimit:
+    """Refuses request bodies over ``limit`` bytes with 413, by their Content-Length or, for a
+    body sent without one, as soon as it grows past the limit."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await _error(413, f"request body over {self.limit} bytes")(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:  # FastAPI passes an HTTPException through its body parsing
+                raise FastAPIHTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def describe(pipeline: Pipeline, store: str, location: str) -> dict[str, Any]:
+    """What ``/v1/health`` reports: the store (kind, location without credentials, the build's
+    counts and format) and every model the pipeline runs, with its files' sha256."""
+    from feverous_es.index.embedder import default_model_dir
+    from feverous_es.onnx_session import sha256_file
+
+    opened = pipeline.context.store
+    state = opened.state()
+    if hasattr(opened, "config"):  # Elasticsearch: the cluster the configuration chose
+        location = opened.config.display_url
+    info: dict[str, Any] = {
+        "kind": store,
+        "location": _without_credentials(location),
+        "elements": state.elements,
+        "pages": state.pages,
+        "complete": state.complete,
+    }
+    meta = Path(location) / "meta.json"
+    if store == "embedded" and meta.is_file():
+        info["format"] = json.loads(meta.read_text(encoding="utf-8"))
+    dirs = {"embedder": default_model_dir()}
+    dirs.update(getattr(pipeline.verdict, "model_dirs", dict)())
+    models = [
+        {
+            "name": name,
+            "path": str(path),
+            "files": {f.name: sha256_file(f) for f in sorted(path.glob("*.onnx"))},
+        }
+        for name, path in dirs.items()
+    ]
+    return {"store": info, "models": models, "hops": pipeline.config.hops}
+
+
+def _without_credentials(location: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(location)
+    if parts.password is None and parts.username is None:
+        return location
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
+

@@ -1,0 +1,136 @@
+// The page: posts the claim to /v1/verify and shows the verdict with the evidence it read.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let token = sessionStorage.getItem("feverous-es-token") || "";
+
+function fold(word) {
+  return word.normalize("NFD").replace(/\p{M}/gu, "").toLowerCase();
+}
+
+// Text as DOM nodes, the claim's words wrapped in <mark> (whole words, case and accents aside).
+function highlighted(text, words) {
+  const fragment = document.createDocumentFragment();
+  let last = 0;
+  for (const match of text.matchAll(/[\p{L}\p{N}]+/gu)) {
+    if (!words.has(fold(match[0]))) continue;
+    fragment.append(text.slice(last, match.index));
+    const mark = document.createElement("mark");
+    mark.textContent = match[0];
+    fragment.append(mark);
+    last = match.index + match[0].length;
+  }
+  fragment.append(text.slice(last));
+  return fragment;
+}
+
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+}
+
+function pageLink(page, localId) {
+  const href = "https://en.wikipedia.org/wiki/" + encodeURIComponent(page.replaceAll(" ", "_"));
+  return element("a", { href, title: `${page}: ${localId}` }, page);
+}
+
+function localId(item) {
+  return item.id.slice(item.page.length + 1);
+}
+
+function sentence(item, words) {
+  return element("div", { class: "evidence", id: "el-" + item.id, "data-type": item.type },
+    element("div", { class: "meta" }, pageLink(item.page, localId(item)),
+      ` · ${localId(item)} · hop ${item.hop}`),
+    element("div", { class: "text" }, highlighted(item.text, words)));
+}
+
+function readTable(read, words, evidence) {
+  const matched = new Set(read.matched.map(([row, column]) => `${row}:${column}`));
+  const hops = [...new Set(evidence.map((e) => e.hop))].join(", ") || "–";
+  const caption = element("caption", {}, pageLink(read.page, `table_${read.table}`),
+    `, table ${read.table}` + (read.caption ? `: ${read.caption}` : "") + ` · hop ${hops}`);
+  const width = Math.max(read.header.length, ...read.rows.map((r) => r.length));
+  const head = element("tr", {}, element("th", { scope: "col" }, "row"));
+  for (let c = 0; c < width; c++) head.append(element("th", { scope: "col" }, read.header[c] || ""));
+  const body = element("tbody");
+  read.rows.forEach((row, i) => {
+    const tr = element("tr", {}, element("th", { scope: "row" }, String(read.row_numbers[i] + 1)));
+    row.forEach((cell, c) => {
+      const hit = matched.has(`${i}:${c}`);
+      tr.append(element("td", hit ? { class: "matched" } : {}, hit ? highlighted(cell, words) : cell));
+    });
+    body.append(tr);
+  });
+  return element("div", { class: "table-wrap evidence", "data-type": "table" },
+    element("table", {}, caption, element("thead", {}, head), body));
+}
+
+function show(result) {
+  const words = new Set(result.decided.words.map(fold));
+  const label = $("label");
+  label.textContent = result.label;
+  label.className = "label " + result.label.replaceAll(" ", "-");
+  $("confidence").textContent = `confidence ${(100 * result.probability).toFixed(0)} %`;
+  $("probabilities").replaceChildren(...Object.entries(result.probabilities).map(
+    ([name, p]) => element("span", {}, `${name}: ${(100 * p).toFixed(1)} %`)));
+  const byId = new Map(result.evidence.map((e) => [e.id, e]));
+  const read = result.decided.evidence.map((id) => byId.get(id)).filter(Boolean);
+  const decided = $("decided");
+  decided.replaceChildren();
+  if (result.decided.table) {
+    decided.append(readTable(result.decided.table, words, read));
+  } else {
+    decided.append(...read.map((item) => sentence(item, words)));
+  }
+  if (!decided.children.length) decided.append(element("p", {}, "No evidence was found for this claim."));
+  $("evidence-count").textContent = String(result.evidence.length);
+  $("evidence-list").replaceChildren(...result.evidence.map((item) => element("li", {},
+    pageLink(item.page, localId(item)), ` (${item.type}, hop ${item.hop}): `,
+    highlighted(item.text, words))));
+  $("result").hidden = false;
+}
+
+async function check(event) {
+  event.preventDefault();
+  const claim = $("claim").value.trim();
+  const status = $("status");
+  if (!claim) {
+    status.textContent = "Type a claim first.";
+    status.className = "error";
+    return;
+  }
+  $("check").disabled = true;
+  status.className = "";
+  status.textContent = "Checking…";
+  try {
+    let response = await post(claim);
+    if (response.status === 401) {
+      token = window.prompt("This server needs its access token:") || "";
+      sessionStorage.setItem("feverous-es-token", token);
+      response = await post(claim);
+    }
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    show(body);
+    status.textContent = "";
+  } catch (error) {
+    status.textContent = "Error: " + error.message;
+    status.className = "error";
+  } finally {
+    $("check").disabled = false;
+  }
+}
+
+function post(claim) {
+  const headers = { "Content-Type": "application/json" };
+  if (token) headers.Authorization = "Bearer " + token;
+  return fetch("/v1/verify", { method: "POST", headers, body: JSON.stringify({ claim }) });
+}
+
+$("claim-form").addEventListener("submit", check);
+$("claim").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("claim-form").requestSubmit();
+});

@@ -1,0 +1,160 @@
+"""One thread owns the pipeline; requests queue for it and claims that wait together are
+verified as one batch.
+
+The pipeline's stores and models are used from one thread only (tantivy searchers, ONNX
+sessions and the Elasticsearch client are shared objects, and the CPU has no room for two
+model batches at once anyway). The queue is bounded: a request that finds it full is refused at
+once (:class:`QueueFull`, HTTP 503) rather than waiting without end. The event loop never
+blocks on the pipeline: each request awaits a future the worker thread resolves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from feverous_es.errors import FeverousError
+from feverous_es.verify.pipeline import ClaimResult, Pipeline
+
+
+class QueueFull(FeverousError):
+    """The worker's queue holds as many requests as it may: try again shortly."""
+
+
+@dataclass
+class _Job:
+    """A request for the worker: claims to verify (with their hop setting), or a call."""
+
+    future: asyncio.Future[Any]
+    claims: Sequence[str] = ()
+    hops: int | None = None
+    call: Callable[[Pipeline], Any] | None = None
+
+
+_STOP = object()
+
+
+class PipelineWorker:
+    """Runs ``pipeline`` on its own thread. ``max_queue``: requests that may wait (more are
+    refused); ``max_batch``: claims verified together, across requests with the same hops."""
+
+    def __init__(self, pipeline: Pipeline, *, max_queue: int = 64, max_batch: int = 16) -> None:
+        self.pipeline = pipeline
+        self.max_queue = max_queue
+        self.max_batch = max_batch
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._held: _Job | None = None  # taken while batching, but for another hop setting
+        self._thread = threading.Thread(target=self._run, name="feverous-es-pipeline", daemon=True)
+        self.batches = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish the jobs already queued, then end the thread."""
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    @property
+    def waiting(self) -> int:
+        return self._queue.qsize()
+
+    async def verify(self, claims: Sequence[str], hops: int | None = None) -> list[ClaimResult]:
+        """The results of ``claims`` (``hops``: next-hop rounds, None for the pipeline's)."""
+        return await self._submit(lambda future: _Job(future, claims=claims, hops=hops))
+
+    async def run(self, call: Callable[[Pipeline], Any]) -> Any:
+        """``call(pipeline)`` on the worker thread (searches and other reads of the store)."""
+        return await self._submit(lambda future: _Job(future, call=call))
+
+    async def _submit(self, make: Callable[[asyncio.Future[Any]], _Job]) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        try:
+            self._queue.put_nowait(make(future))
+        except queue.Full:
+            raise QueueFull(
+                f"the server is busy ({self.max_queue} requests waiting): try again shortly"
+            ) from None
+        return await future
+
+    def _run(self) -> None:
+        while True:
+            job = self._held or self._queue.get()
+            self._held = None
+            if job is _STOP:
+                return
+            if job.call is not None:
+                _settle(job.future, partial(job.call, self.pipeline))
+                continue
+            batch = self._batch(job)
+            claims = [claim for j in batch for claim in j.claims]
+            try:
+                results = self._verify(claims, job.hops)
+            except Exception as error:  # every waiting request hears of it; the thread goes on
+                for j in batch:
+                    _settle(j.future, _raiser(error))
+                continue
+            self.batches += 1
+            start = 0
+            for j in batch:
+                chunk = results[start : start + len(j.claims)]
+                _settle(j.future, partial(list, chunk))
+                start += len(j.claims)
+
+    def _batch(self, first: _Job) -> list[_Job]:
+        """``first`` and the verify jobs queued behind it with the same hops, up to
+        ``max_batch`` claims; a job that does not fit is held for the next round."""
+        batch, size = [first], len(first.claims)
+        while size < self.max_batch:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            fits = job is not _STOP and job.call is None and job.hops == first.hops
+            if not fits or size + len(job.claims) > self.max_batch:
+                self._held = job
+                break
+            batch.append(job)
+            size += len(job.claims)
+        return batch
+
+    def _verify(self, claims: list[str], hops: int | None) -> list[ClaimResult]:
+        config = self.pipeline.config
+        if hops is None or hops == config.hops:
+            return self.pipeline.verify_many(claims)
+        self.pipeline.config = replace(config, hops=hops)
+        try:
+            return self.pipeline.verify_many(claims)
+        finally:
+            self.pipeline.config = config
+
+
+def _raiser(error: Exception) -> Callable[[], Any]:
+    def again() -> Any:
+        raise error
+
+    return again
+
+
+def _settle(future: asyncio.Future[Any], compute: Callable[[], Any]) -> None:
+    """Compute on this thread, then hand the value (or the error) to ``future``'s loop; a
+    request whose client went away has a cancelled future, which is left alone."""
+    try:
+        value, error = compute(), None
+    except Exception as raised:
+        value, error = None, raised
+
+    def deliver() -> None:
+        if future.cancelled():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    future.get_loop().call_soon_threadsafe(deliver)

@@ -1,0 +1,208 @@
+"""`feverous-es serve` against a real server on a loopback port: every route, the token, each
+kind of bad request; the worker's batching and its bounded queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import threading
+import unicodedata
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from feverous_es.serve.app import MAX_BODY_BYTES, MAX_CLAIM_CHARS, _without_credentials
+from feverous_es.serve.worker import PipelineWorker, QueueFull
+from tests.serve_server import running_server
+
+TOKEN = "test-token-5b1d"
+CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def server(sample_index):
+    with running_server(sample_index, token=TOKEN) as server:
+        yield httpx.Client(base_url=server.url, headers=AUTH, timeout=60)
+
+
+def one_line_error(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and "\n" not in body["error"] and body["error"]
+    return body["error"]
+
+
+def test_verify_answers_what_verify_json_prints(server, sample_index) -> None:
+    response = server.post("/v1/verify", json={"claim": CLAIM})
+    assert response.status_code == 200
+    got = response.json()
+    printed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "feverous_es",
+            "verify",
+            CLAIM,
+            "--index",
+            str(sample_index),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert got == json.loads(printed)
+    assert got["label"] in {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"}
+    evidence = {e["id"] for e in got["evidence"]}
+    assert got["decided"]["evidence"] and set(got["decided"]["evidence"]) <= evidence
+    assert "Henri Schoeman_sentence_2" in got["decided"]["evidence"]  # the bronze-at-Rio one
+    assert {"bronze", "rio", "schoeman"} <= set(got["decided"]["words"])
+
+
+def test_hops_and_the_batch_route(server) -> None:
+    claims = [
+        CLAIM,
+        "ricardo páez play for venezuela",
+        "The Glenn Thompson Plantation is in Alabama.",
+    ]
+    batch = server.post("/v1/verify/batch", json={"claims": claims, "hops": 0})
+    assert batch.status_code == 200
+    results = batch.json()["results"]
+    assert [r["claim"] for r in results] == claims  # in request order
+    assert all(r["hops"] == [] for r in results)  # hops 0: no next hop ran
+    table = results[1]["decided"]["table"]  # a table claim: the verdict read its table
+    assert (
+        unicodedata.normalize("NFC", table["page"]) == "Ricardo Páez"
+        and table["rows"]
+        and table["matched"]
+    )
+    row, column = table["matched"][0]
+    assert "venezuela" in table["rows"][row][column]
+
+
+def test_search_and_health(server) -> None:
+    hits = server.post(
+        "/v1/search",
+        json={"query": "Henri Schoeman triathlete", "k": 3, "mode": "bm25", "types": ["sentence"]},
+    ).json()
+    assert len(hits) == 3 and all(h["type"] == "sentence" for h in hits)
+    assert hits[0]["page"] == "Henri Schoeman" and hits[0]["score"] >= hits[-1]["score"]
+    health = server.get("/v1/health").json()
+    assert health["status"] == "ok" and health["store"]["kind"] == "embedded"
+    assert health["store"]["complete"] and health["store"]["elements"] > 1000
+    names = {m["name"] for m in health["models"]}
+    assert {"embedder", "verdict"} <= names
+    for model in health["models"]:
+        assert all(re.fullmatch("[0-9a-f]{64}", h) for h in model["files"].values())
+    assert "/v1/verify" in server.get("/openapi.json").json()["paths"]
+
+
+def test_every_api_route_needs_the_token(server) -> None:
+    routes = [
+        ("POST", "/v1/verify", {"claim": CLAIM}),
+        ("POST", "/v1/verify/batch", {"claims": [CLAIM]}),
+        ("POST", "/v1/search", {"query": "x"}),
+        ("GET", "/v1/health", None),
+        ("GET", "/openapi.json", None),
+    ]
+    for method, path, body in routes:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+            response = httpx.request(
+                method, str(server.base_url) + path, json=body, headers=headers
+            )
+            assert "token" in one_line_error(response, 401)
+            assert TOKEN not in response.text
+    page = httpx.get(str(server.base_url) + "/")  # the page holds no data: no token needed
+    assert page.status_code == 200 and 'id="claim-form"' in page.text
+    assert httpx.get(str(server.base_url) + "/static/app.js").status_code == 200
+
+
+def test_bad_requests_are_one_line_4xx(server) -> None:
+    assert "claim" in one_line_error(server.post("/v1/verify", json={"claim": "   "}), 422)
+    long = "word " * (MAX_CLAIM_CHARS // 5 + 1)
+    assert "claim" in one_line_error(server.post("/v1/verify", json={"claim": long}), 422)
+    assert "claim" in one_line_error(server.post("/v1/verify", json={}), 422)
+    unknown = server.post("/v1/verify", json={"claim": CLAIM, "verbose": True})
+    assert "verbose" in one_line_error(unknown, 422)
+    malformed = server.post(
+        "/v1/verify", content=b'{"claim": ', headers={"Content-Type": "application/json"}
+    )
+    assert "malformed JSON" in one_line_error(malformed, 400)
+    too_many = server.post("/v1/verify/batch", json={"claims": [CLAIM] * 65})
+    assert "claims" in one_line_error(too_many, 422)
+    assert "hops" in one_line_error(
+        server.post("/v1/verify", json={"claim": CLAIM, "hops": 99}), 422
+    )
+    big = b'{"claim": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    assert "over" in one_line_error(server.post("/v1/verify", content=big), 413)
+
+    def chunks():  # no Content-Length: the limit is enforced as the body streams in
+        yield b'{"claim": "'
+        for _ in range(MAX_BODY_BYTES // 4096 + 2):
+            yield b"x" * 4096
+        yield b'"}'
+
+    assert "over" in one_line_error(server.post("/v1/verify", content=chunks()), 413)
+    assert one_line_error(server.get("/v1/nothing"), 404) == "not found"
+    assert one_line_error(server.get("/v1/verify"), 405) == "method not allowed"
+    assert server.get("/v1/health").status_code == 200  # nothing above took the server down
+
+
+def test_without_a_token_the_api_is_open(sample_index) -> None:
+    with running_server(sample_index, args=("--max-queue", "4")) as server:
+        health = httpx.get(server.url + "/v1/health", timeout=30)
+    assert health.status_code == 200 and health.json()["queue"]["max"] == 4
+
+
+def test_store_credentials_never_leave_the_server() -> None:
+    assert (
+        _without_credentials("https://elastic:s3cret@es.example:9200/")
+        == "https://es.example:9200/"
+    )
+    assert _without_credentials("/data/index") == "/data/index"
+
+
+class BlockingPipeline:
+    """Stands in for the pipeline: records each batch, and holds the first until released."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = threading.Event()
+        self.config = type("Config", (), {"hops": 7})()
+
+    def verify_many(self, claims):
+        self.release.wait(10)
+        self.batches.append(list(claims))
+        return [f"result of {c}" for c in claims]
+
+
+def test_the_worker_batches_waiting_claims_and_refuses_past_its_queue() -> None:
+    async def scenario() -> tuple[list, BaseException | None]:
+        pipeline = BlockingPipeline()
+        worker = PipelineWorker(pipeline, max_queue=3, max_batch=16)  # type: ignore[arg-type]
+        worker.start()
+        first = asyncio.ensure_future(worker.verify(["a"]))
+        await asyncio.sleep(0.2)  # the worker holds "a"; the next ones wait in the queue
+        queued = [asyncio.ensure_future(worker.verify([c])) for c in ("b", "c", "d")]
+        await asyncio.sleep(0.1)
+        refused = None
+        try:
+            await worker.verify(["e"])
+        except QueueFull as error:
+            refused = error
+        pipeline.release.set()
+        results = await asyncio.gather(first, *queued)
+        worker.stop()
+        return [results, pipeline.batches], refused
+
+    (results, batches), refused = asyncio.run(scenario())
+    assert isinstance(refused, QueueFull) and "busy" in str(refused)
+    assert results == [["result of a"], ["result of b"], ["result of c"], ["result of d"]]
+    assert batches == [["a"], ["b", "c", "d"]]  # the three that waited went as one batch

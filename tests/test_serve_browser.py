@@ -1,0 +1,85 @@
+"""The page at `/` in a real browser (Debian's chromium, headless): a person types a claim,
+submits it from the keyboard, and sees the verdict with the evidence words highlighted.
+
+Skips without chromium and chromedriver, unless ``FEVEROUS_ES_REQUIRE_BROWSER`` is set (CI
+installs both with apt and sets it). ``FEVEROUS_ES_SCREENSHOTS=DIR`` keeps the screenshots.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.serve_server import running_server
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+if not (CHROMIUM and DRIVER):
+    if os.environ.get("FEVEROUS_ES_REQUIRE_BROWSER"):
+        raise RuntimeError(
+            "FEVEROUS_ES_REQUIRE_BROWSER is set but chromium / chromedriver is missing"
+        )
+    pytest.skip(
+        "no chromium and chromedriver here (apt install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,1400"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(DRIVER))
+    yield driver
+    driver.quit()
+
+
+def screenshot(driver, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    if kept := os.environ.get("FEVEROUS_ES_SCREENSHOTS"):
+        shutil.copyfile(path, Path(kept) / name)
+    return path
+
+
+def test_a_person_checks_a_claim_and_sees_why(browser, sample_index, tmp_path) -> None:
+    with running_server(sample_index) as server:
+        browser.get(server.url + "/")
+        box = browser.find_element(By.ID, "claim")
+        box.send_keys("Gold medalist Henri Schoeman won bronze at Rio in 2016.")
+        box.send_keys(Keys.CONTROL, Keys.ENTER)  # the keyboard submits
+        wait = WebDriverWait(browser, 60)
+        wait.until(expected_conditions.visibility_of_element_located((By.ID, "result")))
+        label = browser.find_element(By.ID, "label").text
+        assert label in {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"}
+        assert "confidence" in browser.find_element(By.ID, "confidence").text
+        read = browser.find_elements(By.CSS_SELECTOR, "#decided .evidence")
+        assert read, "no evidence shown"
+        marks = [m.text.lower() for m in browser.find_elements(By.CSS_SELECTOR, "#decided mark")]
+        assert "bronze" in marks and "rio" in marks
+        assert any("Henri Schoeman" in e.text and "hop 1" in e.text for e in read)
+        assert screenshot(browser, tmp_path, "serve-sentences.png").stat().st_size > 10_000
+
+        box.clear()
+        box.send_keys("ricardo páez play for venezuela")
+        browser.find_element(By.ID, "check").click()
+        wait.until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "#decided table"))
+        )
+        cells = browser.find_elements(By.CSS_SELECTOR, "#decided td.matched mark")
+        assert any(c.text.lower() == "venezuela" for c in cells)
+        browser.set_window_size(390, 1200)  # a phone: nothing wider than the screen but the table
+        overflow = browser.execute_script(
+            "return document.body.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0
+        screenshot(browser, tmp_path, "serve-table-narrow.png")
