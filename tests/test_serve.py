@@ -64,6 +64,12 @@ def test_verify_answers_what_verify_json_prints(server, sample_index) -> None:
     assert got["decided"]["evidence"] and set(got["decided"]["evidence"]) <= evidence
     assert "Henri Schoeman_sentence_2" in got["decided"]["evidence"]  # the bronze-at-Rio one
     assert {"bronze", "rio", "schoeman"} <= set(got["decided"]["words"])
+    scored = server.post("/v1/verify", json={"claim": CLAIM, "evidence_scores": True}).json()
+    scores = scored.pop("decided").pop("scores")
+    assert scored == {k: v for k, v in got.items() if k != "decided"}  # the same verdict
+    assert set(scores) == {i for i in got["decided"]["evidence"] if "_sentence_" in i}
+    for row in scores.values():  # each sentence read on its own: the verdict model's labels
+        assert set(row) == set(got["probabilities"]) and sum(row.values()) == pytest.approx(1)
 
 
 def test_hops_and_the_batch_route(server) -> None:

@@ -67,6 +67,7 @@ def test_a_person_checks_a_claim_and_sees_why(browser, sample_index, tmp_path) -
         marks = [m.text.lower() for m in browser.find_elements(By.CSS_SELECTOR, "#decided mark")]
         assert "bronze" in marks and "rio" in marks
         assert any("Henri Schoeman" in e.text and "hop 1" in e.text for e in read)
+        assert all("on its own:" in e.text for e in read)  # each sentence's own entailment
         assert screenshot(browser, tmp_path, "serve-sentences.png").stat().st_size > 10_000
 
         box.clear()

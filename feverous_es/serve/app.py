@@ -26,6 +26,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -43,7 +44,8 @@ from feverous_es.errors import EmptyClaimError, FeverousError, StoreError
 from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
 from feverous_es.serve.worker import PipelineWorker, QueueFull
-from feverous_es.verify.pipeline import Pipeline
+from feverous_es.verify.inputs import TEXT_TYPES
+from feverous_es.verify.pipeline import ClaimResult, Pipeline
 from feverous_es.verify.report import result_to_dict
 
 MAX_CLAIM_CHARS = 1000  # a FEVEROUS claim is 10-60 words; 1,000 characters is far beyond
@@ -67,6 +69,11 @@ class _Strict(BaseModel):
 class VerifyRequest(_Strict):
     claim: Claim = Field(description=f"The claim, 1-{MAX_CLAIM_CHARS} characters.")
     hops: Hops = None
+    evidence_scores: bool = Field(
+        False,
+        description="Also score each sentence the verdict read on its own with the entailment "
+        "model (decided.scores: label probabilities by element id).",
+    )
 
 
 class BatchRequest(_Strict):
@@ -135,7 +142,10 @@ def create_app(
     @app.post("/v1/verify", dependencies=api, summary="Verify one claim")
     async def verify(body: VerifyRequest) -> dict[str, Any]:
         [result] = await worker.verify([body.claim], body.hops)
-        return result_to_dict(result)
+        answer = result_to_dict(result)
+        if body.evidence_scores:
+            answer["decided"]["scores"] = await worker.run(partial(evidence_scores, result))
+        return answer
 
     @app.post("/v1/verify/batch", dependencies=api, summary="Verify many claims, batched")
     async def verify_batch(body: BatchRequest) -> dict[str, Any]:
@@ -240,6 +250,21 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+def evidence_scores(result: ClaimResult, pipeline: Pipeline) -> dict[str, dict[str, float]]:
+    """Each sentence or list item the verdict read, scored on its own by the verdict's
+    entailment model, by element id (empty for a verdict plugin that cannot)."""
+    score = getattr(pipeline.verdict, "score_evidence", None)
+    read = set(result.verdict.read)
+    pieces = [c for c in result.evidence if c.element.id in read and c.element.type in TEXT_TYPES]
+    if score is None or not pieces:
+        return {}
+    rows = score(result.claim, pieces)
+    return {
+        c.element.id: {label.value: p for label, p in row.items()}
+        for c, row in zip(pieces, rows, strict=True)
+    }
 
 
 def describe(pipeline: Pipeline, store: str, location: str) -> dict[str, Any]:

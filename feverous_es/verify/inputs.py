@@ -19,7 +19,8 @@ from feverous_es.verify.math_hints import math_hints
 from feverous_es.verify.table_facts import STOPWORDS, Table, tokens
 
 _ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
-_TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM)
+# The element types a sentence premise reads.
+TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM)
 # Rows a table premise keeps: with the header, 8 rows of a TabFact table fill about 200 of the
 # 256 tokens the entailment model reads.
 TABLE_ROWS = 8
@@ -69,7 +70,7 @@ def seq2seq_input(
 def sentence_premise(evidence: Sequence[Candidate]) -> str:
     """The evidence's sentences and list items as their linearizations (``[Title] …``), in
     evidence order: what the entailment verdict reads for a claim about sentences."""
-    return " ".join(c.element.linearized for c in evidence if c.element.type in _TEXT_TYPES)
+    return " ".join(c.element.linearized for c in evidence if c.element.type in TEXT_TYPES)
 
 
 def premise_rows(claim: str, table: Table, rows: int = TABLE_ROWS) -> list[int]:
@@ -101,7 +102,7 @@ def read_evidence(
     :func:`sentence_premise` (``table`` None) read: the evidence elements' ids and the table's
     premise rows with the cells that hold a claim word."""
     if table is None or number is None:
-        return tuple(c.element.id for c in evidence if c.element.type in _TEXT_TYPES), None
+        return tuple(c.element.id for c in evidence if c.element.type in TEXT_TYPES), None
     ids = tuple(
         c.element.id for c in evidence
         if c.element.page == table.title and c.element.table == number

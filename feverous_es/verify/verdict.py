@@ -198,6 +198,17 @@ class ClassifierVerdict:
         may_call_nei = Label.NOT_ENOUGH_INFO in self.labels and self.nei_above <= 1.0
         return route is None or route.stacked or may_call_nei
 
+    def score_evidence(
+        self, claim: str, evidence: Sequence[Candidate]
+    ) -> list[dict[Label, float]]:
+        """The entailment model's label probabilities for each piece of ``evidence`` read on
+        its own against ``claim`` (what a person checking the verdict wants beside each
+        sentence)."""
+        if not evidence:
+            return []
+        rows = self.entailment([claim] * len(evidence), [sentence_premise([c]) for c in evidence])
+        return [dict(zip(self.labels, map(float, row), strict=True)) for row in rows]
+
     def model_dirs(self) -> dict[str, Path]:
         """The directories of the models this verdict runs, by role."""
         dirs = {"verdict": self._model_at[0]}

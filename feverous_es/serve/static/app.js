@@ -40,10 +40,17 @@ function localId(item) {
   return item.id.slice(item.page.length + 1);
 }
 
-function sentence(item, words) {
+// The entailment model's reading of one sentence on its own: its likeliest label.
+function scoreText(scores) {
+  if (!scores) return "";
+  const [label, p] = Object.entries(scores).sort((a, b) => b[1] - a[1])[0];
+  return ` · on its own: ${label} ${(100 * p).toFixed(0)} %`;
+}
+
+function sentence(item, words, scores) {
   return element("div", { class: "evidence", id: "el-" + item.id, "data-type": item.type },
     element("div", { class: "meta" }, pageLink(item.page, localId(item)),
-      ` · ${localId(item)} · hop ${item.hop}`),
+      ` · ${localId(item)} · hop ${item.hop}`, element("span", { class: "score" }, scoreText(scores))),
     element("div", { class: "text" }, highlighted(item.text, words)));
 }
 
@@ -83,7 +90,8 @@ function show(result) {
   if (result.decided.table) {
     decided.append(readTable(result.decided.table, words, read));
   } else {
-    decided.append(...read.map((item) => sentence(item, words)));
+    const scores = result.decided.scores || {};
+    decided.append(...read.map((item) => sentence(item, words, scores[item.id])));
   }
   if (!decided.children.length) decided.append(element("p", {}, "No evidence was found for this claim."));
   $("evidence-count").textContent = String(result.evidence.length);
@@ -127,7 +135,7 @@ async function check(event) {
 function post(claim) {
   const headers = { "Content-Type": "application/json" };
   if (token) headers.Authorization = "Bearer " + token;
-  return fetch("/v1/verify", { method: "POST", headers, body: JSON.stringify({ claim }) });
+  return fetch("/v1/verify", { method: "POST", headers, body: JSON.stringify({ claim, evidence_scores: true }) });
 }
 
 $("claim-form").addEventListener("submit", check);
