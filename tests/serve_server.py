@@ -6,11 +6,12 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 import httpx
 
@@ -47,25 +48,31 @@ def running_server(
         str(port),
         *args,
     ]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                out = process.stdout.read().decode() if process.stdout else ""
-                raise RuntimeError(f"the server exited ({process.returncode}): {out}")
-            try:
-                httpx.get(url + "/", timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the server did not start in 120 s") from None
-                time.sleep(0.3)
-        yield Server(url, process.pid)
-    finally:
-        process.terminate()
+    # The server's log goes to a file: a pipe nobody reads fills up and blocks the server.
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            yield Server(_wait_until_up(process, log, port), process.pid)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait_until_up(process: subprocess.Popen, log: IO[bytes], port: int) -> str:
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        if process.poll() is not None:
+            log.seek(0)
+            output = log.read().decode()
+            raise RuntimeError(f"the server exited ({process.returncode}): {output}")
+        try:
+            httpx.get(url + "/", timeout=1)
+            return url
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server did not start in 120 s") from None
+            time.sleep(0.3)
