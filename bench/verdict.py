@@ -104,8 +104,6 @@ def _ids(group) -> list[str]:
 
 def gold_ids(record: dict) -> set[str]:
     """Every gold element id of a claim, as the index spells it (NFD titles)."""
-    import unicodedata
-
     return {
         unicodedata.normalize("NFD", e)
         for group in record.get("evidence") or []

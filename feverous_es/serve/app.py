@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feverous_es import __version__
 from feverous_es.errors import EmptyClaimError, FeverousError, StoreError
+from feverous_es.index.elements import ElementType
 from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
 from feverous_es.serve.worker import PipelineWorker, QueueFull
@@ -86,9 +87,7 @@ class SearchRequest(_Strict):
     k: int = Field(10, ge=1, le=MAX_K)
     mode: Literal["hybrid", "bm25", "knn"] = "hybrid"
     pages: list[Text] = Field(default_factory=list, max_length=50)
-    types: list[Literal["sentence", "cell", "header_cell", "table_caption", "item"]] = Field(
-        default_factory=list
-    )
+    types: list[ElementType] = Field(default_factory=list)
 
 
 class ServeError(Exception):
@@ -154,9 +153,7 @@ def create_app(
 
     @app.post("/v1/search", dependencies=api, summary="Search the index's elements")
     async def search_elements(body: SearchRequest) -> list[dict[str, Any]]:
-        from feverous_es.index.elements import ElementType
-
-        filters = Filters(pages=tuple(body.pages), types=tuple(map(ElementType, body.types)))
+        filters = Filters(pages=tuple(body.pages), types=tuple(body.types))
 
         def run(p: Pipeline) -> list[dict[str, Any]]:
             hits = search(p.context.store, p.context.embed, body.query, body.k, body.mode, filters)

@@ -16,7 +16,7 @@ from feverous_es.index.elements import ElementType
 from feverous_es.index.linearize import readable_row_parts
 from feverous_es.plugins.interfaces import Candidate, ReadTable
 from feverous_es.verify.math_hints import math_hints
-from feverous_es.verify.table_facts import STOPWORDS, Table, tokens
+from feverous_es.verify.table_facts import Table, marked_words, tokens
 
 _ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
 # The element types a sentence premise reads.
@@ -108,7 +108,7 @@ def read_evidence(
         if c.element.page == table.title and c.element.table == number
     )  # fmt: skip
     chosen = premise_rows(claim, table)
-    words = set(tokens(claim)) - STOPWORDS
+    words = marked_words(claim)
     matched = tuple(
         (i, c)
         for i, r in enumerate(chosen)

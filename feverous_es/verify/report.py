@@ -12,7 +12,7 @@ from rich.text import Text
 
 from feverous_es.plugins.interfaces import Label, ReadTable
 from feverous_es.verify.pipeline import ClaimResult
-from feverous_es.verify.table_facts import STOPWORDS, tokens
+from feverous_es.verify.table_facts import marked_words
 
 _STYLE = {Label.SUPPORTS: "green", Label.REFUTES: "red", Label.NOT_ENOUGH_INFO: "yellow"}
 
@@ -50,8 +50,8 @@ def result_to_dict(result: ClaimResult) -> dict[str, Any]:
 
 
 def claim_words(claim: str) -> list[str]:
-    """The claim's words that evidence is highlighted by: its tokens less stop words."""
-    return sorted(set(tokens(claim)) - STOPWORDS)
+    """The claim's words that evidence is highlighted by (sorted)."""
+    return sorted(marked_words(claim))
 
 
 def highlighted(text: str, words: list[str]) -> Text:

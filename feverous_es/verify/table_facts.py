@@ -129,6 +129,12 @@ def content_words(text: str) -> set[str]:
     return {w for w in tokens(text) if w not in STOPWORDS and number_value(w) is None}
 
 
+def marked_words(text: str) -> set[str]:
+    """The tokens of ``text`` that evidence is marked by for a reader: all but stop words
+    (numbers included, unlike :func:`content_words`)."""
+    return set(tokens(text)) - STOPWORDS
+
+
 def number_value(token: str) -> float | None:
     if token in NUMBER_WORDS:
         return float(NUMBER_WORDS[token])
