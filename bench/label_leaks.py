@@ -22,7 +22,8 @@ from pathlib import Path
 
 from results import add_record_option, record_if_asked  # bench/results.py
 
-from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
+from feverous_es.eval.claims import REFUTES, SUPPORTS
+from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import ElementType
 from feverous_es.index.page import parse_page
 from feverous_es.index.wiki import WikiDB

@@ -39,9 +39,10 @@ from results import add_record_option, record_if_asked  # bench/results.py
 from tokenizers import Tokenizer
 
 from feverous_es.index.embedder import FP32_FILE, Embedder, ensure_model, export_dir
-from feverous_es.onnx_session import MANIFEST_FILE, cuda_device_present
-from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.fetch import ensure_reranker
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.files import MANIFEST_FILE
+from feverous_es.runtime.session import cuda_device_present
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rerank import real_pairs  # bench/rerank.py

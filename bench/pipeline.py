@@ -56,9 +56,9 @@ def verify_latency(store: str, index: str, claims: list[dict]) -> dict[str, floa
 
 
 def predict_throughput(store: str, index: str, claims: list[dict], batch_size: int) -> dict:
+    from feverous_es.output.predict import predict_file
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
-    from feverous_es.verify.predict import predict_file
 
     pipeline = Pipeline.open(index, store=store, config=load_config())
     with tempfile.TemporaryDirectory() as tmp:

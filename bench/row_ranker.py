@@ -31,9 +31,9 @@ from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.plugins.interfaces import PluginContext, Query
-from feverous_es.rerank.cross_encoder import CrossEncoder
-from feverous_es.verify.candidates import PapeloCandidates
-from feverous_es.verify.table_scores import best_cells, fuse_row_logits, row_text
+from feverous_es.retrieve.candidates import PapeloCandidates
+from feverous_es.retrieve.table_scores import best_cells, fuse_row_logits, row_text
+from feverous_es.runtime.cross_encoder import CrossEncoder
 
 MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
 HITS_AT = (1, 5, 10)

@@ -36,7 +36,7 @@ def main() -> None:
     from feverous_es.index.backends import open_store
     from feverous_es.training import feature_verdict as fv
     from feverous_es.training.datasets import is_holdout
-    from feverous_es.verify.table_facts import FEATURE_NAMES
+    from feverous_es.verdict.table_facts import FEATURE_NAMES
 
     dev = fv.read_claims([MINI / "tabfact_dev.jsonl"], tables=True, seed=args.seed)
     train = fv.read_claims([MINI / "tabfact_train.jsonl"], tables=True, seed=args.seed)

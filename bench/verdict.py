@@ -136,7 +136,7 @@ def calibration(confidence: np.ndarray, right: np.ndarray) -> dict:
 
 def stripped(evidence, record: dict):
     """The evidence without the claim's gold elements (TabFact: without its gold table)."""
-    from feverous_es.verify.feature_verdict import table_number
+    from feverous_es.verdict.feature_model import table_number
 
     gold = gold_ids(record)
     tables = {
@@ -157,7 +157,7 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
     the routes, and the probe's labels and NEI probabilities both ways."""
     from feverous_es.eval.claims import dumps_submission_line, submission_line
     from feverous_es.plugins.interfaces import Label, Query
-    from feverous_es.verify.feature_verdict import evidence_table
+    from feverous_es.verdict.feature_model import evidence_table
 
     records = [json.loads(line) for line in lines]
     submissions: dict[str, list[bytes]] = {name: [] for name in ["model", *verdicts]}

@@ -17,8 +17,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from feverous_es.errors import (
+    ConfigError,
     EmptyClaimError,
     FeverousError,
+    FormatError,
     IncompatibleIndex,
     ModelError,
     PluginError,
@@ -60,11 +62,13 @@ _LAZY = {
 __all__ = [
     "Candidate",
     "ClaimResult",
+    "ConfigError",
     "Element",
     "ElementType",
     "EmptyClaimError",
     "FeverousError",
     "Filters",
+    "FormatError",
     "Hit",
     "HopRecord",
     "IncompatibleIndex",

@@ -304,7 +304,7 @@ def verify(
 ) -> None:  # fmt: skip
     """Verify CLAIM: a verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), its confidence, and the
     evidence that decided it."""
-    from feverous_es.verify.report import print_result, result_to_dict
+    from feverous_es.output.report import print_result, result_to_dict
 
     if not claim.strip():
         fail("the claim is empty", 2)
@@ -335,7 +335,7 @@ def predict(
 ) -> None:  # fmt: skip
     """Predict every claim of CLAIMS (official FEVEROUS jsonl, dummy first line or not) into
     official submission lines: predicted_label and predicted_evidence."""
-    from feverous_es.verify.predict import predict_file
+    from feverous_es.output.predict import predict_file
 
     done, total = [0], [0]
     with (

@@ -12,6 +12,14 @@ class FeverousError(Exception):
     """Root of the errors feverous-es raises on purpose; the message is one line for people."""
 
 
+class ConfigError(FeverousError, ValueError):
+    """An option or setting outside what it accepts (a device name, a batch size, a length)."""
+
+
+class FormatError(FeverousError, ValueError):
+    """An element id, evidence triple or label that is not FEVEROUS's."""
+
+
 class WikiError(FeverousError):
     """A dump that cannot be read."""
 

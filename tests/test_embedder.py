@@ -167,7 +167,7 @@ def test_cuda_graph_is_derived_once_from_the_packaged_one(
     vectors = Embedder(derived, model_file=FP16_FILE, device="cpu").embed(SENTENCES)
     assert np.sum(vectors * reference, axis=1).min() >= 0.998
 
-    from feverous_es import onnx_graphs
+    from feverous_es.runtime import graphs as onnx_graphs
 
     def no_rewrite(*args: object) -> None:
         raise AssertionError("the fp16 graph was derived again")

@@ -16,15 +16,14 @@ pytest.importorskip("optimum.exporters.onnx")
 
 from click.testing import CliRunner
 
-from feverous_es import onnx_session
 from feverous_es.cli import main
 from feverous_es.errors import ModelError
 from feverous_es.export import PRECISIONS
 from feverous_es.export.parity import PROBE_PAIRS, torch_logits
 from feverous_es.index.embedder import Embedder
-from feverous_es.onnx_session import (
-    CPU_PROVIDER,
-    CUDA_PROVIDER,
+from feverous_es.runtime import session as onnx_session
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,
     INT8_FILE,
@@ -33,7 +32,7 @@ from feverous_es.onnx_session import (
     choose_model_file,
     verified,
 )
-from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.runtime.session import CPU_PROVIDER, CUDA_PROVIDER
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -111,7 +110,9 @@ def test_exported_graphs_score_like_torch_in_the_runtime(
     np.testing.assert_allclose(fp32.logits(pairs), reference, atol=1e-4)
     np.testing.assert_allclose(int8.logits(pairs), reference, atol=0.1)
     # One session per model: a second encoder of the same graph reuses the first one's.
-    assert CrossEncoder(exported, device="cpu", max_length=128)._session is fp32._session
+    assert (
+        CrossEncoder(exported, device="cpu", max_length=128)._model.session is fp32._model.session
+    )
 
 
 def test_feature_extraction_export(tiny_base: Path, tmp_path: Path) -> None:

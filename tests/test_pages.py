@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from feverous_es.index.elements import title_keys
-from feverous_es.verify.pages import match_titles
+from feverous_es.retrieve.pages import match_titles
 
 TITLES = ["Russell County, Alabama", "Alabama", "Mocăniță"]
 

@@ -15,9 +15,9 @@ from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.config import DEFAULT_PLUGINS, load_config
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
 from feverous_es.plugins.registry import available, load, register, unregister
-from feverous_es.verify.pages import Casing, claim_spans, match_titles
+from feverous_es.retrieve.pages import Casing, claim_spans, match_titles
+from feverous_es.retrieve.selection import BudgetSelector
 from feverous_es.verify.pipeline import Pipeline
-from feverous_es.verify.selection import BudgetSelector
 
 from .conftest import REPO
 
@@ -98,6 +98,22 @@ def test_unknown_plugin_lists_the_available_ones() -> None:
     context = PluginContext(store=None, embed=None)  # type: ignore[arg-type]
     with pytest.raises(PluginError, match=r"no reranker plugin named 'nope'.*retrieval"):
         load("reranker", "nope", context, {})
+
+
+def test_bad_options_are_told_apart_from_a_plugins_own_type_error() -> None:
+    context = PluginContext(store=None, embed=None)  # type: ignore[arg-type]
+
+    def broken(context: PluginContext, size: int = 1) -> None:
+        raise TypeError("a bug inside the plugin")
+
+    register("reranker", "broken", broken)
+    try:
+        with pytest.raises(PluginError, match=r"bad options \{'colour': 1\}"):
+            load("reranker", "broken", context, {"colour": 1})
+        with pytest.raises(TypeError, match="a bug inside the plugin"):
+            load("reranker", "broken", context, {"size": 2})
+    finally:
+        unregister("reranker", "broken")
 
 
 def test_builtins_are_entry_points() -> None:
@@ -193,7 +209,7 @@ def test_pipeline_with_a_registered_plugin_finds_gold_evidence(
 def test_links_hop_follows_evidence_links_to_new_pages(sample_index: Path) -> None:
     from feverous_es.index.embedded import EmbeddedStore
     from feverous_es.index.embedder import Embedder
-    from feverous_es.verify.hops import LinksHop
+    from feverous_es.retrieve.hops import LinksHop
 
     store = EmbeddedStore(sample_index)
     try:

@@ -15,18 +15,17 @@ import pytest
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import Filters, Hit, PageHit
 from feverous_es.plugins.interfaces import PluginContext, Query
-from feverous_es.verify.candidates import PapeloCandidates
-from feverous_es.verify.table_scores import (
+from feverous_es.retrieve.candidates import PapeloCandidates
+from feverous_es.retrieve.table_scores import (
     TableWeights,
-    Terms,
     best_cells,
     bigrams,
-    numbers,
     rerank_by_rows,
     score_tables,
     table_cells,
     table_parts,
 )
+from feverous_es.text import Terms, number_strings
 
 from .conftest import REPO
 
@@ -50,7 +49,7 @@ def test_claim_features_use_the_index_analysis() -> None:
     terms = Terms()
     assert terms("The Cavaliers' games") == terms("the cavalier game")
     assert bigrams(["third", "round", "turkish"]) == {("third", "round"), ("round", "turkish")}
-    assert numbers("a time of 7:46.95 in 2013 , 54 goal") == {"7:46.95", "2013", "54"}
+    assert number_strings("a time of 7:46.95 in 2013 , 54 goal") == {"7:46.95", "2013", "54"}
 
 
 def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 from feverous_es.cli import main
 from feverous_es.errors import ScoreError
-from feverous_es.eval.claims import ClaimRecord, PredictionRecord, Triple, triple_to_element
+from feverous_es.eval.claims import ClaimRecord, PredictionRecord
 from feverous_es.eval.scoring import ranked_tables, score, score_claim, score_files, truncate
+from feverous_es.index.element_ids import Triple, triple_to_element
 from tests.conftest import DEV_SAMPLE
 
 

@@ -11,9 +11,10 @@ import pytest
 
 from feverous_es.index.page import parse_page
 from feverous_es.plugins.interfaces import Candidate
-from feverous_es.verify import sentence_facts
-from feverous_es.verify.feature_verdict import evidence_table, evidence_tables, table_number
-from feverous_es.verify.table_facts import FEATURE_NAMES, Table, cell_number, claim_features
+from feverous_es.text import cell_number
+from feverous_es.verdict import sentence_facts
+from feverous_es.verdict.feature_model import evidence_table, evidence_tables, table_number
+from feverous_es.verdict.table_facts import FEATURE_NAMES, Table, claim_features
 
 HEADER = ["team", "date", "venue", "points", "attendance"]
 ROWS = [

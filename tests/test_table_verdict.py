@@ -21,16 +21,16 @@ from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.training import feature_verdict as fv
 from feverous_es.training.entailment_data import score_key
-from feverous_es.verify import sentence_facts
-from feverous_es.verify.feature_verdict import (
+from feverous_es.verdict import sentence_facts
+from feverous_es.verdict.classifier import ClassifierVerdict
+from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
     ENTAILMENT_FEATURES,
     SPEC_FILE,
     FeatureClassifier,
 )
-from feverous_es.verify.inputs import sentence_premise, table_premise
-from feverous_es.verify.table_facts import FEATURE_NAMES, Table
-from feverous_es.verify.verdict import ClassifierVerdict
+from feverous_es.verdict.inputs import sentence_premise, table_premise
+from feverous_es.verdict.table_facts import FEATURE_NAMES, Table
 from tests.conftest import REPO
 
 SAMPLE_CLAIMS = REPO / "sample" / "claims.jsonl"

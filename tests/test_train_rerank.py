@@ -22,8 +22,8 @@ from feverous_es.export.parity import torch_logits
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.rerank.cross_encoder import CrossEncoder
 from feverous_es.rerank.rankers import CrossEncoderReranker
+from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.training import common, rerank_data
 from feverous_es.training import rerank as tr
 
@@ -189,9 +189,13 @@ def test_train_resume_export_and_load(
         assert report["holdout_groups"]["groups"] > 0
         assert 0 < report["holdout_groups"]["mrr"] <= 1
         assert report["export"]["parity"]["fp32"]["max_abs_diff"] < 1e-4
-        assert {"model.onnx", "tokenizer.json", "config.json", "manifest.json", "README.md"} <= {
-            p.name for p in (out / kind).iterdir()
-        }
+        assert {
+            "model.int8.onnx",
+            "tokenizer.json",
+            "config.json",
+            "manifest.json",
+            "README.md",
+        } <= {p.name for p in (out / kind).iterdir()}
         assert "MRR" in (out / kind / "README.md").read_text()
         assert json.loads((out / kind / "config.json").read_text())["id2label"] == {
             "0": "relevance"

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from feverous_es.cli import main
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import PluginContext, Query
+from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.training import row_ranker as rr
-from feverous_es.verify.candidates import PapeloCandidates
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CLAIMS = REPO / "sample" / "claims.jsonl"

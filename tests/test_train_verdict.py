@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from feverous_es.export.parity import torch_logits
 from feverous_es.plugins.interfaces import Label, PluginContext, Query
 from feverous_es.training import entailment_data as data
 from feverous_es.training import verdict as tv
-from feverous_es.verify.inputs import sentence_premise
+from feverous_es.verdict.inputs import sentence_premise
 
 CLAIMS = [
     ("The Glenn Thompson Plantation is also known as Cedar Heights Plantation.", "SUPPORTS"),
@@ -62,29 +63,44 @@ def write_pairs(path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def options(tmp_path: Path, tiny_base: Path, sample_index: Path) -> tv.RunOptions:
-    a = write_claims(
-        tmp_path / "first_dev.jsonl",
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Path:
+    """The claim and pair files, and the evidence the pipeline retrieves for the claims, made
+    once for the module (retrieval is the slow part; each test trains on its own copy)."""
+    root = tmp_path_factory.mktemp("verdict-inputs")
+    write_claims(
+        root / "first_dev.jsonl",
         [{"id": 100 + i, "claim": c, "label": label, "evidence": []}
          for i, (c, label) in enumerate(CLAIMS[:4])],
     )  # fmt: skip
-    b = write_claims(
-        tmp_path / "second_dev.jsonl",
+    write_claims(
+        root / "second_dev.jsonl",
         [{"id": 200 + i, "claim": c, "label": label, "evidence": []}
          for i, (c, label) in enumerate(CLAIMS[4:])],
     )  # fmt: skip
-    tables = write_claims(
-        tmp_path / "tables_train.jsonl",
+    write_claims(
+        root / "tables_train.jsonl",
         [{"id": 300 + i, "claim": c, "label": label, "evidence": [], "gold_tables": [t]}
          for i, (c, label, t) in enumerate(TABLE_CLAIMS)],
     )  # fmt: skip
+    write_pairs(root / "nli.jsonl.gz")
+    claims = tv.read_labelled_claims([root / "first_dev.jsonl", root / "second_dev.jsonl"])
+    tv.collect_evidence(claims, sample_index, root / tv.EVIDENCE_FILE, hops=1)
+    return root
+
+
+@pytest.fixture
+def options(tmp_path: Path, tiny_base: Path, sample_index: Path, inputs: Path) -> tv.RunOptions:
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copyfile(inputs / tv.EVIDENCE_FILE, work / tv.EVIDENCE_FILE)
     settings = tv.TrainSettings(
         base=tiny_base, epochs=2, max_length=64, batch_size=4, checkpoint_every=1, seed=3
     )
     return tv.RunOptions(
-        claims=[a, b], train_claims=[tables], pairs=[write_pairs(tmp_path / "nli.jsonl.gz")],
-        index=sample_index, out=tmp_path / "model", work=tmp_path / "work", settings=settings,
+        claims=[inputs / "first_dev.jsonl", inputs / "second_dev.jsonl"],
+        train_claims=[inputs / "tables_train.jsonl"], pairs=[inputs / "nli.jsonl.gz"],
+        index=sample_index, out=tmp_path / "model", work=work, settings=settings,
         holdout=0.3, hops=1, folds=2, command="feverous-es train verdict …",
     )  # fmt: skip
 
@@ -112,9 +128,10 @@ def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
     assert (options.work / tv.EVIDENCE_FILE).read_text().splitlines() == cached  # not redone
 
     out = options.out
-    assert {"model.onnx", "tokenizer.json", "config.json", "README.md", "scores.jsonl"} <= {
-        p.name for p in out.iterdir()
-    }
+    names = {p.name for p in out.iterdir()}
+    shipped = {"model.int8.onnx", "tokenizer.json", "config.json", "README.md", "scores.jsonl"}
+    assert shipped <= names
+    assert "manifest.json" in names
     config = json.loads((out / "config.json").read_text())
     assert config["id2label"] == {"0": "SUPPORTS", "1": "REFUTES", "2": "NOT ENOUGH INFO"}
     # Every claim pair not held out is scored by the fold model that did not train on it.
@@ -133,9 +150,9 @@ def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
 
 def test_exported_model_in_the_verdict_plugin_matches_torch(options: tv.RunOptions) -> None:
     from feverous_es.index.backends import open_store
-    from feverous_es.verify.feature_verdict import evidence_table
-    from feverous_es.verify.inputs import table_premise
-    from feverous_es.verify.verdict import ClassifierVerdict, softmax
+    from feverous_es.verdict.classifier import ClassifierVerdict, softmax
+    from feverous_es.verdict.feature_model import evidence_table
+    from feverous_es.verdict.inputs import table_premise
 
     options.holdout, options.folds = 0.0, 0
     tv.run(options)

@@ -18,19 +18,22 @@ Submission lines are the official scorer's input plus the claim's id and text::
 Readers never raise on a bad line: they yield a :class:`MalformedLine` (1-based line number and
 reason) in its place, and the caller skips and reports it. Opening the file can raise ``OSError``.
 
-Element ids map to the official ``[page, type, position]`` triples with :func:`element_to_triple`
-and back with :func:`triple_to_element`; the page may itself contain underscores.
+Element ids map to the official ``[page, type, position]`` triples with
+:func:`~feverous_es.index.element_ids.element_to_triple` and back with
+:func:`~feverous_es.index.element_ids.triple_to_element`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
+
+from feverous_es.errors import FormatError
+from feverous_es.index.element_ids import Triple, element_to_triple, triple_to_element
 
 T = TypeVar("T")
 
@@ -38,61 +41,6 @@ SUPPORTS = "SUPPORTS"
 REFUTES = "REFUTES"
 NOT_ENOUGH_INFO = "NOT ENOUGH INFO"
 LABELS = (SUPPORTS, REFUTES, NOT_ENOUGH_INFO)
-
-Triple = tuple[str, str, str]
-"""An official evidence triple ``(page, type, position)``: ``("Korean Air", "cell", "1_19_0")``."""
-
-# The type marker and the position's arity anchor the split at the id's end, so a page that
-# itself contains ``_cell_`` or underscores still parses (the regex backtracks to the last marker
-# whose tail is a well-formed position). ``header_cell`` / ``table_caption`` are tried before
-# ``cell`` / ``table``.
-_ELEMENT_ID = re.compile(
-    r"(?P<page>.+?)_(?:"
-    r"(?P<t3>header_cell|cell)_(?P<p3>\d+_\d+_\d+)"
-    r"|(?P<t2>item)_(?P<p2>\d+_\d+)"
-    r"|(?P<t1>sentence|table_caption|section|table|list)_(?P<p1>\d+)"
-    r"|(?P<t0>title)"
-    r")",
-    re.DOTALL,
-)
-_POSITION = {
-    "header_cell": re.compile(r"\d+_\d+_\d+"),
-    "cell": re.compile(r"\d+_\d+_\d+"),
-    "item": re.compile(r"\d+_\d+"),
-    "sentence": re.compile(r"\d+"),
-    "table_caption": re.compile(r"\d+"),
-    "section": re.compile(r"\d+"),
-    "table": re.compile(r"\d+"),
-    "list": re.compile(r"\d+"),
-    "title": re.compile(r""),
-}
-
-
-def element_to_triple(element_id: str) -> Triple:
-    """``"Korean Air_cell_1_19_0"`` → ``("Korean Air", "cell", "1_19_0")``.
-
-    Types: ``sentence_i``, ``cell_t_r_c``, ``header_cell_t_r_c``, ``table_caption_t``,
-    ``item_l_k``, ``section_i``, ``table_t``, ``list_l`` and ``title`` (position ``""``).
-    Raises ``ValueError`` for an id that is none of these.
-    """
-    match = _ELEMENT_ID.fullmatch(element_id) if isinstance(element_id, str) else None
-    if match is None:
-        raise ValueError(f"not a FEVEROUS element id: {element_id!r}")
-    for n in "3210":
-        kind = match.group(f"t{n}")
-        if kind:
-            return match["page"], kind, match.group(f"p{n}") if n != "0" else ""
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def triple_to_element(page: str, kind: str, position: str) -> str:
-    """``("Korean Air", "cell", "1_19_0")`` → ``"Korean Air_cell_1_19_0"`` (inverse of
-    :func:`element_to_triple`). Raises ``ValueError`` for an unknown type or a position that
-    does not fit it."""
-    pattern = _POSITION.get(kind)
-    if not page or pattern is None or not pattern.fullmatch(position):
-        raise ValueError(f"not a FEVEROUS evidence triple: {[page, kind, position]!r}")
-    return f"{page}_{kind}_{position}" if position else f"{page}_{kind}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,11 +113,12 @@ def submission_line(
 
     ``evidence`` is the predicted evidence in rank order, as element ids (``"Page_cell_0_1_2"``)
     or ``(page, type, position)`` triples; it is written as given (order and any duplicates
-    kept). ``label`` must be one of :data:`LABELS` (any case). Raises ``ValueError`` otherwise.
+    kept). ``label`` must be one of :data:`LABELS` (any case). Raises ``FormatError``
+    otherwise.
     """
     upper = label.upper() if isinstance(label, str) else label
     if upper not in LABELS:
-        raise ValueError(f"predicted label must be one of {', '.join(LABELS)}, not {label!r}")
+        raise FormatError(f"predicted label must be one of {', '.join(LABELS)}, not {label!r}")
     triples = []
     for item in evidence:
         if isinstance(item, str):
@@ -377,4 +326,4 @@ def _triple(item: Any) -> Triple:
             page, kind, position = parts
             triple_to_element(page, kind, position)
             return page, kind, position
-    raise ValueError(f"evidence must be [page, type, position] or an element id, not {item!r}")
+    raise FormatError(f"evidence must be [page, type, position] or an element id, not {item!r}")

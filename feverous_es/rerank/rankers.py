@@ -15,7 +15,7 @@ from typing import Any
 
 from feverous_es.index.elements import TABLE_CELL_TYPES
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.runtime.cross_encoder import CrossEncoder
 
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:

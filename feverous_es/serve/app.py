@@ -44,10 +44,10 @@ from feverous_es.errors import EmptyClaimError, FeverousError, StoreError
 from feverous_es.index.elements import ElementType
 from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
+from feverous_es.output.report import result_to_dict
 from feverous_es.serve.worker import PipelineWorker, QueueFull
-from feverous_es.verify.inputs import TEXT_TYPES
+from feverous_es.verdict.inputs import TEXT_TYPES
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
-from feverous_es.verify.report import result_to_dict
 
 MAX_CLAIM_CHARS = 1000  # a FEVEROUS claim is 10-60 words; 1,000 characters is far beyond
 MAX_BATCH_CLAIMS = 64
@@ -268,7 +268,7 @@ def describe(pipeline: Pipeline, store: str, location: str) -> dict[str, Any]:
     """What ``/v1/health`` reports: the store (kind, location without credentials, the build's
     counts and format) and every model the pipeline runs, with its files' sha256."""
     from feverous_es.index.embedder import default_model_dir
-    from feverous_es.onnx_session import sha256_file
+    from feverous_es.runtime.files import sha256_file
 
     opened = pipeline.context.store
     state = opened.state()
@@ -306,4 +306,3 @@ def _without_credentials(location: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit(parts._replace(netloc=netloc))
-

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from feverous_es.console import print_json, progress_bars
+from feverous_es.console import print_json, progress_bars, user_errors
 from feverous_es.training.options import (
     claims_option,
     command_line,
@@ -161,9 +161,8 @@ def _echo_summary(out: Path, report: dict[str, Any]) -> None:
 
 def _train_feature_verdict(kind: str, **params: Any) -> None:
     from feverous_es.training import feature_verdict as fv
-    from feverous_es.verify.feature_verdict import DEFAULT_MODELS
 
-    out = params["out"] or DEFAULT_MODELS[kind]
+    out = params["out"]
     work = params["work"] or out.with_name(out.name + ".work")
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
@@ -208,6 +207,29 @@ def sentence_verdict_command(**params: Any) -> None:
     checks it against scikit-learn and prints the held-out label accuracy per claim file.
     """
     _train_feature_verdict("sentence", **params)
+
+
+@train_group.command("install")
+@click.argument("model_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--as",
+    "role",
+    required=True,
+    type=click.Choice(["verdict", "table-verdict", "sentence-verdict"]),
+    help="Which of the package's models MODEL_DIR replaces.",
+)
+def install_command(model_dir: Path, role: str) -> None:
+    """Make MODEL_DIR (a `train` output) the installed package's ROLE model.
+
+    Checks that it loads as that model, then replaces the package's one with one rename: a
+    reader never sees half a model, and a failed copy leaves the old one whole. Training itself
+    never writes into the package.
+    """
+    from feverous_es.training.install import install_packaged
+
+    with user_errors():
+        out = install_packaged(model_dir, role)
+    print_json({"installed": str(out), "from": str(model_dir)})
 
 
 @train_group.command("rerank")

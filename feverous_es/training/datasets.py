@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
@@ -40,6 +40,21 @@ class Claimed(Protocol):
 C = TypeVar("C", bound=Claimed)
 
 
+@dataclass(frozen=True)
+class TrainingClaim:
+    """One claim as every trainer reads it. ``label``: ``""`` where the trainer does not read
+    it; ``table``: the gold table's key ``Page_table_t`` (``""`` where the file names none);
+    ``gold``: the evidence elements the trainer reads (which sets, and whether NFD, is the
+    trainer's reader's choice: it says so)."""
+
+    source: str  # the claim file's stem
+    id: str
+    claim: str
+    label: str = ""
+    table: str = ""
+    gold: tuple[str, ...] = ()
+
+
 R = TypeVar("R")
 
 
@@ -68,18 +83,18 @@ def sample(
 
 def sampled_claims(
     paths: Sequence[Path],
-    make: Callable[[str, ClaimRecord], C | None],
+    make: Callable[[str, ClaimRecord], TrainingClaim | None],
     *,
     limit: int | None,
     seed: int,
     wanted: str,
-) -> list[C]:
+) -> list[TrainingClaim]:
     """``make(source, record)`` over every claim of the files (None: the claim is left out),
     a seeded sample of ``limit`` a file (:func:`sample`). No files, or a file with no claim
     ``make`` keeps, is a TrainError (``{path} has no {wanted}``)."""
     if not paths:
         raise TrainError("no claim files given (--claims FILE.jsonl)")
-    chosen: list[C] = []
+    chosen: list[TrainingClaim] = []
     for path in paths:
         source = Path(path).stem
         rows = [row for r in claim_records(Path(path)) if (row := make(source, r)) is not None]
@@ -142,6 +157,12 @@ def append_to(path: Path) -> TextIO:
     return path.open("a", encoding="utf-8")
 
 
+def check_index(index: Path, store: str) -> None:
+    """A missing embedded index is a one-line TrainError before any work starts."""
+    if store == "embedded" and not Path(index).is_dir():
+        raise TrainError(f"index {index} does not exist (build it with `feverous-es index`)")
+
+
 @contextlib.contextmanager
 def retrieval_pipeline(
     index: Path,
@@ -156,8 +177,7 @@ def retrieval_pipeline(
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
 
-    if store == "embedded" and not Path(index).is_dir():
-        raise TrainError(f"index {index} does not exist (build it with `feverous-es index`)")
+    check_index(index, store)
     config = load_config(plugins={"reranker": reranker}, hops=hops, environ={})
     with Pipeline.open(index, store=store, config=config, device=device) as pipeline:
         yield pipeline

@@ -4,13 +4,13 @@ Sources, each a ``Pair.source``:
 
 * **nli pairs** (``--pairs``: the data's ``nli/text_pairs.jsonl.gz`` and ``table_pairs``): a
   text pair's evidence becomes a sentence premise (``[Title] text …``, as
-  :func:`~feverous_es.verify.inputs.sentence_premise` writes retrieved sentences), a table
-  pair's table a table premise (:func:`~feverous_es.verify.inputs.table_premise`). Three labels.
+  :func:`~feverous_es.verdict.inputs.sentence_premise` writes retrieved sentences), a table
+  pair's table a table premise (:func:`~feverous_es.verdict.inputs.table_premise`). Three labels.
 * **claims with retrieved evidence** (files without ``gold_tables``: FM2, FEVEROUS-S; and a
   seeded sample of the table files): the evidence the pipeline retrieved (seed 000 §5: a model
   trained on gold evidence fails on extracted evidence), read the way the verdict will read it —
   the table premise of the evidence's table when the verdict routes the claim to its table
-  (:func:`~feverous_es.verify.feature_verdict.evidence_table`), else its sentence premise. The
+  (:func:`~feverous_es.verdict.feature_model.evidence_table`), else its sentence premise. The
   same evidence with every gold element removed is a NOT ENOUGH INFO pair (``variant``
   ``"no-gold"``): the NEI that means "the evidence is not here".
 * **claims with a gold table** (TabFact): the gold table's premise, no retrieval needed.
@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.errors import TrainError
-from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO, element_to_triple
+from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
+from feverous_es.index.element_ids import element_to_triple
 from feverous_es.training.datasets import hash_unit, is_holdout, read_jsonl, sample
 from feverous_es.training.rerank_data import index_id
-from feverous_es.verify.feature_verdict import evidence_table, sentence_texts
-from feverous_es.verify.inputs import sentence_premise, table_premise
-from feverous_es.verify.table_facts import Table
+from feverous_es.verdict.feature_model import evidence_table, sentence_texts
+from feverous_es.verdict.inputs import sentence_premise, table_premise
+from feverous_es.verdict.table_facts import Table
 
 SENTENCE, TABLE = "sentence", "table"  # routes: which premise the verdict reads
 NO_GOLD = "no-gold"  # the variant whose evidence lost its gold elements (label NEI)

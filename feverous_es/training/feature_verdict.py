@@ -4,12 +4,12 @@ Driven by ``feverous-es train table-verdict`` and ``train sentence-verdict``:
 
 1. **Features.** ``table``: each claim (a FEVEROUS-format file whose records name
    ``gold_tables``, as TabFact's do) is read against its gold table, taken from the index's
-   store with the :meth:`~feverous_es.verify.table_facts.Table.from_elements` the verdict uses
+   store with the :meth:`~feverous_es.verdict.table_facts.Table.from_elements` the verdict uses
    at run time: the cheap stand-in for the retrieved table (the pipeline costs ~0.5 s a claim, 4
    hours for 30 k claims). With ``retrieved`` = N, the first N training claims (file order) also
    go through the pipeline's retrieval (cached in ``<work>/evidence.jsonl``, as ``train
    verdict`` does) and are read a second time against the table the verdict would read in their
-   evidence (:func:`~feverous_es.verify.feature_verdict.first_table`). ``sentence``: every claim
+   evidence (:func:`~feverous_es.verdict.feature_model.first_table`). ``sentence``: every claim
    goes through the pipeline's retrieval (same cache) and is read against the sentences of its
    retrieved evidence, exactly as at run time.
 2. **Fitting** a scikit-learn ``GradientBoostingClassifier`` (SUPPORTS / REFUTES; seconds on a
@@ -32,18 +32,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from feverous_es.errors import TrainError
-from feverous_es.eval.claims import REFUTES, SUPPORTS, element_to_triple
-from feverous_es.onnx_session import FP32_FILE, write_manifest
+from feverous_es.eval.claims import REFUTES, SUPPORTS
+from feverous_es.export import card
+from feverous_es.index.element_ids import element_to_triple
+from feverous_es.runtime.files import FP32_FILE, write_manifest
 from feverous_es.training import common, datasets
-from feverous_es.training.datasets import is_holdout
+from feverous_es.training.datasets import TrainingClaim, is_holdout
 from feverous_es.training.rerank_data import index_id
-from feverous_es.verify import sentence_facts, table_facts
-from feverous_es.verify.feature_verdict import (
+from feverous_es.verdict import sentence_facts, table_facts
+from feverous_es.verdict.feature_model import (
     ENTAILMENT_FEATURES,
     FEATURES,
     SPEC_FILE,
@@ -51,30 +53,22 @@ from feverous_es.verify.feature_verdict import (
     first_table,
     sentence_texts,
 )
-from feverous_es.verify.table_facts import Table
+from feverous_es.verdict.table_facts import Table
 
 LABELS = (SUPPORTS, REFUTES)  # the classifier's class order: 0 SUPPORTS, 1 REFUTES
 INSTALL_HINT = "pip install 'feverous-es[export]' (scikit-learn, skl2onnx)"
 
 
-class FeatureClaim(NamedTuple):
-    source: str  # the claim file's stem
-    id: str
-    claim: str
-    label: str
-    table: str  # the gold table's key, ``Page_table_t`` ("" where the file names none)
-
-
 def read_claims(
     paths: Sequence[Path], *, tables: bool, limit: int | None = None, seed: int = 13
-) -> list[FeatureClaim]:
+) -> list[TrainingClaim]:
     """The SUPPORTS / REFUTES claims of the files (with ``tables``, those that name a gold
     table); with ``limit``, a seeded sample of that many per file."""
-    chosen: list[FeatureClaim] = []
+    chosen: list[TrainingClaim] = []
     for path in paths:
         source = Path(path).stem
         rows = [
-            FeatureClaim(source, str(r.id), r.claim, r.label, (r.gold_tables or ("",))[0])
+            TrainingClaim(source, str(r.id), r.claim, r.label, (r.gold_tables or ("",))[0])
             for r in datasets.claim_records(Path(path))
             if r.label in LABELS and (r.gold_tables or not tables)
         ]
@@ -86,10 +80,10 @@ def read_claims(
 
 
 def gold_features(
-    claims: Sequence[FeatureClaim],
+    claims: Sequence[TrainingClaim],
     store: Any,
     on_progress: Callable[[int, int], None] | None = None,
-) -> tuple[np.ndarray, list[FeatureClaim]]:
+) -> tuple[np.ndarray, list[TrainingClaim]]:
     """The features of each claim against its gold table, and the claims they are for (a claim
     whose table the index lacks is left out)."""
     tables: dict[str, Table | None] = {}
@@ -171,7 +165,7 @@ def export(
 
 
 def accuracy(
-    probabilities: np.ndarray, claims: Sequence[FeatureClaim]
+    probabilities: np.ndarray, claims: Sequence[TrainingClaim]
 ) -> dict[str, dict[str, float]]:
     """Label accuracy per claim file, next to its majority class."""
     return datasets.label_accuracy([LABELS[i] for i in probabilities.argmax(1)], claims)
@@ -218,20 +212,20 @@ def stack(
 
 
 def evidence_features(
-    claims: Sequence[FeatureClaim],
+    claims: Sequence[TrainingClaim],
     options: RunOptions,
     store: Any,
     on_progress: Callable[[int, int], None] | None = None,
-) -> tuple[np.ndarray, list[FeatureClaim]]:
+) -> tuple[np.ndarray, list[TrainingClaim]]:
     """The features of ``claims`` against their retrieved evidence, read as the verdict reads
     it: its sentences (``sentence``), the first table it holds (``table``: claims whose evidence
     holds no table are left out)."""
-    from feverous_es.training.verdict import LabelledClaim, collect_evidence
+    from feverous_es.training.verdict import collect_evidence
 
     if options.work is None:
         raise TrainError("retrieval needs a --work directory for the evidence cache")
     examples = collect_evidence(
-        [LabelledClaim(c.source, c.id, c.claim, c.label) for c in claims],
+        [TrainingClaim(c.source, c.id, c.claim, c.label) for c in claims],
         options.index,
         options.work / "evidence.jsonl",
         store=options.store,
@@ -261,6 +255,7 @@ def run(
 
     if not 0.0 <= options.holdout < 1.0:
         raise TrainError(f"--holdout must be in [0, 1), not {options.holdout}")
+    common.check_out(options.out)
     if not options.claims:
         raise TrainError("no claim files given (--claims FILE.jsonl)")
     seed = options.settings.seed
@@ -269,7 +264,7 @@ def run(
     extra = read_claims(options.train_claims, tables=tables, limit=options.limit, seed=seed)
     split_sources = {Path(p).stem for p in options.claims}
 
-    def held_out(claim: FeatureClaim) -> bool:
+    def held_out(claim: TrainingClaim) -> bool:
         return claim.source in split_sources and is_holdout(
             seed, claim.source, claim.id, options.holdout
         )
@@ -365,14 +360,14 @@ def run(
 _WHAT = {
     "table": (
         "claims whose evidence is a table",
-        "the table (`feverous_es.verify.table_facts`: which claim words and numbers the table "
+        "the table (`feverous_es.verdict.table_facts`: which claim words and numbers the table "
         "holds and in which row, counts of rows holding a named value, whether the named rows "
         "hold a column's maximum or minimum, comparisons of two named rows, sums, means and "
         "differences, next to the claim's cue words)",
     ),
     "sentence": (
         "claims whose evidence is sentences",
-        "the evidence sentences (`feverous_es.verify.sentence_facts`: the claim's content "
+        "the evidence sentences (`feverous_es.verdict.sentence_facts`: the claim's content "
         "words, word pairs, numbers, years and names that the evidence, or its best sentences, "
         "do not hold; negation)",
     ),
@@ -406,39 +401,32 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
             "it (default plugins, cached in the work directory), as at run time."
         )
         measured = "retrieved evidence"
-    text = f"""# feverous-es {kind} verdict model
-
+    about = f"""
 The verdict of {claims_of}: a gradient-boosted classifier (scikit-learn
 `GradientBoostingClassifier`, {settings["trees"]} trees of depth {settings["depth"]}, exported
 to ONNX: `model.onnx`, {report["export"]["bytes"] / 1e6:.2f} MB) over
 {len(training["features"])} features of the claim read against {read_against}. SUPPORTS /
 REFUTES only; the `classifier` verdict plugin's `nei_below` turns low-confidence verdicts into
-NOT ENOUGH INFO. Most used features: {top}.
-
-## Data
-
+NOT ENOUGH INFO. Most used features: {top}."""
+    data = f"""
 Split claim files: {split_files} (a seeded {report["holdout"]:.0%} of their claims, by claim id,
 held out of training and measured below); training-only files: {train_files}. {reading}
-{training["examples"]} training claims, fitted in {training["seconds"]:.0f} s on a 2-core CPU.
-
-## Command
-
-```
-{report["command"]}
-```
-
-## Metrics (held-out claims, {measured}, this ONNX model)
-
+{training["examples"]} training claims, fitted in {training["seconds"]:.0f} s on a 2-core CPU."""
+    metrics = f"""
 | claims file | held-out claims | label accuracy | majority class |
 |---|---|---|---|
 {rows}
 
 Parity against scikit-learn on {parity["rows"]} held-out rows: max |Δp|
-{parity["max_abs_diff"]:.1e}, same label on {parity["argmax_agreement"]:.1%}.
-
-## Attribution and licences
-
-* Trained on claims and Wikipedia text and tables from FEVEROUS (Aly et al., 2021) and TabFact
-  (Chen et al., 2020), CC BY-SA 3.0/4.0 (Wikipedia contributors).
-"""
-    common.save_card(out, text, report)
+{parity["max_abs_diff"]:.1e}, same label on {parity["argmax_agreement"]:.1%}."""
+    model_card = card.ModelCard(
+        title=f"feverous-es {kind} verdict model",
+        about=about,
+        sections=[
+            ("Data", data),
+            card.command_section(report["command"]),
+            (f"Metrics (held-out claims, {measured}, this ONNX model)", metrics),
+        ],
+        licences=[card.FEVEROUS_DATA],
+    )
+    common.save_card(out, model_card, report)

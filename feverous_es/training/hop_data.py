@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord, element_to_triple
+from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord
+from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import datasets
-from feverous_es.training.datasets import hash_unit
-from feverous_es.verify.inputs import seq2seq_input
+from feverous_es.training.datasets import TrainingClaim, hash_unit
+from feverous_es.verdict.inputs import seq2seq_input
 
 RETRIEVED_FILE = "retrieved.jsonl"
 
@@ -48,23 +49,14 @@ def label_word(label: str | None) -> str:
     return "refutes" if label == REFUTES else "supports"
 
 
-@dataclass(frozen=True)
-class HopClaim:
-    source: str  # the claim file's stem
-    id: str
-    claim: str
-    label: str
-    gold: tuple[str, ...]  # the first gold set's element ids, NFD, in gold order
-
-
 def read_hop_claims(
     paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
-) -> list[HopClaim]:
+) -> list[TrainingClaim]:
     """The claims with element-level gold evidence (any label) in the files; with ``limit``, a
-    seeded sample of that many per file. Gold ids of non-elements (titles, sections) are left
-    out; a claim's first gold set is used."""
+    seeded sample of that many per file. ``gold``: the first gold set's elements, NFD, in gold
+    order; ids of non-elements (titles, sections) are left out."""
 
-    def make(source: str, record: ClaimRecord) -> HopClaim | None:
+    def make(source: str, record: ClaimRecord) -> TrainingClaim | None:
         group = record.evidence[0] if record.evidence else ()
         gold = dict.fromkeys(
             unicodedata.normalize("NFD", e)
@@ -74,7 +66,7 @@ def read_hop_claims(
         if not gold:
             return None
         label = record.label or NOT_ENOUGH_INFO
-        return HopClaim(source, str(record.id), record.claim, label, tuple(gold))
+        return TrainingClaim(source, str(record.id), record.claim, label, gold=tuple(gold))
 
     return datasets.sampled_claims(
         paths, make, limit=limit, seed=seed, wanted="claims with element-level gold evidence"
@@ -120,7 +112,7 @@ def read_retrieved(path: Path) -> dict[tuple[str, str], Retrieved]:
 
 
 def collect_retrieved(
-    claims: Sequence[HopClaim],
+    claims: Sequence[TrainingClaim],
     index: Path,
     cache: Path,
     *,
@@ -132,7 +124,7 @@ def collect_retrieved(
     """Each claim's retrieval, from ``cache`` when it holds it, else from the pipeline's page and
     candidate stages (``retrieval`` order) and appended to ``cache``; in the order of ``claims``."""
 
-    def make(pipeline: Any, chunk: Sequence[HopClaim]) -> list[Retrieved]:
+    def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[Retrieved]:
         found = datasets.gold_in_index(pipeline, chunk)
         ranked = [(r.pages, r.ranked) for r in pipeline.retrieve_many([c.claim for c in chunk])]
         records = []

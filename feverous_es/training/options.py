@@ -127,9 +127,10 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
         click.option(
             "--out",
             "-o",
+            required=True,
             type=click.Path(path_type=Path),
-            default=None,
-            help=f"Model directory to write [default: the package's {kind}-verdict model].",
+            help="Model directory to write (never the installed package's: `feverous-es train "
+            f"install OUT --as {kind}-verdict` puts it there).",
         ),
         click.option(
             "--work",

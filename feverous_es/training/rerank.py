@@ -3,8 +3,8 @@
 ``feverous-es train rerank`` trains the two cross-encoders the ``cross-encoder`` reranker runs:
 one for cells and header cells (its ``cell_model``), one for every other element — sentences,
 list items, table captions (its ``model``); the split is the reranker's own
-(:data:`feverous_es.verify.candidates.TABLE_CELL_TYPES`). Papelo trained captions with the sentences
-too. Three steps, each resumable:
+(:data:`feverous_es.retrieve.candidates.TABLE_CELL_TYPES`). Papelo trained captions with the
+sentences too. Three steps, each resumable:
 
 1. **Candidate pools.** Every claim with gold evidence goes through the pipeline's page and
    candidate stages (the defaults, over the given index) in retrieval order; the pool and the
@@ -41,7 +41,7 @@ import numpy as np
 
 from feverous_es.errors import TrainError
 from feverous_es.export.exporter import export_int8_as_model
-from feverous_es.onnx_session import MANIFEST_FILE, write_manifest
+from feverous_es.retrieve.selection import CELL_BUDGET, SENTENCE_BUDGET
 from feverous_es.training import common, datasets
 from feverous_es.training.common import base_name, check_base, import_torch
 from feverous_es.training.rerank_card import write_card
@@ -55,7 +55,6 @@ from feverous_es.training.rerank_data import (
     kind_of,
     read_gold_claims,
 )
-from feverous_es.verify.selection import CELL_BUDGET, SENTENCE_BUDGET
 
 LABELS = ("relevance",)  # one output logit; config.json's id2label
 
@@ -121,7 +120,7 @@ def train(
 
 def pair_scorer(model_dir: Path, max_length: int) -> Callable[[list[tuple[str, str]]], np.ndarray]:
     """Scores as the ``cross-encoder`` reranker computes them with this model."""
-    from feverous_es.rerank.cross_encoder import CrossEncoder
+    from feverous_es.runtime.cross_encoder import CrossEncoder
 
     encoder = CrossEncoder(model_dir, device="cpu", max_length=max_length)
     return lambda pairs: encoder.score(pairs) if pairs else np.zeros(0, dtype=np.float32)
@@ -246,7 +245,6 @@ def run(
             "out": str(out),
         }
         write_card(out, report)
-        write_ranker_manifest(out, f"feverous-es {kind} ranker", settings)
         reports[kind] = report
     return reports
 
@@ -273,12 +271,6 @@ def fit_and_export(
     out = options.out / kind
     exported = export_int8_as_model(trained, out, work, probe, settings.max_length)
     return out, exported, timing, pair_scorer(out, settings.max_length)
-
-
-def write_ranker_manifest(out: Path, model: str, settings: TrainSettings) -> None:
-    """``manifest.json`` over every file the export and the card left in ``out``."""
-    files = sorted(p.name for p in out.iterdir() if p.is_file() and p.name != MANIFEST_FILE)
-    write_manifest(out, files, model=model, base=base_name(settings.base))
 
 
 def training_section(

@@ -5,22 +5,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from feverous_es.export import card
 from feverous_es.training import common
 
 
-def command_section(report: dict[str, Any]) -> str:
+def command_section(report: dict[str, Any]) -> tuple[str, str]:
     """A ranker card's command and training run."""
     training = report["training"]
-    return f"""## Command
-
-```
-{report["command"]}
-```
-
-Base model `{training["base_name"]}`; {training["epochs"]} epoch(s), max_length
+    return card.command_section(
+        report["command"],
+        f"""Base model `{training["base_name"]}`; {training["epochs"]} epoch(s), max_length
 {training["max_length"]}, batch {training["batch_size"]} groups, learning rate
 {training["learning_rate"]}, {training["steps"]} steps in {training["seconds"]:.0f} s
-({training["tokens_per_second"]:.0f} tokens/s)."""
+({training["tokens_per_second"]:.0f} tokens/s).""",
+    )
+
+
+def save_ranker_card(
+    out: Path, report: dict[str, Any], name: str, about: str, data: str, metrics: tuple[str, str]
+) -> None:
+    """A ranker's card (data, the command, its held-out ``metrics`` section), training report
+    and manifest, ``name`` the model's."""
+    base = report["training"]["base_name"]
+    model_card = card.ModelCard(
+        name, about, [("Data", data), command_section(report), metrics],
+        card.fine_tuned_licences(base),
+    )  # fmt: skip
+    common.save_card(out, model_card, report, model=name, base=base)
 
 
 def write_card(out: Path, report: dict[str, Any]) -> None:
@@ -29,7 +40,6 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     training = report["training"]
     held = report["holdout_groups"]
     recall = report["holdout_pool_recall"]
-    parity = report["export"]["parity"]
     megabytes = report["export"]["bytes"] / 1e6
     files = ", ".join(f"`{s}`" for s in report["claims"])
     elements = (
@@ -48,12 +58,11 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     limit = report["claims_per_file"]
     sampled = f"a sample of {limit} claims a file" if limit else "every claim with gold evidence"
     size = 1 + training["negatives"] + training["others"]
-    text = f"""# feverous-es evidence ranker: {kind}
-
+    about = f"""
 A cross-encoder that scores (claim, element) pairs for the `cross-encoder` reranker's
 `{option}` option: {elements}, each as its Papelo linearization (the index's
 `linearized` field, the text the reranker passes). One output logit; dynamic int8 ONNX,
-`model.onnx` ({megabytes:.1f} MB). Use it with
+`model.int8.onnx` ({megabytes:.1f} MB). Use it with
 
 ```toml
 [plugins]
@@ -62,10 +71,8 @@ reranker = "cross-encoder"
 [options.reranker]
 {option} = "{out}"
 max_length = {training["max_length"]}  # as trained (the reranker's default is 512)
-```
-
-## Data
-
+```"""
+    data = f"""
 Claims: {files}, {sampled} (seed {training["seed"]}); a seeded {report["holdout"]:.0%} of
 them, split by claim id, is held out of training. Training claims with gold {kind}:
 {report["claims_with_gold"]}; gold elements missing from the index (page not indexed):
@@ -76,12 +83,8 @@ best-ranked non-gold candidates of its kind from the pipeline's page and candida
 (retrieval order), and {training["others"]} gold elements of other claims (which also fill a
 group whose pool has too few hard negatives); the loss is the cross entropy over the group's
 scores with the gold element as the right class. {training["groups"]} training groups,
-{training["hard_negatives"]:.2f} hard negatives each on average.
-
-{command_section(report)}
-
-## Metrics (held-out claims, this int8 model, scored as the reranker scores)
-
+{training["hard_negatives"]:.2f} hard negatives each on average."""
+    metrics = f"""
 The gold element among its group ({held.get("groups", 0)} groups, mean size
 {held.get("mean_size", 0)}; ties count against the gold):
 
@@ -94,8 +97,7 @@ among the candidates. The first {recall["k"]} candidates of the kind hold
 {recall["recall_retrieval_order"]:.1%} of those in retrieval order and
 {recall["recall_model"]:.1%} reranked by this model.
 
-Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX max |Δlogit|
-{parity["fp32"]["max_abs_diff"]:.2e}; int8 max |Δlogit| {parity["int8"]["max_abs_diff"]:.3f}.
-
-{common.attribution(training["base_name"])}"""
-    common.save_card(out, text, report)
+{card.classifier_parity(report["export"]["parity"])}"""
+    heading = "Metrics (held-out claims, this int8 model, scored as the reranker scores)"
+    name = f"feverous-es evidence ranker: {kind}"
+    save_ranker_card(out, report, name, about, data, (heading, metrics))

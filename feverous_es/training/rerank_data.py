@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.errors import TrainError
-from feverous_es.eval.claims import ClaimRecord, element_to_triple
+from feverous_es.eval.claims import ClaimRecord
+from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
 from feverous_es.training import datasets
+from feverous_es.training.datasets import TrainingClaim
 
 KINDS = ("cells", "sentences")
 
@@ -35,28 +37,25 @@ def index_id(element_id: str) -> str:
     return unicodedata.normalize("NFD", element_id)
 
 
-@dataclass(frozen=True)
-class GoldClaim:
-    source: str  # the claim file's stem
-    id: str
-    claim: str
-    gold: tuple[str, ...]  # every element of every gold evidence set, first-seen order
-
-
 def read_gold_claims(
     paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
-) -> list[GoldClaim]:
+) -> list[TrainingClaim]:
     """The claims with gold evidence (any label) in the files; with ``limit``, a seeded sample
-    of that many per file. Gold ids of non-elements (titles, sections) are left out."""
+    of that many per file. ``gold``: every element of every gold set, first-seen order, as the
+    index spells it; ids of non-elements (titles, sections) are left out."""
 
-    def make(source: str, record: ClaimRecord) -> GoldClaim | None:
+    def make(source: str, record: ClaimRecord) -> TrainingClaim | None:
         gold = dict.fromkeys(
             index_id(e)
             for group in record.evidence
             for e in group
             if element_to_triple(e)[1] in _EVIDENCE_TYPES
         )
-        return GoldClaim(source, str(record.id), record.claim, tuple(gold)) if gold else None
+        if not gold:
+            return None
+        return TrainingClaim(
+            source, str(record.id), record.claim, record.label or "", gold=tuple(gold)
+        )
 
     return datasets.sampled_claims(
         paths, make, limit=limit, seed=seed, wanted="claims with gold evidence"
@@ -91,7 +90,7 @@ def read_pools(path: Path) -> dict[tuple[str, str], Pool]:
 
 
 def collect_pools(
-    claims: Sequence[GoldClaim],
+    claims: Sequence[TrainingClaim],
     index: Path,
     cache: Path,
     *,
@@ -103,7 +102,7 @@ def collect_pools(
     """Each claim's pool, from ``cache`` when it holds it, else from the pipeline's page and
     candidate stages (ordered by the ``retrieval`` reranker) and appended to ``cache``."""
 
-    def make(pipeline: Any, chunk: Sequence[GoldClaim]) -> list[Pool]:
+    def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[Pool]:
         found = datasets.gold_in_index(pipeline, chunk)
         ranked = pipeline.retrieve_many([c.claim for c in chunk])
         return [

@@ -2,7 +2,7 @@
 
 The ``papelo`` candidate stage ranks the tables of the whole index, then re-ranks its first
 ``row_tables`` by adding ``row_weight`` x a cross-encoder's logit for (claim, the table's best
-row as plain text) (:func:`feverous_es.verify.candidates.rerank_by_rows`). This module trains
+row as plain text) (:func:`feverous_es.retrieve.candidates.rerank_by_rows`). This module trains
 that cross-encoder on claims that name their table (``gold_tables``, as TabFact's do):
 
 1. **Row groups.** Each claim's tables are scored as the stage scores them, before the row step
@@ -18,7 +18,6 @@ that cross-encoder on claims that name their table (``gold_tables``, as TabFact'
 from __future__ import annotations
 
 import random
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,44 +27,36 @@ import numpy as np
 
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import ClaimRecord
-from feverous_es.training import common, datasets
+from feverous_es.export import card
+from feverous_es.index.element_ids import table_key
+from feverous_es.training import datasets
 from feverous_es.training.common import check_base
+from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.rerank import (
     RunOptions,
     fit_and_export,
     group_metrics,
     training_section,
-    write_ranker_manifest,
 )
-from feverous_es.training.rerank_card import command_section
+from feverous_es.training.rerank_card import save_ranker_card
 from feverous_es.training.rerank_data import Group, draw_distinct
 
 KIND = "rows"
 GROUPS_FILE = "row-groups.jsonl"
 
 
-@dataclass(frozen=True)
-class TableClaim:
-    source: str
-    id: str
-    claim: str
-    table: tuple[str, int]  # (page title NFD, table number)
-
-
 def read_table_claims(
     paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
-) -> list[TableClaim]:
-    """The claims that name a gold table, any label; with ``limit``, a seeded sample of that
-    many per file."""
+) -> list[TrainingClaim]:
+    """The claims that name a gold table (``table``), any label; with ``limit``, a seeded sample
+    of that many per file."""
 
-    def make(source: str, record: ClaimRecord) -> TableClaim | None:
-        if not record.gold_tables:
+    def make(source: str, record: ClaimRecord) -> TrainingClaim | None:
+        if not record.gold_tables or table_key(record.gold_tables[0]) is None:
             return None
-        name = unicodedata.normalize("NFD", record.gold_tables[0])
-        page, _, number = name.rpartition("_table_")
-        if not (page and number.isdigit()):
-            return None
-        return TableClaim(source, str(record.id), record.claim, (page, int(number)))
+        return TrainingClaim(
+            source, str(record.id), record.claim, record.label or "", record.gold_tables[0]
+        )
 
     return datasets.sampled_claims(
         paths, make, limit=limit, seed=seed, wanted="claims that name gold_tables"
@@ -87,7 +78,7 @@ class RowPool:
 
 
 def collect_row_pools(
-    claims: Sequence[TableClaim],
+    claims: Sequence[TrainingClaim],
     index: Path,
     cache: Path,
     *,
@@ -99,10 +90,10 @@ def collect_row_pools(
     """Each claim's :class:`RowPool` (``depth`` negative rows at most), from ``cache`` when it
     holds it, else from the candidate stage over ``index`` and appended to ``cache``."""
     from feverous_es.plugins.interfaces import Query
-    from feverous_es.verify.candidates import PapeloCandidates
-    from feverous_es.verify.table_scores import best_cells, row_text
+    from feverous_es.retrieve.candidates import PapeloCandidates
+    from feverous_es.retrieve.table_scores import best_cells, row_text
 
-    def make(pipeline: Any, chunk: Sequence[TableClaim]) -> list[RowPool]:
+    def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[RowPool]:
         stage = pipeline.candidates
         if not isinstance(stage, PapeloCandidates):
             raise TrainError("the row model trains on the papelo candidate stage's tables")
@@ -114,9 +105,10 @@ def collect_row_pools(
             ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
             rows = best_cells(hits)
             ranked = [key for key in ranked if key in rows]
-            gold = ranked.index(claim.table) if claim.table in ranked else None
-            others = [row_text(rows[key]) for key in ranked if key != claim.table][:depth]
-            gold_row = row_text(rows[claim.table]) if gold is not None else None
+            key = table_key(claim.table)
+            gold = ranked.index(key) if key in ranked else None
+            others = [row_text(rows[other]) for other in ranked if other != key][:depth]
+            gold_row = row_text(rows[key]) if gold is not None and key is not None else None
             pools.append(RowPool(claim.source, claim.id, claim.claim, gold, gold_row, others))
         return pools
 
@@ -198,7 +190,6 @@ def run(
         "out": str(out),
     }
     write_card(out, report)
-    write_ranker_manifest(out, "feverous-es row ranker", settings)
     return report
 
 
@@ -228,24 +219,20 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     held, hard = report["holdout_groups"], report["holdout_hard_groups"]
     # Without other claims' rows a group is its hard negatives: one row says it all.
     hard_row = f"\n{_metric_row('the hard negatives only', hard)}" if training["others"] else ""
-    parity = report["export"]["parity"]
     files = ", ".join(f"`{s}`" for s in report["claims"])
     limit = report["claims_per_file"]
     sampled = f"a sample of {limit} claims a file" if limit else "every claim naming its table"
-    text = f"""# feverous-es row ranker
-
-The cross-encoder of the `papelo` candidate stage's table ranking: it scores (claim, a table's
-best row as plain text) for the first `row_tables` tables, and the stage adds `row_weight` x its
-logit to each table's score. One output logit; dynamic int8 ONNX, `model.onnx`
-({report["export"]["bytes"] / 1e6:.1f} MB). Use it with
+    about = f"""
+The cross-encoder of the `papelo` candidate stage's table ranking: it scores (claim, a
+table's best row as plain text) for the first `row_tables` tables, and the stage adds
+`row_weight` x its logit to each table's score. One output logit; dynamic int8 ONNX,
+`model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB). Use it with
 
 ```toml
 [options.candidates]
 row_model = "{out}"
-```
-
-## Data
-
+```"""
+    data = f"""
 Claims naming their table (`gold_tables`): {files}, {sampled} (seed {training["seed"]}); a
 seeded {report["holdout"]:.0%} of them, split by claim id, is held out of training. Of
 {report["table_claims"]} claims, the candidate stage's pool holds the gold table for
@@ -255,21 +242,14 @@ Groups: the gold table's best row, the best rows of the {training["negatives"]} 
 other tables (hard negatives), {training["others"]} gold rows of other claims; the loss is the
 cross entropy over the group's scores with the gold row as the right class.
 {training["groups"]} training groups, {training["hard_negatives"]:.2f} hard negatives each on
-average.
-
-{command_section(report)}
-
-## Metrics (held-out claims, this int8 model)
-
-| the gold row among | groups | MRR | Hits@1 | Hits@1 at random |
+average."""
+    metrics = f"""| the gold row among | groups | MRR | Hits@1 | Hits@1 at random |
 |---|---|---|---|---|
 {_metric_row("its whole group", held)}{hard_row}
 
 In the pipeline the logit is one part of a table's score: `python bench/row_ranker.py INDEX
 --model {out}` gives gold-table Hits@1/5/10 with it beside the default.
 
-Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX max |Δlogit|
-{parity["fp32"]["max_abs_diff"]:.2e}; int8 max |Δlogit| {parity["int8"]["max_abs_diff"]:.3f}.
-
-{common.attribution(training["base_name"])}"""
-    common.save_card(out, text, report)
+{card.classifier_parity(report["export"]["parity"])}"""
+    heading = "Metrics (held-out claims, this int8 model)"
+    save_ranker_card(out, report, "feverous-es row ranker", about, data, (heading, metrics))

@@ -18,7 +18,7 @@ Driven by ``feverous-es train verdict``, every step resumable:
    the model trained on); then the model that ships, on every training claim. Held-out accuracy
    per source is logged after every epoch (``training.json``'s ``epochs``). Checkpoints in
    ``<work>/<model>/``; a GPU (``--device cuda``) makes this minutes instead of hours.
-4. **Export**: int8 ONNX (``model.onnx``), parity against torch, held-out accuracy of the
+4. **Export**: int8 ONNX (``model.int8.onnx``), parity against torch, held-out accuracy of the
    exported model per source and route, and the model card.
 
 torch, transformers and optimum are imported inside functions: the runtime never needs them.
@@ -33,10 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS
+from feverous_es.export import card
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common, datasets
@@ -49,7 +50,8 @@ from feverous_es.training.common import (
     check_base,
     import_torch,
 )
-from feverous_es.verify.inputs import premise
+from feverous_es.training.datasets import TrainingClaim
+from feverous_es.verdict.inputs import premise
 
 __all__ = ["CHECKPOINT_FILE", "LABELS", "LOSS_LOG", "TRAINED_DIR", "TrainError"]
 
@@ -97,27 +99,18 @@ class TrainSettings(common.TrainSettings):
 # ----------------------------------------------------------------------------- claims
 
 
-class LabelledClaim(NamedTuple):
-    source: str  # the claim file's stem
-    id: str
-    claim: str
-    label: str
-    table: str = ""  # the gold table's key, ``Page_table_t`` ("" where the file names none)
-    gold: tuple[str, ...] = ()  # the elements of the claim's gold evidence sets
-
-
 def read_labelled_claims(
     paths: Sequence[Path], *, limit: int | None = None, seed: int = 13
-) -> list[LabelledClaim]:
+) -> list[TrainingClaim]:
     """Every labelled claim in the files; with ``limit``, a seeded sample of that many per file
-    (the same claims on every run)."""
+    (the same claims on every run). ``gold``: every element of every gold set, as written."""
 
-    def make(source: str, record: Any) -> LabelledClaim | None:
+    def make(source: str, record: Any) -> TrainingClaim | None:
         if record.label not in LABELS:
             return None
         gold = tuple(dict.fromkeys(e for group in record.evidence for e in group))
         table = (record.gold_tables or ("",))[0]
-        return LabelledClaim(source, str(record.id), record.claim, record.label, table, gold)
+        return TrainingClaim(source, str(record.id), record.claim, record.label, table, gold)
 
     return datasets.sampled_claims(
         paths, make, limit=limit, seed=seed, wanted="SUPPORTS / REFUTES / NEI claims"
@@ -146,7 +139,7 @@ def read_cache(path: Path) -> dict[tuple[str, str], Example]:
 
 
 def collect_evidence(
-    claims: Sequence[LabelledClaim],
+    claims: Sequence[TrainingClaim],
     index: Path,
     cache: Path,
     *,
@@ -160,7 +153,7 @@ def collect_evidence(
     """Each claim's retrieved evidence, from ``cache`` when it holds it, else from the pipeline
     (and appended to ``cache``). Returns the examples in the order of ``claims``."""
 
-    def make(pipeline: Any, chunk: Sequence[LabelledClaim]) -> list[Example]:
+    def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[Example]:
         results = pipeline.retrieve_many([c.claim for c in chunk])
         return [
             Example(c.source, c.id, c.claim, c.label, [_evidence_record(e) for e in r.evidence])
@@ -431,7 +424,7 @@ def probabilities(model_dir: Path, pairs: Sequence[data.Pair], settings: TrainSe
     """Label probabilities of ``pairs`` from the exported model, as the verdict plugin reads
     them (int8 ONNX on the CPU)."""
     from feverous_es.export.parity import onnx_logits
-    from feverous_es.verify.verdict import softmax
+    from feverous_es.verdict.classifier import softmax
 
     if not pairs:
         return []
@@ -469,7 +462,6 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     held = report["holdout_accuracy"]
     rows = "\n".join(f"| {name} | {r['pairs']} | {r['accuracy']:.1%} |" for name, r in held.items())
     training = report["training"]
-    parity = report["export"]["parity"]
     pool = ", ".join(f"{source} {n:,}" for source, n in training["pool"].items())
     epochs = "\n".join(
         f"| {e['epoch']} | "
@@ -478,18 +470,16 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
         for e in training["epochs"]
     )
     epoch_head = " | ".join(training["epochs"][0]["held_out"]) if training["epochs"] else ""
-    text = f"""# feverous-es entailment verdict model
-
+    about = f"""
 A 3-way (SUPPORTS / REFUTES / NOT ENOUGH INFO) cross-encoder over (claim, premise): the
 `classifier` verdict plugin's `model`. The premise is what the verdict reads for the claim's
-route: its evidence sentences as `[Title] sentence …` (`feverous_es.verify.inputs.
+route: its evidence sentences as `[Title] sentence …` (`feverous_es.verdict.inputs.
 sentence_premise`), or one table as `Title, caption. header. row ; row …` with the rows that
 share most words with the claim (`table_premise`). Its probabilities feed the table and
-sentence feature models (stacking) and decide NOT ENOUGH INFO. Dynamic int8 ONNX, `model.onnx`
-({report["export"]["bytes"] / 1e6:.1f} MB); labels in `config.json` (`id2label`).
-
-## Data
-
+sentence feature models (stacking) and decide NOT ENOUGH INFO. Dynamic int8 ONNX,
+`model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB); labels in `config.json`
+(`id2label`)."""
+    data = f"""
 Claim files {", ".join(f"`{c}`" for c in report["claims"])} (a seeded {report["holdout"]:.0%}
 of their claims, by claim id, held out of every model and measured below), training-only files
 {", ".join(f"`{c}`" for c in report["train_claims"]) or "none"}, and the pair files
@@ -497,43 +487,44 @@ of their claims, by claim id, held out of every model and measured below), train
 against the evidence the pipeline *retrieved* for them (reranker `{report["reranker"]}`), and
 again with every gold element removed, labelled NOT ENOUGH INFO; TabFact claims against their
 gold table ({report["retrieved"]} of each table file also against retrieved evidence). At most
-{report["per_source"]:,} training pairs a source. Training pairs: {pool}.
-
-## Command
-
-```
-{report["command"]}
-```
-
+{report["per_source"]:,} training pairs a source. Training pairs: {pool}."""
+    run = f"""
 Base model `{training["base_name"]}`; {training["examples"]:,} training pairs,
 {training["epochs_trained"]} epoch(s), max_length {training["max_length"]}, batch
 {training["batch_size"]}, learning rate {training["learning_rate"]}, {training["folds"]}
 cross-fitting models before it (their out-of-fold scores: `scores.jsonl`);
-{training["seconds"]:.0f} s for the shipped model on {training["device"]}.
-
-## Held-out accuracy after each epoch (torch, pairs the verdict reads)
-
+{training["seconds"]:.0f} s for the shipped model on {training["device"]}."""
+    curve = f"""
 | epoch | {epoch_head} |
 |---|{"---|" * len(training["epochs"][0]["held_out"]) if training["epochs"] else ""}
-{epochs}
-
-## Metrics (held-out claims, this int8 model)
-
+{epochs}"""
+    metrics = f"""
 | source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
 |---|---|---|
 {rows}
 
-Parity against the torch model on {parity["pairs"]} held-out pairs: fp32 ONNX max |Δlogit|
-{parity["fp32"]["max_abs_diff"]:.2e}; int8 max |Δlogit| {parity["int8"]["max_abs_diff"]:.3f},
-same label on {parity["int8"]["argmax_agreement"]:.1%} of the pairs.
-
-{common.attribution(training["base_name"])}
-* NLI pairs: CAD-SNLI (Kaushik et al. 2020; Apache-2.0, SNLI CC BY-SA 4.0), Climate-FEVER
-  (Diggelmann et al. 2020), FEVER-Symmetric (Schuster et al. 2019), SufficientFacts (Atanasova
-  et al. 2022; FEVER, HoVer, VitaminC claims): CC BY-SA; InfoTabS (Gupta et al. 2020) and SciTab
-  (Lu et al. 2023): MIT. FM2 (Eisenschlos et al. 2021): CC BY-SA 3.0.
-"""
-    common.save_card(out, text, report)
+{card.classifier_parity(report["export"]["parity"])}"""
+    model_card = card.ModelCard(
+        title="feverous-es entailment verdict model",
+        about=about,
+        sections=[
+            ("Data", data),
+            card.command_section(report["command"], run),
+            ("Held-out accuracy after each epoch (torch, pairs the verdict reads)", curve),
+            ("Metrics (held-out claims, this int8 model)", metrics),
+        ],
+        licences=[
+            *card.fine_tuned_licences(training["base_name"]),
+            "NLI pairs: CAD-SNLI (Kaushik et al. 2020; Apache-2.0, SNLI CC BY-SA 4.0), "
+            "Climate-FEVER (Diggelmann et al. 2020), FEVER-Symmetric (Schuster et al. 2019), "
+            "SufficientFacts (Atanasova et al. 2022; FEVER, HoVer, VitaminC claims): CC BY-SA; "
+            "InfoTabS (Gupta et al. 2020) and SciTab (Lu et al. 2023): MIT. FM2 (Eisenschlos et "
+            "al. 2021): CC BY-SA 3.0.",
+        ],
+    )
+    common.save_card(
+        out, model_card, report, model="feverous-es verdict", base=training["base_name"]
+    )
 
 
 # ----------------------------------------------------------------------------- the command

@@ -1,1 +1,2 @@
-"""The claim pipeline: pages, candidates, evidence, hops, verdict."""
+"""The claim pipeline: one claim through the retrieval stages (:mod:`feverous_es.retrieve`) and
+the verdict (:mod:`feverous_es.verdict`)."""

@@ -1,6 +1,6 @@
-"""A seq2seq (T5-style) model exported to ONNX, for the generator hop and the seq2seq verdict.
+"""A seq2seq (T5-style) model exported to ONNX, for the generator hop.
 
-Papelo's next-hop and label modules are T5 models reading one input string (Malon 2021, §4):
+Papelo's next-hop module is a T5 model reading one input string (Malon 2021, §4):
 
     missing: <titles of the pages retrieved> [HYP] <claim> <evidence, each "[Title] …">
 
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
 
 from feverous_es.errors import ModelError
 from feverous_es.export import INSTALL_HINT
@@ -51,16 +49,3 @@ class Seq2SeqModel:
         inputs = self._encode(texts)
         output = self.model.generate(**inputs, max_new_tokens=max_new_tokens, num_beams=1)
         return self.tokenizer.batch_decode(output, skip_special_tokens=True)
-
-    def choose(self, texts: Sequence[str], options: Sequence[str]) -> np.ndarray:
-        """Probability of each option as the output's first token, per text: (texts, options)."""
-        first = [self.tokenizer(o, add_special_tokens=False).input_ids[0] for o in options]
-        output = self.model.generate(
-            **self._encode(texts),
-            max_new_tokens=1,
-            output_scores=True,
-            return_dict_in_generate=True,
-        )
-        logits = output.scores[0].detach().numpy()[:, first]
-        logits = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return logits / logits.sum(axis=1, keepdims=True)

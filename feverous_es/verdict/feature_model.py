@@ -1,9 +1,9 @@
 """The feature verdicts: gradient-boosted classifiers over what a claim shares with its evidence.
 
 Two kinds, one per kind of evidence: ``table`` reads
-:func:`feverous_es.verify.table_facts.claim_features` of the claim and the table the evidence
+:func:`feverous_es.verdict.table_facts.claim_features` of the claim and the table the evidence
 points at (:func:`evidence_table` decides whether it does), ``sentence`` reads
-:func:`feverous_es.verify.sentence_facts.claim_features` of the claim and the evidence sentences.
+:func:`feverous_es.verdict.sentence_facts.claim_features` of the claim and the evidence sentences.
 Each is a scikit-learn ``GradientBoostingClassifier`` exported to ONNX (``model.onnx``, run by
 ONNX Runtime's tree-ensemble kernels on the CPU: no scikit-learn at run time);
 ``feature_model.json`` names its kind, labels and features, so a model built with another
@@ -19,13 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import ModelError
-from feverous_es.eval.claims import element_to_triple
+from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
 from feverous_es.index.store import Store
-from feverous_es.onnx_session import FP32_FILE, open_session, verified
 from feverous_es.plugins.interfaces import Candidate, Label
-from feverous_es.verify import sentence_facts, table_facts
-from feverous_es.verify.table_facts import Table, content_words, tokens
+from feverous_es.runtime.files import FP32_FILE
+from feverous_es.runtime.model import OnnxModel
+from feverous_es.text import content_words, tokens
+from feverous_es.verdict import sentence_facts, table_facts
+from feverous_es.verdict.table_facts import Table
 
 SPEC_FILE = "feature_model.json"  # kind, labels and feature names, from the training command
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -118,15 +120,18 @@ class FeatureClassifier:
                 f"{model_dir} was trained on other {kind} features than this version computes; "
                 f"retrain it with `feverous-es train {kind}-verdict`"
             )
-        remedy = "reinstall feverous-es or retrain the model"
         # Tree ensembles have no CUDA kernels: the CPU provider runs them either way.
-        self.session = open_session(
-            lambda _: verified(model_dir, FP32_FILE, remedy=remedy), device="cpu", threads=None
+        self.model = OnnxModel(
+            model_dir,
+            device="cpu",
+            graph=FP32_FILE,
+            manifest="required",
+            remedy="reinstall feverous-es or retrain the model",
         )
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """One row of label probabilities (in :attr:`labels` order) per row of features."""
         if not len(features):
             return np.zeros((0, len(self.labels)), dtype=np.float32)
-        _, probabilities = self.session.run(None, {"X": features.astype(np.float32)})
+        _, probabilities = self.model.run({"X": features.astype(np.float32)})
         return np.asarray(probabilities, dtype=np.float32)

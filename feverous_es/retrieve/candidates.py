@@ -6,7 +6,7 @@ and the score of its page, so the page retriever's confidence carries into the r
 
 Cells come from the best tables, ranked over the whole index rather than only the retrieved
 pages (TabFact page titles are rarely named by a claim), by the table score of
-:mod:`feverous_es.verify.table_scores`; the best tables are then re-ranked by adding a small
+:mod:`feverous_es.retrieve.table_scores`; the best tables are then re-ranked by adding a small
 multiple of a cross-encoder's logit for (claim, the table's best row as plain text):
 zero-shot, one pair per table. The tables then give cells best row first: the best table more,
 the next ones a few each, so the 25-cell budget holds several tables (Hits@5 needs them) and the
@@ -21,16 +21,16 @@ from pathlib import Path
 from feverous_es.index.elements import TABLE_CELL_TYPES, TABLE_TYPES, TEXT_TYPES, Element
 from feverous_es.index.store import Filters, Hit, PageHit, TableKey, TableSearch
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.rerank.cross_encoder import CrossEncoder
-from feverous_es.verify.table_scores import (
+from feverous_es.retrieve.table_scores import (
     TableWeights,
-    Terms,
     best_cells,
     rerank_by_rows,
     score_tables,
     table_cells,
     tables_in_hit_order,
 )
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.text import Terms
 
 
 class PapeloCandidates:

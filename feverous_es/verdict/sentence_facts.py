@@ -4,21 +4,19 @@ A refuted FEVEROUS claim is most often a true sentence with one thing changed: a
 date, a name, a negation. These features measure what of the claim the evidence does not hold:
 its content words, numbers, years, capitalised names and word pairs, over all evidence sentences
 and in the sentence that holds most of them. The sentence-claim verdict
-(:mod:`feverous_es.verify.feature_verdict`) feeds them to a gradient-boosted classifier;
+(:mod:`feverous_es.verdict.feature_model`) feeds them to a gradient-boosted classifier;
 training and inference call the same :func:`claim_features`.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
-from feverous_es.verify.table_facts import CUES, content_words, number_value, tokens
-
-_NAME = re.compile(r"\b[A-Z][\w'-]*")
+from feverous_es.text import capitalised_names, content_words, number_value, tokens
+from feverous_es.verdict.table_facts import CUES
 
 FEATURE_NAMES: tuple[str, ...] = (
     "words_in_evidence",
@@ -61,7 +59,7 @@ def claim_features(claim: str, sentences: Sequence[str]) -> np.ndarray:
     all_pairs = set().union(*sentence_pairs) if sentence_pairs else set()
     numbers = {w for w in words if number_value(w) is not None}
     years = {w for w in numbers if len(w) == 4 and w.isdigit()}
-    names = {n.lower() for n in _NAME.findall(claim)}
+    names = capitalised_names(claim)
     negation = set(words) & CUES["negation"]
     n_content = max(1, len(content))
     values = {

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from feverous_es.plugins.interfaces import Label, ReadTable
+from feverous_es.text import marked_words
 from feverous_es.verify.pipeline import ClaimResult
-from feverous_es.verify.table_facts import marked_words
 
 _STYLE = {Label.SUPPORTS: "green", Label.REFUTES: "red", Label.NOT_ENOUGH_INFO: "yellow"}
 

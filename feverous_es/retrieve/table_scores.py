@@ -24,23 +24,19 @@ docs/table-retrieval.md.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from feverous_es.index.analysis import BM25Analyzer
-from feverous_es.index.elements import TABLE_CELL_TYPES, fold_accents
+from feverous_es.index.elements import TABLE_CELL_TYPES
 from feverous_es.index.linearize import readable_row
 from feverous_es.index.store import Hit, TableKey
 from feverous_es.plugins.interfaces import Candidate
-from feverous_es.rerank.cross_encoder import CrossEncoder
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.text import Terms, number_strings, words
 
-_NUMBER = re.compile(r"^[-+]?\d[\d,.:]*%?$")
-_WORD = re.compile(r"\w+")
 _MAX_CELL_WORDS = 8  # a longer cell value is prose, not a name a claim repeats whole
 
 
@@ -67,35 +63,8 @@ def tables_in_hit_order(hits: Sequence[Hit]) -> list[TableKey]:
     return sorted(best, key=lambda key: best[key].score, reverse=True)
 
 
-class Terms:
-    """The BM25 fields' analysis (accents folded, lower-cased, stop words out, stemmed),
-    cached per text."""
-
-    def __init__(self) -> None:
-        self._analyzer = BM25Analyzer()
-        self._cache: dict[str, list[str]] = {}
-
-    def __call__(self, text: str) -> list[str]:
-        terms = self._cache.get(text)
-        if terms is None:
-            if len(self._cache) > 200_000:
-                self._cache.clear()
-            terms = self._cache[text] = self._analyzer.analyze(text)
-        return terms
-
-
 def bigrams(terms: Sequence[str]) -> set[tuple[str, str]]:
     return set(itertools.pairwise(terms))
-
-
-def numbers(text: str) -> set[str]:
-    return {word.strip(".,") for word in text.split() if _NUMBER.match(word)}
-
-
-@functools.lru_cache(maxsize=200_000)
-def words(text: str) -> tuple[str, ...]:
-    """Lower-cased, accent-folded words, punctuation dropped ("1986 - 87" -> 1986, 87)."""
-    return tuple(_WORD.findall(fold_accents(text).casefold()))
 
 
 class ClaimSpans:
@@ -159,7 +128,7 @@ def table_parts(
     claim_terms = analyze(claim)
     wanted = set(claim_terms)
     pairs = bigrams(claim_terms)
-    claim_numbers = numbers(claim)
+    claim_numbers = number_strings(claim)
     spans = ClaimSpans(claim, analyze)
     tables: dict[TableKey, _Table] = defaultdict(_Table)
     for hit in hits:

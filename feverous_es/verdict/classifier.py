@@ -1,14 +1,13 @@
 """The verdict stage: claim + evidence → SUPPORTS / REFUTES / NOT ENOUGH INFO.
 
-The built-in ``classifier`` first routes a claim (:func:`~feverous_es.verify.feature_verdict.
+The built-in ``classifier`` first routes a claim (:func:`~feverous_es.verdict.feature_model.
 evidence_table`): to the evidence's first table, or to its sentences. Its entailment model, an
 ONNX cross-encoder, reads the claim against that route's premise
-(:func:`~feverous_es.verify.inputs.table_premise` / :func:`~feverous_es.verify.inputs.
+(:func:`~feverous_es.verdict.inputs.table_premise` / :func:`~feverous_es.verdict.inputs.
 sentence_premise`; labels from its ``config.json``'s ``id2label``); the route's feature model
 (computed table facts / word overlap) then decides SUPPORTS or REFUTES with the entailment
 probabilities among its features (stacking), and NOT ENOUGH INFO is the entailment model's call
-(``nei_above``). ``seq2seq`` runs a T5-style model answering "supports" / "refutes" /
-"neutral" (Papelo's choice).
+(``nei_above``).
 """
 
 from __future__ import annotations
@@ -31,25 +30,23 @@ from feverous_es.plugins.interfaces import (
     ReadTable,
     Verdict,
 )
-from feverous_es.rerank.cross_encoder import CrossEncoder
-from feverous_es.verify.feature_verdict import (
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
     FeatureClassifier,
     evidence_table,
     evidence_tables,
     sentence_texts,
 )
-from feverous_es.verify.inputs import (
+from feverous_es.verdict.inputs import (
     read_evidence,
     sentence_premise,
-    seq2seq_input,
     table_premise,
 )
-from feverous_es.verify.math_hints import math_hints
-from feverous_es.verify.sentence_facts import claim_features as sentence_claim_features
-from feverous_es.verify.seq2seq import Seq2SeqModel
-from feverous_es.verify.table_facts import Table
-from feverous_es.verify.table_facts import claim_features as table_claim_features
+from feverous_es.verdict.math_hints import math_hints
+from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_features
+from feverous_es.verdict.table_facts import Table
+from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
 # The verdict model shipped with the package; any model directory replaces it.
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "verdict"
@@ -111,13 +108,13 @@ class ClassifierVerdict:
     with (its ``training.json``), else 256 and no hints.
 
     ``table_model`` / ``sentence_model``: the feature classifiers
-    (:mod:`feverous_es.verify.feature_verdict`) that decide SUPPORTS / REFUTES for the claims
+    (:mod:`feverous_es.verdict.feature_model`) that decide SUPPORTS / REFUTES for the claims
     routed to a table / to sentences, reading the entailment probabilities too when they were
     trained on them; default the shipped ones, ``""`` to let the entailment model answer alone.
 
     ``nei_above``: the entailment model's NOT ENOUGH INFO probability at or above which the
     verdict is NEI (``1.0`` or more: never; the default is chosen in ``bench/verdict.py``'s
-    gold-removed measurement, see the README). ``nei_below``: a verdict's own probability under
+    gold-removed measurement, see docs/verdict.md). ``nei_below``: a verdict's own probability under
     which it is NEI (0: never).
     """
 
@@ -200,9 +197,7 @@ class ClassifierVerdict:
         may_call_nei = Label.NOT_ENOUGH_INFO in self.labels and self.nei_above <= 1.0
         return route is None or route.stacked or may_call_nei
 
-    def score_evidence(
-        self, claim: str, evidence: Sequence[Candidate]
-    ) -> list[dict[Label, float]]:
+    def score_evidence(self, claim: str, evidence: Sequence[Candidate]) -> list[dict[Label, float]]:
         """The entailment model's label probabilities for each piece of ``evidence`` read on
         its own against ``claim`` (what a person checking the verdict wants beside each
         sentence)."""
@@ -290,30 +285,3 @@ def _verdict(labels: Sequence[Label], row: np.ndarray, nei_below: float) -> Verd
     if p < nei_below:
         label = Label.NOT_ENOUGH_INFO
     return Verdict(label, p, dict(zip(labels, map(float, row), strict=True)))
-
-
-class Seq2SeqVerdict:
-    """The ``seq2seq`` verdict (Malon 2021, §5). ``model``: an exported T5-style directory; its
-    first output token is read as supports / refutes / neutral."""
-
-    OPTIONS = ("supports", "refutes", "neutral")
-    LABELS = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
-
-    def __init__(
-        self,
-        context: PluginContext,
-        model: str,
-        math_hints: bool = False,
-        nei_below: float = 0.0,
-        max_length: int = 512,
-    ) -> None:
-        self.model = Seq2SeqModel(Path(model), device=context.device, max_length=max_length)
-        self.hints = math_hints
-        self.nei_below = nei_below
-
-    def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
-        if not batch:
-            return []
-        texts = [seq2seq_input(q.text, ev, prefix="", hints=self.hints) for q, ev in batch]
-        rows = self.model.choose(texts, self.OPTIONS)
-        return [_verdict(self.LABELS, row, self.nei_below) for row in rows]

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from feverous_es.index.elements import ElementType
 from feverous_es.index.linearize import readable_row_parts
 from feverous_es.plugins.interfaces import Candidate, ReadTable
-from feverous_es.verify.math_hints import math_hints
-from feverous_es.verify.table_facts import Table, marked_words, tokens
+from feverous_es.text import marked_words, tokens
+from feverous_es.verdict.math_hints import math_hints
+from feverous_es.verdict.table_facts import Table
 
 _ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
 # The element types a sentence premise reads.
@@ -60,11 +61,10 @@ def premise(claim: str, evidence: Sequence[Candidate], *, hints: bool = False) -
     return f"{prefix} {text}" if prefix else text
 
 
-def seq2seq_input(
-    claim: str, evidence: Sequence[Candidate], *, prefix: str = "missing:", hints: bool = False
-) -> str:
+def seq2seq_input(claim: str, evidence: Sequence[Candidate]) -> str:
+    """What the seq2seq hop reads: ``missing: <pages> [HYP] <claim> <premise>``."""
     pages = " ".join(dict.fromkeys(c.element.page for c in evidence))
-    return f"{prefix} {pages} [HYP] {claim} {premise(claim, evidence, hints=hints)}".strip()
+    return f"missing: {pages} [HYP] {claim} {premise(claim, evidence)}".strip()
 
 
 def sentence_premise(evidence: Sequence[Candidate]) -> str:

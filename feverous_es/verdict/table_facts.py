@@ -7,7 +7,7 @@ which row, whether the rows the claim names hold a column's maximum or minimum, 
 hold a value the claim names, whether two named rows compare the way the claim says, whether a
 number of the claim is a column's sum, mean or a difference — each next to the claim words that
 ask for it (superlatives, comparatives, counts, negation). The table-claim verdict
-(:mod:`feverous_es.verify.feature_verdict`) feeds them to a gradient-boosted classifier; training
+(:mod:`feverous_es.verdict.feature_model`) feeds them to a gradient-boosted classifier; training
 and inference call the same :func:`claim_features`, so the two cannot drift.
 
 Tables come from the store's elements (:meth:`Table.from_elements`), so the feature code sees
@@ -16,7 +16,6 @@ a table exactly as the index holds it.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,48 +23,39 @@ from functools import cached_property
 
 import numpy as np
 
-from feverous_es.index.elements import Element, ElementType, fold_accents
-from feverous_es.verify.math_hints import NUMBER_WORDS
-
-_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
-# A cell that starts with a number (after a currency sign): "98", "12,100", "3 - 1", "$ 1.5 m";
-# not "may 4 , 2008", whose number is a day.
-_CELL_NUMBER = re.compile(r"\s*[$£€]?\s*(-?\d+(?:\.\d+)?)")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-STOPWORDS = _words(
-    "the a an of in on at to for by with and or be is was were are been have has had that this "
-    "there as from which who whom it its their his her he she they them during do did does "
-    "will would can could than then when where while into out up down also all any"
+from feverous_es.index.elements import Element, ElementType
+from feverous_es.text import (
+    STOPWORDS,
+    cell_number,
+    content_words,
+    number_value,
+    tokens,
+    word_set,
 )
+
 # Claim words that ask for an operation on the table (TabFact's claims are lower-cased and
 # lemmatised: "there be", "win", "score").
 CUES: dict[str, frozenset[str]] = {
-    "negation": _words("not never no none nobody nothing neither nor without"),
-    "maximum": _words(
+    "negation": word_set("not never no none nobody nothing neither nor without"),
+    "maximum": word_set(
         "most highest largest biggest greatest best top maximum longest latest oldest "
         "heaviest tallest fastest max"
     ),
-    "minimum": _words(
+    "minimum": word_set(
         "least lowest smallest fewest worst minimum shortest earliest youngest bottom slowest min"
     ),
-    "more": _words("more higher greater larger bigger longer later after above over"),
-    "less": _words("less lower fewer smaller shorter earlier before below under"),
-    "than": _words("than"),
-    "count": _words("there time times total number count amount"),
-    "sum": _words("total sum combined altogether overall"),
-    "average": _words("average mean"),
-    "all": _words("all every each always"),
-    "only": _words("only just sole solely"),
-    "same": _words("same equal tie tied both"),
-    "first": _words("first 1st opening"),
-    "last": _words("last final"),
-    "different": _words("different difference differ"),
+    "more": word_set("more higher greater larger bigger longer later after above over"),
+    "less": word_set("less lower fewer smaller shorter earlier before below under"),
+    "than": word_set("than"),
+    "count": word_set("there time times total number count amount"),
+    "sum": word_set("total sum combined altogether overall"),
+    "average": word_set("average mean"),
+    "all": word_set("all every each always"),
+    "only": word_set("only just sole solely"),
+    "same": word_set("same equal tie tied both"),
+    "first": word_set("first 1st opening"),
+    "last": word_set("last final"),
+    "different": word_set("different difference differ"),
 }
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -119,39 +109,8 @@ ORDINALS = {
 }
 
 
-def tokens(text: str) -> list[str]:
-    """Lower-cased, accent-folded word and number tokens (``1,000`` reads as ``1000``)."""
-    return _TOKEN.findall(_THOUSANDS.sub("", fold_accents(text).lower()))
-
-
-def content_words(text: str) -> set[str]:
-    """The words of ``text`` that carry content: tokens that are neither stop words nor numbers."""
-    return {w for w in tokens(text) if w not in STOPWORDS and number_value(w) is None}
-
-
-def marked_words(text: str) -> set[str]:
-    """The tokens of ``text`` that evidence is marked by for a reader: all but stop words
-    (numbers included, unlike :func:`content_words`)."""
-    return set(tokens(text)) - STOPWORDS
-
-
-def number_value(token: str) -> float | None:
-    if token in NUMBER_WORDS:
-        return float(NUMBER_WORDS[token])
-    try:
-        return float(token)
-    except ValueError:
-        return None
-
-
 def _numbers(words: Iterable[str]) -> set[float]:
     return {n for w in words if (n := number_value(w)) is not None}
-
-
-def cell_number(text: str) -> float | None:
-    """The number a cell starts with (``"3 - 1"`` → 3, ``"1,024 km"`` → 1024), else None."""
-    match = _CELL_NUMBER.match(_THOUSANDS.sub("", text))
-    return float(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)

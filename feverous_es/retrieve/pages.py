@@ -16,48 +16,10 @@ from enum import StrEnum
 from feverous_es.index.elements import title_keys
 from feverous_es.index.store import PageHit, Store
 from feverous_es.plugins.interfaces import PluginContext, Query
+from feverous_es.text import SPAN_STOPWORDS
 
 _EDGE_PUNCTUATION = " \t\"'\u201c\u201d\u2018\u2019.,;:!?()[]{}"
 _POSSESSIVE = re.compile("['\u2019]s$")
-# Spans made only of these never name the page a claim is about.
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "she",
-        "that",
-        "the",
-        "their",
-        "they",
-        "this",
-        "to",
-        "was",
-        "were",
-        "which",
-        "who",
-        "with",
-    ]
-)
 
 
 class Casing(StrEnum):
@@ -86,7 +48,7 @@ def claim_spans(claim: str, max_words: int = 10) -> dict[str, tuple[int, int]]:
         for end in range(start + 1, min(start + max_words, len(words)) + 1):
             text = _POSSESSIVE.sub("", " ".join(words[start:end]).strip(_EDGE_PUNCTUATION))
             text = text.strip(_EDGE_PUNCTUATION)
-            if len(text) < 2 or all(w.lower() in _STOPWORDS for w in text.split()):
+            if len(text) < 2 or all(w.lower() in SPAN_STOPWORDS for w in text.split()):
                 continue
             for key in title_keys(text)[:1]:
                 spans.setdefault(key, (start, end))
@@ -109,7 +71,7 @@ def match_titles(store: Store, claim: str, max_words: int = 10) -> list[TitleMat
         kept.append((start, end))
         if not cased:
             casing = Casing.UNCASED
-        elif any(w[:1].islower() for w in words[start:end] if w.lower() not in _STOPWORDS):
+        elif any(w[:1].islower() for w in words[start:end] if w.lower() not in SPAN_STOPWORDS):
             casing = Casing.LOWER
         else:
             casing = Casing.NAME
@@ -130,7 +92,7 @@ class HybridPageRetriever:
     Defaults measured on 700 FEVEROUS-S dev claims (bench/retrieval.py): 8 pages instead of 5
     and title and vector weights of 0.5 instead of 1 raise the share of claims with every gold
     page retrieved from 0.974 to 0.986; with the page prior of the candidates (see
-    :mod:`feverous_es.verify.candidates`) complete-evidence recall@5 rises from 0.927 to 0.944.
+    :mod:`feverous_es.retrieve.candidates`) complete-evidence recall@5 rises from 0.927 to 0.944.
     A span naming a title is weighed less because claims name many side pages ("Alabama")
     whose sentences are rarely the evidence. Casing, measured on all 1,497 FEVEROUS-S dev claims
     with no next hop: complete-evidence recall@5 1,421 with one weight of 0.5 for every span;

@@ -1,0 +1,1 @@
+"""Claim files in, predictions and readable reports out."""

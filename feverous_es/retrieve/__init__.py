@@ -1,0 +1,2 @@
+"""Retrieval stages of the claim pipeline: pages, candidate elements, table scores, evidence
+selection and next-hop queries."""

@@ -1,0 +1,154 @@
+"""Model directories on disk: the manifest of hashed files, atomic installs, which graph to load.
+
+A model directory is installed with one rename and holds ``manifest.json``: the sha256 and size
+of each file, checked before a file is used. It may hold one graph per precision:
+``model.onnx`` (fp32), ``model.fp16.onnx`` (for the CUDA provider) and ``model.int8.onnx``
+(dynamic int8, for the CPU provider; the downloaded reranker names it ``model_int8.onnx``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from feverous_es.errors import ModelError
+
+MANIFEST_FILE = "manifest.json"
+FP32_FILE = "model.onnx"
+FP16_FILE = "model.fp16.onnx"
+INT8_FILE = "model.int8.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+LEGACY_INT8_FILE = "model_int8.onnx"  # the downloaded reranker's int8 graph
+PRECISION_FILES = {"fp32": FP32_FILE, "fp16": FP16_FILE, "int8": INT8_FILE}
+# The models that ship inside the package (embedder, verdict, table-verdict, sentence-verdict).
+PACKAGED_MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+
+
+def models_dir() -> Path:
+    """``$FEVEROUS_ES_CACHE/models``, else ``~/.cache/feverous-es/models``."""
+    cache = os.environ.get("FEVEROUS_ES_CACHE")
+    root = Path(cache) if cache else Path.home() / ".cache" / "feverous-es"
+    return root / "models"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_entry(path: Path) -> dict[str, object]:
+    """A manifest's record of one file: its sha256 and size."""
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def write_manifest(model_dir: Path, names: Iterable[str], **meta: object) -> dict[str, object]:
+    """Write ``model_dir/manifest.json``: ``meta``'s keys, then ``files`` (``names`` hashed).
+    Returns the manifest."""
+    manifest: dict[str, object] = {
+        **meta,
+        "files": {name: file_entry(model_dir / name) for name in names},
+    }
+    (model_dir / MANIFEST_FILE).write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return manifest
+
+
+@contextmanager
+def staged_model_dir(out: Path, *, replace: bool = True) -> Iterator[Path]:
+    """A temporary directory beside ``out`` to write a model into, moved to ``out`` with one
+    rename when the block ends without error (so a reader never sees half a model) and removed
+    otherwise. An existing ``out`` is replaced; with ``replace=False`` a complete one is kept
+    (a cache that another process filled meanwhile)."""
+    out = Path(out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
+    try:
+        yield tmp
+        if replace or not manifest_complete(out):
+            _install(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _install(tmp: Path, out: Path) -> None:
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(out)
+
+
+def choose_model_file(available: Collection[str], on_cuda: bool, *, quantized: bool = True) -> str:
+    """The graph to load out of the file names ``available``: on CUDA ``model.fp16.onnx``, else
+    fp32; on CPU the int8 graph when ``quantized``, else fp32. A directory with only an int8
+    graph (the shipped verdict) runs it everywhere: it is never misread as fp32. (fp16 on the
+    CPU provider is slower than fp32: most of its kernels are fp32 only.)"""
+    int8 = [name for name in (INT8_FILE, LEGACY_INT8_FILE) if name in available]
+    if on_cuda:
+        preference = [FP16_FILE, FP32_FILE, *int8]
+    else:
+        preference = [*int8, FP32_FILE] if quantized else [FP32_FILE, *int8]
+    return next((name for name in preference if name in available), FP32_FILE)
+
+
+def graph_files(directory: Path) -> set[str]:
+    """The ONNX graphs a model directory holds."""
+    return {path.name for path in directory.glob("*.onnx")}
+
+
+def manifest_complete(model_dir: Path) -> bool:
+    """Whether ``model_dir`` has a manifest and every file it lists."""
+    manifest = model_dir / MANIFEST_FILE
+    if not manifest.is_file():
+        return False
+    files = json.loads(manifest.read_text())["files"]
+    return all((model_dir / name).is_file() for name in files)
+
+
+def verified(model_dir: Path, name: str, *, remedy: str) -> Path:
+    """The path of ``name`` after checking its sha256 against the directory's manifest.
+
+    ``remedy`` completes the error message: ``delete <model_dir> to <remedy>``.
+    """
+    path = model_dir / name
+    entry = json.loads((model_dir / MANIFEST_FILE).read_text())["files"].get(name)
+    if entry is None or not path.is_file():
+        raise ModelError(f"{path} is missing from the model; delete {model_dir} to {remedy}")
+    if sha256_file(path) != entry["sha256"]:
+        raise ModelError(f"{path} does not match its manifest; delete {model_dir} to {remedy}")
+    return path
+
+
+def manifest_files(directory: Path) -> set[str]:
+    """The files a directory's ``manifest.json`` lists with their sha256 (none without one)."""
+    try:
+        manifest = json.loads((directory / MANIFEST_FILE).read_text())
+    except FileNotFoundError:
+        return set()
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{directory / MANIFEST_FILE} is unreadable ({exc})") from exc
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    return set(files) if isinstance(files, dict) else set()  # else not a manifest of ours
+
+
+def model_max_length(directory: Path) -> int:
+    """The tokenizer config's ``model_max_length`` (BERT's 512 when absent or unusable)."""
+    try:
+        value = json.loads((directory / TOKENIZER_CONFIG_FILE).read_text())["model_max_length"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 512
+    return int(value) if isinstance(value, int) and 0 < value <= 8192 else 512

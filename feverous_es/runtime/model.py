@@ -1,0 +1,150 @@
+"""One ONNX model directory opened for inference; every model type is a thin layer on it.
+
+:class:`OnnxModel` does what each model needs the same way: find the graph for the provider
+(fp16 on CUDA, int8 or fp32 on CPU: :func:`~feverous_es.runtime.files.choose_model_file`),
+check the files it uses against the directory's ``manifest.json``, open a shared session on the
+right device (:func:`~feverous_es.runtime.session.open_session`), load the tokenizer, and run
+length-sorted, padded batches. :class:`~feverous_es.index.embedder.Embedder` pools its output,
+:class:`~feverous_es.runtime.cross_encoder.CrossEncoder` reads its logits, and
+:class:`~feverous_es.verdict.feature_model.FeatureClassifier` feeds it features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Encoding, Tokenizer
+
+from feverous_es.errors import ModelError
+from feverous_es.runtime.files import (
+    MANIFEST_FILE,
+    choose_model_file,
+    graph_files,
+    manifest_files,
+    verified,
+)
+from feverous_es.runtime.session import check_device, open_session
+
+# What an output becomes per row of a batch: (first output, attention mask) -> rows.
+Reduce = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def load_tokenizer(path: Path, max_length: int, strategy: str = "longest_first") -> Tokenizer:
+    """A ``tokenizer.json`` truncating to ``max_length`` by ``strategy``, unpadded."""
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a plain Exception on a malformed file
+        raise ModelError(f"{path} is not a valid tokenizer.json ({exc})") from exc
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length, strategy=strategy)
+    return tokenizer
+
+
+class OnnxModel:
+    """A model directory's ONNX graph in a session, and the files beside it.
+
+    ``graph``: the file to run on any provider (default: chosen per provider, ``quantized``
+    picking int8 over fp32 on CPU). ``cuda_graph``: where the CUDA graph comes from when it is
+    not in the directory (the packaged embedder derives it into the cache). ``manifest``:
+    ``"required"`` refuses a directory without ``manifest.json``; ``"if-present"`` checks the
+    files it lists and uses others as they are (a user's own export). ``remedy`` ends the
+    message of a file that fails its check: ``delete DIR to <remedy>``. ``tokenizer``: the
+    directory's tokenizer file, for :meth:`tokenizer`.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        device: str = "auto",
+        threads: int | None = None,
+        quantized: bool = True,
+        graph: str | None = None,
+        cuda_graph: Callable[[], Path] | None = None,
+        manifest: str = "if-present",
+        remedy: str = "install it again",
+        tokenizer: str | None = None,
+    ) -> None:
+        check_device(device)
+        self.directory = Path(directory)
+        self.remedy = remedy
+        self.listed = manifest_files(self.directory)
+        if manifest == "required" and not self.listed:
+            raise ModelError(f"{self.directory} has no {MANIFEST_FILE}; {remedy}")
+        # The tokenizer is read before the graph: a broken one is named, not the graph.
+        self._tokenizer_file = tokenizer
+        self._spare = load_tokenizer(self.file(tokenizer), 512) if tokenizer else None
+        loaded: list[Path] = []
+
+        def pick(on_cuda: bool) -> Path:
+            if on_cuda and cuda_graph is not None and graph is None:
+                path = cuda_graph()
+            else:
+                present = graph_files(self.directory)
+                path = self.file(graph or choose_model_file(present, on_cuda, quantized=quantized))
+            loaded.append(path)
+            return path
+
+        self.session = open_session(pick, device=device, threads=threads)
+        self.provider: str = self.session.get_providers()[0]
+        self.path: Path = loaded[-1]
+        self.inputs: set[str] = {i.name for i in self.session.get_inputs()}
+        self.tokens = 0  # non-padding tokens run so far (throughput figures)
+
+    def file(self, name: str) -> Path:
+        """The path of ``name`` in the directory, checked against the manifest when it lists
+        it."""
+        if name in self.listed:
+            return verified(self.directory, name, remedy=self.remedy)
+        return self.directory / name
+
+    def tokenizer(self, max_length: int, strategy: str = "longest_first") -> Tokenizer:
+        """The model's tokenizer (its ``tokenizer`` file), truncating to ``max_length`` by
+        ``strategy``, unpadded (shipped tokenizers pad every text to a fixed length; batches
+        are padded here). Each call returns a tokenizer of its own."""
+        if self._tokenizer_file is None:
+            raise ModelError(f"{self.directory} was opened without a tokenizer")
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return load_tokenizer(self.file(self._tokenizer_file), max_length, strategy)
+        spare.enable_truncation(max_length, strategy=strategy)
+        return spare
+
+    def run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The graph's outputs for ``feed``."""
+        return self.session.run(None, feed)
+
+    def run_encodings(
+        self, encodings: Sequence[Encoding], batch_size: int, reduce: Reduce
+    ) -> np.ndarray:
+        """``reduce`` of the first output over length-sorted batches of ``encodings`` (so a
+        batch wastes little on padding), as float32 rows in the encodings' order."""
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        out: np.ndarray | None = None
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            rows = self._run_batch([encodings[i] for i in idx], reduce)
+            if out is None:
+                out = np.empty((len(encodings), *rows.shape[1:]), dtype=np.float32)
+            out[idx] = rows
+        assert out is not None, "run_encodings needs at least one encoding"
+        return out
+
+    def _run_batch(self, encodings: list[Encoding], reduce: Reduce) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        input_ids = np.zeros((len(encodings), width), dtype=np.int64)  # 0 is [PAD]
+        mask = np.zeros_like(input_ids)
+        types = np.zeros_like(input_ids)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            input_ids[row, :n] = encoding.ids
+            mask[row, :n] = 1
+            types[row, :n] = encoding.type_ids
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = types
+        rows = reduce(np.asarray(self.run(feed)[0]), mask)
+        self.tokens += int(mask.sum())
+        return rows

@@ -1,0 +1,98 @@
+"""ONNX Runtime sessions: on the CUDA execution provider when a CUDA device is usable, else on
+the CPU provider; shared per file, provider and thread count, so two users of one model share
+one session.
+
+No I/O binding on CUDA: each batch is built on the host (length-sorted, padded to its own
+longest pair), so its inputs cross to the device once either way, and the outputs come back to
+the host for pooling (embedder) or sorting (rankers); binding would only pre-allocate outputs,
+which for dynamic batch shapes means re-binding every batch. It would pay once pooling and
+normalization moved into the graph, so that a batch's output is (batch, 384) not
+(batch, tokens, 384).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import sys
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import onnxruntime as ort
+
+from feverous_es.errors import ConfigError, ModelError
+
+DEVICES = ("auto", "cuda", "cpu")
+CUDA_PROVIDER = "CUDAExecutionProvider"
+CPU_PROVIDER = "CPUExecutionProvider"
+
+
+def check_device(device: str) -> None:
+    if device not in DEVICES:
+        raise ConfigError(f"device must be 'auto', 'cuda' or 'cpu', not {device!r}")
+
+
+@functools.cache
+def cuda_device_present() -> bool:
+    """Whether the CUDA driver reports a device (without loading any CUDA library but it)."""
+    # onnxruntime-gpu lists the CUDA provider even on machines without a GPU, and a session
+    # asked for it falls back to CPU only after loading the model; ask the driver first.
+    try:
+        cuda = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return (
+        cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    )
+
+
+def open_session(
+    model_file: Callable[[bool], Path], *, device: str, threads: int | None
+) -> ort.InferenceSession:
+    """A session on CUDA when ``device`` allows it and CUDA is usable, else on CPU.
+
+    ``model_file(on_cuda)`` returns the (verified) ONNX file to load for that provider, so a
+    caller can run fp16 on a GPU and int8 on CPU (:func:`choose_model_file`), and hashes only
+    the file it loads.
+    ``device="cuda"`` raises ModelError when CUDA is not usable.
+    """
+    check_device(device)
+    options = ort.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    if device != "cpu" and cuda_device_present():
+        session = _load(model_file(True), options, [CUDA_PROVIDER, CPU_PROVIDER])
+        # Without usable CUDA libraries the session quietly runs on CPU, where int8 is faster.
+        if session.get_providers()[0] == CUDA_PROVIDER:
+            return session
+    if device == "cuda":
+        raise ModelError("device='cuda' but the CUDA execution provider is not usable here")
+    return _load(model_file(False), options, [CPU_PROVIDER])
+
+
+# (file, size, mtime, providers, threads) -> session: a model opened twice while a first user
+# holds it (the cell and non-cell rerankers, a verdict model that is also a ranker) is loaded
+# once; a session no one holds is freed. A replaced file has a new key.
+_SESSIONS: weakref.WeakValueDictionary[tuple, ort.InferenceSession] = weakref.WeakValueDictionary()
+
+
+def _load(path: Path, options: ort.SessionOptions, providers: list[str]) -> ort.InferenceSession:
+    try:
+        stat = Path(path).stat()
+        key = (
+            str(Path(path).resolve()),
+            stat.st_size,
+            stat.st_mtime_ns,
+            tuple(providers),
+            options.intra_op_num_threads,
+        )
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = ort.InferenceSession(path, options, providers=providers)
+            _SESSIONS[key] = session
+        return session
+    except Exception as exc:  # onnxruntime raises its own classes (InvalidProtobuf, Fail, ...)
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ModelError(f"{path} cannot be loaded by ONNX Runtime: {reason}") from exc

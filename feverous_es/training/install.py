@@ -1,0 +1,61 @@
+"""Putting a trained model into the installed package: a separate, explicit step.
+
+Training writes only to its ``--out``; :func:`install_packaged` then checks that the directory
+loads as the model of its role and replaces the package's model with one rename, so a reader
+never sees half a model and a failed copy leaves the old one whole.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from feverous_es.errors import ModelError
+from feverous_es.runtime.files import (
+    MANIFEST_FILE,
+    PACKAGED_MODELS_DIR,
+    manifest_complete,
+    staged_model_dir,
+    write_manifest,
+)
+
+ROLES = ("verdict", "table-verdict", "sentence-verdict")
+# Training by-products a model directory keeps for the next training step, not for the runtime.
+NOT_INSTALLED = {"scores.jsonl"}
+
+
+def check_model(model_dir: Path, role: str) -> None:
+    """Raise :class:`ModelError` unless ``model_dir`` loads as the ``role`` model."""
+    if not manifest_complete(model_dir):
+        raise ModelError(f"{model_dir} is not a complete model directory (no {MANIFEST_FILE})")
+    if role == "verdict":
+        from feverous_es.runtime.cross_encoder import CrossEncoder
+        from feverous_es.verdict.classifier import read_labels
+
+        labels = read_labels(model_dir)
+        width = CrossEncoder(model_dir, device="cpu").num_logits
+        if width not in (None, len(labels)):
+            raise ModelError(f"{model_dir} has {width} outputs but names {len(labels)} labels")
+    else:
+        from feverous_es.verdict.feature_model import FeatureClassifier
+
+        FeatureClassifier(model_dir, role.removesuffix("-verdict"))
+
+
+def install_packaged(model_dir: Path, role: str, *, into: Path = PACKAGED_MODELS_DIR) -> Path:
+    """Check ``model_dir`` as the ``role`` model, then make it the package's (``into/role``)
+    with one rename; returns the installed directory."""
+    if role not in ROLES:
+        raise ModelError(f"no packaged model role {role!r} (roles: {', '.join(ROLES)})")
+    model_dir = Path(model_dir)
+    check_model(model_dir, role)
+    manifest = json.loads((model_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+    names = [name for name in manifest["files"] if name not in NOT_INSTALLED]
+    out = Path(into) / role
+    with staged_model_dir(out) as staging:
+        for name in names:
+            shutil.copyfile(model_dir / name, staging / name)
+        meta = {k: v for k, v in manifest.items() if k != "files"}
+        write_manifest(staging, names, **meta)
+    return out

@@ -1,0 +1,55 @@
+"""Training never writes into the package; `train install` puts a model there in one step."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from feverous_es.cli import main
+from feverous_es.errors import ModelError, TrainError
+from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, manifest_complete
+from feverous_es.training.common import check_out
+from feverous_es.training.install import install_packaged
+from feverous_es.verdict.feature_model import FeatureClassifier
+
+
+def test_install_replaces_the_model_whole(tmp_path: Path) -> None:
+    trained = tmp_path / "trained"
+    shutil.copytree(PACKAGED_MODELS_DIR / "sentence-verdict", trained)
+    (trained / "scores.jsonl").write_text("{}\n")  # a training by-product, not installed
+    manifest = json.loads((trained / MANIFEST_FILE).read_text())
+    manifest["files"]["scores.jsonl"] = {"sha256": "0", "bytes": 3}
+    (trained / MANIFEST_FILE).write_text(json.dumps(manifest))
+    into = tmp_path / "package"
+    (into / "sentence-verdict").mkdir(parents=True)
+    (into / "sentence-verdict" / "stale.txt").write_text("old model")
+
+    out = install_packaged(trained, "sentence-verdict", into=into)
+
+    assert out == into / "sentence-verdict"
+    assert not (out / "stale.txt").exists() and not (out / "scores.jsonl").exists()
+    assert manifest_complete(out)
+    FeatureClassifier(out, "sentence")  # loads, hashes checked
+
+
+def test_install_refuses_a_model_of_another_role(tmp_path: Path) -> None:
+    into = tmp_path / "package"
+    (into / "verdict").mkdir(parents=True)
+    (into / "verdict" / "kept.txt").write_text("old model")
+    with pytest.raises(ModelError):
+        install_packaged(PACKAGED_MODELS_DIR / "table-verdict", "verdict", into=into)
+    assert (into / "verdict" / "kept.txt").read_text() == "old model"
+
+
+def test_training_refuses_an_out_inside_the_package() -> None:
+    with pytest.raises(TrainError, match="inside the installed package"):
+        check_out(PACKAGED_MODELS_DIR / "table-verdict")
+    result = CliRunner().invoke(
+        main,
+        ["train", "sentence-verdict", "--claims", "x.jsonl", "--index", "x"],
+    )
+    assert result.exit_code == 2 and "--out" in result.output
