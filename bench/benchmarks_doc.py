@@ -47,6 +47,10 @@ ABOUT = {
     "table with all features, without the arithmetic, and the claim alone.",
     "label-leaks": "Rules that never read the claim, on FEVEROUS-S: on this dump a claim's "
     "evidence count gives its label away; read FEVEROUS-S verdict figures beside these.",
+    "house-retrieval": "The house refactor's behaviour check: `retrieval-300`'s run on the code "
+    "before and after it, same index and claims (timings differ: the machine was shared).",
+    "house-verdict": "The house refactor's behaviour check: the verdict bench on the code before "
+    "and after it, same index and held-out claims.",
     "serve": "The HTTP service: warm single claims, then concurrent clients (throughput, "
     "latency, errors, memory).",
 }
