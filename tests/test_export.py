@@ -175,6 +175,9 @@ def test_bad_precision_and_task_combinations(tiny_classifier: Path, tmp_path: Pa
         ({FP32_FILE, FP16_FILE, LEGACY_INT8_FILE}, False, True, LEGACY_INT8_FILE),
         ({FP32_FILE, FP16_FILE, INT8_FILE}, False, False, FP32_FILE),
         ({FP32_FILE, FP16_FILE}, False, True, FP32_FILE),  # never fp16 on the CPU
+        # Only an int8 graph (the shipped text verdict): it runs everywhere, never read as fp32.
+        ({INT8_FILE}, True, True, INT8_FILE),
+        ({INT8_FILE}, False, False, INT8_FILE),
     ],
 )
 def test_choose_model_file(

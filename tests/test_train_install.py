@@ -13,7 +13,7 @@ from feverous_es.cli import main
 from feverous_es.errors import ModelError, TrainError
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, manifest_complete
 from feverous_es.training.common import check_out
-from feverous_es.training.install import install_packaged
+from feverous_es.training.install import check_model, install_packaged
 from feverous_es.verdict.feature_model import FeatureClassifier
 
 
@@ -53,3 +53,8 @@ def test_training_refuses_an_out_inside_the_package() -> None:
         ["train", "sentence-verdict", "--claims", "x.jsonl", "--index", "x"],
     )
     assert result.exit_code == 2 and "--out" in result.output
+
+
+def test_every_shipped_model_passes_the_install_check() -> None:
+    for role in ("verdict", "table-verdict", "sentence-verdict"):
+        check_model(PACKAGED_MODELS_DIR / role, role)
