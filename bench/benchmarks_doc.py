@@ -43,6 +43,8 @@ ABOUT = {
     "verdict-entailment": "The 3-way entailment verdict beside the shipped feature models on "
     "the same held-out claims and evidence, and NOT ENOUGH INFO with the retrieved evidence as "
     "is and with every gold element removed.",
+    "verdict-entailment-e4": "The same comparison after two more epochs of the entailment model "
+    "(warm-started from the first), its stacked feature verdicts retrained on its scores.",
     "table-features": "What the computed table features are worth: the table model on the gold "
     "table with all features, without the arithmetic, and the claim alone.",
     "label-leaks": "Rules that never read the claim, on FEVEROUS-S: on this dump a claim's "
