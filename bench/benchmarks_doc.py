@@ -45,6 +45,9 @@ ABOUT = {
     "is and with every gold element removed.",
     "verdict-entailment-e4": "The same comparison after two more epochs of the entailment model "
     "(warm-started from the first), its stacked feature verdicts retrained on its scores.",
+    "verdict-entailment-e4-combo": "The best part per route put together (the 4-epoch "
+    "entailment model, its stacked sentence verdict, the shipped table verdict) against the "
+    "shipped models.",
     "table-features": "What the computed table features are worth: the table model on the gold "
     "table with all features, without the arithmetic, and the claim alone.",
     "label-leaks": "Rules that never read the claim, on FEVEROUS-S: on this dump a claim's "
