@@ -43,6 +43,7 @@ from typing import Any
 from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.index.backends import STORES, open_store
+from feverous_es.index.element_ids import table_key
 from feverous_es.index.elements import ElementType
 from feverous_es.index.store import Filters, Store
 from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
@@ -75,8 +76,10 @@ def gold_sets(record: dict[str, Any]) -> list[set[str]]:
 
 
 def gold_table(record: dict[str, Any]) -> tuple[str, int]:
-    page, _, table = nfd(record["gold_tables"][0]).rpartition("_table_")
-    return page, int(table)
+    key = table_key(record["gold_tables"][0])
+    if key is None:
+        raise ValueError(f"not a table id: {record['gold_tables'][0]!r}")
+    return key
 
 
 def complete(predicted: Sequence[str], sets: Sequence[set[str]]) -> bool:

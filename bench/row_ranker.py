@@ -21,7 +21,6 @@ import json
 import random
 import sys
 import time
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import numpy as np
 from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.index.backends import STORES, open_store
+from feverous_es.index.element_ids import table_key
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.retrieve.table_scores import best_cells, fuse_row_logits, row_text
@@ -50,8 +50,10 @@ def read_claims(path: Path, n: int, seed: int, exclude: set[str]) -> list[dict[s
 
 
 def gold_table(record: dict[str, Any]) -> tuple[str, int]:
-    page, _, table = unicodedata.normalize("NFD", record["gold_tables"][0]).rpartition("_table_")
-    return page, int(table)
+    key = table_key(record["gold_tables"][0])
+    if key is None:
+        raise ValueError(f"not a table id: {record['gold_tables'][0]!r}")
+    return key
 
 
 def main(argv: Sequence[str] | None = None) -> int:

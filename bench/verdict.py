@@ -136,14 +136,13 @@ def calibration(confidence: np.ndarray, right: np.ndarray) -> dict:
 
 def stripped(evidence, record: dict):
     """The evidence without the claim's gold elements (TabFact: without its gold table)."""
+    from feverous_es.index.element_ids import table_key
     from feverous_es.verdict.feature_model import table_number
 
     gold = gold_ids(record)
-    tables = {
-        (t.rsplit("_table_", 1)[0], int(t.rsplit("_", 1)[1]))
-        for t in record.get("gold_tables") or []
-    }
-    tables = {(unicodedata.normalize("NFD", page), n) for page, n in tables}
+    tables = {table_key(t) for t in record.get("gold_tables") or []}
+    if None in tables:
+        raise ValueError(f"not a table id among {record['gold_tables']!r}")
     return [
         c for c in evidence
         if c.element.id not in gold and (c.element.page, table_number(c.element)) not in tables

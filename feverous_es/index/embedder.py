@@ -36,6 +36,7 @@ from feverous_es.runtime.files import (
     FP32_FILE,
     INT8_FILE,
     MANIFEST_FILE,
+    PACKAGED_MODELS_DIR,
     TOKENIZER_FILE,
     manifest_complete,
     models_dir,
@@ -48,7 +49,7 @@ from feverous_es.runtime.model import load_tokenizer as runtime_tokenizer
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
-PACKAGED_MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / "embedder"
+PACKAGED_MODEL_DIR = PACKAGED_MODELS_DIR / "embedder"
 
 
 def default_model_dir() -> Path:
@@ -188,7 +189,7 @@ class Embedder:
             quantized=quantized,
             graph=model_file,
             cuda_graph=(lambda: _verified(ensure_cuda_model(), FP16_FILE)) if packaged else None,
-            manifest="required",
+            require_manifest=True,
             remedy="reinstall feverous-es" if packaged else "re-export",
             tokenizer=TOKENIZER_FILE,
         )

@@ -36,15 +36,16 @@ class CrossEncoder:
     one logit, :meth:`logits` for a classifier's several.
 
     ``model``: None for the default ms-marco-MiniLM-L-12-v2 (installed on first use), a model
-    directory holding ``model.onnx`` (and optionally ``model.fp16.onnx`` and ``model.int8.onnx``
-    or ``model_int8.onnx``) and ``tokenizer.json``, or an ``.onnx`` file with ``tokenizer.json``
+    directory holding one or more of ``model.onnx``, ``model.fp16.onnx``, ``model.int8.onnx``
+    (or ``model_int8.onnx``) and ``tokenizer.json``, or an ``.onnx`` file with ``tokenizer.json``
     beside it (that file then runs on any provider). Files that the directory's
     ``manifest.json`` lists are checked against their sha256 before use.
 
     ``quantized``: on CPU, run the int8 graph when the directory has one (about 1.6x faster
     here, but its activations are quantized per batch, so a score moves by up to ~0.4 with the
     other pairs of its batch); the default fp32 graph gives a pair the same score in any batch.
-    On a CUDA device ``model.fp16.onnx`` runs when the directory has one, else fp32.
+    On a CUDA device ``model.fp16.onnx`` runs when the directory has one, else fp32 (a directory
+    with only an int8 graph runs it everywhere: ``runtime.files.choose_model_file``).
     ``device``: ``"auto"``, ``"cuda"`` or ``"cpu"``. ``max_length`` bounds a pair's tokens;
     only the passage is truncated.
     ``tokens`` counts the non-padding tokens scored so far (for throughput figures).

@@ -47,9 +47,9 @@ class OnnxModel:
 
     ``graph``: the file to run on any provider (default: chosen per provider, ``quantized``
     picking int8 over fp32 on CPU). ``cuda_graph``: where the CUDA graph comes from when it is
-    not in the directory (the packaged embedder derives it into the cache). ``manifest``:
-    ``"required"`` refuses a directory without ``manifest.json``; ``"if-present"`` checks the
-    files it lists and uses others as they are (a user's own export). ``remedy`` ends the
+    not in the directory (the packaged embedder derives it into the cache). The files that
+    ``manifest.json`` lists are checked before use, others used as they are (a user's own
+    export); ``require_manifest`` refuses a directory without one. ``remedy`` ends the
     message of a file that fails its check: ``delete DIR to <remedy>``. ``tokenizer``: the
     directory's tokenizer file, for :meth:`tokenizer`.
     """
@@ -63,7 +63,7 @@ class OnnxModel:
         quantized: bool = True,
         graph: str | None = None,
         cuda_graph: Callable[[], Path] | None = None,
-        manifest: str = "if-present",
+        require_manifest: bool = False,
         remedy: str = "install it again",
         tokenizer: str | None = None,
     ) -> None:
@@ -71,11 +71,11 @@ class OnnxModel:
         self.directory = Path(directory)
         self.remedy = remedy
         self.listed = manifest_files(self.directory)
-        if manifest == "required" and not self.listed:
+        if require_manifest and not self.listed:
             raise ModelError(f"{self.directory} has no {MANIFEST_FILE}; {remedy}")
         # The tokenizer is read before the graph: a broken one is named, not the graph.
-        self._tokenizer_file = tokenizer
-        self._spare = load_tokenizer(self.file(tokenizer), 512) if tokenizer else None
+        self._tokenizer_path = self.file(tokenizer) if tokenizer else None  # checked once
+        self._spare = load_tokenizer(self._tokenizer_path, 512) if self._tokenizer_path else None
         loaded: list[Path] = []
 
         def pick(on_cuda: bool) -> Path:
@@ -104,11 +104,11 @@ class OnnxModel:
         """The model's tokenizer (its ``tokenizer`` file), truncating to ``max_length`` by
         ``strategy``, unpadded (shipped tokenizers pad every text to a fixed length; batches
         are padded here). Each call returns a tokenizer of its own."""
-        if self._tokenizer_file is None:
+        if self._tokenizer_path is None:
             raise ModelError(f"{self.directory} was opened without a tokenizer")
         spare, self._spare = self._spare, None
         if spare is None:
-            return load_tokenizer(self.file(self._tokenizer_file), max_length, strategy)
+            return load_tokenizer(self._tokenizer_path, max_length, strategy)
         spare.enable_truncation(max_length, strategy=strategy)
         return spare
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from feverous_es.console import print_json, progress_bars, user_errors
+from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
     claims_option,
     command_line,
@@ -215,7 +216,7 @@ def sentence_verdict_command(**params: Any) -> None:
     "--as",
     "role",
     required=True,
-    type=click.Choice(["verdict", "table-verdict", "sentence-verdict"]),
+    type=click.Choice(ROLES),
     help="Which of the package's models MODEL_DIR replaces.",
 )
 def install_command(model_dir: Path, role: str) -> None:

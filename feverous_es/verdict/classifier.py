@@ -31,6 +31,7 @@ from feverous_es.plugins.interfaces import (
     Verdict,
 )
 from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
     FeatureClassifier,
@@ -49,7 +50,7 @@ from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
 # The verdict model shipped with the package; any model directory replaces it.
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "verdict"
+DEFAULT_MODEL = PACKAGED_MODELS_DIR / "verdict"
 # The entailment model's NEI probability from which the verdict says NOT ENOUGH INFO, chosen by
 # bench/verdict.py's gold-removed measurement (bench/results/verdict-entailment.json): at 0.5 the
 # first 3-way model turned 3-13 % of held-out claims with their evidence found into NEI; at 0.9,

@@ -23,15 +23,17 @@ from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
 from feverous_es.index.store import Store
 from feverous_es.plugins.interfaces import Candidate, Label
-from feverous_es.runtime.files import FP32_FILE
+from feverous_es.runtime.files import FP32_FILE, PACKAGED_MODELS_DIR
 from feverous_es.runtime.model import OnnxModel
 from feverous_es.text import content_words, tokens
 from feverous_es.verdict import sentence_facts, table_facts
 from feverous_es.verdict.table_facts import Table
 
 SPEC_FILE = "feature_model.json"  # kind, labels and feature names, from the training command
-MODELS = Path(__file__).resolve().parents[1] / "models"
-DEFAULT_MODELS = {"table": MODELS / "table-verdict", "sentence": MODELS / "sentence-verdict"}
+DEFAULT_MODELS = {
+    "table": PACKAGED_MODELS_DIR / "table-verdict",
+    "sentence": PACKAGED_MODELS_DIR / "sentence-verdict",
+}
 FEATURES: dict[str, tuple[str, ...]] = {
     "table": table_facts.FEATURE_NAMES,
     "sentence": sentence_facts.FEATURE_NAMES,
@@ -125,7 +127,7 @@ class FeatureClassifier:
             model_dir,
             device="cpu",
             graph=FP32_FILE,
-            manifest="required",
+            require_manifest=True,
             remedy="reinstall feverous-es or retrain the model",
         )
 
