@@ -174,24 +174,24 @@ def number_strings(text: str) -> set[str]:
     return {word.strip(".,") for word in text.split() if _NUMBER_STRING.match(word)}
 
 
-@functools.lru_cache(maxsize=200_000)
+# A claim's candidate stage reads ~6,000 elements; these bounds keep a few claims' worth (claims
+# in a row often share tables) without a long-running server growing by hundreds of MB.
+ANALYSIS_CACHE_SIZE = 50_000
+
+
+@functools.lru_cache(maxsize=ANALYSIS_CACHE_SIZE)
 def words(text: str) -> tuple[str, ...]:
     """Lower-cased, accent-folded words, punctuation dropped ("1986 - 87" -> 1986, 87)."""
     return tuple(_WORD.findall(fold_accents(text).casefold()))
 
 
 class Terms:
-    """The BM25 fields' analysis (accents folded, lower-cased, stop words out, stemmed),
-    cached per text."""
+    """The BM25 fields' analysis (accents folded, lower-cased, stop words out, stemmed), the
+    last ``ANALYSIS_CACHE_SIZE`` texts cached."""
 
     def __init__(self) -> None:
         self._analyzer = BM25Analyzer()
-        self._cache: dict[str, list[str]] = {}
+        self._cache = functools.lru_cache(maxsize=ANALYSIS_CACHE_SIZE)(self._analyzer.analyze)
 
     def __call__(self, text: str) -> list[str]:
-        terms = self._cache.get(text)
-        if terms is None:
-            if len(self._cache) > 200_000:
-                self._cache.clear()
-            terms = self._cache[text] = self._analyzer.analyze(text)
-        return terms
+        return self._cache(text)

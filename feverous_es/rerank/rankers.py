@@ -4,6 +4,8 @@
 for cells and header cells and one for everything else (Malon 2021, §3 trains one per kind); both
 default to ms-marco-MiniLM-L-12-v2 (one session when both name the same model). Every pair of
 a batch of claims goes through one call per model, so inference batches across claims.
+With ``sentences_only``, only sentences (the 5-sentence budget) are scored by ``model``; every
+other element keeps its retrieval score, so the 25-element budget keeps the retrieval order.
 ``retrieval`` keeps the retrieval scores: no model, for speed or for testing other stages.
 """
 
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from feverous_es.index.elements import TABLE_CELL_TYPES
+from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.runtime.cross_encoder import CrossEncoder
 
@@ -34,7 +36,8 @@ class RetrievalOrder:
 
 class CrossEncoderReranker:
     """The ``cross-encoder`` reranker. ``model`` / ``cell_model``: a model directory or ONNX
-    file replacing the default for non-cells / cells."""
+    file replacing the default for non-cells / cells. ``sentences_only``: score sentences only
+    (``cell_model`` is then never loaded)."""
 
     def __init__(
         self,
@@ -42,30 +45,41 @@ class CrossEncoderReranker:
         model: str | None = None,
         cell_model: str | None = None,
         max_length: int | None = None,
+        sentences_only: bool = False,
     ) -> None:
         options: dict[str, Any] = {"device": context.device}
         if max_length is not None:
             options["max_length"] = max_length
         self.non_cell = CrossEncoder(Path(model) if model else None, **options)
-        self.cell = (
-            self.non_cell
-            if cell_model == model
-            else CrossEncoder(Path(cell_model) if cell_model else None, **options)
-        )
+        self.cell: CrossEncoder | None = None
+        if not sentences_only:
+            self.cell = (
+                self.non_cell
+                if cell_model == model
+                else CrossEncoder(Path(cell_model) if cell_model else None, **options)
+            )
+
+    def _model(self, candidate: Candidate) -> CrossEncoder | None:
+        """The model that scores ``candidate``; None: it keeps its retrieval score."""
+        kind = candidate.element.type
+        if self.cell is None:
+            return self.non_cell if kind is ElementType.SENTENCE else None
+        return self.cell if kind in TABLE_CELL_TYPES else self.non_cell
 
     def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
         groups: dict[int, tuple[CrossEncoder, list[tuple[int, int]]]] = {}
         for i, (_, candidates) in enumerate(batch):
             for j, candidate in enumerate(candidates):
-                model = self.cell if candidate.element.type in TABLE_CELL_TYPES else self.non_cell
-                groups.setdefault(id(model), (model, []))[1].append((i, j))
+                if (model := self._model(candidate)) is not None:
+                    groups.setdefault(id(model), (model, []))[1].append((i, j))
         scores: dict[tuple[int, int], float] = {}
         for model, keys in groups.values():
             pairs = [(batch[i][0].text, batch[i][1][j].element.linearized) for i, j in keys]
             scores.update(zip(keys, map(float, model.score(pairs)), strict=True))
         return [
             _best_first(
-                Candidate(c.element, scores[i, j], c.hop, c.source) for j, c in enumerate(cands)
+                Candidate(c.element, scores.get((i, j), c.score), c.hop, c.source)
+                for j, c in enumerate(cands)
             )
             for i, (_, cands) in enumerate(batch)
         ]

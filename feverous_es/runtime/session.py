@@ -62,6 +62,10 @@ def open_session(
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
+    # The CPU arena keeps every block it ever grew for the largest batch shape seen: a server
+    # batching claims of varying length held ~270 MB more for no measurable speed (50-claim
+    # rounds of 10-claim batches, docs/benchmark-notes.md). Plain malloc gives it back.
+    options.enable_cpu_mem_arena = False
     if device != "cpu" and cuda_device_present():
         session = _load(model_file(True), options, [CUDA_PROVIDER, CPU_PROVIDER])
         # Without usable CUDA libraries the session quietly runs on CPU, where int8 is faster.

@@ -11,6 +11,7 @@ blocks on the pipeline: each request awaits a future the worker thread resolves.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -100,6 +101,7 @@ class PipelineWorker:
                     _settle(j.future, _raiser(error))
                 continue
             self.batches += 1
+            _release_free_memory()
             start = 0
             for j in batch:
                 chunk = results[start : start + len(j.claims)]
@@ -132,6 +134,22 @@ class PipelineWorker:
             return self.pipeline.verify_many(claims)
         finally:
             self.pipeline.config = config
+
+
+def _glibc_malloc_trim() -> Callable[[], object]:
+    """glibc's ``malloc_trim(0)``; a no-op on other C libraries."""
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+    return partial(trim, 0)
+
+
+# A batch frees nearly all it allocated, but glibc keeps the freed pages of this thread's arena:
+# the server's anonymous memory crept up ~70 MB over 1,000 claims (bench/serve.py). Handing
+# them back after each batch costs a few milliseconds against seconds of batch work.
+_release_free_memory = _glibc_malloc_trim()
 
 
 def _raiser(error: Exception) -> Callable[[], Any]:
