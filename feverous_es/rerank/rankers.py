@@ -6,6 +6,10 @@ default to ms-marco-MiniLM-L-12-v2 (one session when both name the same model). 
 a batch of claims goes through one call per model, so inference batches across claims.
 With ``sentences_only``, only sentences (the 5-sentence budget) are scored by ``model``; every
 other element keeps its retrieval score, so the 25-element budget keeps the retrieval order.
+With ``retrieval_weight`` w > 0, a scored element's score is z(logit) + w * z(retrieval score),
+each standardized over the claim's elements that model scored: the ranker corrects the
+retrieval order instead of replacing it (a fine-tuned sentence ranker alone lost FEVEROUS-S
+recall that the two together keep, bench/sentence_ranker.py).
 ``retrieval`` keeps the retrieval scores: no model, for speed or for testing other stages.
 """
 
@@ -15,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.runtime.cross_encoder import CrossEncoder
@@ -22,6 +28,24 @@ from feverous_es.runtime.cross_encoder import CrossEncoder
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: c.score, reverse=True)
+
+
+def fused_scores(
+    logits: np.ndarray, retrieval: np.ndarray, claims: Sequence[int], weight: float
+) -> np.ndarray:
+    """z(logit) + ``weight`` * z(retrieval score), standardized within each claim
+    (``claims[k]``: the claim of the k-th element); a claim with one element scores 0."""
+    claim_of = np.asarray(claims)
+    fused = np.zeros(len(logits), dtype=np.float64)
+    for claim in np.unique(claim_of):
+        mine = claim_of == claim
+        fused[mine] = _standardized(logits[mine]) + weight * _standardized(retrieval[mine])
+    return fused
+
+
+def _standardized(values: np.ndarray) -> np.ndarray:
+    spread = values.std()
+    return (values - values.mean()) / spread if spread > 0 else np.zeros(len(values))
 
 
 class RetrievalOrder:
@@ -46,10 +70,12 @@ class CrossEncoderReranker:
         cell_model: str | None = None,
         max_length: int | None = None,
         sentences_only: bool = False,
+        retrieval_weight: float = 0.0,
     ) -> None:
         options: dict[str, Any] = {"device": context.device}
         if max_length is not None:
             options["max_length"] = max_length
+        self.retrieval_weight = retrieval_weight
         self.non_cell = CrossEncoder(Path(model) if model else None, **options)
         self.cell: CrossEncoder | None = None
         if not sentences_only:
@@ -75,7 +101,13 @@ class CrossEncoderReranker:
         scores: dict[tuple[int, int], float] = {}
         for model, keys in groups.values():
             pairs = [(batch[i][0].text, batch[i][1][j].element.linearized) for i, j in keys]
-            scores.update(zip(keys, map(float, model.score(pairs)), strict=True))
+            logits = model.score(pairs)
+            if self.retrieval_weight > 0:
+                retrieval = np.array([batch[i][1][j].score for i, j in keys])
+                logits = fused_scores(
+                    logits, retrieval, [i for i, _ in keys], self.retrieval_weight
+                )
+            scores.update(zip(keys, map(float, logits), strict=True))
         return [
             _best_first(
                 Candidate(c.element, scores.get((i, j), c.score), c.hop, c.source)

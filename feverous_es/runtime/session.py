@@ -62,9 +62,9 @@ def open_session(
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
-    # The CPU arena keeps every block it ever grew for the largest batch shape seen: a server
-    # batching claims of varying length held ~270 MB more for no measurable speed (50-claim
-    # rounds of 10-claim batches, docs/benchmark-notes.md). Plain malloc gives it back.
+    # The CPU arena keeps every block it grew for the largest batch shape seen: a pipeline held
+    # ~300 MB more with it, for ~5 % of speed (150-claim runs, within round-to-round noise;
+    # docs/benchmark-notes.md). A server must not grow; plain malloc gives memory back.
     options.enable_cpu_mem_arena = False
     if device != "cpu" and cuda_device_present():
         session = _load(model_file(True), options, [CUDA_PROVIDER, CPU_PROVIDER])
