@@ -25,8 +25,9 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 ABOUT = {
     "index-mini": "The whole mini-FEVEROUS dump indexed into the embedded store: per-stage "
     "rates, the embedder's share of its standalone speed, peak memory, search latency.",
-    "pipeline": "`verify` per claim in a new process (process start included) and `predict` "
-    "throughput, with the time per pipeline stage, on the embedded store.",
+    "pipeline": "`verify` per claim in a new process (process start included), the warm "
+    "API's p50 / p95 per claim and per stage, and `predict` throughput with the time per "
+    "stage, on the embedded store (dev claims of FEVEROUS-S, FM2 and TabFact).",
     "pipeline-elasticsearch": "The same as `pipeline`, on the Elasticsearch test node.",
     "retrieval-300": "Evidence retrieval against plain BM25 in the same run: FEVEROUS-S "
     "complete-evidence recall in the 5 sentences, TabFact gold-table Hits@k.",
