@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +36,12 @@ from feverous_es.training.rerank_data import read_pools  # noqa: E402
 K = 5
 
 
-def held_out_lists(pools_file: Path, seed: int, holdout: float) -> list[tuple[str, set, list]]:
-    """(claim file, gold sentence ids, sentence candidates) of each held-out claim with gold
-    sentences."""
+HeldOut = tuple[str, str, set[str], list[dict]]  # claim file, claim, gold ids, sentences
+
+
+def held_out_lists(pools_file: Path, seed: int, holdout: float) -> list[HeldOut]:
+    """(claim file, claim, gold sentence ids, sentence candidates) of each held-out claim with
+    gold sentences."""
     _, held = datasets.split(list(read_pools(pools_file).values()), seed, holdout)
     lists = []
     for pool in held:
@@ -49,7 +53,7 @@ def held_out_lists(pools_file: Path, seed: int, holdout: float) -> list[tuple[st
     return lists
 
 
-def recall_at_k(lists: list, scores: list[np.ndarray]) -> dict[str, float]:
+def recall_at_k(lists: list[HeldOut], scores: list[np.ndarray]) -> dict[str, float]:
     found: dict[str, list[bool]] = {}
     for (source, _, gold, sentences), score in zip(lists, scores, strict=True):
         top = {sentences[i]["id"] for i in np.argsort(-score, kind="stable")[:K]}
@@ -91,9 +95,7 @@ def main() -> None:
     figures = {
         "model": str(args.model),
         "pools": str(pools),
-        "claims": {
-            s: sum(1 for x in lists if x[0] == s) for s in dict.fromkeys(x[0] for x in lists)
-        },
+        "claims": dict(Counter(source for source, *_ in lists)),
         "sentences_per_claim": round(float(np.mean([len(x[3]) for x in lists])), 1),
         "model_ms_per_claim": round(1000 * seconds / len(lists), 1),
         "recall_at_5": {name: recall_at_k(lists, scores) for name, scores in orders.items()},
