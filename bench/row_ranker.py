@@ -1,13 +1,18 @@
 """The table ranking's row step with each row model, side by side: gold-table Hits@1/5/10.
 
-    python bench/row_ranker.py INDEX --model DIR [--model DIR …] [--weights 0.5 1 2]
+    python bench/row_ranker.py INDEX [--model DIR …] [--weights 0.5 1 2] [--row-tables 15]
+                               [--depths 3 5 8] [--max-lengths 128]
                                [--claims tabfact_dev.jsonl] [-n 2000] [--seed 303] [--json OUT]
 
 Each claim's tables are scored once by the candidate stage (``PapeloCandidates.table_scores``,
 default options: whole-index pool, every part but the row step); then every variant re-ranks the
-same first ``row_tables`` tables: no row step, the pipeline's default row model at its default
-weight, and each ``--model`` at each ``--weights``. A row model scores (claim, the table's best
-row as plain text), as at run time; its logits are computed once a claim and model.
+same first ``--row-tables`` tables (default 15, the choice measured when the stage had the step
+on; the stage now defaults to none): no row step, the default row model (ms-marco L-12) at the
+stage's weight, and each ``--model`` at each ``--weights``. A row model scores (claim, the
+table's best row as plain text), as at run time; its logits are computed once a claim and model.
+``--depths`` adds the default model re-ranking only the first N tables, ``--max-lengths`` the
+default model reading at most N tokens a pair: what each costs is printed beside what it buys
+(model seconds a claim).
 
 ``--claims`` is a claim file with ``gold_tables`` (default: mini-FEVEROUS ``tabfact_dev``);
 ``-n 0`` takes every claim. ``--exclude FILE``: skip the claims whose ids a jsonl file lists
@@ -32,7 +37,7 @@ from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.element_ids import table_key
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
-from feverous_es.retrieve.table_scores import best_cells, fuse_row_logits, row_text
+from feverous_es.retrieve.table_scores import best_cells, fuse_row_logits, row_texts
 from feverous_es.runtime.cross_encoder import CrossEncoder
 
 MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
@@ -62,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--store", choices=STORES, default="embedded")
     parser.add_argument("--model", type=Path, action="append", default=[], help="row model dir")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.5, 1.0, 2.0])
+    parser.add_argument("--row-tables", type=int, default=15, help="tables the row step reads")
+    parser.add_argument("--depths", type=int, nargs="*", default=[], help="tables re-ranked")
+    parser.add_argument("--max-lengths", type=int, nargs="*", default=[], help="tokens a pair")
     parser.add_argument("--claims", type=Path, default=MINI / "tabfact_dev.jsonl")
     parser.add_argument("-n", type=int, default=2000, help="claims drawn (0: all)")
     parser.add_argument("--seed", type=int, default=303)
@@ -80,25 +88,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     store = open_store(args.store, args.index)
     stage = PapeloCandidates(PluginContext(store, lambda texts: np.zeros((len(texts), 384)), "cpu"))
     encoders = {"default": stage.row_encoder()}
+    encoders |= {
+        f"default max {n}": CrossEncoder(None, quantized=True, max_length=n, device="cpu")
+        for n in args.max_lengths
+    }
     encoders |= {str(path): CrossEncoder(path, quantized=True, device="cpu") for path in args.model}
-    variants = [("none", None, 0.0), ("default", "default", stage.row_weight)]
-    variants += [(f"{m}@{w:g}", str(m), w) for m in args.model for w in args.weights]
-    found = {name: dict.fromkeys(HITS_AT, 0) for name, _, _ in variants}
+    depth = args.row_tables  # the stage's own default is 0: no row step
+    # (name, encoder, weight, tables re-ranked)
+    variants = [("none", None, 0.0, 0), ("default", "default", stage.row_weight, depth)]
+    variants += [(f"default top {d}", "default", stage.row_weight, d) for d in args.depths]
+    variants += [(f"default max {n}", f"default max {n}", stage.row_weight, depth)
+                 for n in args.max_lengths]  # fmt: skip
+    variants += [(f"{m}@{w:g}", str(m), w, depth) for m in args.model for w in args.weights]
+    found = {name: dict.fromkeys(HITS_AT, 0) for name, _, _, _ in variants}
+    model_seconds = dict.fromkeys(encoders, 0.0)
     started = time.perf_counter()
     for done, record in enumerate(records, 1):
         claim = record["claim"]
         scores, hits = stage.table_scores(Query(claim, np.zeros(384, np.float32)), [])
         ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
-        head, rest = ranked[: stage.row_tables], ranked[stage.row_tables :]
-        rows = best_cells(hits)
-        keyed = [key for key in head if key in rows]
-        pairs = [(claim, row_text(rows[key])) for key in keyed]
-        logits = {
-            name: dict(zip(keyed, encoder.score(pairs) if pairs else [], strict=True))
-            for name, encoder in encoders.items()
-        }
+        rows = row_texts(store, best_cells(hits), ranked[:depth])
+        keyed = [key for key in ranked[:depth] if key in rows]
+        pairs = [(claim, rows[key]) for key in keyed]
+        logits = {}
+        for name, encoder in encoders.items():
+            scored = time.perf_counter()
+            logits[name] = dict(zip(keyed, encoder.score(pairs) if pairs else [], strict=True))
+            model_seconds[name] += time.perf_counter() - scored
         gold = gold_table(record)
-        for name, model, weight in variants:
+        for name, model, weight, tables in variants:
+            head, rest = ranked[:tables], ranked[tables:]
             order = fuse_row_logits(head, scores, logits[model], weight) + rest if model else ranked
             for at in HITS_AT:
                 found[name][at] += gold in order[:at]
@@ -110,16 +129,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "claims": len(records),
         "seed": args.seed,
         "excluded": len(exclude),
-        "row_tables": stage.row_tables,
+        "row_tables": depth,
         "hits": {
             name: {str(at): round(100 * n / len(records), 1) for at, n in counts.items()}
             for name, counts in found.items()
         },
         "seconds_per_claim": round((time.perf_counter() - started) / len(records), 3),
+        "model_seconds_per_claim": {
+            name: round(seconds / len(records), 4) for name, seconds in model_seconds.items()
+        },
     }
     print(f"gold-table Hits@1 / 5 / 10, {len(records)} claims of {args.claims.name}:")
     for name, hits_at in report["hits"].items():
         print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in hits_at.values())}")
+    print("row model seconds a claim (over the first row_tables tables):")
+    for name, seconds in report["model_seconds_per_claim"].items():
+        print(f"  {name:<40} {seconds:.3f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     record_if_asked(args, report)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from feverous_es.index.elements import Element, ElementType, PageRecord
-from feverous_es.index.store import Filters, Hit, PageHit
+from feverous_es.index.store import CellHit, Filters, Hit, PageHit
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.retrieve.table_scores import (
@@ -21,6 +21,7 @@ from feverous_es.retrieve.table_scores import (
     best_cells,
     bigrams,
     rerank_by_rows,
+    row_texts,
     score_tables,
     table_cells,
     table_parts,
@@ -40,6 +41,15 @@ def cell(page: str, table: int, row: int, column: int, text: str, row_text: str 
     )  # fmt: skip
 
 
+def scored(element: Element, score: float) -> CellHit:
+    """A table element as a store's search_cells returns it."""
+    assert element.table is not None
+    return CellHit(
+        element.id, element.page, element.type, element.table, element.row, element.column,
+        element.text, score,
+    )  # fmt: skip
+
+
 def sentence(page: str, i: int, text: str) -> Element:
     lin = f"[{page}] {text}"
     return Element(f"{page}_sentence_{i}", page, ElementType.SENTENCE, text, lin, lin, lin)
@@ -55,12 +65,12 @@ def test_claim_features_use_the_index_analysis() -> None:
 def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
     claim = "during the third round of the turkish cup there be 54 winner"
     # Table A: one row matches many words, but no pair of them inside one cell.
-    a = [Hit(cell("Cup A", 0, 1, 0, "turkish third"), 10.0),
-         Hit(cell("Cup A", 0, 1, 1, "round cup"), 10.0)]  # fmt: skip
+    a = [scored(cell("Cup A", 0, 1, 0, "turkish third"), 10.0),
+         scored(cell("Cup A", 0, 1, 1, "round cup"), 10.0)]  # fmt: skip
     # Table B: its best row scores a little lower, but "third round" is a cell and 54 a value.
-    b = [Hit(cell("Cup B", 1, 3, 0, "third round"), 9.0),
-         Hit(cell("Cup B", 1, 3, 1, "54"), 9.0),
-         Hit(cell("Cup B", 1, 0, 1, "winners from previous round"), 4.0)]  # fmt: skip
+    b = [scored(cell("Cup B", 1, 3, 0, "third round"), 9.0),
+         scored(cell("Cup B", 1, 3, 1, "54"), 9.0),
+         scored(cell("Cup B", 1, 0, 1, "winners from previous round"), 4.0)]  # fmt: skip
     scores = score_tables(claim, a + b)
     assert set(scores) == {("Cup A", 0), ("Cup B", 1)}
     assert scores["Cup B", 1] > scores["Cup A", 0]
@@ -76,10 +86,10 @@ def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
 def test_a_cell_the_claim_names_whole_counts_over_scattered_words() -> None:
     claim = "süper lig be the most common league to win a round in the turkish cup"
     # A: the claim's words, but split across cells; B: "Süper Lig" (accented, cased) is a cell.
-    a = [Hit(cell("Cup A", 0, 1, 0, "super turkish"), 10.0),
-         Hit(cell("Cup A", 0, 1, 1, "lig cup"), 10.0)]  # fmt: skip
-    b = [Hit(cell("Cup B", 1, 2, 0, "Su\u0308per Lig"), 9.0),
-         Hit(cell("Cup B", 1, 2, 1, "be"), 9.0)]  # fmt: skip
+    a = [scored(cell("Cup A", 0, 1, 0, "super turkish"), 10.0),
+         scored(cell("Cup A", 0, 1, 1, "lig cup"), 10.0)]  # fmt: skip
+    b = [scored(cell("Cup B", 1, 2, 0, "Su\u0308per Lig"), 9.0),
+         scored(cell("Cup B", 1, 2, 1, "be"), 9.0)]  # fmt: skip
     parts = table_parts(claim, a + b)
     # Every part is a plugin option (a TableWeights field) and a share in [0, 1].
     for table in parts.values():
@@ -97,26 +107,26 @@ def test_a_cell_the_claim_names_whole_counts_over_scattered_words() -> None:
 
 def test_title_words_count_for_every_table_of_the_page() -> None:
     claim = "the cavalier win a total of 4 game in december"
-    hits = [Hit(cell("1970-71 Cleveland Cavaliers season", 0, 2, 0, "december 4"), 5.0),
-            Hit(cell("Some other season", 0, 2, 0, "december 4"), 5.0)]  # fmt: skip
+    hits = [scored(cell("1970-71 Cleveland Cavaliers season", 0, 2, 0, "december 4"), 5.0),
+            scored(cell("Some other season", 0, 2, 0, "december 4"), 5.0)]  # fmt: skip
     scores = score_tables(claim, hits)
     assert scores["1970-71 Cleveland Cavaliers season", 0] > scores["Some other season", 0]
 
 
 def test_table_cells_keep_the_table_order_and_fill_quotas_best_row_first() -> None:
     claim = "smith score 20 point"
-    hits = [Hit(cell("P", 0, r, c, f"v{r}{c}" if c else ("smith" if r == 2 else "x")), 10.0 - r)
+    hits = [scored(cell("P", 0, r, c, f"v{r}{c}" if c else ("smith" if r == 2 else "x")), 10.0 - r)
             for r in range(1, 4) for c in range(3)]  # fmt: skip
-    hits += [Hit(cell("Q", 1, r, c, f"w{r}{c}"), 20.0) for r in range(1, 3) for c in range(2)]
+    hits += [scored(cell("Q", 1, r, c, f"w{r}{c}"), 20.0) for r in range(1, 3) for c in range(2)]
     out = table_cells(claim, hits, [("P", 0), ("Q", 1)], [4, 2])
-    ids = [c.element.local_id for c in out]
+    ids = [hit.id for hit, _ in out]
     # P first (its rank), best row (1) first; Q's two cells after, though its BM25 is higher.
-    assert ids[:4] == ["cell_0_1_0", "cell_0_1_1", "cell_0_1_2", "cell_0_2_0"]
-    assert [c.element.page for c in out] == ["P"] * 4 + ["Q"] * 2
-    assert all(x.score > y.score for x, y in itertools.pairwise(out))
+    assert ids[:4] == ["P_cell_0_1_0", "P_cell_0_1_1", "P_cell_0_1_2", "P_cell_0_2_0"]
+    assert [hit.page for hit, _ in out] == ["P"] * 4 + ["Q"] * 2
+    assert all(x > y for (_, x), (_, y) in itertools.pairwise(out))
     # In a row, the cell whose own text matches the claim comes first.
-    out = table_cells(claim, [h for h in hits if h.element.row == 2], [("P", 0)], [1])
-    assert out[0].element.text == "smith"
+    out = table_cells(claim, [h for h in hits if h.row == 2], [("P", 0)], [1])
+    assert out[0][0].text == "smith"
 
 
 class FakeStore:
@@ -136,6 +146,16 @@ class FakeStore:
     def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list[Hit]:
         return self._filtered(self.text, k, filters)
 
+    def search_cells(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[CellHit]:
+        hits = self._filtered(self.text, k, filters)
+        return [scored(h.element, h.score) for h in hits if h.element.table is not None]
+
+    def get_elements(self, ids: Sequence[str]) -> list[Element]:
+        known = {h.element.id: h.element for h in self.text + self.vector}
+        return [known[i] for i in ids if i in known]
+
     def search_vector(
         self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
     ) -> list[Hit]:
@@ -147,7 +167,7 @@ def fake_context(store: FakeStore) -> PluginContext:
 
 
 def test_whole_table_bm25_is_a_part_relative_to_the_best_table() -> None:
-    hits = [Hit(cell("A", 0, 1, 0, "cup"), 5.0), Hit(cell("B", 0, 1, 0, "cup"), 5.0)]
+    hits = [scored(cell("A", 0, 1, 0, "cup"), 5.0), scored(cell("B", 0, 1, 0, "cup"), 5.0)]
     parts = table_parts("the cup", hits, table_bm25={("A", 0): 3.0, ("B", 0): 6.0})
     assert (parts["A", 0]["table_bm25"], parts["B", 0]["table_bm25"]) == (0.5, 1.0)
     # A store without a table index gives no such scores: the part is 0 for every table.
@@ -264,10 +284,13 @@ def test_rows_rerank_the_tables_by_their_best_row_in_plain_text() -> None:
         Hit(cell("A", 0, 2, 0, "y", "KEY team VALUE ajax amsterdam"), 2.0),
         Hit(cell("B", 0, 3, 0, "z", "KEY team VALUE feyenoord rotterdam"), 5.0),
     ]
-    rows = best_cells(hits)
-    assert {key: hit.element.row for key, hit in rows.items()} == {("A", 0): 1, ("B", 0): 3}
+    best = best_cells([scored(hit.element, hit.score) for hit in hits])
+    assert {key: hit.row for key, hit in best.items()} == {("A", 0): 1, ("B", 0): 3}
     scores = {("A", 0): 2.0, ("B", 0): 1.0, ("C", 0): 1.5}
     ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
+    # The best row's whole element is fetched for its text; C has no cell hit, so no row.
+    rows = row_texts(FakeStore(hits, []), best, ranked)  # type: ignore[arg-type]
+    assert set(rows) == {("A", 0), ("B", 0)}
     encoder = LengthEncoder()
     # B's row is 1.5 logits ahead of A's: at weight 1 that outweighs A's one-point lead, and
     # C, with no cell row to score, keeps its score.

@@ -148,3 +148,19 @@ def test_tables_are_searched_whole_and_restricted(store: Store) -> None:
     query = f"{cell.page} {cell.text}"
     assert key in [found for found, _ in store.search_tables(query, 10)]
     assert [found for found, _ in store.search_tables(query, 10, [key])] == [key]
+
+
+def test_cell_search_gives_the_text_search_hits_of_tables(store: Store) -> None:
+    in_tables = Filters(
+        types=(ElementType.CELL, ElementType.HEADER_CELL, ElementType.TABLE_CAPTION)
+    )
+    hits = store.search_text("Turkish Cup final", 30, in_tables)
+    cells = store.search_cells("Turkish Cup final", 30, in_tables)
+    assert hits and [(c.id, c.score) for c in cells] == [(h.element.id, h.score) for h in hits]
+    element = hits[0].element
+    assert (cells[0].key, cells[0].row, cells[0].column, cells[0].text) == (
+        (element.page, element.table),
+        element.row,
+        element.column,
+        element.text,
+    )

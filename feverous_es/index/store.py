@@ -51,6 +51,26 @@ class PageHit:
 TableKey = tuple[str, int]  # (page, table index)
 
 
+@dataclass(frozen=True, slots=True)
+class CellHit:
+    """A BM25 hit among a table's elements with what ranking tables reads of it. A claim's
+    table ranking reads thousands of hits: the rest of each :class:`Element` (links, context,
+    linearization, vector key) is fetched only for the few cells it keeps."""
+
+    id: str
+    page: str
+    type: ElementType
+    table: int
+    row: int | None
+    column: int | None
+    text: str
+    score: float
+
+    @property
+    def key(self) -> TableKey:
+        return (self.page, self.table)
+
+
 @dataclass(slots=True)
 class Chunk:
     """One atomic write: the elements and pages read from a run of consecutive wiki rows.
@@ -105,6 +125,13 @@ class Store(Protocol):
         filters: Filters | None = None,
         weights: HybridWeights = HybridWeights(),
     ) -> list[Hit]: ...
+
+    def search_cells(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[CellHit]:
+        """:meth:`search_text`'s hits that belong to a table (cells, header cells, captions;
+        let ``filters`` name those types), in its order and with its scores."""
+        ...
 
     def get_elements(self, ids: Sequence[str]) -> list[Element]: ...
 

@@ -6,11 +6,15 @@ and the score of its page, so the page retriever's confidence carries into the r
 
 Cells come from the best tables, ranked over the whole index rather than only the retrieved
 pages (TabFact page titles are rarely named by a claim), by the table score of
-:mod:`feverous_es.retrieve.table_scores`; the best tables are then re-ranked by adding a small
-multiple of a cross-encoder's logit for (claim, the table's best row as plain text):
-zero-shot, one pair per table. The tables then give cells best row first: the best table more,
-the next ones a few each, so the 25-cell budget holds several tables (Hits@5 needs them) and the
-best table's likely rows. `bench/retrieval.py` measures the whole stage.
+:mod:`feverous_es.retrieve.table_scores`, read off light hits (:class:`CellHit`: thousands a
+claim); only the cells kept are fetched whole. An optional row step re-ranks the best tables by
+adding a small multiple of a cross-encoder's logit for (claim, the table's best row as plain
+text). It is off by default: on 1,000 TabFact dev claims it bought 0.5 / 0.7 / 0.7 points of
+gold-table Hits@1 / 5 / 10 for 186 ms a claim, more than the rest of the pipeline together
+(`bench/row_ranker.py`, docs/table-retrieval.md). The tables then give cells best row first:
+the best table more, the next ones a few each, so the 25-cell budget holds several tables
+(Hits@5 needs them) and the best table's likely rows. `bench/retrieval.py` measures the whole
+stage.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from feverous_es.index.elements import TABLE_CELL_TYPES, TABLE_TYPES, TEXT_TYPES, Element
-from feverous_es.index.store import Filters, Hit, PageHit, TableKey, TableSearch
+from feverous_es.index.store import CellHit, Filters, Hit, PageHit, TableKey, TableSearch
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.retrieve.table_scores import (
     TableWeights,
     best_cells,
     rerank_by_rows,
+    row_texts,
     score_tables,
     table_cells,
     tables_in_hit_order,
@@ -46,7 +51,8 @@ class PapeloCandidates:
     :class:`~feverous_es.index.store.TableSearch`), the first ``row_tables`` of them re-ranked by
     :func:`rerank_by_rows` with ``row_weight`` and a cross-encoder (``row_model``: a model
     directory or ONNX file, default ms-marco-MiniLM-L-12-v2; int8 on CPU, loaded on first use;
-    ``row_tables=0`` needs no model); the best table gives ``cells`` cells, the next
+    ``row_tables=0``, the default, needs no model; 15 was the measured choice when on); the
+    best table gives ``cells`` cells, the next
     ``tables`` - 1 tables ``cells_per_table`` each.
     """
 
@@ -65,7 +71,7 @@ class PapeloCandidates:
         table_pool: int = 50,
         page_tables: int = 0,
         fetch_limit: int = 6000,
-        row_tables: int = 15,
+        row_tables: int = 0,
         row_weight: float = 0.04,
         row_model: str | None = None,
         **table_weights: float,
@@ -140,7 +146,7 @@ class PapeloCandidates:
 
     def rank_tables(
         self, query: Query, pages: Sequence[PageHit]
-    ) -> tuple[list[TableKey], list[Hit]]:
+    ) -> tuple[list[TableKey], list[CellHit]]:
         """Tables best first, and the BM25 hits of the claim among their elements."""
         if self.tables <= 0:
             return [], []
@@ -148,7 +154,7 @@ class PapeloCandidates:
         ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
         if self.row_tables > 0:
             head = ranked[: self.row_tables]
-            rows = best_cells(hits)
+            rows = row_texts(self.store, best_cells(hits), head)
             ranked = (
                 rerank_by_rows(query.text, head, scores, rows, self.row_encoder(), self.row_weight)
                 + ranked[self.row_tables :]
@@ -157,20 +163,20 @@ class PapeloCandidates:
 
     def table_scores(
         self, query: Query, pages: Sequence[PageHit]
-    ) -> tuple[dict[TableKey, float], list[Hit]]:
+    ) -> tuple[dict[TableKey, float], list[CellHit]]:
         """The pool's tables with their :func:`score_tables` scores (before the row step), and
         the BM25 hits of the claim among their elements."""
-        cell_hits = self.store.search_text(
+        cell_hits = self.store.search_cells(
             query.text, self.cell_depth, Filters(types=TABLE_CELL_TYPES)
         )
         pool = tables_in_hit_order(cell_hits)[: self.table_pool]
         if self.page_tables and pages:
             within = Filters(pages=tuple(hit.page.title for hit in pages), types=TABLE_CELL_TYPES)
-            local = tables_in_hit_order(self.store.search_text(query.text, 300, within))
+            local = tables_in_hit_order(self.store.search_cells(query.text, 300, within))
             pool += [key for key in local if key not in pool][: self.page_tables]
         if not pool:
             return {}, []
-        hits = self.store.search_text(
+        hits = self.store.search_cells(
             query.text, self.fetch_limit, Filters(types=TABLE_TYPES, tables=tuple(pool))
         )
         whole = None
@@ -190,4 +196,11 @@ class PapeloCandidates:
         ranked, hits = self.rank_tables(query, pages)
         ranked = ranked[: self.tables]
         quotas = [self.cells] + [self.cells_per_table] * (len(ranked) - 1)
-        return table_cells(query.text, hits, ranked, quotas, self.terms)
+        chosen = table_cells(query.text, hits, ranked, quotas, self.terms)
+        # The whole elements of the few cells kept, fetched once.
+        elements = {e.id: e for e in self.store.get_elements([hit.id for hit, _ in chosen])}
+        return [
+            Candidate(elements[hit.id], score, 1, "tables")
+            for hit, score in chosen
+            if hit.id in elements
+        ]

@@ -32,32 +32,26 @@ from dataclasses import dataclass, field
 
 from feverous_es.index.elements import TABLE_CELL_TYPES
 from feverous_es.index.linearize import readable_row
-from feverous_es.index.store import Hit, TableKey
-from feverous_es.plugins.interfaces import Candidate
+from feverous_es.index.store import CellHit, Store, TableKey
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.text import Terms, number_strings, words
 
 _MAX_CELL_WORDS = 8  # a longer cell value is prose, not a name a claim repeats whole
 
 
-def table_of(hit: Hit) -> TableKey | None:
-    element = hit.element
-    return None if element.table is None else (element.page, element.table)
-
-
-def best_cells(hits: Sequence[Hit]) -> dict[TableKey, Hit]:
+def best_cells(hits: Sequence[CellHit]) -> dict[TableKey, CellHit]:
     """Per table, its best-scoring cell or header cell hit (the cell of its best row)."""
-    best: dict[TableKey, Hit] = {}
+    best: dict[TableKey, CellHit] = {}
     for hit in hits:
-        key = table_of(hit)
-        if key is None or hit.element.type not in TABLE_CELL_TYPES:
+        if hit.type not in TABLE_CELL_TYPES:
             continue
+        key = hit.key
         if key not in best or hit.score > best[key].score:
             best[key] = hit
     return best
 
 
-def tables_in_hit_order(hits: Sequence[Hit]) -> list[TableKey]:
+def tables_in_hit_order(hits: Sequence[CellHit]) -> list[TableKey]:
     """Tables in the order of their best-scoring cell."""
     best = best_cells(hits)
     return sorted(best, key=lambda key: best[key].score, reverse=True)
@@ -107,16 +101,18 @@ class TableWeights:
 
 @dataclass
 class _Table:
+    """What a table's hits hold of the claim: only what the parts compare with it is kept."""
+
     terms: set[str] = field(default_factory=set)
     pairs: set[tuple[str, str]] = field(default_factory=set)
-    values: set[str] = field(default_factory=set)
+    numbers: set[str] = field(default_factory=set)
     covered: set[int] = field(default_factory=set)
     rows: dict[int, float] = field(default_factory=dict)
 
 
 def table_parts(
     claim: str,
-    hits: Sequence[Hit],
+    hits: Sequence[CellHit],
     terms: Terms | None = None,
     table_bm25: dict[TableKey, float] | None = None,
 ) -> dict[TableKey, dict[str, float]]:
@@ -132,20 +128,18 @@ def table_parts(
     spans = ClaimSpans(claim, analyze)
     tables: dict[TableKey, _Table] = defaultdict(_Table)
     for hit in hits:
-        key = table_of(hit)
-        if key is None:
-            continue
-        table = tables[key]
-        element = hit.element
-        element_terms = analyze(element.text)
-        table.terms.update(element_terms)
-        table.pairs.update(bigrams(element_terms))
+        table = tables[hit.key]
+        element_terms = analyze(hit.text)
+        found = wanted.intersection(element_terms)
+        table.terms |= found
+        if len(found) > 1:  # a claim bigram needs two claim terms
+            table.pairs |= pairs & bigrams(element_terms)
         if claim_numbers:
-            table.values.add(element.text.strip())
-            table.values.update(element.text.split())
-        table.covered |= spans.covered(element.text)
-        if element.row is not None and hit.score > table.rows.get(element.row, 0.0):
-            table.rows[element.row] = hit.score
+            table.numbers |= claim_numbers.intersection(hit.text.split())
+            table.numbers |= claim_numbers & {hit.text.strip()}
+        table.covered |= spans.covered(hit.text)
+        if hit.row is not None and hit.score > table.rows.get(hit.row, 0.0):
+            table.rows[hit.row] = hit.score
     best_row = max((max(t.rows.values(), default=0.0) for t in tables.values()), default=0.0)
     df_of = {term: sum(term in t.terms for t in tables.values()) for term in wanted}
     idf = {term: math.log((len(tables) + 1) / (df + 0.5)) for term, df in df_of.items()}
@@ -155,15 +149,14 @@ def table_parts(
     parts: dict[TableKey, dict[str, float]] = {}
     for key, table in tables.items():
         title = analyze(key[0])
-        table.terms.update(title)
-        table.pairs.update(bigrams(title))
-        found = wanted & table.terms
+        found = wanted & (table.terms | set(title))
+        title_pairs = table.pairs | (pairs & bigrams(title))
         parts[key] = {
             "row": max(table.rows.values(), default=0.0) / (best_row or 1.0),
             "terms": len(found) / max(1, len(wanted)),
             "idf_terms": sum(idf[term] for term in found) / idf_total,
-            "bigrams": len(pairs & table.pairs) / max(1, len(pairs)),
-            "numbers": len(claim_numbers & table.values) / max(1, len(claim_numbers)),
+            "bigrams": len(title_pairs) / max(1, len(pairs)),
+            "numbers": len(table.numbers) / max(1, len(claim_numbers)),
             "title": len(wanted & set(title)) / max(1, len(set(title))),
             "cell_spans": len(table.covered) / max(1, len(spans.content)),
             "table_bm25": whole.get(key, 0.0) / best_whole,
@@ -173,7 +166,7 @@ def table_parts(
 
 def score_tables(
     claim: str,
-    hits: Sequence[Hit],
+    hits: Sequence[CellHit],
     weights: TableWeights = TableWeights(),
     terms: Terms | None = None,
     table_bm25: dict[TableKey, float] | None = None,
@@ -189,21 +182,30 @@ def rerank_by_rows(
     claim: str,
     ranked: Sequence[TableKey],
     scores: dict[TableKey, float],
-    rows: dict[TableKey, Hit],
+    rows: dict[TableKey, str],
     encoder: CrossEncoder,
     weight: float,
 ) -> list[TableKey]:
     """``ranked`` re-sorted by table score + ``weight`` * the cross-encoder's logit for (claim,
-    best row as plain text); ``rows`` holds each table's best cell (:func:`best_cells`), and a
+    best row as plain text); ``rows`` holds each table's best row (:func:`row_texts`), and a
     table without one keeps its score."""
     keyed = [key for key in ranked if key in rows]
-    logits = encoder.score([(claim, row_text(rows[key])) for key in keyed])
+    logits = encoder.score([(claim, rows[key]) for key in keyed])
     return fuse_row_logits(ranked, scores, dict(zip(keyed, logits, strict=True)), weight)
 
 
-def row_text(best_cell: Hit) -> str:
-    """What the row step's cross-encoder reads of a table: its best row as plain text."""
-    return readable_row(best_cell.element.linearized)
+def row_texts(
+    store: Store, best: dict[TableKey, CellHit], tables: Sequence[TableKey]
+) -> dict[TableKey, str]:
+    """What the row step's cross-encoder reads of each of ``tables``: its best row (the row of
+    its best cell, :func:`best_cells`) as plain text; tables without a cell hit are left out."""
+    keys = [key for key in tables if key in best]
+    elements = {e.id: e for e in store.get_elements([best[key].id for key in keys])}
+    return {
+        key: readable_row(elements[best[key].id].linearized)
+        for key in keys
+        if best[key].id in elements
+    }
 
 
 def fuse_row_logits(
@@ -220,42 +222,42 @@ def fuse_row_logits(
 
 def table_cells(
     claim: str,
-    hits: Sequence[Hit],
+    hits: Sequence[CellHit],
     ranked: Sequence[TableKey],
     quotas: Sequence[int],
     terms: Terms | None = None,
-) -> list[Candidate]:
-    """Cells of the ranked tables, ``quotas[i]`` from the i-th: best row first, and in a row
-    the cells whose own text shares a term with the claim first. Scores keep the table order:
-    table rank first, row order within a table; they are scaled so the first is about the best
-    row's BM25, the scale of the hybrid scores a next hop's proposals carry."""
+) -> list[tuple[CellHit, float]]:
+    """Cells of the ranked tables with their candidate scores, ``quotas[i]`` from the i-th:
+    best row first, and in a row the cells whose own text shares a term with the claim first.
+    Scores keep the table order: table rank first, row order within a table; they are scaled so
+    the first is about the best row's BM25, the scale of the hybrid scores a next hop's
+    proposals carry."""
     analyze = terms or Terms()
     wanted = set(analyze(claim))
-    by_table: dict[TableKey, list[Hit]] = defaultdict(list)
+    by_table: dict[TableKey, list[CellHit]] = defaultdict(list)
     for hit in hits:
-        if hit.element.type in TABLE_CELL_TYPES:
-            by_table[(hit.element.page, hit.element.table)].append(hit)  # type: ignore[index]
+        if hit.type in TABLE_CELL_TYPES:
+            by_table[hit.key].append(hit)
     scale = max((hit.score for hit in hits), default=1.0) / max(1, len(ranked))
-    out: list[Candidate] = []
+    out: list[tuple[CellHit, float]] = []
     for rank, (key, quota) in enumerate(zip(ranked, quotas, strict=False)):
         cells = by_table.get(key, [])
         if not cells or quota <= 0:
             continue
         row_score: dict[int | None, float] = {}
         for hit in cells:
-            row_score[hit.element.row] = max(row_score.get(hit.element.row, 0.0), hit.score)
+            row_score[hit.row] = max(row_score.get(hit.row, 0.0), hit.score)
         order = sorted(
             cells,
             key=lambda hit: (
-                -row_score[hit.element.row],
-                hit.element.row or 0,
-                not wanted.intersection(analyze(hit.element.text)),
-                hit.element.column or 0,
+                -row_score[hit.row],
+                hit.row or 0,
+                not wanted.intersection(analyze(hit.text)),
+                hit.column or 0,
             ),
         )[:quota]
         base = float(len(ranked) - rank)
         out.extend(
-            Candidate(hit.element, scale * (base + 0.9 * (1.0 - i / len(order))), 1, "tables")
-            for i, hit in enumerate(order)
+            (hit, scale * (base + 0.9 * (1.0 - i / len(order)))) for i, hit in enumerate(order)
         )
     return out

@@ -91,7 +91,7 @@ def collect_row_pools(
     holds it, else from the candidate stage over ``index`` and appended to ``cache``."""
     from feverous_es.plugins.interfaces import Query
     from feverous_es.retrieve.candidates import PapeloCandidates
-    from feverous_es.retrieve.table_scores import best_cells, row_text
+    from feverous_es.retrieve.table_scores import best_cells, row_texts
 
     def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[RowPool]:
         stage = pipeline.candidates
@@ -103,12 +103,15 @@ def collect_row_pools(
         for claim in chunk:
             scores, hits = stage.table_scores(Query(claim.claim, no_vector), [])
             ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
-            rows = best_cells(hits)
-            ranked = [key for key in ranked if key in rows]
+            best = best_cells(hits)
+            ranked = [table for table in ranked if table in best]
             key = table_key(claim.table)
             gold = ranked.index(key) if key in ranked else None
-            others = [row_text(rows[other]) for other in ranked if other != key][:depth]
-            gold_row = row_text(rows[key]) if gold is not None and key is not None else None
+            negatives = [other for other in ranked if other != key][:depth]
+            read = negatives + ([key] if gold is not None and key is not None else [])
+            rows = row_texts(pipeline.context.store, best, read)
+            others = [rows[other] for other in negatives if other in rows]
+            gold_row = rows.get(key) if gold is not None and key is not None else None
             pools.append(RowPool(claim.source, claim.id, claim.claim, gold, gold_row, others))
         return pools
 

@@ -27,6 +27,7 @@ from elasticsearch.dsl import (
 from feverous_es.index.elastic.analysis import ANALYSES, ENGLISH_FOLDING, TEXT_ANALYZER
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
+from feverous_es.index.store import CellHit
 
 FORMAT = "feverous-es-elasticsearch"
 # 2: the tables index joined the build (the elements and pages fields are those of 1).
@@ -286,6 +287,23 @@ def element_from_source(source: Mapping[str, Any]) -> Element:
         column=source.get("column"),
         list_index=source.get("list_index"),
         level=source.get("level"),
+    )
+
+
+# What a table ranking reads of a hit (CellHit): a fraction of the document.
+CELL_FIELDS = ("id", "page", "type", "text", "table", "row", "column")
+
+
+def cell_hit_from_source(source: Mapping[str, Any], score: float) -> CellHit:
+    return CellHit(
+        id=source["id"],
+        page=source["page"],
+        type=ElementType(source["type"]),
+        table=source["table"],
+        row=source.get("row"),
+        column=source.get("column"),
+        text=source.get("text", ""),
+        score=score,
     )
 
 

@@ -31,11 +31,18 @@ from feverous_es.index.elastic import queries
 from feverous_es.index.elastic.builds import build_meta, state_from_meta
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig
-from feverous_es.index.elastic.documents import doc_id, element_from_source, page_from_source
+from feverous_es.index.elastic.documents import (
+    CELL_FIELDS,
+    cell_hit_from_source,
+    doc_id,
+    element_from_source,
+    page_from_source,
+)
 from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import (
     BuildState,
+    CellHit,
     Filters,
     Hit,
     HybridWeights,
@@ -277,6 +284,19 @@ class ElasticStore:
         if k <= 0 or not query.strip():
             return []
         return _hits(self._search(self.elements, queries.text_search(query, k, filters)))
+
+    def search_cells(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[CellHit]:
+        if k <= 0 or not query.strip():
+            return []
+        body = {**queries.text_search(query, k, filters), "_source": list(CELL_FIELDS)}
+        response = self._search(self.elements, body)
+        return [
+            cell_hit_from_source(hit["_source"], float(hit.get("_score") or 0.0))
+            for hit in response["hits"]["hits"]
+            if hit["_source"].get("table") is not None
+        ]
 
     def search_vector(
         self, vector: np.ndarray, k: int = 100, filters: Filters | None = None

@@ -33,6 +33,7 @@ from feverous_es.index.embedded.layout import (
 )
 from feverous_es.index.store import (
     BuildState,
+    CellHit,
     Filters,
     Hit,
     HybridWeights,
@@ -57,6 +58,17 @@ FROM elements e JOIN vectors v ON v.vec = e.vec
 
 
 _IN_JSON = "IN (SELECT value FROM json_each(?))"
+
+
+# What a table ranking reads of its thousands of hits (CellHit): no join, no JSON fields.
+_CELL_SELECT = f"""
+SELECT eid, id, page, type, text, tbl, row, col FROM elements
+WHERE tbl IS NOT NULL AND eid {_IN_JSON}
+"""
+
+
+# The stored type names, looked up once (an Enum call per row costs more than the row).
+_TYPES = {element_type.value: element_type for element_type in ElementType}
 
 
 _EQUAL_WEIGHTS = HybridWeights()
@@ -106,7 +118,7 @@ def _element(row: tuple) -> Element:
     return Element(
         id=id_,
         page=page,
-        type=ElementType(type_),
+        type=_TYPES[type_],
         text=text,
         linearized=linearized,
         vector_key=key,
@@ -239,6 +251,19 @@ class EmbeddedStore:
 
     def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list[Hit]:
         return self._hits(self._text_scores(query, k, filters))
+
+    def search_cells(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[CellHit]:
+        scored = self._text_scores(query, k, filters)
+        rows = self._db.execute(_CELL_SELECT, (json_list([eid for eid, _ in scored]),))
+        found = {row[0]: row[1:] for row in rows}
+        hits = []
+        for eid, score in scored:
+            if eid in found:
+                id_, page, type_, text, table, row, column = found[eid]
+                hits.append(CellHit(id_, page, _TYPES[type_], table, row, column, text, score))
+        return hits
 
     def search_vector(
         self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
