@@ -1,8 +1,8 @@
 """Claim pipeline speed: `feverous-es verify` latency, the warm API's stage profile and
 `predict` throughput.
 
-    python bench/pipeline.py INDEX [--verify-claims 20] [--warm-claims 60]
-                             [--predict-claims 100] [--json OUT]
+    python bench/pipeline.py INDEX [--verify-claims 20] [--warm-claims 200]
+                             [--predict-claims 200] [--json OUT]
     python bench/pipeline.py - --store elasticsearch   # the cluster of FEVEROUS_ES_URL
 
 * verify: one `feverous-es verify CLAIM --json` process per claim, timed from process start to
@@ -13,8 +13,10 @@
 * predict: `predict` over real dev claims in one process, batched; claims/s and where the time
   goes per stage (seconds per claim).
 
-Claims are drawn, seeded, in equal shares from the FEVEROUS-S, FM2 and TabFact dev files. On a
-machine with a CUDA GPU the models run there (device auto); the device is printed.
+Each figure is given per dev file (FEVEROUS-S, FM2, TabFact: their claims differ in what they
+cost, tables most) and over all of them; the ``--*-claims`` counts are claims of each file,
+drawn seeded. On a machine with a CUDA GPU the models run there (device auto); the device is
+printed.
 """
 
 from __future__ import annotations
@@ -37,16 +39,14 @@ MINI = REPO.parent / "shared" / "data" / "minifeverous"
 FILES = ("feverous_s_dev.jsonl", "fm2_dev.jsonl", "tabfact_dev.jsonl")
 
 
-def dev_claims(n: int, seed: int) -> list[dict]:
-    """``n`` claims in equal shares from the dev ``FILES`` (the first files take the
-    remainder), drawn with ``seed``."""
+def dev_claims(n: int, seed: int) -> dict[str, list[dict]]:
+    """``n`` claims of each dev file in ``FILES`` (by file stem), drawn with ``seed``."""
     rng = random.Random(seed)
-    picked: list[dict] = []
-    for i, name in enumerate(FILES):
+    picked: dict[str, list[dict]] = {}
+    for name in FILES:
         lines = (MINI / name).read_text(encoding="utf-8").splitlines()
         records = [json.loads(line) for line in lines if line.strip()]
-        share = n // len(FILES) + (i < n % len(FILES))
-        picked += rng.sample([r for r in records if r.get("claim")], share)
+        picked[Path(name).stem] = rng.sample([r for r in records if r.get("claim")], n)
     return picked
 
 
@@ -62,19 +62,22 @@ def timed_run(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def verify_latency(store: str, index: str, claims: list[dict]) -> dict:
+def verify_latency(store: str, index: str, claims: dict[str, list[dict]]) -> dict:
     command = [sys.executable, "-m", "feverous_es.cli", "verify"]
     options = ["--store", store, "--index", index, "--json"]
-    seconds = [timed_run([*command, claim["claim"], *options]) for claim in claims]
+    seconds = {
+        name: [timed_run([*command, claim["claim"], *options]) for claim in some]
+        for name, some in claims.items()
+    }
     imports = [timed_run([sys.executable, "-c", "import feverous_es.cli"]) for _ in range(5)]
     return {
-        "claims": len(seconds),
-        **quantiles(seconds),
+        "files": {name: {"claims": len(s), **quantiles(s)} for name, s in seconds.items()},
+        "all": quantiles([t for s in seconds.values() for t in s]),
         "import_cli_p50_s": statistics.median(imports),
     }
 
 
-def warm_profile(store: str, index: str, claims: list[dict]) -> dict:
+def warm_profile(store: str, index: str, claims: dict[str, list[dict]]) -> dict:
     """``Pipeline.open``, a first claim, then the whole call and each stage per claim."""
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
@@ -82,60 +85,67 @@ def warm_profile(store: str, index: str, claims: list[dict]) -> dict:
     started = time.perf_counter()
     pipeline = Pipeline.open(index, store=store, config=load_config())
     opened = time.perf_counter() - started
+    files: dict[str, dict] = {}
+    everything: list[float] = []
     with pipeline:
         started = time.perf_counter()
-        pipeline.verify(claims[0]["claim"])
+        pipeline.verify("Warm-up: the first claim loads the models it needs.")
         first = time.perf_counter() - started
-        total: list[float] = []
-        stages: dict[str, list[float]] = defaultdict(list)
-        for claim in claims[1:]:
-            pipeline.seconds.clear()
-            started = time.perf_counter()
-            pipeline.verify(claim["claim"])
-            total.append(time.perf_counter() - started)
-            for stage, seconds in pipeline.seconds.items():
-                stages[stage].append(seconds)
-    return {
-        "open_s": opened,
-        "first_claim_s": first,
-        "claims": len(total),
-        **quantiles(total),
-        "stages": {stage: quantiles(seconds) for stage, seconds in stages.items()},
-    }
+        for name, some in claims.items():
+            total: list[float] = []
+            stages: dict[str, list[float]] = defaultdict(list)
+            for claim in some:
+                pipeline.seconds.clear()
+                started = time.perf_counter()
+                pipeline.verify(claim["claim"])
+                total.append(time.perf_counter() - started)
+                for stage, seconds in pipeline.seconds.items():
+                    stages[stage].append(seconds)
+            everything += total
+            files[name] = {
+                "claims": len(total),
+                **quantiles(total),
+                "stages": {stage: quantiles(seconds) for stage, seconds in stages.items()},
+            }
+    return {"open_s": opened, "first_claim_s": first, "files": files, "all": quantiles(everything)}
 
 
-def predict_throughput(store: str, index: str, claims: list[dict], batch_size: int) -> dict:
+def predict_throughput(
+    store: str, index: str, claims: dict[str, list[dict]], batch_size: int
+) -> dict:
     from feverous_es.output.predict import predict_file
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
 
     pipeline = Pipeline.open(index, store=store, config=load_config())
+    files: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        source, out = Path(tmp) / "claims.jsonl", Path(tmp) / "out.jsonl"
-        source.write_text("".join(json.dumps(c) + "\n" for c in claims), encoding="utf-8")
         pipeline.verify("Warm-up: load every model before timing.")
-        pipeline.seconds.clear()
-        started = time.perf_counter()
-        predict_file(pipeline, source, out, batch_size=batch_size)
-        wall = time.perf_counter() - started
+        for name, some in claims.items():
+            source, out = Path(tmp) / f"{name}.jsonl", Path(tmp) / f"{name}.out.jsonl"
+            source.write_text("".join(json.dumps(c) + "\n" for c in some), encoding="utf-8")
+            pipeline.seconds.clear()
+            started = time.perf_counter()
+            predict_file(pipeline, source, out, batch_size=batch_size)
+            wall = time.perf_counter() - started
+            files[name] = {
+                "claims": len(some),
+                "claims_per_s": len(some) / wall,
+                "stage_s_per_claim": {k: v / len(some) for k, v in pipeline.seconds.items()},
+            }
     reranker = getattr(pipeline.reranker, "non_cell", None)
     device = getattr(reranker, "provider", "CPUExecutionProvider")
     pipeline.close()
-    return {
-        "claims": len(claims),
-        "claims_per_s": len(claims) / wall,
-        "device": device,
-        "stage_s_per_claim": {k: v / len(claims) for k, v in pipeline.seconds.items()},
-    }
+    return {"device": device, "files": files}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("index", help="embedded index directory, or the cluster URL / config")
     parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
-    parser.add_argument("--verify-claims", type=int, default=20)
-    parser.add_argument("--warm-claims", type=int, default=60)
-    parser.add_argument("--predict-claims", type=int, default=100)
+    parser.add_argument("--verify-claims", type=int, default=20, help="claims of each file")
+    parser.add_argument("--warm-claims", type=int, default=200, help="claims of each file")
+    parser.add_argument("--predict-claims", type=int, default=200, help="claims of each file")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -145,33 +155,40 @@ def main() -> None:
 
     figures: dict[str, object] = {}
     if args.verify_claims:
-        figures["verify"] = latency = verify_latency(
-            args.store, index, dev_claims(args.verify_claims, args.seed)
-        )
+        claims = dev_claims(args.verify_claims, args.seed)
+        figures["verify"] = latency = verify_latency(args.store, index, claims)
         print(
-            f"verify, one process per claim ({latency['claims']} claims): "
-            f"p50 {latency['p50_s']:.2f} s, p95 {latency['p95_s']:.2f} s; importing the "
-            f"command line alone {latency['import_cli_p50_s']:.2f} s"
+            f"verify, one process per claim: importing the command line alone "
+            f"{latency['import_cli_p50_s']:.2f} s"
         )
+        for name, q in [*latency["files"].items(), ("all", latency["all"])]:
+            print(f"  {name:16s} p50 {q['p50_s']:.2f} s  p95 {q['p95_s']:.2f} s")
     if args.warm_claims:
-        claims = dev_claims(args.warm_claims + 1, args.seed + 2)
+        claims = dev_claims(args.warm_claims, args.seed + 2)
         figures["warm"] = warm = warm_profile(args.store, index, claims)
+        every = warm["all"]
         print(
             f"warm API: open {warm['open_s']:.2f} s, first claim {warm['first_claim_s']:.2f} s, "
-            f"then {warm['claims']} claims p50 {warm['p50_s'] * 1000:.0f} ms, "
-            f"p95 {warm['p95_s'] * 1000:.0f} ms"
+            f"then p50 {every['p50_s'] * 1000:.0f} ms, p95 {every['p95_s'] * 1000:.0f} ms"
         )
-        for stage, q in warm["stages"].items():
-            print(f"  {stage:12s} p50 {q['p50_s'] * 1000:8.1f} ms  p95 {q['p95_s'] * 1000:8.1f} ms")
+        for name, result in warm["files"].items():
+            print(
+                f"  {name} ({result['claims']} claims): p50 {result['p50_s'] * 1000:.0f} ms, "
+                f"p95 {result['p95_s'] * 1000:.0f} ms"
+            )
+            for stage, q in result["stages"].items():
+                print(
+                    f"    {stage:12s} p50 {q['p50_s'] * 1000:8.1f} ms  "
+                    f"p95 {q['p95_s'] * 1000:8.1f} ms"
+                )
     if args.predict_claims:
         claims = dev_claims(args.predict_claims, args.seed + 1)
         figures["predict"] = result = predict_throughput(args.store, index, claims, args.batch_size)
-        print(
-            f"predict, batch {args.batch_size} ({result['claims']} claims, {result['device']}): "
-            f"{result['claims_per_s']:.2f} claims/s"
-        )
-        for stage, seconds in result["stage_s_per_claim"].items():
-            print(f"  {stage:12s} {seconds * 1000:8.1f} ms per claim")
+        print(f"predict, batch {args.batch_size} ({result['device']}):")
+        for name, one in result["files"].items():
+            print(f"  {name} ({one['claims']} claims): {one['claims_per_s']:.2f} claims/s")
+            for stage, seconds in one["stage_s_per_claim"].items():
+                print(f"    {stage:12s} {seconds * 1000:8.1f} ms per claim")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     record_if_asked(args, figures)
