@@ -52,8 +52,7 @@ class PapeloCandidates:
     :func:`rerank_by_rows` with ``row_weight`` and a cross-encoder (``row_model``: a model
     directory or ONNX file, default ms-marco-MiniLM-L-12-v2; int8 on CPU, loaded on first use;
     ``row_tables=0``, the default, needs no model; 15 was the measured choice when on); the
-    best table gives ``cells`` cells, the next
-    ``tables`` - 1 tables ``cells_per_table`` each.
+    best table gives ``cells`` cells, the next ``tables`` - 1 tables ``cells_per_table`` each.
     """
 
     def __init__(
