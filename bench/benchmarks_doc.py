@@ -60,6 +60,8 @@ ABOUT = {
     "speed-retrieval": "The speed change's behaviour check: the retrieval bench on the code "
     "before it, after it, and after it with the row step turned back on (which gives the former "
     "figures exactly); same index and claims (timings differ: the runs shared the machine).",
+    "speed-verdict": "The speed change's verdict check: the verdict bench on the same held-out "
+    "claims with the row step on (the former candidate stage) and off (the default now).",
     "row-step": "What the table ranking's cross-encoder row step buys against what it costs: "
     "gold-table Hits@1/5/10 of the same table scores with no row step, the ms-marco L-12 step "
     "over 15 tables, fewer tables and shorter pairs, and the row model's seconds a claim.",
