@@ -61,6 +61,13 @@ def gold_table(record: dict[str, Any]) -> tuple[str, int]:
     return key
 
 
+def print_hits(title: str, hits: dict[str, dict[str, float]]) -> None:
+    """``title``, then each ranking's Hits@1 / 5 / 10 on a line."""
+    print(title)
+    for name, hits_at in hits.items():
+        print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in hits_at.values())}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("index", help="embedded index directory (or the cluster, see --store)")
@@ -139,9 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             name: round(seconds / len(records), 4) for name, seconds in model_seconds.items()
         },
     }
-    print(f"gold-table Hits@1 / 5 / 10, {len(records)} claims of {args.claims.name}:")
-    for name, hits_at in report["hits"].items():
-        print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in hits_at.values())}")
+    print_hits(
+        f"gold-table Hits@1 / 5 / 10, {len(records)} claims of {args.claims.name}:", report["hits"]
+    )
     print("row model seconds a claim (over the first row_tables tables):")
     for name, seconds in report["model_seconds_per_claim"].items():
         print(f"  {name:<40} {seconds:.3f}")

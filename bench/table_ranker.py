@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from collections import defaultdict
@@ -26,23 +25,13 @@ from typing import Any
 
 import numpy as np
 from results import add_record_option, record_if_asked  # bench/results.py
+from row_ranker import HITS_AT, MINI, gold_table, print_hits, read_claims  # bench/row_ranker.py
 
 from feverous_es.index.backends import open_store
-from feverous_es.index.element_ids import table_key
 from feverous_es.index.store import CellHit, TableKey
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.retrieve.table_scores import table_parts
-
-MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
-HITS_AT = (1, 5, 10)
-
-
-def claims_of(name: str, n: int, seed: int) -> list[dict[str, Any]]:
-    with (MINI / name).open(encoding="utf-8") as lines:
-        records = [json.loads(line) for line in lines if line.strip()]
-    records = [r for r in records if r.get("claim") and r.get("gold_tables")]
-    return random.Random(seed).sample(records, n)
 
 
 def pool_features(stage: PapeloCandidates, claim: str) -> tuple[list[TableKey], np.ndarray]:
@@ -81,7 +70,7 @@ def collect(stage: PapeloCandidates, records: list[dict[str, Any]], what: str) -
     started = time.perf_counter()
     for done, record in enumerate(records, 1):
         tables, features = pool_features(stage, record["claim"])
-        out.append((table_key(record["gold_tables"][0]), tables, features))
+        out.append((gold_table(record), tables, features))
         if done % 250 == 0:
             each = (time.perf_counter() - started) / done
             print(f"{what}: {done}/{len(records)} claims, {each:.2f} s each", file=sys.stderr)
@@ -106,8 +95,10 @@ def main() -> int:
 
     store = open_store("embedded", args.index)
     stage = PapeloCandidates(PluginContext(store, lambda texts: np.zeros((len(texts), 384)), "cpu"))
-    train = collect(stage, claims_of("tabfact_train.jsonl", args.train, 1), "train")
-    test = collect(stage, claims_of("tabfact_dev.jsonl", args.test, args.seed), "test")
+    train = collect(stage, read_claims(MINI / "tabfact_train.jsonl", args.train, 1, set()), "train")
+    test = collect(
+        stage, read_claims(MINI / "tabfact_dev.jsonl", args.test, args.seed, set()), "test"
+    )
     x = np.concatenate([f for _, _, f in train])
     y = np.concatenate([[t == gold for t in tables] for gold, tables, _ in train])
     model = HistGradientBoostingClassifier(max_iter=300, learning_rate=0.05, max_depth=4)
@@ -130,9 +121,10 @@ def main() -> int:
             "learned (pointwise gradient boosting)": hits_at(learned, golds),
         },
     }
-    print(f"gold-table Hits@1 / 5 / 10, {len(test)} tabfact_dev claims (seed {args.seed}):")
-    for name, hits in report["hits"].items():
-        print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in hits.values())}")
+    print_hits(
+        f"gold-table Hits@1 / 5 / 10, {len(test)} tabfact_dev claims (seed {args.seed}):",
+        report["hits"],
+    )
     print(f"  gold table in the pool: {report['gold_in_pool']:.1f} %")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
