@@ -4,6 +4,7 @@
     python bench/pipeline.py INDEX [--verify-claims 20] [--warm-claims 200]
                              [--predict-claims 200] [--json OUT]
     python bench/pipeline.py - --store elasticsearch   # the cluster of FEVEROUS_ES_URL
+    python bench/pipeline.py - --store elasticsearch --against indexes/mini   # side by side
 
 * verify: one `feverous-es verify CLAIM --json` process per claim, timed from process start to
   exit (imports, model loading and all hops included); p50 / p95 over real dev claims, and the
@@ -15,8 +16,9 @@
 
 Each figure is given per dev file (FEVEROUS-S, FM2, TabFact: their claims differ in what they
 cost, tables most) and over all of them; the ``--*-claims`` counts are claims of each file,
-drawn seeded. On a machine with a CUDA GPU the models run there (device auto); the device is
-printed.
+drawn seeded. ``--against EMBEDDED_INDEX`` runs predict over the same claims on that embedded
+index too, in the same process, and prints how many times slower the store is. On a machine
+with a CUDA GPU the models run there (device auto); the device is printed.
 """
 
 from __future__ import annotations
@@ -146,6 +148,9 @@ def main() -> None:
     parser.add_argument("--verify-claims", type=int, default=20, help="claims of each file")
     parser.add_argument("--warm-claims", type=int, default=200, help="claims of each file")
     parser.add_argument("--predict-claims", type=int, default=200, help="claims of each file")
+    parser.add_argument(
+        "--against", help="an embedded index: predict the same claims on it too, side by side"
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -189,6 +194,15 @@ def main() -> None:
             print(f"  {name} ({one['claims']} claims): {one['claims_per_s']:.2f} claims/s")
             for stage, seconds in one["stage_s_per_claim"].items():
                 print(f"    {stage:12s} {seconds * 1000:8.1f} ms per claim")
+        if args.against:
+            figures["predict_embedded"] = embedded = predict_throughput(
+                "embedded", args.against, claims, args.batch_size
+            )
+            print(f"predict on the embedded index {args.against}, the same claims:")
+            for name, one in embedded["files"].items():
+                rate = one["claims_per_s"]
+                slower = rate / result["files"][name]["claims_per_s"]
+                print(f"  {name}: {rate:.2f} claims/s ({args.store} {slower:.2f}x slower)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     record_if_asked(args, figures)

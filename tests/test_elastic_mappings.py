@@ -159,11 +159,13 @@ def test_config_from_environment() -> None:
         "FEVEROUS_ES_CA_CERTS": __file__,
         "FEVEROUS_ES_REPLICAS": "2",
         "FEVEROUS_ES_HYBRID": "msearch",
+        "FEVEROUS_ES_SEARCH_WORKERS": "2",
     }
     config = load_config("feverous-index", env=env)  # a directory name: ignored
     assert config.url == "https://es.example:9243"
     assert config.api_key == "id:s3cr3t-key"
     assert config.replicas == 2 and config.hybrid == "msearch"
+    assert config.search_workers == 2
     assert config.verify_certs is True  # TLS verification is on unless turned off
     assert "s3cr3t" not in repr(config)
     assert config.display_url == "https://es.example:9243"
@@ -202,6 +204,7 @@ def test_config_file_and_location(tmp_path: Path) -> None:
         ({"FEVEROUS_ES_URL": "ftp://h"}, "must look like"),
         ({"FEVEROUS_ES_URL": "https://h", "FEVEROUS_ES_USER": "u"}, "FEVEROUS_ES_PASSWORD"),
         ({"FEVEROUS_ES_URL": "https://h", "FEVEROUS_ES_HYBRID": "magic"}, "hybrid mode"),
+        ({"FEVEROUS_ES_URL": "https://h", "FEVEROUS_ES_SEARCH_WORKERS": "0"}, "at least 1"),
         ({"FEVEROUS_ES_URL": "https://h", "FEVEROUS_ES_CA_CERTS": "/nope.pem"}, "CA file"),
         ({"FEVEROUS_ES_URL": "https://h", "FEVEROUS_ES_VERIFY_CERTS": "maybe"}, "true or false"),
     ],

@@ -206,6 +206,31 @@ def test_pipeline_with_a_registered_plugin_finds_gold_evidence(
     assert set(pipeline.seconds) >= {"embed", "pages", "candidates", "rerank", "verdict"}
 
 
+def test_claims_retrieved_in_threads_get_what_they_get_one_at_a_time(
+    sample_index: Path,
+) -> None:
+    from feverous_es.index.embedded import EmbeddedStore
+    from feverous_es.verify.pipeline import LazyEmbedder
+
+    claims = [c["claim"] for c in sample_claims()[:36]]  # two of them hop
+    config = load_config(plugins={"reranker": "retrieval"}, environ={})
+
+    def retrieved(workers: int) -> list[tuple[list[str], list[str], list[tuple[str, ...]]]]:
+        store = EmbeddedStore(sample_index)
+        store.concurrent_claims = workers  # as a store that searches outside the GIL says
+        with Pipeline(config, PluginContext(store, LazyEmbedder("cpu"), "cpu")) as pipeline:
+            found = pipeline.retrieve_many(claims)
+        return [
+            ([c.element.id for c in r.evidence], [p.page.title for p in r.pages],
+             [h.proposed for h in r.hops])
+            for r in found
+        ]  # fmt: skip
+
+    one_at_a_time = retrieved(1)
+    assert any(any(hops) for _, _, hops in one_at_a_time), "the claims exercise the hop stage"
+    assert retrieved(4) == one_at_a_time
+
+
 def test_links_hop_follows_evidence_links_to_new_pages(sample_index: Path) -> None:
     from feverous_es.index.embedded import EmbeddedStore
     from feverous_es.index.embedder import Embedder

@@ -108,6 +108,9 @@ class Store(Protocol):
     """Read side."""
 
     dim: int
+    # How many claims the pipeline may retrieve at once through this store (threads sharing
+    # it): more than 1 only where searches run outside this process's interpreter lock.
+    concurrent_claims: int
 
     def search_text(
         self, query: str, k: int = 100, filters: Filters | None = None

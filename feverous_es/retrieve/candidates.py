@@ -19,6 +19,7 @@ stage.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -93,6 +94,7 @@ class PapeloCandidates:
         self.row_weight = row_weight
         self.row_model = row_model
         self._row_encoder: CrossEncoder | None = None
+        self._row_encoder_lock = threading.Lock()  # the pipeline may rank claims in threads
         self.weights = TableWeights(**table_weights)
         self.terms = Terms()
 
@@ -184,12 +186,13 @@ class PapeloCandidates:
         return score_tables(query.text, hits, self.weights, self.terms, whole), hits
 
     def row_encoder(self) -> CrossEncoder:
-        if self._row_encoder is None:
-            # int8 on CPU (measured with it, ~1.6x fp32's speed); a claim's rows form their own
-            # batch, so a claim gets the same tables in verify and in predict.
-            model = Path(self.row_model) if self.row_model else None
-            self._row_encoder = CrossEncoder(model, quantized=True, device=self.device)
-        return self._row_encoder
+        with self._row_encoder_lock:
+            if self._row_encoder is None:
+                # int8 on CPU (measured with it, ~1.6x fp32's speed); a claim's rows form their
+                # own batch, so a claim gets the same tables in verify and in predict.
+                model = Path(self.row_model) if self.row_model else None
+                self._row_encoder = CrossEncoder(model, quantized=True, device=self.device)
+            return self._row_encoder
 
     def cell_candidates(self, query: Query, pages: Sequence[PageHit]) -> list[Candidate]:
         ranked, hits = self.rank_tables(query, pages)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -36,6 +37,8 @@ from feverous_es.plugins.registry import factory, load
 
 if TYPE_CHECKING:
     from feverous_es.index.embedder import Embedder
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,11 @@ class ClaimResult:
 class Pipeline:
     """Runs claims through the configured plugins; ``seconds`` sums the time per stage.
 
+    The retrieval stages (pages, candidates, hops) take a batch's claims one at a time, or as
+    many at once as the store's ``concurrent_claims`` says (threads: an Elasticsearch cluster
+    answers one claim's searches while this process reads another's), so those plugins must
+    be safe to call from several threads; the model stages batch the claims instead.
+
     Open one over an index with :meth:`open` and close it (or use it as a context manager)::
 
         with Pipeline.open("feverous-index") as pipeline:
@@ -96,6 +104,8 @@ class Pipeline:
         factory("verdict", config.plugins["verdict"])  # a wrong name fails here, not later
         self._verdict: VerdictModel | None = None
         self.seconds: dict[str, float] = defaultdict(float)
+        workers = context.store.concurrent_claims
+        self._claim_threads = ThreadPoolExecutor(workers) if workers > 1 else None
 
     @classmethod
     def open(
@@ -121,6 +131,8 @@ class Pipeline:
 
     def close(self) -> None:
         """Close the store (the models need no closing)."""
+        if self._claim_threads is not None:
+            self._claim_threads.shutdown()
         self.context.store.close()
 
     def __enter__(self) -> Pipeline:
@@ -135,6 +147,14 @@ class Pipeline:
         if self._verdict is None:
             self._verdict = self._plugin("verdict")
         return self._verdict
+
+    def _each(self, work: Callable[..., T], *columns: Sequence[Any]) -> list[T]:
+        """``work(*row)`` for each claim's row of ``columns``, in order (concurrently where
+        the store allows it)."""
+        rows = list(zip(*columns, strict=True))
+        if self._claim_threads is None or len(rows) < 2:
+            return [work(*row) for row in rows]
+        return list(self._claim_threads.map(lambda row: work(*row), rows))
 
     @contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
@@ -174,9 +194,9 @@ class Pipeline:
             vectors = self.context.embed(list(claims))
         queries = [Query(claim, vector) for claim, vector in zip(claims, vectors, strict=True)]
         with self._timed("pages"):
-            pages = [self.pages.retrieve(query) for query in queries]
+            pages = self._each(self.pages.retrieve, queries)
         with self._timed("candidates"):
-            pools = [self.candidates.candidates(q, p) for q, p in zip(queries, pages, strict=True)]
+            pools = self._each(self.candidates.candidates, queries, pages)
         with self._timed("rerank"):
             ranked = self.reranker.rerank(list(zip(queries, pools, strict=True)))
         with self._timed("select"):
@@ -196,11 +216,14 @@ class Pipeline:
         for hop in range(2, self.config.hops + 2):
             proposals: dict[int, list[Candidate]] = {}
             with self._timed("hop"):
-                for i in active:
-                    fresh = [
-                        c for c in self.hop.propose(queries[i], evidence[i], hop)
-                        if c.element.id not in seen[i]
-                    ]  # fmt: skip
+                proposed = self._each(
+                    self.hop.propose,
+                    [queries[i] for i in active],
+                    [evidence[i] for i in active],
+                    [hop] * len(active),
+                )
+                for i, candidates in zip(active, proposed, strict=True):
+                    fresh = [c for c in candidates if c.element.id not in seen[i]]
                     seen[i].update(c.element.id for c in fresh)
                     if fresh:
                         proposals[i] = fresh

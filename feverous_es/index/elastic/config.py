@@ -8,7 +8,7 @@ Sources, later ones overriding earlier ones:
 3. environment variables ``FEVEROUS_ES_URL``, ``FEVEROUS_ES_API_KEY``, ``FEVEROUS_ES_USER``,
    ``FEVEROUS_ES_PASSWORD``, ``FEVEROUS_ES_CA_CERTS``, ``FEVEROUS_ES_VERIFY_CERTS``,
    ``FEVEROUS_ES_PREFIX``, ``FEVEROUS_ES_REPLICAS``, ``FEVEROUS_ES_HYBRID``,
-   ``FEVEROUS_ES_TIMEOUT``;
+   ``FEVEROUS_ES_TIMEOUT``, ``FEVEROUS_ES_SEARCH_WORKERS``;
 4. the store ``location`` (``--index`` / ``--out``): an ``http(s)://`` URL sets the URL, a path to
    an existing file is read as the TOML file; anything else (such as the default index directory
    name) is ignored.
@@ -48,6 +48,7 @@ _ENV = {
     "FEVEROUS_ES_REPLICAS": "replicas",
     "FEVEROUS_ES_HYBRID": "hybrid",
     "FEVEROUS_ES_TIMEOUT": "request_timeout",
+    "FEVEROUS_ES_SEARCH_WORKERS": "search_workers",
 }
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -91,6 +92,9 @@ class ElasticConfig:
     # Retrieval: num_candidates = clamp(num_candidates_factor * k, 100, 10000).
     num_candidates_factor: int = 4
     hybrid: str = "knn_query"
+    # Claims of a batch the pipeline retrieves at once: the cluster answers one claim's searches
+    # while this process reads another's answers (1: one claim at a time).
+    search_workers: int = 4
 
     @property
     def elements_alias(self) -> str:
@@ -157,6 +161,8 @@ class ElasticConfig:
                 f"vector similarity {self.similarity!r} is unknown (choose from "
                 f"{', '.join(SIMILARITIES)})"
             )
+        if self.search_workers < 1:
+            raise StoreError(f"search_workers must be at least 1, not {self.search_workers}")
         if self.ca_certs and not Path(self.ca_certs).expanduser().is_file():
             raise StoreError(f"the CA file {self.ca_certs} does not exist")
         if not self.prefix or self.prefix != self.prefix.lower() or "*" in self.prefix:

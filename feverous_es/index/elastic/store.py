@@ -152,6 +152,7 @@ class ElasticStore:
             self.close()
             raise
         self.dim = int(self._meta.get("dim", config.dims)) if self._meta else config.dims
+        self.concurrent_claims = config.search_workers
 
     def _open(self) -> dict[str, Any] | None:
         with elastic_errors(self.config, "cannot open the Elasticsearch store"):

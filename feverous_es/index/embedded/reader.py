@@ -160,6 +160,7 @@ class EmbeddedStore:
         self.path = Path(path)
         meta = read_meta(self.path)
         self.dim = int(str(meta["dim"]))
+        self.concurrent_claims = 1
         files = vector_files(meta)
         try:
             # Not mode=ro: a read-write connection rolls back the journal a killed build left
