@@ -347,6 +347,11 @@ class FakeCluster:
     def _search(self, name: str, body: dict[str, Any], named: bool = False) -> tuple[int, Any]:
         if body.get("from", 0) + body.get("size", 10) > MAX_RESULT_WINDOW:
             return 400, _error("illegal_argument_exception", "Result window is too large")
+        stored = body.get("stored_fields") != "_none_"  # "_none_": no _id, no _source
+        source = stored and body.get("_source", True) is not False
+        if not stored and body.get("_source", True) is not False:
+            reason = "[stored_fields] cannot be disabled if [_source] is requested"
+            return 400, _error("illegal_argument_exception", reason)
         knn = body.get("knn")
         if knn and not np.any(knn["query_vector"]):
             return 400, _error("illegal_argument_exception",
@@ -390,7 +395,14 @@ class FakeCluster:
         hits = []
         for (target, doc_id), score in ranked[: body.get("size", 10)]:
             doc = self.indices[target].docs[doc_id]
-            hit = {"_index": target, "_id": doc_id, "_score": score, "_source": _source(doc)}
+            hit = {"_index": target, "_score": score}
+            if stored:
+                hit["_id"] = doc_id
+            if source:
+                hit["_source"] = _source(doc)
+            if "docvalue_fields" in body:
+                hit["fields"] = {name: [doc[name]] for name in body["docvalue_fields"]
+                                 if doc.get(name) is not None}  # fmt: skip
             if (target, doc_id) in parts:
                 found = parts[(target, doc_id)]
                 hit["matched_queries"] = found if named else sorted(found)

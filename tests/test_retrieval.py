@@ -152,6 +152,11 @@ class FakeStore:
         hits = self._filtered(self.text, k, filters)
         return [scored(h.element, h.score) for h in hits if h.element.table is not None]
 
+    def search_cell_tables(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[tuple[str, int]]:
+        return list(dict.fromkeys(hit.key for hit in self.search_cells(query, k, filters)))
+
     def get_elements(self, ids: Sequence[str]) -> list[Element]:
         known = {h.element.id: h.element for h in self.text + self.vector}
         return [known[i] for i in ids if i in known]

@@ -164,3 +164,6 @@ def test_cell_search_gives_the_text_search_hits_of_tables(store: Store) -> None:
         element.column,
         element.text,
     )
+    # The tables of those hits, each once, best hit first, read without the texts.
+    tables = store.search_cell_tables("Turkish Cup final", 30, in_tables)
+    assert tables == list(dict.fromkeys(c.key for c in cells))

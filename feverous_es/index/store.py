@@ -136,6 +136,13 @@ class Store(Protocol):
         let ``filters`` name those types), in its order and with its scores."""
         ...
 
+    def search_cell_tables(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[TableKey]:
+        """The tables of :meth:`search_cells`' hits, each once, in the order of its best hit:
+        what picks a pool of tables, read without the hits' texts."""
+        ...
+
     def get_elements(self, ids: Sequence[str]) -> list[Element]: ...
 
     def page_elements(self, page: str) -> list[Element]: ...

@@ -33,7 +33,6 @@ from feverous_es.retrieve.table_scores import (
     row_texts,
     score_tables,
     table_cells,
-    tables_in_hit_order,
 )
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.text import Terms
@@ -167,13 +166,11 @@ class PapeloCandidates:
     ) -> tuple[dict[TableKey, float], list[CellHit]]:
         """The pool's tables with their :func:`score_tables` scores (before the row step), and
         the BM25 hits of the claim among their elements."""
-        cell_hits = self.store.search_cells(
-            query.text, self.cell_depth, Filters(types=TABLE_CELL_TYPES)
-        )
-        pool = tables_in_hit_order(cell_hits)[: self.table_pool]
+        cells = Filters(types=TABLE_CELL_TYPES)
+        pool = self.store.search_cell_tables(query.text, self.cell_depth, cells)[: self.table_pool]
         if self.page_tables and pages:
             within = Filters(pages=tuple(hit.page.title for hit in pages), types=TABLE_CELL_TYPES)
-            local = tables_in_hit_order(self.store.search_cells(query.text, 300, within))
+            local = self.store.search_cell_tables(query.text, 300, within)
             pool += [key for key in local if key not in pool][: self.page_tables]
         if not pool:
             return {}, []

@@ -51,12 +51,6 @@ def best_cells(hits: Sequence[CellHit]) -> dict[TableKey, CellHit]:
     return best
 
 
-def tables_in_hit_order(hits: Sequence[CellHit]) -> list[TableKey]:
-    """Tables in the order of their best-scoring cell."""
-    best = best_cells(hits)
-    return sorted(best, key=lambda key: best[key].score, reverse=True)
-
-
 def bigrams(terms: Sequence[str]) -> set[tuple[str, str]]:
     return set(itertools.pairwise(terms))
 

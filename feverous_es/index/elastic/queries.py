@@ -138,6 +138,17 @@ def text_search(query: str, k: int, filters: Filters | None = None) -> Body:
     return {"size": result_size(k), "query": text_query(query, filters), "track_total_hits": False}
 
 
+def cell_tables_search(query: str, k: int, filters: Filters | None = None) -> Body:
+    """:func:`text_search` answering each hit's page and table from doc values: no stored
+    field is read (loading ``_id`` and ``_source`` cost two thirds of a 2,000-hit search)."""
+    return {
+        **text_search(query, k, filters),
+        "_source": False,
+        "stored_fields": "_none_",
+        "docvalue_fields": ["page", "table"],
+    }
+
+
 def vector_search(
     vector: np.ndarray, k: int, config: ElasticConfig, filters: Filters | None = None
 ) -> Body:

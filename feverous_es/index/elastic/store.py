@@ -299,6 +299,19 @@ class ElasticStore:
             if hit["_source"].get("table") is not None
         ]
 
+    def search_cell_tables(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[TableKey]:
+        if k <= 0 or not query.strip():
+            return []
+        response = self._search(self.elements, queries.cell_tables_search(query, k, filters))
+        tables: dict[TableKey, None] = {}  # hits come best first: a table's first is its best
+        for hit in response["hits"]["hits"]:
+            fields = hit["fields"]
+            if "table" in fields:
+                tables[(fields["page"][0], int(fields["table"][0]))] = None
+        return list(tables)
+
     def search_vector(
         self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
     ) -> list[Hit]:

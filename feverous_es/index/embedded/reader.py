@@ -65,6 +65,9 @@ _CELL_SELECT = f"""
 SELECT eid, id, page, type, text, tbl, row, col FROM elements
 WHERE tbl IS NOT NULL AND eid {_IN_JSON}
 """
+_CELL_TABLE_SELECT = f"""
+SELECT eid, page, tbl FROM elements WHERE tbl IS NOT NULL AND eid {_IN_JSON}
+"""
 
 
 # The stored type names, looked up once (an Enum call per row costs more than the row).
@@ -265,6 +268,15 @@ class EmbeddedStore:
                 id_, page, type_, text, table, row, column = found[eid]
                 hits.append(CellHit(id_, page, _TYPES[type_], table, row, column, text, score))
         return hits
+
+    def search_cell_tables(
+        self, query: str, k: int = 100, filters: Filters | None = None
+    ) -> list[TableKey]:
+        scored = self._text_scores(query, k, filters)
+        rows = self._db.execute(_CELL_TABLE_SELECT, (json_list([eid for eid, _ in scored]),))
+        table_of = {eid: (page, table) for eid, page, table in rows}
+        # Hits come best first, so a table's first hit is its best.
+        return list(dict.fromkeys(table_of[eid] for eid, _ in scored if eid in table_of))
 
     def search_vector(
         self, vector: np.ndarray, k: int = 100, filters: Filters | None = None
