@@ -94,7 +94,7 @@ class ElasticConfig:
     hybrid: str = "knn_query"
     # Claims of a batch the pipeline retrieves at once: the cluster answers one claim's searches
     # while this process reads another's answers (1: one claim at a time).
-    search_workers: int = 4
+    search_workers: int = 8
 
     @property
     def elements_alias(self) -> str:
