@@ -98,9 +98,19 @@ def index(
                 rate = elements[0] / max(time.perf_counter() - started, 1e-9)
                 update("indexing", pages[0], total, f"pages, {rate:,.0f} el/s")
 
+            def publishing() -> None:
+                update("publishing", 0, 1)
+
             report = build(
-                db, writer, embedder, limit=limit, chunk_elements=chunk_size, on_progress=advance
+                db,
+                writer,
+                embedder,
+                limit=limit,
+                chunk_elements=chunk_size,
+                on_progress=advance,
+                on_publish=publishing,
             )
+            update("publishing", 1, 1)
     finally:
         writer.close()
         db.close()

@@ -141,6 +141,9 @@ class FakeCluster:
             if method == "DELETE":
                 return 200, {"succeeded": True}
             return 200, self._scroll_page(r.body["scroll_id"])
+        if parts[0] == "_tasks":  # the force merge's task: done at once
+            return 200, {"completed": True, "task": {"id": parts[1]},
+                         "response": {"_shards": {"failed": 0}}}  # fmt: skip
         if parts == ["_bulk"]:
             return 200, self._bulk(r.body)
         if parts == ["_aliases"] and method == "POST":
@@ -192,6 +195,11 @@ class FakeCluster:
             for target in self.resolve(name):
                 self.indices[target].settings.update(r.body.get("index", r.body))
             return 200, {"acknowledged": True}
+        if action == "_forcemerge":
+            self.resolve(name)  # a missing index answers 404
+            if r.params.get("wait_for_completion") == "false":
+                return 200, {"task": "fake-node:1"}
+            return 200, {"_shards": {"failed": 0}}
         if action == "_refresh":
             for target in self.resolve(name):
                 index = self.indices[target]

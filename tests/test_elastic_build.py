@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -238,6 +239,13 @@ def test_build_loads_hidden_then_swaps_atomically() -> None:
     assert meta["complete"] is False and meta["dim"] == DIM
     assert meta["analysis"] == "english_folding"
     writer.finish()
+    # Merged to one segment a shard (the task polled to its end), then published.
+    (merge,) = fake.requests_to("POST", "/feverous-elements-v1,.*/_forcemerge")
+    assert merge.params["max_num_segments"] == "1"
+    assert fake.requests.index(merge) < fake.requests.index(
+        fake.requests_to("POST", "/_aliases")[0]
+    )
+    assert fake.requests_to("GET", "/_tasks/.*")
     for index in (elements, pages, tables):
         # null: the index default again, which keeps search-idle shards unrefreshed.
         assert index.settings["refresh_interval"] is None
@@ -281,6 +289,24 @@ def test_build_loads_hidden_then_swaps_atomically() -> None:
     ]}  # fmt: skip
     assert store.get_elements(["Z_sentence_0"]) and not store.get_elements(["A_sentence_0"])
     assert sorted(list_builds(fake.client(), CONFIG)) == [1, 2]
+
+
+def test_a_failed_merge_blocks_the_swap_and_no_merge_is_asked_when_turned_off() -> None:
+    fake = FakeCluster()
+    failed = {"completed": True, "error": {"type": "io_exception", "reason": "disk full"}}
+    fake.handlers.append(lambda r: (200, failed) if r.path.startswith("/_tasks/") else None)
+    writer = ElasticWriter(CONFIG, DIM, client=fake.client())
+    writer.write(make_chunk(0, ["A"]))
+    with pytest.raises(StoreError, match="merging the build's segments failed: disk full"):
+        writer.finish()
+    assert not fake.requests_to("POST", "/_aliases") and not writer.state().complete
+
+    fake = FakeCluster()
+    config = replace(CONFIG, merge_segments=0)
+    writer = ElasticWriter(config, DIM, client=fake.client())
+    writer.write(make_chunk(0, ["A"]))
+    writer.finish()
+    assert not fake.requests_to("POST", ".*/_forcemerge") and fake.requests_to("POST", "/_aliases")
 
 
 @pytest.mark.parametrize(

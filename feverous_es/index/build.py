@@ -139,15 +139,20 @@ def build(
     limit: int | None = None,
     chunk_elements: int = 20_000,
     on_progress: Callable[[int, int], None] | None = None,
+    on_publish: Callable[[], None] | None = None,
 ) -> BuildReport:
     """Index the dump's rows after the writer's resume point (up to ``limit`` rows counted from
-    the dump's start). ``on_progress(rows, elements)`` is called after each written chunk."""
+    the dump's start). ``on_progress(rows, elements)`` is called after each written chunk,
+    ``on_publish()`` before the writer publishes the build (a segment merge or a vector graph
+    may take minutes)."""
     report = BuildReport()
     state = writer.state()
     remaining = db.count(state.last_rowid)
     if limit is not None:
         remaining = max(0, limit - db.count() + remaining)
     if remaining == 0:
+        if on_publish:
+            on_publish()
         writer.finish()
         report.state = writer.state()
         report.already_complete = True
@@ -215,6 +220,8 @@ def build(
         put(chunk_queue, _DONE, writer_thread)
         writer_thread.join()
         _raise_from(writer_thread)
+        if on_publish:
+            on_publish()
         writer.finish()
     finally:
         stop.set()

@@ -27,6 +27,10 @@ class ElementType(StrEnum):
         return self is not ElementType.SENTENCE
 
 
+# The types by their stored names: a dict lookup, where thousands of hits a claim would each pay
+# for an Enum call.
+TYPES_BY_NAME = {element_type.value: element_type for element_type in ElementType}
+
 # Table cells (ranked by the cell ranker, one vector per row) and the text elements (sentences,
 # list items, captions: the other ranker). Not the evidence budget's split: see in_cell_budget.
 TABLE_CELL_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)

@@ -89,6 +89,10 @@ class ElasticConfig:
     bulk_initial_backoff: float = 1.0
     bulk_max_backoff: float = 60.0
     http_compress: bool = False
+    # Segments a shard of a finished build is merged to before it is published (0: no merge).
+    # A build is never written again, and one segment is one HNSW graph and one term
+    # dictionary to search instead of dozens (docs/benchmark-notes.md).
+    merge_segments: int = 1
     # Retrieval: num_candidates = clamp(num_candidates_factor * k, 100, 10000).
     num_candidates_factor: int = 4
     hybrid: str = "knn_query"
@@ -161,6 +165,8 @@ class ElasticConfig:
                 f"vector similarity {self.similarity!r} is unknown (choose from "
                 f"{', '.join(SIMILARITIES)})"
             )
+        if self.merge_segments < 0:
+            raise StoreError(f"merge_segments must be 0 or more, not {self.merge_segments}")
         if self.search_workers < 1:
             raise StoreError(f"search_workers must be at least 1, not {self.search_workers}")
         if self.ca_certs and not Path(self.ca_certs).expanduser().is_file():

@@ -26,7 +26,7 @@ from elasticsearch.dsl import (
 
 from feverous_es.index.elastic.analysis import ANALYSES, ENGLISH_FOLDING, TEXT_ANALYZER
 from feverous_es.index.elastic.config import ElasticConfig
-from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
+from feverous_es.index.elements import TYPES_BY_NAME, Element, PageRecord, title_keys
 from feverous_es.index.store import CellHit
 
 FORMAT = "feverous-es-elasticsearch"
@@ -274,7 +274,7 @@ def element_from_source(source: Mapping[str, Any]) -> Element:
     return Element(
         id=source["id"],
         page=source["page"],
-        type=ElementType(source["type"]),
+        type=TYPES_BY_NAME[source["type"]],
         text=source.get("text", ""),
         linearized=source.get("linearized", ""),
         vector_key=source.get("vector_key", source["id"]),
@@ -295,16 +295,9 @@ CELL_FIELDS = ("id", "page", "type", "text", "table", "row", "column")
 
 
 def cell_hit_from_source(source: Mapping[str, Any], score: float) -> CellHit:
-    return CellHit(
-        id=source["id"],
-        page=source["page"],
-        type=ElementType(source["type"]),
-        table=source["table"],
-        row=source.get("row"),
-        column=source.get("column"),
-        text=source.get("text", ""),
-        score=score,
-    )
+    get = source.get
+    return CellHit(source["id"], source["page"], TYPES_BY_NAME[source["type"]], source["table"],
+                   get("row"), get("column"), get("text", ""), score)  # fmt: skip
 
 
 def page_from_source(source: Mapping[str, Any]) -> PageRecord:

@@ -7,9 +7,9 @@ A build writes into versioned indices ``<prefix>-elements-v<N>``, ``<prefix>-pag
 and advances only after every document of a chunk is acknowledged; documents carry the chunk
 ``seq`` that wrote them, so a failed or killed chunk is deleted (``seq >= next_seq``) before the
 build goes on. ``finish`` refreshes, checks that the indices hold exactly the documents the state
-counts, restores refresh and replicas, marks the build complete and moves the three aliases to the
-new indices in one atomic request. Readers only ever use the aliases, so they see the previous
-build until then.
+counts, merges each shard to ``merge_segments`` segments, restores refresh and replicas, marks
+the build complete and moves the three aliases to the new indices in one atomic request. Readers
+only ever use the aliases, so they see the previous build until then.
 
 Opening a writer continues the newest version when it is unfinished (or finished but not yet
 behind the aliases); a finished, published build is left alone (``feverous-es es new-build``
@@ -210,9 +210,18 @@ class ElasticStore:
 
     # Requests.
 
-    def _search(self, index: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    def _search(
+        self, index: str, body: Mapping[str, Any], hit_keys: Sequence[str] = ()
+    ) -> Mapping[str, Any]:
+        """The response to ``body``; with ``hit_keys``, each hit holds only those keys (a
+        thousands-hit answer then costs less to send and to parse) and an answer without hits
+        may lack ``hits``."""
+        keep = ["timed_out", "_shards", *(f"hits.hits.{key}" for key in hit_keys)]
         with elastic_errors(self.config, "search failed"):
-            return whole(self._client.search(index=index, body=dict(body)).body)
+            response = self._client.search(
+                index=index, body=dict(body), filter_path=keep if hit_keys else None
+            )
+            return whole(response.body)
 
     def _msearch(
         self, index: str, bodies: Sequence[Mapping[str, Any]], named_scores: bool = False
@@ -292,10 +301,10 @@ class ElasticStore:
         if k <= 0 or not query.strip():
             return []
         body = {**queries.text_search(query, k, filters), "_source": list(CELL_FIELDS)}
-        response = self._search(self.elements, body)
+        response = self._search(self.elements, body, ("_score", "_source"))
         return [
             cell_hit_from_source(hit["_source"], float(hit.get("_score") or 0.0))
-            for hit in response["hits"]["hits"]
+            for hit in response.get("hits", {}).get("hits", [])
             if hit["_source"].get("table") is not None
         ]
 
@@ -304,9 +313,10 @@ class ElasticStore:
     ) -> list[TableKey]:
         if k <= 0 or not query.strip():
             return []
-        response = self._search(self.elements, queries.cell_tables_search(query, k, filters))
+        body = queries.cell_tables_search(query, k, filters)
+        response = self._search(self.elements, body, ("fields",))
         tables: dict[TableKey, None] = {}  # hits come best first: a table's first is its best
-        for hit in response["hits"]["hits"]:
+        for hit in response.get("hits", {}).get("hits", []):
             fields = hit["fields"]
             if "table" in fields:
                 tables[(fields["page"][0], int(fields["table"][0]))] = None

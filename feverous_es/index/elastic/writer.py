@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import time
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from elasticsearch import Elasticsearch
+from elasticsearch.exceptions import GeneralAvailabilityWarning
 from elasticsearch.helpers import scan
 
 from feverous_es.errors import IncompatibleIndex, StoreError
@@ -264,6 +267,8 @@ class ElasticWriter:
                         "(lost, or repeated ids): the aliases are unchanged; start a new build "
                         "with `feverous-es es new-build`"
                     )
+            if config.merge_segments:
+                merge_segments(client, self._indices(), config.merge_segments)
             client.indices.put_settings(
                 index=self._indices(),
                 settings={
@@ -281,3 +286,23 @@ class ElasticWriter:
         if self._own_client and self._client is not None:
             self._client.close()
             self._client = None  # type: ignore[assignment]
+
+
+def merge_segments(client: Elasticsearch, indices: Sequence[str], segments: int) -> None:
+    """Force-merge ``indices`` to at most ``segments`` segments a shard, as a task polled until
+    it ends: merging a large build takes longer than one request may wait."""
+    task = client.indices.forcemerge(
+        index=",".join(indices), max_num_segments=segments, wait_for_completion=False
+    )["task"]
+    while True:
+        # The client marks the task API "technical preview"; its GET has been stable since 5.x.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GeneralAvailabilityWarning)
+            status = client.tasks.get(task_id=task)
+        if status.get("completed"):
+            break
+        time.sleep(1.0)
+    if "error" in status:
+        error = status["error"]
+        reason = error.get("reason", error) if isinstance(error, Mapping) else error
+        raise StoreError(f"merging the build's segments failed: {reason}")

@@ -13,7 +13,7 @@ from tantivy import Occur, Query
 
 from feverous_es.errors import StoreError
 from feverous_es.index.analysis import BM25Analyzer
-from feverous_es.index.elements import Element, ElementType, PageRecord, title_keys
+from feverous_es.index.elements import TYPES_BY_NAME, Element, ElementType, PageRecord, title_keys
 from feverous_es.index.embedded.layout import (
     GROUP_OF_BITS,
     PAGES,
@@ -70,10 +70,6 @@ SELECT eid, page, tbl FROM elements WHERE tbl IS NOT NULL AND eid {_IN_JSON}
 """
 
 
-# The stored type names, looked up once (an Enum call per row costs more than the row).
-_TYPES = {element_type.value: element_type for element_type in ElementType}
-
-
 _EQUAL_WEIGHTS = HybridWeights()
 
 
@@ -121,7 +117,7 @@ def _element(row: tuple) -> Element:
     return Element(
         id=id_,
         page=page,
-        type=_TYPES[type_],
+        type=TYPES_BY_NAME[type_],
         text=text,
         linearized=linearized,
         vector_key=key,
@@ -266,7 +262,9 @@ class EmbeddedStore:
         for eid, score in scored:
             if eid in found:
                 id_, page, type_, text, table, row, column = found[eid]
-                hits.append(CellHit(id_, page, _TYPES[type_], table, row, column, text, score))
+                hits.append(
+                    CellHit(id_, page, TYPES_BY_NAME[type_], table, row, column, text, score)
+                )
         return hits
 
     def search_cell_tables(
