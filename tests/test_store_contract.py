@@ -143,7 +143,12 @@ def test_elements_and_pages_are_fetched_as_stored(store: Store) -> None:
 
 def test_tables_are_searched_whole_and_restricted(store: Store) -> None:
     assert isinstance(store, TableSearch)
-    cell = next(e for e in store.page_elements("Turkish Cup") if e.type is ElementType.CELL)
+    page = store.page_elements("Turkish Cup")
+    cell = next(e for e in page if e.type is ElementType.CELL)
+    # One table's elements, in page order, as the page holds them.
+    assert store.page_elements("Turkish Cup", cell.table) == [
+        e for e in page if e.table == cell.table
+    ]
     key = (cell.page, cell.table)
     query = f"{cell.page} {cell.text}"
     assert key in [found for found, _ in store.search_tables(query, 10)]

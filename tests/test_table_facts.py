@@ -141,8 +141,8 @@ class _Store:
     def __init__(self, elements: list) -> None:
         self.elements = elements
 
-    def page_elements(self, page: str) -> list:
-        return [e for e in self.elements if e.page == page]
+    def page_elements(self, page: str, table: int | None = None) -> list:
+        return [e for e in self.elements if e.page == page and table in (None, e.table)]
 
 
 def test_the_verdict_reads_the_table_a_claim_is_about(elements: list) -> None:

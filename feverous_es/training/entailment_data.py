@@ -171,7 +171,7 @@ def gold_table_pair(
     key = claim.table
     if key not in cache:
         page, _, number = element_to_triple(index_id(key))
-        cache[key] = Table.from_elements(store.page_elements(page), int(number))
+        cache[key] = Table.from_elements(store.page_elements(page, int(number)), int(number))
     table = cache[key]
     if table is None or not table.rows:
         return None

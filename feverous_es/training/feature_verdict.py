@@ -92,7 +92,9 @@ def gold_features(
         if claim.table not in tables:
             # The claim reader checked the id is Page_table_t; the index spells titles NFD.
             page, _, number = element_to_triple(index_id(claim.table))
-            tables[claim.table] = Table.from_elements(store.page_elements(page), int(number))
+            tables[claim.table] = Table.from_elements(
+                store.page_elements(page, int(number)), int(number)
+            )
         table = tables[claim.table]
         if table is not None:
             rows.append(table_facts.claim_features(claim.claim, table))

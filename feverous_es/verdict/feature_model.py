@@ -68,7 +68,8 @@ def first_table(evidence: Sequence[Candidate], store: Store) -> Table | None:
     tables = evidence_tables(evidence)
     if not tables:
         return None
-    table = Table.from_elements(store.page_elements(tables[0][0]), tables[0][1])
+    page, number = tables[0]
+    table = Table.from_elements(store.page_elements(page, number), number)
     return table if table is not None and table.rows else None
 
 

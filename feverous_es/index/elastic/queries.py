@@ -271,11 +271,17 @@ def row_elements_search(keys: Sequence[str], filters: Filters | None = None) -> 
     }  # fmt: skip
 
 
-def page_elements_search(page: str, size: int, after: int | None = None) -> Body:
-    """One page of a page's elements in insertion order (``search_after`` on ``ord``)."""
+def page_elements_search(
+    page: str, size: int, after: int | None = None, table: int | None = None
+) -> Body:
+    """One page of a page's elements (or of one of its tables) in insertion order
+    (``search_after`` on ``ord``)."""
+    clauses: list[Body] = [{"term": {"page": page}}]
+    if table is not None:
+        clauses.append({"term": {"table": table}})
     body: Body = {
         "size": size,
-        "query": {"bool": {"filter": [{"term": {"page": page}}]}},
+        "query": {"bool": {"filter": clauses}},
         "sort": [{"ord": "asc"}],
         "track_total_hits": False,
     }

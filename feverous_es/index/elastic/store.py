@@ -258,11 +258,11 @@ class ElasticStore:
         found = {e.id: e for e in map(element_from_source, self._mget(self.elements, ids))}
         return [found[element_id] for element_id in ids if element_id in found]
 
-    def page_elements(self, page: str) -> list[Element]:
+    def page_elements(self, page: str, table: int | None = None) -> list[Element]:
         elements: list[Element] = []
         after: int | None = None
         while True:
-            body = queries.page_elements_search(page, queries.PAGE_SIZE, after)
+            body = queries.page_elements_search(page, queries.PAGE_SIZE, after, table)
             hits = self._search(self.elements, body)["hits"]["hits"]
             elements.extend(element_from_source(hit["_source"]) for hit in hits)
             if len(hits) < queries.PAGE_SIZE:

@@ -216,8 +216,12 @@ class EmbeddedStore:
         found = {element.id: element for element in map(_element, rows)}
         return [found[element_id] for element_id in ids if element_id in found]
 
-    def page_elements(self, page: str) -> list[Element]:
-        rows = self._db.execute(f"{_ELEMENT_SELECT} WHERE e.page = ? ORDER BY e.eid", (page,))
+    def page_elements(self, page: str, table: int | None = None) -> list[Element]:
+        if table is None:
+            rows = self._db.execute(f"{_ELEMENT_SELECT} WHERE e.page = ? ORDER BY e.eid", (page,))
+        else:
+            where = "WHERE e.page = ? AND e.tbl = ? ORDER BY e.eid"
+            rows = self._db.execute(f"{_ELEMENT_SELECT} {where}", (page, table))
         return [_element(row) for row in rows]
 
     def get_pages(self, titles: Sequence[str]) -> list[PageRecord]:
