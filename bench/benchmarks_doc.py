@@ -28,7 +28,8 @@ ABOUT = {
     "pipeline": "`verify` per claim in a new process (process start included), the warm "
     "API's p50 / p95 per claim and per stage, and `predict` throughput with the time per "
     "stage, on the embedded store (dev claims of FEVEROUS-S, FM2 and TabFact).",
-    "pipeline-elasticsearch": "The same as `pipeline`, on the Elasticsearch test node.",
+    "pipeline-elasticsearch": "The same as `pipeline`, on the Elasticsearch test node, and "
+    "predict on the embedded index over the same claims in the same run (`--against`).",
     "retrieval-300": "Evidence retrieval against plain BM25 in the same run: FEVEROUS-S "
     "complete-evidence recall in the 5 sentences, TabFact gold-table Hits@k.",
     "retrieval-300-elasticsearch": "The same as `retrieval-300`, on the Elasticsearch test node "
