@@ -179,7 +179,11 @@ def test_every_hybrid_mode_and_batch_search(built: ElasticConfig) -> None:
         vector = HashEncoder(DIM).embed([target.embed_text])[0]
         # Real BM25 and int8 kNN (the stand-in's scores are cruder).
         assert store.search_text("fourth planet from the Sun", 10)[0].element.id == target.id
-        assert store.search_vector(vector, 1)[0].score == pytest.approx(1.0, abs=0.05)
+        # int8 kNN finds the vector itself; its cosine is approximate: the build's merged segment
+        # keeps quantiles merged from its parts, a few hundredths off at these 16 dimensions.
+        [nearest] = store.search_vector(vector, 1)
+        assert nearest.element.id == target.id
+        assert nearest.score == pytest.approx(1.0, abs=0.1)
     finally:
         store.close()
     for mode in ("knn_query", "msearch"):
