@@ -66,6 +66,9 @@ ABOUT = {
     "table-ranker": "A learned table ranking (pointwise gradient boosting over the features "
     "the candidate stage computes) against its hand-weighted order, TabFact dev claims, with "
     "the share whose gold table is in the pool at all.",
+    "table-pool": "How often the gold table is in the pool a table ranking re-orders, per "
+    "pool source (cell hits, whole-table BM25, both) and size, and what reading a bigger pool "
+    "costs.",
     "row-step": "What the table ranking's cross-encoder row step buys against what it costs: "
     "gold-table Hits@1/5/10 of the same table scores with no row step, the ms-marco L-12 step "
     "over 15 tables, fewer tables and shorter pairs, and the row model's seconds a claim.",
