@@ -78,7 +78,9 @@ def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
     only_rows = score_tables(
         claim,
         a + b,
-        TableWeights(row=1, terms=0, idf_terms=0, bigrams=0, numbers=0, title=0, cell_spans=0),
+        TableWeights(
+            row=1, terms=0, idf_terms=0, bigrams=0, numbers=0, title=0, cell_spans=0, row_spans=0
+        ),
     )
     assert only_rows["Cup A", 0] > only_rows["Cup B", 1]
 
@@ -99,10 +101,26 @@ def test_a_cell_the_claim_names_whole_counts_over_scattered_words() -> None:
     # "süper lig" covers 2 of the claim's 9 content words; a stop word as a cell covers none.
     assert parts["Cup B", 1]["cell_spans"] == pytest.approx(2 / 9)
     rows_and_spans = TableWeights(
-        row=1, terms=0, idf_terms=0, bigrams=0, numbers=0, title=0, cell_spans=1
+        row=1, terms=0, idf_terms=0, bigrams=0, numbers=0, title=0, cell_spans=1, row_spans=0
     )
     scores = score_tables(claim, a + b, rows_and_spans)
     assert scores["Cup B", 1] > scores["Cup A", 0]
+
+
+def test_cells_the_claim_names_in_one_row_count_over_the_same_cells_in_two() -> None:
+    claim = "john smith scored 12 goals for arsenal"
+    # A names the player and the club in one row; B has both names, in different rows.
+    a = [scored(cell("League A", 0, 1, 0, "John Smith"), 8.0),
+         scored(cell("League A", 0, 1, 2, "Arsenal"), 8.0)]  # fmt: skip
+    b = [scored(cell("League B", 0, 1, 0, "John Smith"), 8.0),
+         scored(cell("League B", 0, 2, 2, "Arsenal"), 8.0)]  # fmt: skip
+    parts = table_parts(claim, a + b)
+    assert parts["League A", 0]["cell_spans"] == parts["League B", 0]["cell_spans"]
+    # 3 of the claim's 6 content words (john, smith, arsenal) in row 1 of A, 2 in one row of B.
+    assert parts["League A", 0]["row_spans"] == pytest.approx(3 / 6)
+    assert parts["League B", 0]["row_spans"] == pytest.approx(2 / 6)
+    scores = score_tables(claim, a + b)
+    assert scores["League A", 0] > scores["League B", 0]
 
 
 def test_title_words_count_for_every_table_of_the_page() -> None:

@@ -13,7 +13,8 @@ combines:
 * the share of the claim's numbers that are cell values, and of the title's terms in the claim;
 * the share of the claim's content words covered by cells whose *whole* value the claim names
   ("süper lig", "punt road oval"): Schlichtkrull et al.'s entity-to-cell matching, from the
-  table's side;
+  table's side; and the same share within the table's best row alone, since a claim mostly
+  names one row's key and some of its values;
 * the table's BM25 as one document (title, caption and every cell; the store's table index),
   relative to the best of the candidate tables: term frequency over the whole table and IDF
   over all tables, which no row and no candidate-pool statistic gives.
@@ -90,6 +91,7 @@ class TableWeights:
     numbers: float = 0.25
     title: float = 0.25
     cell_spans: float = 0.25
+    row_spans: float = 1.0
     table_bm25: float = 1.0
 
 
@@ -101,6 +103,7 @@ class _Table:
     pairs: set[tuple[str, str]] = field(default_factory=set)
     numbers: set[str] = field(default_factory=set)
     covered: set[int] = field(default_factory=set)
+    row_covered: dict[int, set[int]] = field(default_factory=dict)
     rows: dict[int, float] = field(default_factory=dict)
 
 
@@ -131,7 +134,10 @@ def table_parts(
         if claim_numbers:
             table.numbers |= claim_numbers.intersection(hit.text.split())
             table.numbers |= claim_numbers & {hit.text.strip()}
-        table.covered |= spans.covered(hit.text)
+        covered = spans.covered(hit.text)
+        table.covered |= covered
+        if covered and hit.row is not None:
+            table.row_covered.setdefault(hit.row, set()).update(covered)
         if hit.row is not None and hit.score > table.rows.get(hit.row, 0.0):
             table.rows[hit.row] = hit.score
     best_row = max((max(t.rows.values(), default=0.0) for t in tables.values()), default=0.0)
@@ -153,6 +159,8 @@ def table_parts(
             "numbers": len(table.numbers) / max(1, len(claim_numbers)),
             "title": len(wanted & set(title)) / max(1, len(set(title))),
             "cell_spans": len(table.covered) / max(1, len(spans.content)),
+            "row_spans": max(map(len, table.row_covered.values()), default=0)
+            / max(1, len(spans.content)),
             "table_bm25": whole.get(key, 0.0) / best_whole,
         }
     return parts
