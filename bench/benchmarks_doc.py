@@ -66,6 +66,8 @@ ABOUT = {
     "table-ranker": "A learned table ranking (pointwise gradient boosting over the features "
     "the candidate stage computes) against its hand-weighted order, TabFact dev claims, with "
     "the share whose gold table is in the pool at all.",
+    "verdict-row-spans": "The verdict bench (`--per-file 400`) after the table score's "
+    "`row_spans` part: the same held-out claims as `speed-verdict`.",
     "table-pool": "How often the gold table is in the pool a table ranking re-orders, per "
     "pool source (cell hits, whole-table BM25, both) and size, and what reading a bigger pool "
     "costs.",
