@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -42,6 +42,12 @@ def api_reason(error: ApiError) -> str:
     if isinstance(body, dict) and body.get("error"):
         return str(body["error"])
     return str(error.message)
+
+
+def item_reason(error: Any) -> str:
+    """The reason of an error that a response body holds (an ``_msearch`` item's, a task's):
+    its ``reason`` when it is an object, else the error as it is."""
+    return str(error.get("reason", error) if isinstance(error, Mapping) else error)
 
 
 def describe(error: BaseException, config: ElasticConfig, doing: str = "") -> str:

@@ -38,7 +38,7 @@ from feverous_es.index.elastic.documents import (
     element_from_source,
     page_from_source,
 )
-from feverous_es.index.elastic.errors import elastic_errors
+from feverous_es.index.elastic.errors import elastic_errors, item_reason
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import (
     BuildState,
@@ -238,9 +238,7 @@ class ElasticStore:
                 )
                 for item in response["responses"]:
                     if "error" in item:
-                        error = item["error"]
-                        reason = error.get("reason", error) if isinstance(error, dict) else error
-                        raise StoreError(f"search failed: {reason}")
+                        raise StoreError(f"search failed: {item_reason(item['error'])}")
                     out.append(whole(item))
         return out
 

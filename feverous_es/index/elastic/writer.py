@@ -40,7 +40,7 @@ from feverous_es.index.elastic.documents import (
     index_body,
     mapping_conflicts,
 )
-from feverous_es.index.elastic.errors import describe, elastic_errors
+from feverous_es.index.elastic.errors import describe, elastic_errors, item_reason
 from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions, swap_aliases
 from feverous_es.index.store import BuildState, Chunk
 
@@ -303,6 +303,4 @@ def merge_segments(client: Elasticsearch, indices: Sequence[str], segments: int)
             break
         time.sleep(1.0)
     if "error" in status:
-        error = status["error"]
-        reason = error.get("reason", error) if isinstance(error, Mapping) else error
-        raise StoreError(f"merging the build's segments failed: {reason}")
+        raise StoreError(f"merging the build's segments failed: {item_reason(status['error'])}")
