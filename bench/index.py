@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 from feverous_es.index.build import BuildReport, build
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
@@ -148,9 +148,7 @@ def main() -> None:
         "embed_tokens": report.embed.tokens, "standalone_tokens_per_s": standalone,
         **latency,
     }  # fmt: skip
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
-    record_if_asked(args, figures)
+    save_figures(args, figures)
     if not args.out:
         shutil.rmtree(work)
 

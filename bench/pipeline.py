@@ -34,7 +34,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO.parent / "shared" / "data" / "minifeverous"
@@ -203,9 +203,7 @@ def main() -> None:
                 rate = one["claims_per_s"]
                 slower = rate / result["files"][name]["claims_per_s"]
                 print(f"  {name}: {rate:.2f} claims/s ({args.store} {slower:.2f}x slower)")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
-    record_if_asked(args, figures)
+    save_figures(args, figures)
 
 
 if __name__ == "__main__":

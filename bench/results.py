@@ -2,9 +2,10 @@
 gave them, the commit, the date and the machine, so that the README and docs quote a file, not
 a number copied by hand.
 
-    from results import add_record_option, record_if_asked
+    from results import add_record_option, record_if_asked, save_figures
     add_record_option(parser)          # every bench's --record NAME
     record_if_asked(args, figures)     # at its end
+    save_figures(args, figures)        # instead, at the end of a bench with --json PATH too
 """
 
 from __future__ import annotations
@@ -71,3 +72,11 @@ def record_if_asked(args: argparse.Namespace, figures: Any) -> None:
     """:func:`record` the figures under ``--record``'s name, when it was given."""
     if args.record:
         print(f"recorded in {record(args.record, figures)}")
+
+
+def save_figures(args: argparse.Namespace, figures: Any) -> None:
+    """The end of a bench with ``--json PATH``: the figures written there, and recorded under
+    ``--record``'s name, each when it was given."""
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    record_if_asked(args, figures)

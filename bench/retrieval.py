@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.element_ids import table_key
@@ -295,9 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     store.close()
     print_report(report)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-    record_if_asked(args, report)
+    save_figures(args, report)
     return 0
 
 

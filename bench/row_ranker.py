@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.element_ids import table_key
@@ -152,9 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("row model seconds a claim (over the first row_tables tables):")
     for name, seconds in report["model_seconds_per_claim"].items():
         print(f"  {name:<40} {seconds:.3f}")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    record_if_asked(args, report)
+    save_figures(args, report)
     return 0
 
 

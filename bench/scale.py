@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 BENCH = Path(__file__).resolve().parent
 LINEAR_TOLERANCE = 0.20
@@ -109,9 +109,7 @@ def main() -> None:
     lines = check(rows) if len(rows) > 1 else []
     for line in lines:
         print(line)
-    if args.json:
-        args.json.write_text(json.dumps({"sizes": rows, "checks": lines}, indent=2) + "\n")
-    record_if_asked(args, {"sizes": rows, "checks": lines})
+    save_figures(args, {"sizes": rows, "checks": lines})
 
 
 if __name__ == "__main__":

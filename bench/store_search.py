@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, record_if_asked, save_figures  # bench/results.py
 
 from feverous_es.errors import MalformedPage
 from feverous_es.index.elastic.client import connect
@@ -398,9 +398,7 @@ def main() -> None:
             "disk_bytes": disk,
             "latency": latency, "recall": recall(path, queries, args.k),
         }  # fmt: skip
-        if args.json:
-            args.json.write_text(json.dumps(figures, indent=2) + "\n")
-        record_if_asked(args, figures)
+        save_figures(args, figures)
 
 
 if __name__ == "__main__":

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 from row_ranker import MINI, gold_table, read_claims  # bench/row_ranker.py
 
 from feverous_es.index.backends import STORES, open_store
@@ -114,9 +113,7 @@ def main() -> None:
     print(f"fetch of the pool tables' matching elements (cells@{args.depths[0]} pools):")
     for size, cost in figures["fetch_per_claim"].items():
         print(f"  {size:>4} tables: {cost['hits']:7.0f} hits, {cost['ms']:6.1f} ms a claim")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    record_if_asked(args, figures)
+    save_figures(args, figures)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ any re-ranking). Nothing here changes the pipeline.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 from row_ranker import HITS_AT, MINI, gold_table, print_hits, read_claims  # bench/row_ranker.py
 
 from feverous_es.index.backends import open_store
@@ -126,9 +125,7 @@ def main() -> int:
         report["hits"],
     )
     print(f"  gold table in the pool: {report['gold_in_pool']:.1f} %")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    record_if_asked(args, report)
+    save_figures(args, report)
     return 0
 
 

@@ -37,7 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO.parent / "shared" / "data" / "minifeverous"
@@ -408,9 +408,7 @@ def main() -> None:
     }
     figures = measure(args, files)
     report(figures, args, [t["command"] for t in trainings[:3]])
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
-    record_if_asked(args, figures)
+    save_figures(args, figures)
 
 
 if __name__ == "__main__":
