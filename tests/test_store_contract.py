@@ -172,3 +172,6 @@ def test_cell_search_gives_the_text_search_hits_of_tables(store: Store) -> None:
     # The tables of those hits, each once, best hit first, read without the texts.
     tables = store.search_cell_tables("Turkish Cup final", 30, in_tables)
     assert tables == list(dict.fromkeys(c.key for c in cells))
+    # A claim no table matches finds nothing (Elasticsearch then sends no hit list at all).
+    assert store.search_cells("zqxjv", 30, in_tables) == []
+    assert store.search_cell_tables("zqxjv", 30, in_tables) == []

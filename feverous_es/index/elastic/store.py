@@ -214,14 +214,16 @@ class ElasticStore:
         self, index: str, body: Mapping[str, Any], hit_keys: Sequence[str] = ()
     ) -> Mapping[str, Any]:
         """The response to ``body``; with ``hit_keys``, each hit holds only those keys (a
-        thousands-hit answer then costs less to send and to parse) and an answer without hits
-        may lack ``hits``."""
+        thousands-hit answer then costs less to send and to parse)."""
         keep = ["timed_out", "_shards", *(f"hits.hits.{key}" for key in hit_keys)]
         with elastic_errors(self.config, "search failed"):
             response = self._client.search(
                 index=index, body=dict(body), filter_path=keep if hit_keys else None
             )
-            return whole(response.body)
+            answer = whole(response.body)
+        if hit_keys:  # the filter drops an empty hit list along with "hits"
+            return {**answer, "hits": {"hits": answer.get("hits", {}).get("hits", [])}}
+        return answer
 
     def _msearch(
         self, index: str, bodies: Sequence[Mapping[str, Any]], named_scores: bool = False
@@ -302,7 +304,7 @@ class ElasticStore:
         response = self._search(self.elements, body, ("_score", "_source"))
         return [
             cell_hit_from_source(hit["_source"], float(hit.get("_score") or 0.0))
-            for hit in response.get("hits", {}).get("hits", [])
+            for hit in response["hits"]["hits"]
             if hit["_source"].get("table") is not None
         ]
 
@@ -314,7 +316,7 @@ class ElasticStore:
         body = queries.cell_tables_search(query, k, filters)
         response = self._search(self.elements, body, ("fields",))
         tables: dict[TableKey, None] = {}  # hits come best first: a table's first is its best
-        for hit in response.get("hits", {}).get("hits", []):
+        for hit in response["hits"]["hits"]:
             fields = hit["fields"]
             if "table" in fields:
                 tables[(fields["page"][0], int(fields["table"][0]))] = None
