@@ -63,9 +63,13 @@ ABOUT = {
     "figures exactly); same index and claims (timings differ: the runs shared the machine).",
     "speed-verdict": "The speed change's verdict check: the verdict bench on the same held-out "
     "claims with the row step on (the former candidate stage) and off (the default now).",
-    "table-ranker": "A learned table ranking (pointwise gradient boosting over the features "
-    "the candidate stage computes) against its hand-weighted order, TabFact dev claims, with "
+    "table-ranker": "Learned table rankings (pointwise gradient boosting; LambdaMART on the "
+    "stage's features and on more) against the hand-weighted order over a pool widened by "
+    "whole-table BM25: on training claims of held-out tables and on TabFact dev claims, with "
     "the share whose gold table is in the pool at all.",
+    "table-signals": "Signals that rank every table on their own (word TF-IDF; a bi-encoder "
+    "fine-tuned on TabFact training claims), and the bi-encoder's cosine added to the table "
+    "score at several weights: gold-table Hits@k on TabFact dev claims.",
     "verdict-row-spans": "The verdict bench (`--per-file 400`) after the table score's "
     "`row_spans` part: the same held-out claims as `speed-verdict`.",
     "table-pool": "How often the gold table is in the pool a table ranking re-orders, per "

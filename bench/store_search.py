@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from results import add_record_option, record_if_asked, save_figures  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 from feverous_es.errors import MalformedPage
 from feverous_es.index.elastic.client import connect
@@ -347,7 +347,7 @@ def run_elastic(args: argparse.Namespace) -> None:
             "build_stages_s": seconds, "disk_bytes": size, "latency": latency,
             "recall": elastic_recall(config, vectors_by_key, queries, args.k),
         }  # fmt: skip
-        record_if_asked(args, figures)
+        save_figures(args, figures)
     finally:
         if not args.keep:
             client = connect(config)
@@ -364,7 +364,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="elasticsearch: keep the build")
     parser.add_argument("--limit", type=int, help="build from the first N dump rows only")
     parser.add_argument("--wiki", type=Path, help="the dump to build (default: mini-FEVEROUS)")
-    parser.add_argument("--json", type=Path, help="embedded: also write the figures here")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--chunk-elements", type=int, default=20_000)
     parser.add_argument("--claims", type=int, default=300)
     parser.add_argument("-k", type=int, default=100)
