@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -327,6 +328,63 @@ def test_an_older_index_that_cannot_get_a_table_index_says_so(
     with pytest.raises(StoreError, match=r"built before the table index.*writable, or rebuild"):
         EmbeddedStore(tmp_path)
     assert not (tmp_path / "tables").exists()
+
+
+def drop_title_keys(path: Path) -> None:
+    """Make ``path`` an index built before the title_keys table."""
+    with sqlite3.connect(path / "elements.sqlite") as db:
+        db.execute("DROP TABLE title_keys")
+
+
+def test_an_index_without_title_keys_gets_them_on_open(tmp_path: Path) -> None:
+    build(tmp_path)
+    drop_title_keys(tmp_path)
+    older = EmbeddedStore(tmp_path)
+    try:
+        assert older.match_titles(["gamma", "delta", "nowhere"]) == {
+            "gamma": ["Gamma"],
+            "delta": ["Delta"],
+        }
+    finally:
+        older.close()
+    with sqlite3.connect(tmp_path / "elements.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM title_keys").fetchone()[0] == 5
+
+
+def test_a_build_begun_before_title_keys_resumes_with_all_of_them(tmp_path: Path) -> None:
+    writer = EmbeddedWriter(tmp_path, DIM)
+    writer.write(make_chunk(0, CHUNKS[0]))
+    writer.close()
+    drop_title_keys(tmp_path)
+    writer = EmbeddedWriter(tmp_path, DIM)  # the first chunk's pages get their keys here
+    for seq, titles in enumerate(CHUNKS[1:], start=1):
+        writer.write(make_chunk(seq, titles))
+    writer.finish()
+    writer.close()
+    store = EmbeddedStore(tmp_path)
+    try:
+        assert store.match_titles(["alpha", "epsilon"]) == {
+            "alpha": ["Alpha"],
+            "epsilon": ["Epsilon"],
+        }
+    finally:
+        store.close()
+
+
+def test_an_older_index_that_cannot_get_title_keys_says_so_and_stays_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(tmp_path)
+    drop_title_keys(tmp_path)
+
+    def read_only(pages: object) -> object:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(embedded_layout, "title_key_rows", read_only)
+    with pytest.raises(StoreError, match=r"before its title keys.*writable, or rebuild"):
+        EmbeddedStore(tmp_path)
+    with sqlite3.connect(tmp_path / "elements.sqlite") as db:  # rolled back, not half made
+        assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'title_keys'").fetchone()
 
 
 def test_search_pages(store: EmbeddedStore) -> None:

@@ -4,7 +4,9 @@ Layout of the directory:
 
 * ``meta.json``: format name, version and vector size.
 * ``elements.sqlite``: elements (ordinal ``eid`` in insertion order), one row per distinct vector
-  (its key, embed text and the element types using it), pages, and the build state.
+  (its key, embed text and the element types using it), pages, the keys a claim span names each
+  page by (``title_keys``, indexed: looked up, never loaded whole; an index made before it gets
+  it the first time it is opened), and the build state.
 * ``vectors.f16`` / ``page_vectors.f16``: raw float16 rows, unit length, memory-mapped to read
   (``.f32`` files of float32 rows in format 2, which is still read).
 * ``text/`` and ``pages/``: tantivy indices (BM25) over element linearizations and over page

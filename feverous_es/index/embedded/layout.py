@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from tantivy import Query
 
 from feverous_es.errors import IncompatibleIndex, StoreError
 from feverous_es.index.analysis import english_analyzer
-from feverous_es.index.elements import ElementType, fold_accents
+from feverous_es.index.elements import ElementType, fold_accents, title_keys
 from feverous_es.index.store import BuildState, TableKey, table_texts
 from feverous_es.index.vectors import HNSW_THRESHOLD, in_memory_rows
 
@@ -137,6 +137,13 @@ CREATE TABLE IF NOT EXISTS pages (
     intro TEXT NOT NULL,
     links TEXT
 );
+-- The keys a claim span names a page by (elements.title_keys), looked up by index at search
+-- time rather than loaded into memory by every process (millions of titles on a whole dump).
+CREATE TABLE IF NOT EXISTS title_keys (
+    key TEXT NOT NULL,
+    pid INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS title_keys_key ON title_keys (key);
 CREATE TABLE IF NOT EXISTS state (
     one INTEGER PRIMARY KEY CHECK (one = 0),
     next_seq INTEGER NOT NULL,
@@ -222,6 +229,34 @@ def open_tables(path: Path, db: sqlite3.Connection) -> tantivy.Index:
                 f"({error}): open it once where the directory is writable, or rebuild it"
             ) from error
     return open_tantivy(target, None)
+
+
+def title_key_rows(pages: Iterable[tuple[int, str]]) -> Iterator[tuple[str, int]]:
+    """``(key, pid)`` rows of the ``title_keys`` table for ``(pid, title)`` pages."""
+    for pid, title in pages:
+        for key in title_keys(title):
+            yield key, pid
+
+
+def ensure_title_keys(path: Path, db: sqlite3.Connection) -> None:
+    """Give an index built before the ``title_keys`` table one, filled from its pages (once,
+    in one transaction: a reader never sees half of it)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'title_keys'").fetchone():
+        return
+    try:
+        db.execute("SAVEPOINT title_keys")
+        db.execute("CREATE TABLE title_keys (key TEXT NOT NULL, pid INTEGER NOT NULL)")
+        pages = db.execute("SELECT pid, title FROM pages ORDER BY pid")
+        db.executemany("INSERT INTO title_keys VALUES (?, ?)", title_key_rows(pages))
+        db.execute("CREATE INDEX title_keys_key ON title_keys (key)")
+        db.execute("RELEASE title_keys")
+    except sqlite3.Error as error:
+        db.execute("ROLLBACK TO title_keys")
+        db.execute("RELEASE title_keys")
+        raise StoreError(
+            f"{path} was built before its title keys and they cannot be added here ({error}): "
+            "open it once where the directory is writable, or rebuild it"
+        ) from error
 
 
 def json_list(values: Sequence[object]) -> str | None:

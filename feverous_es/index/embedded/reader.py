@@ -13,13 +13,14 @@ from tantivy import Occur, Query
 
 from feverous_es.errors import StoreError
 from feverous_es.index.analysis import BM25Analyzer
-from feverous_es.index.elements import TYPES_BY_NAME, Element, ElementType, PageRecord, title_keys
+from feverous_es.index.elements import TYPES_BY_NAME, Element, ElementType, PageRecord
 from feverous_es.index.embedded.layout import (
     GROUP_OF_BITS,
     PAGES,
     SQLITE,
     TEXT,
     TYPE_BITS,
+    ensure_title_keys,
     json_list,
     load_state,
     open_tables,
@@ -167,6 +168,7 @@ class EmbeddedStore:
             # serialized here, so threads may share the connection.
             uri = f"file:{quote(str(self.path / SQLITE))}?mode=rw"
             self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            ensure_title_keys(self.path, self._db)
             self._db.execute("PRAGMA query_only = ON")
             state, vectors = load_state(self._db)
             self._texts = open_tantivy(self.path / TEXT, None)
@@ -191,7 +193,6 @@ class EmbeddedStore:
         except (sqlite3.Error, ValueError, OSError) as error:
             raise StoreError(f"{self.path} is not a readable embedded index: {error}") from error
         self._analyzer = BM25Analyzer()
-        self._titles: dict[str, list[str]] | None = None
 
     @property
     def vectors(self) -> VectorMatrix:
@@ -233,13 +234,15 @@ class EmbeddedStore:
         return [found[title] for title in titles if title in found]
 
     def match_titles(self, keys: Sequence[str]) -> dict[str, list[str]]:
-        if self._titles is None:
-            # Built on first use: one pass over the titles (~1 s per million pages).
-            self._titles = {}
-            for (title,) in self._db.execute("SELECT title FROM pages"):
-                for key in title_keys(title):
-                    self._titles.setdefault(key, []).append(title)
-        return {key: self._titles[key] for key in keys if key in self._titles}
+        rows = self._db.execute(
+            "SELECT k.key, p.title FROM title_keys k JOIN pages p ON p.pid = k.pid"
+            f" WHERE k.key {_IN_JSON} ORDER BY p.pid",
+            (json_list(list(keys)),),
+        )
+        found: dict[str, list[str]] = {}
+        for key, title in rows:
+            found.setdefault(key, []).append(title)
+        return {key: found[key] for key in keys if key in found}
 
     def _elements(self, eids: Iterable[int]) -> dict[int, Element]:
         rows = self._db.execute(

@@ -34,6 +34,7 @@ from feverous_es.index.embedded.layout import (
     VectorFiles,
     add_tables,
     element_schema,
+    ensure_title_keys,
     json_list,
     later_docs,
     load_state,
@@ -44,6 +45,7 @@ from feverous_es.index.embedded.layout import (
     read_meta,
     table_key,
     table_schema,
+    title_key_rows,
     vector_files,
     vector_types,
 )
@@ -73,6 +75,7 @@ class EmbeddedWriter:
                 # A new build: the SQLite file must be the last part to appear.
                 open_tantivy(self.path / TABLES, table_schema())
             self._db = self._init_db()
+            ensure_title_keys(self.path, self._db)  # resuming a build begun before them
             # Built from the SQLite file when resuming a build begun before the table index.
             self._tables = open_tables(self.path, self._db)
             self._text_writer = self._texts.writer(heap_size=TEXT_WRITER_HEAP, num_threads=1)
@@ -235,6 +238,8 @@ class EmbeddedWriter:
                     for pid, page in enumerate(chunk.pages, start=state.pages)
                 ),
             )
+            titles = enumerate((page.title for page in chunk.pages), start=state.pages)
+            db.executemany("INSERT INTO title_keys VALUES (?, ?)", title_key_rows(titles))
         except sqlite3.IntegrityError as error:
             raise StoreError(
                 f"chunk {chunk.seq} repeats an element id or page title already stored: {error}"
