@@ -93,8 +93,7 @@ def pool_features(
     )
     whole = dict(store.search_tables(claim, len(pool), pool))
     parts = table_parts(claim, hits, stage.terms, whole)
-    weights = stage.weights
-    scores = {key: sum(getattr(weights, n) * v for n, v in p.items()) for key, p in parts.items()}
+    scores = {key: stage.weights.score(table) for key, table in parts.items()}
     ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
     vector = embedder.embed([claim])[0]
     page_cosine = {hit.page.title: hit.score for hit in store.search_pages_vector(vector, 3000)}

@@ -217,11 +217,9 @@ def main() -> int:
         encoder.tokenizer.save_pretrained(args.dense_out)
         table_vectors = encoder.encode([texts[k] for k in keys], TABLE_TOKENS)
         claim_vectors = encoder.encode(claims, CLAIM_TOKENS)
-        report["alone"]["fine-tuned bi-encoder"] = hits_of(
-            claim_vectors @ table_vectors.T, gold_columns
-        )
-        stage = PapeloCandidates(PluginContext(store, None, "cpu"))
         dense = claim_vectors @ table_vectors.T
+        report["alone"]["fine-tuned bi-encoder"] = hits_of(dense, gold_columns)
+        stage = PapeloCandidates(PluginContext(store, None, "cpu"))
         report["fused"] = fused_hits(stage, claims, golds, lambda i, key: dense[i, column[key]])
     for what, hits in (("alone, over every table", report["alone"]),
                        ("in the stage's pool", report.get("fused", {}))):  # fmt: skip

@@ -94,6 +94,10 @@ class TableWeights:
     row_spans: float = 1.0
     table_bm25: float = 1.0
 
+    def score(self, parts: dict[str, float]) -> float:
+        """The weighted sum of a table's parts (:func:`table_parts`' values for one table)."""
+        return sum(getattr(self, name) * value for name, value in parts.items())
+
 
 @dataclass
 class _Table:
@@ -175,7 +179,7 @@ def score_tables(
 ) -> dict[TableKey, float]:
     """Every table :func:`table_parts` scores, by the weighted sum of its parts."""
     return {
-        key: sum(getattr(weights, name) * value for name, value in parts.items())
+        key: weights.score(parts)
         for key, parts in table_parts(claim, hits, terms, table_bm25).items()
     }
 

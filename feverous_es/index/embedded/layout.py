@@ -104,7 +104,12 @@ def _type_group(bits: int) -> int:
 GROUP_OF_BITS = np.array([_type_group(bits) for bits in range(256)], dtype=np.uint8)
 
 
-SCHEMA_SQL = """
+# The keys a claim span names a page by (elements.title_keys), looked up by index at search time
+# rather than loaded into memory by every process (millions of titles on a whole dump).
+TITLE_KEYS_TABLE = "CREATE TABLE IF NOT EXISTS title_keys (key TEXT NOT NULL, pid INTEGER NOT NULL)"
+TITLE_KEYS_INDEX = "CREATE INDEX IF NOT EXISTS title_keys_key ON title_keys (key)"
+
+SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS elements (
     eid INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
@@ -137,13 +142,8 @@ CREATE TABLE IF NOT EXISTS pages (
     intro TEXT NOT NULL,
     links TEXT
 );
--- The keys a claim span names a page by (elements.title_keys), looked up by index at search
--- time rather than loaded into memory by every process (millions of titles on a whole dump).
-CREATE TABLE IF NOT EXISTS title_keys (
-    key TEXT NOT NULL,
-    pid INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS title_keys_key ON title_keys (key);
+{TITLE_KEYS_TABLE};
+{TITLE_KEYS_INDEX};
 CREATE TABLE IF NOT EXISTS state (
     one INTEGER PRIMARY KEY CHECK (one = 0),
     next_seq INTEGER NOT NULL,
@@ -241,14 +241,15 @@ def title_key_rows(pages: Iterable[tuple[int, str]]) -> Iterator[tuple[str, int]
 def ensure_title_keys(path: Path, db: sqlite3.Connection) -> None:
     """Give an index built before the ``title_keys`` table one, filled from its pages (once,
     in one transaction: a reader never sees half of it)."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'title_keys'").fetchone():
+    found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'title_keys'"
+    if db.execute(found).fetchone():
         return
     try:
         db.execute("SAVEPOINT title_keys")
-        db.execute("CREATE TABLE title_keys (key TEXT NOT NULL, pid INTEGER NOT NULL)")
+        db.execute(TITLE_KEYS_TABLE)
         pages = db.execute("SELECT pid, title FROM pages ORDER BY pid")
         db.executemany("INSERT INTO title_keys VALUES (?, ?)", title_key_rows(pages))
-        db.execute("CREATE INDEX title_keys_key ON title_keys (key)")
+        db.execute(TITLE_KEYS_INDEX)
         db.execute("RELEASE title_keys")
     except sqlite3.Error as error:
         db.execute("ROLLBACK TO title_keys")
