@@ -1,7 +1,7 @@
 """A fine-tuned sentence ranker against the retrieval order, on the claims its training held out.
 
     python bench/sentence_ranker.py MODEL [--pools WORK/candidates.jsonl] [--weights 0.5 1 2]
-                                    [--record NAME]
+                                    [--index INDEX [--hops 7] [--per-file N]] [--record NAME]
 
 MODEL is a ``feverous-es train rerank --kind sentences`` output (``OUT/sentences``); its
 ``training.json`` names the split, and the candidate pools are the ones that training cached
@@ -11,6 +11,12 @@ by side per claim file: complete-evidence recall at 5 (every gold sentence among
 sentences) in retrieval order, by the model alone, and fused as the ``cross-encoder`` reranker
 fuses them with ``retrieval_weight`` w (z(logit) + w * z(retrieval score)), and the model's
 milliseconds per claim.
+
+With ``--index`` (the index the pools came from), the same held-out claims (the first
+``--per-file`` of each file) also go through the whole retrieval pipeline, ``--hops`` rounds of
+next-hop pursuit included, once with the ``retrieval`` reranker and once per weight with the
+``cross-encoder`` reranker running MODEL on sentences (``sentences_only``): complete-evidence
+recall at 5 of the evidence it ends with, and the seconds a claim its rerank stage took.
 """
 
 from __future__ import annotations
@@ -28,10 +34,15 @@ from results import add_record_option, record_if_asked  # bench/results.py
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from feverous_es.index.backends import open_store  # noqa: E402
+from feverous_es.index.elements import ElementType  # noqa: E402
+from feverous_es.plugins.config import PipelineConfig  # noqa: E402
+from feverous_es.plugins.interfaces import PluginContext  # noqa: E402
 from feverous_es.rerank.rankers import fused_scores  # noqa: E402
 from feverous_es.runtime.cross_encoder import CrossEncoder  # noqa: E402
 from feverous_es.training import datasets  # noqa: E402
 from feverous_es.training.rerank_data import read_pools  # noqa: E402
+from feverous_es.verify.pipeline import LazyEmbedder, Pipeline  # noqa: E402
 
 K = 5
 
@@ -61,12 +72,50 @@ def recall_at_k(lists: list[HeldOut], scores: list[np.ndarray]) -> dict[str, flo
     return {source: round(float(np.mean(hits)), 4) for source, hits in found.items()}
 
 
+def first_per_file(lists: list[HeldOut], n: int | None) -> list[HeldOut]:
+    taken: Counter[str] = Counter()
+    kept = []
+    for item in lists:
+        if n is None or taken[item[0]] < n:
+            taken[item[0]] += 1
+            kept.append(item)
+    return kept
+
+
+def pipeline_recall(
+    index: Path, lists: list[HeldOut], plugins: dict, options: dict, hops: int
+) -> dict:
+    """Complete-evidence recall at 5 of the evidence the whole pipeline ends with, per claim
+    file, and its rerank stage's seconds a claim."""
+    config = PipelineConfig(options=options, hops=hops).with_plugins(**plugins)
+    with Pipeline(
+        config, PluginContext(open_store("embedded", index), LazyEmbedder("cpu"), "cpu")
+    ) as pipeline:
+        found = []
+        for start in range(0, len(lists), 16):
+            chunk = lists[start : start + 16]
+            found += pipeline.retrieve_many([claim for _, claim, _, _ in chunk])
+        seconds = dict(pipeline.seconds)
+    hits: dict[str, list[bool]] = {}
+    for (source, _, gold, _), retrieval in zip(lists, found, strict=True):
+        top = [c.element.id for c in retrieval.evidence if c.element.type is ElementType.SENTENCE]
+        hits.setdefault(source, []).append(gold <= set(top[:K]))
+    return {
+        "recall_at_5": {source: round(float(np.mean(h)), 4) for source, h in hits.items()},
+        "rerank_s_per_claim": round(seconds.get("rerank", 0.0) / len(lists), 4),
+        "total_s_per_claim": round(sum(seconds.values()) / len(lists), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, help="the trained sentence ranker (OUT/sentences)")
     parser.add_argument("--pools", type=Path, help="default: the training's WORK/candidates.jsonl")
     parser.add_argument("--weights", type=float, nargs="*", default=[0.5, 1.0, 2.0])
     parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--index", type=Path, help="also run the whole pipeline over this index")
+    parser.add_argument("--hops", type=int, default=7, help="the pipeline's next-hop rounds")
+    parser.add_argument("--per-file", type=int, help="pipeline: the first N held-out claims a file")
     add_record_option(parser)
     args = parser.parse_args()
 
@@ -107,6 +156,24 @@ def main() -> None:
     )
     for name, recall in figures["recall_at_5"].items():
         print(f"  {name:32s} " + "  ".join(f"{s} {v:.3f}" for s, v in recall.items()))
+    if args.index:
+        claims = first_per_file(lists, args.per_file)
+        ranker = {"model": str(args.model), "sentences_only": True, "max_length": args.max_length}
+        runs = {"retrieval order": ({"reranker": "retrieval"}, {})}
+        for w in args.weights:
+            runs[f"fused, retrieval_weight {w:g}"] = (
+                {"reranker": "cross-encoder"},
+                {"reranker": {**ranker, "retrieval_weight": w}},
+            )
+        figures["pipeline"] = {"hops": args.hops, "claims": dict(Counter(c[0] for c in claims))}
+        print(f"whole pipeline, {args.hops} hops, {figures['pipeline']['claims']}:")
+        for name, (plugins, options) in runs.items():
+            run = pipeline_recall(args.index, claims, plugins, options, args.hops)
+            figures["pipeline"][name] = run
+            recall = "  ".join(f"{s} {v:.3f}" for s, v in run["recall_at_5"].items())
+            print(
+                f"  {name:32s} {recall}  rerank {1000 * run['rerank_s_per_claim']:.0f} ms a claim"
+            )
     record_if_asked(args, figures)
 
 

@@ -315,3 +315,28 @@ def test_fused_scores_standardize_within_each_claim() -> None:
     alone = fused_scores(logits[:3], retrieval[:3], [0, 0, 0], weight=1.0)
     np.testing.assert_allclose(fused[:3], alone)
     assert fused_scores(np.array([2.0]), np.array([9.0]), [0], weight=1.0).tolist() == [0.0]
+
+
+def test_reranking_a_pool_again_scores_only_new_pairs(model_dir: Path) -> None:
+    def sentence(text: str, score: float) -> Candidate:
+        element = Element(f"Hamlet_sentence_{score}", "Hamlet", ElementType.SENTENCE, text,
+                          text, text, text)  # fmt: skip
+        return Candidate(element, score)
+
+    pool = [sentence(t, float(i)) for i, t in enumerate(RELEVANT + IRRELEVANT)]
+    context = PluginContext(store=None, embed=None, device="cpu")  # type: ignore[arg-type]
+    reranker = CrossEncoderReranker(context, model=str(model_dir), retrieval_weight=1.0)
+    scored: list[int] = []
+    score = reranker.non_cell.score
+    reranker.non_cell.score = lambda pairs: scored.append(len(pairs)) or score(pairs)  # type: ignore[method-assign]
+    query = Query(HAMLET, None)  # type: ignore[arg-type]
+
+    reranker.rerank([(query, pool[:-1])])
+    (again,) = reranker.rerank([(query, pool)])
+
+    assert scored == [len(pool) - 1, 1]  # the pool's pairs are not scored twice
+    fresh = CrossEncoderReranker(context, model=str(model_dir), retrieval_weight=1.0)
+    (at_once,) = fresh.rerank([(query, pool)])
+    assert [(c.element.id, round(c.score, 5)) for c in again] == [
+        (c.element.id, round(c.score, 5)) for c in at_once
+    ]

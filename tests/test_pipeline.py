@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -229,6 +231,44 @@ def test_claims_retrieved_in_threads_get_what_they_get_one_at_a_time(
     one_at_a_time = retrieved(1)
     assert any(any(hops) for _, _, hops in one_at_a_time), "the claims exercise the hop stage"
     assert retrieved(4) == one_at_a_time
+
+
+class _StandardizingReranker:
+    """Scores each claim's candidates by their standardized retrieval score, as the
+    cross-encoder's ``retrieval_weight`` fusion does."""
+
+    def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
+        ranked = []
+        for _, candidates in batch:
+            scores = np.array([c.score for c in candidates])
+            z = (scores - scores.mean()) / scores.std()
+            rescored = [replace(c, score=float(s)) for c, s in zip(candidates, z, strict=True)]
+            ranked.append(sorted(rescored, key=lambda c: c.score, reverse=True))
+        return ranked
+
+
+def test_hop_proposals_share_the_first_round_standardization(sample_index: Path) -> None:
+    pool = [candidate(f"sentence_{i}", ElementType.SENTENCE, 10.0 - i) for i in range(5)]
+    proposed = [candidate(f"sentence_{i}", ElementType.SENTENCE, score, hop=2)
+                for i, score in ((7, 5.0), (8, 5.5), (9, 9.5))]  # fmt: skip
+
+    class OneHop:
+        def propose(self, query: Query, evidence: Sequence[Candidate], hop: int) -> list:
+            return proposed if hop == 2 else []
+
+    config = load_config(plugins={"reranker": "retrieval"}, environ={})
+    with Pipeline.open(sample_index, config=config, device="cpu") as pipeline:
+        pipeline.pages.retrieve = lambda query: []  # type: ignore[method-assign]
+        pipeline.candidates.candidates = lambda query, pages: pool  # type: ignore[method-assign]
+        pipeline.hop = OneHop()
+        pipeline.reranker = _StandardizingReranker()
+        (found,) = pipeline.retrieve_many(["A claim."])
+    # Standardized alone, the weaker two proposals (5.0, 5.5: below every first-round
+    # sentence) would score -0.8 and -0.6 and push out the weakest evidence (-1.4).
+    assert [c.element.local_id for c in found.evidence] == [
+        "sentence_9", "sentence_0", "sentence_1", "sentence_2", "sentence_3"]  # fmt: skip
+    assert found.hops[0].added == ("P_sentence_9",)
+    assert found.hops[0].removed == ("P_sentence_4",)
 
 
 def test_links_hop_follows_evidence_links_to_new_pages(sample_index: Path) -> None:

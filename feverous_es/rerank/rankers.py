@@ -9,12 +9,15 @@ other element keeps its retrieval score, so the 25-element budget keeps the retr
 With ``retrieval_weight`` w > 0, a scored element's score is z(logit) + w * z(retrieval score),
 each standardized over the claim's elements that model scored: the ranker corrects the
 retrieval order instead of replacing it (a fine-tuned sentence ranker alone lost FEVEROUS-S
-recall that the two together keep, bench/sentence_ranker.py).
+recall that the two together keep, bench/sentence_ranker.py). The pipeline reranks a hop's
+proposals together with the claim's earlier candidates, so they share that standardization; a
+pair's logit is computed once.
 ``retrieval`` keeps the retrieval scores: no model, for speed or for testing other stages.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,10 @@ import numpy as np
 from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.runtime.cross_encoder import CrossEncoder
+
+# Logits of the pairs scored last, first in first out: enough for the pools of many batches of
+# claims, which each hop reranks again (pipeline._pursue).
+LOGIT_CACHE_SIZE = 50_000
 
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
@@ -76,6 +83,7 @@ class CrossEncoderReranker:
         if max_length is not None:
             options["max_length"] = max_length
         self.retrieval_weight = retrieval_weight
+        self._scored: OrderedDict[tuple[int, str, str], float] = OrderedDict()
         self.non_cell = CrossEncoder(Path(model) if model else None, **options)
         self.cell: CrossEncoder | None = None
         if not sentences_only:
@@ -92,6 +100,21 @@ class CrossEncoderReranker:
             return self.non_cell if kind is ElementType.SENTENCE else None
         return self.cell if kind in TABLE_CELL_TYPES else self.non_cell
 
+    def _logits(self, model: CrossEncoder, pairs: Sequence[tuple[str, Candidate]]) -> np.ndarray:
+        """``model``'s logit of each (claim, candidate), scoring only pairs it has not scored
+        lately: the pipeline reranks a claim's first-round pool again with each hop's proposals."""
+        keys = [(id(model), claim, candidate.element.id) for claim, candidate in pairs]
+        fresh = {
+            key: pair for key, pair in zip(keys, pairs, strict=True) if key not in self._scored
+        }
+        if fresh:
+            new = model.score([(claim, c.element.linearized) for claim, c in fresh.values()])
+            self._scored.update(zip(fresh, map(float, new), strict=True))
+        logits = np.array([self._scored[key] for key in keys], dtype=np.float64)
+        while len(self._scored) > LOGIT_CACHE_SIZE:
+            self._scored.popitem(last=False)
+        return logits
+
     def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
         groups: dict[int, tuple[CrossEncoder, list[tuple[int, int]]]] = {}
         for i, (_, candidates) in enumerate(batch):
@@ -100,8 +123,7 @@ class CrossEncoderReranker:
                     groups.setdefault(id(model), (model, []))[1].append((i, j))
         scores: dict[tuple[int, int], float] = {}
         for model, keys in groups.values():
-            pairs = [(batch[i][0].text, batch[i][1][j].element.linearized) for i, j in keys]
-            logits = model.score(pairs)
+            logits = self._logits(model, [(batch[i][0].text, batch[i][1][j]) for i, j in keys])
             if self.retrieval_weight > 0:
                 retrieval = np.array([batch[i][1][j].score for i, j in keys])
                 logits = fused_scores(

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -201,17 +201,27 @@ class Pipeline:
             ranked = self.reranker.rerank(list(zip(queries, pools, strict=True)))
         with self._timed("select"):
             evidence = [self.selector.select(r) for r in ranked]
-        hops = self._pursue(queries, evidence)
+        hops = self._pursue(queries, evidence, pools)
         return queries, [
             Retrieval(*fields) for fields in zip(claims, evidence, pages, hops, ranked, strict=True)
         ]
 
     def _pursue(
-        self, queries: Sequence[Query], evidence: list[list[Candidate]]
+        self,
+        queries: Sequence[Query],
+        evidence: list[list[Candidate]],
+        pools: Sequence[Sequence[Candidate]],
     ) -> list[list[HopRecord]]:
-        """Up to ``config.hops`` rounds; a claim stops when its hop proposes nothing new."""
+        """Up to ``config.hops`` rounds; a claim stops when its hop proposes nothing new.
+
+        A hop's proposals are reranked together with everything the claim was scored against
+        before (its first-round pool and earlier proposals, as retrieved), and the evidence
+        takes its new scores from the same call: a reranker that standardizes scores per claim
+        (``retrieval_weight``) then puts proposals on the evidence's scale, instead of making
+        the best of two proposals look as strong as the best first-round sentence."""
         records: list[list[HopRecord]] = [[] for _ in queries]
         seen = [{c.element.id for c in chain} for chain in evidence]
+        scored = [{c.element.id: c for c in pool} for pool in pools]
         active = list(range(len(queries)))
         for hop in range(2, self.config.hops + 2):
             proposals: dict[int, list[Candidate]] = {}
@@ -227,23 +237,35 @@ class Pipeline:
                     seen[i].update(c.element.id for c in fresh)
                     if fresh:
                         proposals[i] = fresh
+                        scored[i].update((c.element.id, c) for c in fresh)
             active = list(proposals)
             if not active:
                 break
             with self._timed("rerank"):
-                rescored = self.reranker.rerank([(queries[i], proposals[i]) for i in active])
+                rescored = self.reranker.rerank(
+                    [(queries[i], [*scored[i].values()]) for i in active]
+                )
             with self._timed("select"):
-                for i, new in zip(active, rescored, strict=True):
-                    new = [Candidate(c.element, c.score, hop, c.source) for c in new]
-                    before = {c.element.id for c in evidence[i]}
-                    evidence[i] = self.selector.push(evidence[i], new)
+                for i, ranked in zip(active, rescored, strict=True):
+                    score = {c.element.id: c.score for c in ranked}
+                    mine = {c.element.id for c in proposals[i]}
+                    new = [
+                        Candidate(c.element, c.score, hop, c.source)
+                        for c in ranked
+                        if c.element.id in mine
+                    ]
+                    before = [
+                        replace(c, score=score.get(c.element.id, c.score)) for c in evidence[i]
+                    ]
+                    evidence[i] = self.selector.push(before, new)
+                    held = {c.element.id for c in before}
                     after = {c.element.id for c in evidence[i]}
                     records[i].append(
                         HopRecord(
                             hop,
                             tuple(c.element.id for c in new),
-                            tuple(c.element.id for c in evidence[i] if c.element.id not in before),
-                            tuple(sorted(before - after)),
+                            tuple(c.element.id for c in evidence[i] if c.element.id not in held),
+                            tuple(sorted(held - after)),
                         )
                     )
         return records
