@@ -1,7 +1,8 @@
 """A fine-tuned sentence ranker against the retrieval order, on the claims its training held out.
 
     python bench/sentence_ranker.py MODEL [--pools WORK/candidates.jsonl] [--weights 0.5 1 2]
-                                    [--index INDEX [--hops 7] [--per-file N]] [--record NAME]
+                                    [--index INDEX [--hops 7] [--per-file N] [--non-cells 15 25]]
+                                    [--json OUT] [--record NAME]
 
 MODEL is a ``feverous-es train rerank --kind sentences`` output (``OUT/sentences``); its
 ``training.json`` names the split, and the candidate pools are the ones that training cached
@@ -14,14 +15,17 @@ milliseconds per claim.
 
 With ``--index`` (the index the pools came from), the same held-out claims (the first
 ``--per-file`` of each file) also go through the whole retrieval pipeline, ``--hops`` rounds of
-next-hop pursuit included, once with the ``retrieval`` reranker and once per weight with the
-``cross-encoder`` reranker running MODEL on sentences (``sentences_only``): complete-evidence
-recall at 5 of the evidence it ends with, and the seconds a claim its rerank stage took.
+next-hop pursuit included, for each candidate pool size ``--non-cells`` (the first-round
+sentences the ranker can choose from): once with the ``retrieval`` reranker and once per weight
+with the ``cross-encoder`` reranker running MODEL on sentences (``sentences_only``):
+complete-evidence recall at 5 of the evidence it ends with, and the seconds a claim its rerank
+stage took.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -29,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import add_record_option, save_figures  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -116,12 +120,20 @@ def main() -> None:
     parser.add_argument("--index", type=Path, help="also run the whole pipeline over this index")
     parser.add_argument("--hops", type=int, default=7, help="the pipeline's next-hop rounds")
     parser.add_argument("--per-file", type=int, help="pipeline: the first N held-out claims a file")
+    parser.add_argument(
+        "--non-cells", type=int, nargs="*", default=[15, 25],
+        help="pipeline: the candidate stage's non-cell pool sizes to run the ranker on",
+    )  # fmt: skip
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     add_record_option(parser)
     args = parser.parse_args()
 
     training = json.loads((args.model / "training.json").read_text(encoding="utf-8"))
     command = training["command"].split()
-    pools = args.pools or Path(command[command.index("--work") + 1]) / "candidates.jsonl"
+    # The training's --work, by default OUT.work beside its --out (MODEL is OUT/sentences).
+    out = args.model.parent
+    work = Path(command[command.index("--work") + 1]) if "--work" in command else None
+    pools = args.pools or (work or out.with_name(out.name + ".work")) / "candidates.jsonl"
     lists = held_out_lists(pools, training["training"]["seed"], training["holdout"])
     encoder = CrossEncoder(args.model, device="cpu", max_length=args.max_length)
     started = time.perf_counter()
@@ -159,11 +171,17 @@ def main() -> None:
     if args.index:
         claims = first_per_file(lists, args.per_file)
         ranker = {"model": str(args.model), "sentences_only": True, "max_length": args.max_length}
-        runs = {"retrieval order": ({"reranker": "retrieval"}, {})}
-        for w in args.weights:
-            runs[f"fused, retrieval_weight {w:g}"] = (
+        runs = {
+            f"retrieval order, {pool} non-cells": (
+                {"reranker": "retrieval"},
+                {"candidates": {"non_cells": pool}},
+            )
+            for pool in args.non_cells
+        }
+        for w, pool in itertools.product(args.weights, args.non_cells):
+            runs[f"fused, retrieval_weight {w:g}, {pool} non-cells"] = (
                 {"reranker": "cross-encoder"},
-                {"reranker": {**ranker, "retrieval_weight": w}},
+                {"reranker": {**ranker, "retrieval_weight": w}, "candidates": {"non_cells": pool}},
             )
         figures["pipeline"] = {"hops": args.hops, "claims": dict(Counter(c[0] for c in claims))}
         print(f"whole pipeline, {args.hops} hops, {figures['pipeline']['claims']}:")
@@ -174,7 +192,7 @@ def main() -> None:
             print(
                 f"  {name:32s} {recall}  rerank {1000 * run['rerank_s_per_claim']:.0f} ms a claim"
             )
-    record_if_asked(args, figures)
+    save_figures(args, figures)
 
 
 if __name__ == "__main__":

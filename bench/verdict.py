@@ -1,12 +1,14 @@
 """Verdict accuracy through the whole pipeline on the claims the verdict models were not trained on.
 
     python bench/verdict.py INDEX [--models DIR] [--baseline-models DIR …] [--per-file N]
+                                  [--held-out-by MODEL …] [--config TOML]
                                   [--files STEM …] [--nei 0.3 0.5 0.7 0.9] [--json OUT]
 
 The held-out claims are the ones every model compared kept out of its training (the claim
 files, per-file sample and seeded split their `training.json` name: `train verdict`,
-`train table-verdict`, `train sentence-verdict`). Each claim goes once through the default
-pipeline (retrieved evidence, next hops) with the verdict under test (`--models`: a directory
+`train table-verdict`, `train sentence-verdict`, and each `--held-out-by` model, e.g. the
+sentence ranker). Each claim goes once through the pipeline (the defaults, or `--config`;
+retrieved evidence, next hops) with the verdict under test (`--models`: a directory
 holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones). On the same
 evidence, side by side: the entailment model alone (feature models off), and with
 `--baseline-models` the verdict of another models directory (e.g. an earlier commit's).
@@ -62,9 +64,9 @@ def held_out_ids(training: dict, claim_file: Path) -> set[str]:
     from feverous_es.training.verdict import read_labelled_claims
 
     seed = training["training"]["seed"]
-    sampled = read_labelled_claims([claim_file], limit=training["claims_per_file"], seed=seed)
     if claim_file.name not in [*training["claims"], *training.get("train_claims", [])]:
-        return {c.id for c in sampled}
+        return {c.id for c in read_labelled_claims([claim_file])}  # all: it never read the file
+    sampled = read_labelled_claims([claim_file], limit=training["claims_per_file"], seed=seed)
     if claim_file.name in training.get("train_claims", []):
         return set()
     fraction = training["holdout"]
@@ -244,7 +246,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
     from feverous_es.plugins.registry import load
     from feverous_es.verify.pipeline import Pipeline
 
-    config = load_config()
+    config = load_config(args.config)
     options = {**config.stage_options("verdict"), **model_options(args.models)}
     config = replace(config, options={**config.options, "verdict": options})
     pipeline = Pipeline.open(args.index, config=config)
@@ -388,6 +390,14 @@ def main() -> None:
         default=[],
         help="another models directory, side by side (repeat for several)",
     )
+    parser.add_argument(
+        "--held-out-by",
+        type=Path,
+        action="append",
+        default=[],
+        help="another trained model (e.g. a sentence ranker) whose held-out claims to keep to",
+    )
+    parser.add_argument("--config", type=Path, help="pipeline TOML (default: the defaults)")
     parser.add_argument("--per-file", type=int, help="at most this many held-out claims a file")
     parser.add_argument("--files", nargs="*", help="only these claim files (stems)")
     parser.add_argument("--nei", type=float, nargs="*", default=[0.3, 0.5, 0.7, 0.9, 1.1])
@@ -399,8 +409,10 @@ def main() -> None:
     directories = [args.models / name for name in ("verdict", "table-verdict", "sentence-verdict")]
     for models in args.baseline_models:
         directories += [models / n for n in ("table-verdict", "sentence-verdict")]
-    trainings = [training_report(d) for d in directories]
-    names = dict.fromkeys(n for t in trainings[:3] for n in t["claims"])
+    trainings = [training_report(d) for d in [*directories, *args.held_out_by]]
+    # The files the models under test, or the --held-out-by ones, were trained and split on.
+    tested = [*trainings[:3], *trainings[len(directories) :]]
+    names = dict.fromkeys(n for t in tested for n in t["claims"])
     files = {
         Path(name).stem: held_out_lines(trainings, MINI / name, args.per_file)
         for name in names

@@ -13,7 +13,7 @@ from feverous_es.cli import main
 from feverous_es.errors import ModelError, TrainError
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, manifest_complete
 from feverous_es.training.common import check_out
-from feverous_es.training.install import check_model, install_packaged
+from feverous_es.training.install import ROLES, check_model, install_packaged
 from feverous_es.verdict.feature_model import FeatureClassifier
 
 
@@ -43,6 +43,8 @@ def test_install_refuses_a_model_of_another_role(tmp_path: Path) -> None:
     with pytest.raises(ModelError):
         install_packaged(PACKAGED_MODELS_DIR / "table-verdict", "verdict", into=into)
     assert (into / "verdict" / "kept.txt").read_text() == "old model"
+    with pytest.raises(ModelError, match="a ranker has one"):  # 3 verdict logits, not one
+        install_packaged(PACKAGED_MODELS_DIR / "verdict", "sentence-ranker", into=into)
 
 
 def test_training_refuses_an_out_inside_the_package() -> None:
@@ -56,5 +58,5 @@ def test_training_refuses_an_out_inside_the_package() -> None:
 
 
 def test_every_shipped_model_passes_the_install_check() -> None:
-    for role in ("verdict", "table-verdict", "sentence-verdict"):
+    for role in ROLES:
         check_model(PACKAGED_MODELS_DIR / role, role)

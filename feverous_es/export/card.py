@@ -18,6 +18,10 @@ FEVEROUS_DATA = (
     "Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021) and TabFact (Chen et "
     "al., 2020), CC BY-SA 3.0/4.0 (Wikipedia contributors)."
 )
+FM2_DATA = (
+    "FM2 claims (Eisenschlos et al., 2021; google-research/fool-me-twice) about Wikipedia "
+    "sentences, CC BY-SA 3.0."
+)
 
 
 @dataclass

@@ -28,9 +28,10 @@ from feverous_es.plugins.registry import STAGES
 DEFAULT_PLUGINS: dict[str, str] = {
     "pages": "hybrid",
     "candidates": "papelo",
-    # Zero-shot ms-marco reranking measured worse than the retrieval order (FEVEROUS-S recall@5
-    # 0.880 vs 0.967, TabFact Hits@1 52.7 vs 57.3 on 150+150 dev claims): off until fine-tuned.
-    "reranker": "retrieval",
+    # The packaged sentence ranker, fused with the retrieval order, on sentences only: on held-out
+    # claims it raises complete-evidence recall (FM2 0.557 -> 0.665, FEVEROUS-S 0.940 -> 0.958)
+    # where zero-shot ms-marco reranking lowered it (docs/verdict.md).
+    "reranker": "sentence-ranker",
     "selector": "budget",
     "hop": "links",
     "verdict": "classifier",

@@ -27,10 +27,17 @@ import numpy as np
 from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 
 # Logits of the pairs scored last, first in first out: enough for the pools of many batches of
 # claims, which each hop reranks again (pipeline._pursue).
 LOGIT_CACHE_SIZE = 50_000
+
+PACKAGED_SENTENCE_RANKER = PACKAGED_MODELS_DIR / "sentence-ranker"
+# Chosen on held-out FM2 and FEVEROUS-S claims through the whole pipeline (docs/verdict.md);
+# the ranker was trained on 128-token pairs.
+SENTENCE_RANKER_WEIGHT = 1.0
+SENTENCE_RANKER_MAX_LENGTH = 128
 
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
@@ -137,3 +144,25 @@ class CrossEncoderReranker:
             )
             for i, (_, cands) in enumerate(batch)
         ]
+
+
+class SentenceRanker(CrossEncoderReranker):
+    """The ``sentence-ranker`` reranker, the default: the packaged ranker, fine-tuned on FM2 and
+    FEVEROUS-S evidence (its model card), scores sentences, fused with their retrieval scores
+    (``retrieval_weight``); every other element keeps the retrieval order. ``model``: another
+    sentence ranker's directory."""
+
+    def __init__(
+        self,
+        context: PluginContext,
+        model: str | None = None,
+        retrieval_weight: float = SENTENCE_RANKER_WEIGHT,
+        max_length: int = SENTENCE_RANKER_MAX_LENGTH,
+    ) -> None:
+        super().__init__(
+            context,
+            model=model or str(PACKAGED_SENTENCE_RANKER),
+            sentences_only=True,
+            retrieval_weight=retrieval_weight,
+            max_length=max_length,
+        )

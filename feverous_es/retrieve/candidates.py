@@ -37,6 +37,11 @@ from feverous_es.retrieve.table_scores import (
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.text import Terms
 
+# The first-round pool the sentence ranker chooses from: on held-out FM2 / FEVEROUS-S claims, 25
+# non-cells hold the gold sentences of more claims than 15, and the ranker finds them
+# (docs/verdict.md; bench/sentence_ranker.py).
+NON_CELLS = 25
+
 
 class PapeloCandidates:
     """The ``papelo`` candidate retriever.
@@ -58,7 +63,7 @@ class PapeloCandidates:
     def __init__(
         self,
         context: PluginContext,
-        non_cells: int = 15,
+        non_cells: int = NON_CELLS,
         non_cell_depth: int = 50,
         global_hits: int = 10,
         vector_weight: float = 1.0,

@@ -20,20 +20,24 @@ from feverous_es.runtime.files import (
     write_manifest,
 )
 
-ROLES = ("verdict", "table-verdict", "sentence-verdict")
+ROLES = ("verdict", "table-verdict", "sentence-verdict", "sentence-ranker")
 
 
 def check_model(model_dir: Path, role: str) -> None:
     """Raise :class:`ModelError` unless ``model_dir`` loads as the ``role`` model."""
     if not manifest_complete(model_dir):
         raise ModelError(f"{model_dir} is not a complete model directory (no {MANIFEST_FILE})")
-    if role == "verdict":
+    if role in ("verdict", "sentence-ranker"):
         from feverous_es.runtime.cross_encoder import CrossEncoder
         from feverous_es.verdict.classifier import read_labels
 
-        labels = read_labels(model_dir)
         width = CrossEncoder(model_dir, device="cpu").num_logits
-        if width not in (None, len(labels)):
+        if role == "sentence-ranker" and width != 1:
+            raise ModelError(
+                f"{model_dir} has {width} outputs; a ranker has one (a relevance logit)"
+            )
+        labels = read_labels(model_dir) if role == "verdict" else ()
+        if role == "verdict" and width not in (None, len(labels)):
             raise ModelError(f"{model_dir} has {width} outputs but names {len(labels)} labels")
     else:
         from feverous_es.verdict.feature_model import FeatureClassifier

@@ -27,10 +27,12 @@ def save_ranker_card(
     """A ranker's card (data, the command, its held-out ``metrics`` section), training report
     and manifest, ``name`` the model's."""
     base = report["training"]["base_name"]
+    licences = card.fine_tuned_licences(base)
+    if any(name.startswith("fm2") for name in report["claims"]):
+        licences.append(card.FM2_DATA)
     model_card = card.ModelCard(
-        name, about, [("Data", data), command_section(report), metrics],
-        card.fine_tuned_licences(base),
-    )  # fmt: skip
+        name, about, [("Data", data), command_section(report), metrics], licences
+    )
     common.save_card(out, model_card, report, model=name, base=base)
 
 
@@ -48,6 +50,9 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
         else "sentences, list items and table captions"
     )
     option = "cell_model" if kind == "cells" else "model"
+    # A sentence ranker runs as the default pipeline runs the packaged one: on sentences, fused
+    # with the retrieval order.
+    plugin = "cross-encoder" if kind == "cells" else "sentence-ranker"
     if held.get("groups"):
         group_rows = (
             f"| this model | {held['mrr']:.3f} | {held['hits_at_1']:.1%} |\n"
@@ -59,18 +64,18 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     sampled = f"a sample of {limit} claims a file" if limit else "every claim with gold evidence"
     size = 1 + training["negatives"] + training["others"]
     about = f"""
-A cross-encoder that scores (claim, element) pairs for the `cross-encoder` reranker's
+A cross-encoder that scores (claim, element) pairs for the `{plugin}` reranker's
 `{option}` option: {elements}, each as its Papelo linearization (the index's
 `linearized` field, the text the reranker passes). One output logit; dynamic int8 ONNX,
 `model.int8.onnx` ({megabytes:.1f} MB). Use it with
 
 ```toml
 [plugins]
-reranker = "cross-encoder"
+reranker = "{plugin}"
 
 [options.reranker]
-{option} = "{out}"
-max_length = {training["max_length"]}  # as trained (the reranker's default is 512)
+{option} = "{out}"  # this directory (the package's sentence ranker needs no option)
+max_length = {training["max_length"]}  # as trained
 ```"""
     data = f"""
 Claims: {files}, {sampled} (seed {training["seed"]}); a seeded {report["holdout"]:.0%} of
