@@ -80,9 +80,14 @@ ABOUT = {
     "over 15 tables, fewer tables and shorter pairs, and the row model's seconds a claim.",
     "serve": "The HTTP service: warm single claims, then concurrent clients (throughput, "
     "latency, errors, memory: resident, and anonymous, i.e. less the mapped index files).",
-    "sentence-ranker": "A fine-tuned sentence ranker against the retrieval order on the claims "
-    "its training held out: complete-evidence recall at 5 sentences, alone and fused with the "
-    "retrieval score, and its time per claim.",
+    "sentence-ranker": "The packaged sentence ranker against the retrieval order on the claims "
+    "its training held out: complete-evidence recall at 5 sentences of the first-round pool "
+    "(alone and fused with the retrieval score) and of the whole pipeline's evidence after 7 "
+    "hops (15 and 25 first-round non-cells), and its time per claim.",
+    "verdict-sentence-ranker": "The verdict on the default pipeline's evidence (the sentence "
+    "ranker over 25 non-cells), on claims neither the verdict models nor the ranker trained on.",
+    "verdict-retrieval-order": "The same claims and models on the pipeline before the sentence "
+    "ranker (bench/retrieval-order.toml: retrieval order, 15 non-cells).",
 }
 
 
