@@ -45,6 +45,7 @@ from feverous_es.plugins.interfaces import PluginContext  # noqa: E402
 from feverous_es.rerank.rankers import fused_scores  # noqa: E402
 from feverous_es.runtime.cross_encoder import CrossEncoder  # noqa: E402
 from feverous_es.training import datasets  # noqa: E402
+from feverous_es.training.options import work_dir  # noqa: E402
 from feverous_es.training.rerank_data import read_pools  # noqa: E402
 from feverous_es.verify.pipeline import LazyEmbedder, Pipeline  # noqa: E402
 
@@ -130,10 +131,8 @@ def main() -> None:
 
     training = json.loads((args.model / "training.json").read_text(encoding="utf-8"))
     command = training["command"].split()
-    # The training's --work, by default OUT.work beside its --out (MODEL is OUT/sentences).
-    out = args.model.parent
-    work = Path(command[command.index("--work") + 1]) if "--work" in command else None
-    pools = args.pools or (work or out.with_name(out.name + ".work")) / "candidates.jsonl"
+    given = Path(command[command.index("--work") + 1]) if "--work" in command else None
+    pools = args.pools or work_dir(args.model.parent, given) / "candidates.jsonl"  # OUT/sentences
     lists = held_out_lists(pools, training["training"]["seed"], training["holdout"])
     encoder = CrossEncoder(args.model, device="cpu", max_length=args.max_length)
     started = time.perf_counter()

@@ -16,6 +16,7 @@ from feverous_es.training.options import (
     feature_verdict_options,
     token_rate,
     training_errors,
+    work_dir,
 )
 
 
@@ -124,7 +125,7 @@ def verdict_command(
     from feverous_es.training import common
     from feverous_es.training import verdict as tv
 
-    work = work or out.with_name(out.name + ".work")
+    work = work_dir(out, work)
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
         settings = tv.TrainSettings(
@@ -164,7 +165,7 @@ def _train_feature_verdict(kind: str, **params: Any) -> None:
     from feverous_es.training import feature_verdict as fv
 
     out = params["out"]
-    work = params["work"] or out.with_name(out.name + ".work")
+    work = work_dir(out, params["work"])
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
         settings = fv.Settings(
@@ -298,7 +299,7 @@ def rerank_command(
     from feverous_es.training import common, rerank_data
     from feverous_es.training import rerank as tr
 
-    work = work or out.with_name(out.name + ".work")
+    work = work_dir(out, work)
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
         settings = tr.TrainSettings(
@@ -404,7 +405,7 @@ def hop_command(
     """
     from feverous_es.training import hop as th
 
-    work = work or out.with_name(out.name + ".work")
+    work = work_dir(out, work)
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
         settings = th.TrainSettings(

@@ -27,22 +27,25 @@ def check_model(model_dir: Path, role: str) -> None:
     """Raise :class:`ModelError` unless ``model_dir`` loads as the ``role`` model."""
     if not manifest_complete(model_dir):
         raise ModelError(f"{model_dir} is not a complete model directory (no {MANIFEST_FILE})")
-    if role in ("verdict", "sentence-ranker"):
-        from feverous_es.runtime.cross_encoder import CrossEncoder
-        from feverous_es.verdict.classifier import read_labels
-
-        width = CrossEncoder(model_dir, device="cpu").num_logits
-        if role == "sentence-ranker" and width != 1:
-            raise ModelError(
-                f"{model_dir} has {width} outputs; a ranker has one (a relevance logit)"
-            )
-        labels = read_labels(model_dir) if role == "verdict" else ()
-        if role == "verdict" and width not in (None, len(labels)):
-            raise ModelError(f"{model_dir} has {width} outputs but names {len(labels)} labels")
-    else:
+    if role in ("table-verdict", "sentence-verdict"):
         from feverous_es.verdict.feature_model import FeatureClassifier
 
         FeatureClassifier(model_dir, role.removesuffix("-verdict"))
+        return
+    from feverous_es.runtime.cross_encoder import CrossEncoder
+
+    width = CrossEncoder(model_dir, device="cpu").num_logits
+    if role == "sentence-ranker":
+        if width != 1:
+            raise ModelError(
+                f"{model_dir} has {width} outputs; a ranker has one (a relevance logit)"
+            )
+        return
+    from feverous_es.verdict.classifier import read_labels
+
+    labels = read_labels(model_dir)
+    if width not in (None, len(labels)):
+        raise ModelError(f"{model_dir} has {width} outputs but names {len(labels)} labels")
 
 
 def install_packaged(model_dir: Path, role: str, *, into: Path = PACKAGED_MODELS_DIR) -> Path:

@@ -177,6 +177,12 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
     return apply
 
 
+def work_dir(out: Path, work: Path | None) -> Path:
+    """The training's cache and checkpoint directory: ``work``, by default OUT.work beside
+    ``out``."""
+    return work or out.with_name(out.name + ".work")
+
+
 def training_errors(work: Path) -> contextlib.AbstractContextManager[None]:
     """Errors as one line; an interrupt says what is kept and how to resume."""
     return user_errors(
