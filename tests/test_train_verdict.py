@@ -105,6 +105,24 @@ def options(tmp_path: Path, tiny_base: Path, sample_index: Path, inputs: Path) -
     )  # fmt: skip
 
 
+def test_training_evidence_is_what_the_default_pipeline_retrieves(
+    inputs: Path, sample_index: Path
+) -> None:
+    # The model must learn from the evidence verify will give it (seed 000 §5): the same
+    # reranker and selection, in the same order. One batch of the same claims, as the fixture
+    # retrieved them: the int8 ranker's scores move slightly with a batch's padding.
+    from feverous_es.plugins.config import load_config
+    from feverous_es.verify.pipeline import Pipeline
+
+    cached = tv.read_cache(inputs / tv.EVIDENCE_FILE)
+    with Pipeline.open(sample_index, config=load_config(hops=1, environ={})) as pipeline:
+        results = pipeline.retrieve_many([claim for claim, _ in CLAIMS])
+    for i, result in enumerate(results):
+        source = "first_dev" if i < 4 else "second_dev"
+        evidence = cached[(source, str(100 + i if i < 4 else 200 + i - 4))].evidence
+        assert [e["id"] for e in evidence] == [c.element.id for c in result.evidence]
+
+
 def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
     steps: list[int] = []
     assert tv.run(options, on_step=lambda s, n, r: steps.append(s), stop_after=2) is None

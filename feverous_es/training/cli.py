@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from feverous_es.console import print_json, progress_bars, user_errors
+from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
     claims_option,
@@ -81,9 +82,10 @@ def train_group() -> None:
 @click.option("--lr", "learning_rate", default=4e-5, show_default=True)
 @click.option(
     "--reranker",
-    default="retrieval",
+    default=DEFAULT_PLUGINS["reranker"],
     show_default=True,
-    help="Reranker plugin used while collecting evidence (cross-encoder: ~2 s a claim on CPU).",
+    help="Reranker plugin used while collecting evidence (default: the pipeline's, so the model "
+    "learns from the evidence it will read).",
 )
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
 @common_options(index="Index the evidence is retrieved from", cache="Evidence", epochs=3.0)

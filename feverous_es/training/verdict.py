@@ -39,6 +39,7 @@ from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS
 from feverous_es.export import card
 from feverous_es.index.elements import Element, ElementType
+from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.training import common, datasets
 from feverous_es.training import entailment_data as data
@@ -144,14 +145,15 @@ def collect_evidence(
     cache: Path,
     *,
     store: str = "embedded",
-    reranker: str = "retrieval",
+    reranker: str = DEFAULT_PLUGINS["reranker"],
     hops: int | None = None,
     device: str = "cpu",
     batch_size: int = 16,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Example]:
     """Each claim's retrieved evidence, from ``cache`` when it holds it, else from the pipeline
-    (and appended to ``cache``). Returns the examples in the order of ``claims``."""
+    (and appended to ``cache``). Returns the examples in the order of ``claims``. The default
+    reranker is the pipeline's: a verdict learns from the evidence it will be given."""
 
     def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[Example]:
         results = pipeline.retrieve_many([c.claim for c in chunk])
@@ -534,7 +536,7 @@ cross-fitting models before it (their out-of-fold scores: `scores.jsonl`);
 class RunOptions(common.RunOptions):
     settings: TrainSettings
     holdout: float = 0.3
-    reranker: str = "retrieval"
+    reranker: str = DEFAULT_PLUGINS["reranker"]
     hops: int | None = None
     train_claims: list[Path] = field(default_factory=list)
     pairs: list[Path] = field(default_factory=list)
