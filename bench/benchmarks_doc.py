@@ -88,6 +88,10 @@ ABOUT = {
     "ranker over 25 non-cells), on claims neither the verdict models nor the ranker trained on.",
     "verdict-retrieval-order": "The same claims and models on the pipeline before the sentence "
     "ranker (bench/retrieval-order.toml: retrieval order, 15 non-cells).",
+    "verdict-entailment-gpu": "The shipped verdict since 2026-11-26 (the GPU-trained entailment "
+    "model reads the sentence route, the table model the table route) beside the models before "
+    "it and beside the same entailment model with a sentence verdict stacked on its scores: "
+    "held-out claims of every model, the same evidence, NOT ENOUGH INFO as is and gold removed.",
 }
 
 

@@ -9,7 +9,8 @@ files, per-file sample and seeded split their `training.json` name: `train verdi
 `train table-verdict`, `train sentence-verdict`, and each `--held-out-by` model, e.g. the
 sentence ranker). Each claim goes once through the pipeline (the defaults, or `--config`;
 retrieved evidence, next hops) with the verdict under test (`--models`: a directory
-holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones). On the same
+holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones; a route whose
+feature model is missing is read by the entailment model alone). On the same
 evidence, side by side: the entailment model alone (feature models off), and with
 `--baseline-models` the verdict of another models directory (e.g. an earlier commit's).
 Predictions are scored with the official metric (`feverous-es score`): label accuracy per claim
@@ -178,7 +179,7 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
                 ids = [c.element.id for c in result.evidence]
                 line = submission_line(record["id"], record["claim"], verdict.label.value, ids)
                 submissions[name].append(dumps_submission_line(line))
-                supports[name].append(verdict.probabilities.get(Label.SUPPORTS, 0.0))
+                supports[name].append(supports_probability(verdict.probabilities))
         without = [(q, stripped(ev, r)) for (q, ev), r in zip(batch, chunk, strict=True)]
         for way, probe_batch in (("as_is", batch), ("no_gold", without)):
             for verdict in probe.predict(probe_batch):
@@ -189,6 +190,16 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
             for r in results
         ]
     return {"submissions": submissions, "supports": supports, "routes": routes, "nei": nei}
+
+
+def supports_probability(probabilities: dict) -> float:
+    """P(SUPPORTS) over SUPPORTS and REFUTES: a 3-way model's verdict between the two is the
+    likelier of them (its NEI mass is the NEI threshold's business), so routes and calibration
+    score that decision; a 2-way model's probabilities are unchanged."""
+    from feverous_es.plugins.interfaces import Label
+
+    s, r = (probabilities.get(label, 0.0) for label in (Label.SUPPORTS, Label.REFUTES))
+    return s / (s + r) if s + r > 0 else 0.5
 
 
 def nei_table(nei: dict, gold: list[str], thresholds: list[float]) -> list[dict]:
@@ -231,13 +242,27 @@ def score(submissions: list[bytes], gold: Path) -> dict:
     return result
 
 
+FEATURE_MODELS = {"table_model": "table-verdict", "sentence_model": "sentence-verdict"}
+
+
+def model_dirs(models: Path) -> list[Path]:
+    """The trained models of a models directory: ``verdict/`` and the feature models it holds."""
+    return [
+        models / "verdict",
+        *(models / n for n in FEATURE_MODELS.values() if (models / n).is_dir()),
+    ]
+
+
 def model_options(models: Path) -> dict:
     """The verdict options of a models directory (``verdict/``, ``table-verdict/``,
-    ``sentence-verdict/``)."""
+    ``sentence-verdict/``); a route whose feature model it lacks is read by the entailment
+    model alone."""
     return {
         "model": str(models / "verdict"),
-        "table_model": str(models / "table-verdict"),
-        "sentence_model": str(models / "sentence-verdict"),
+        **{
+            option: str(models / name) if (models / name).is_dir() else ""
+            for option, name in FEATURE_MODELS.items()
+        },
     }
 
 
@@ -406,12 +431,11 @@ def main() -> None:
     add_record_option(parser)
     args = parser.parse_args()
 
-    directories = [args.models / name for name in ("verdict", "table-verdict", "sentence-verdict")]
-    for models in args.baseline_models:
-        directories += [models / n for n in ("table-verdict", "sentence-verdict")]
-    trainings = [training_report(d) for d in [*directories, *args.held_out_by]]
+    under_test = model_dirs(args.models)
+    baselines = [d for models in args.baseline_models for d in model_dirs(models)[1:]]
+    trainings = [training_report(d) for d in [*under_test, *baselines, *args.held_out_by]]
     # The files the models under test, or the --held-out-by ones, were trained and split on.
-    tested = [*trainings[:3], *trainings[len(directories) :]]
+    tested = [*trainings[: len(under_test)], *trainings[len(under_test) + len(baselines) :]]
     names = dict.fromkeys(n for t in tested for n in t["claims"])
     files = {
         Path(name).stem: held_out_lines(trainings, MINI / name, args.per_file)
@@ -419,7 +443,7 @@ def main() -> None:
         if not args.files or Path(name).stem in args.files
     }
     figures = measure(args, files)
-    report(figures, args, [t["command"] for t in trainings[:3]])
+    report(figures, args, [t["command"] for t in trainings[: len(under_test)]])
     save_figures(args, figures)
 
 

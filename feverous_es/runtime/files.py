@@ -27,7 +27,7 @@ TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 LEGACY_INT8_FILE = "model_int8.onnx"  # the downloaded reranker's int8 graph
 PRECISION_FILES = {"fp32": FP32_FILE, "fp16": FP16_FILE, "int8": INT8_FILE}
-# The models that ship inside the package (embedder, verdict, table-verdict, sentence-verdict).
+# The models that ship inside the package (embedder, verdict, table-verdict, sentence-ranker).
 PACKAGED_MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 
 

@@ -477,8 +477,9 @@ A 3-way (SUPPORTS / REFUTES / NOT ENOUGH INFO) cross-encoder over (claim, premis
 `classifier` verdict plugin's `model`. The premise is what the verdict reads for the claim's
 route: its evidence sentences as `[Title] sentence …` (`feverous_es.verdict.inputs.
 sentence_premise`), or one table as `Title, caption. header. row ; row …` with the rows that
-share most words with the claim (`table_premise`). Its probabilities feed the table and
-sentence feature models (stacking) and decide NOT ENOUGH INFO. Dynamic int8 ONNX,
+share most words with the claim (`table_premise`). It answers the claims of a route without a
+feature model (by default the sentence route), feeds feature models trained on its
+probabilities (stacking), and decides NOT ENOUGH INFO (`nei_above`). Dynamic int8 ONNX,
 `model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB); labels in `config.json`
 (`id2label`)."""
     data = f"""

@@ -4,10 +4,11 @@ The built-in ``classifier`` first routes a claim (:func:`~feverous_es.verdict.fe
 evidence_table`): to the evidence's first table, or to its sentences. Its entailment model, an
 ONNX cross-encoder, reads the claim against that route's premise
 (:func:`~feverous_es.verdict.inputs.table_premise` / :func:`~feverous_es.verdict.inputs.
-sentence_premise`; labels from its ``config.json``'s ``id2label``); the route's feature model
-(computed table facts / word overlap) then decides SUPPORTS or REFUTES with the entailment
-probabilities among its features (stacking), and NOT ENOUGH INFO is the entailment model's call
-(``nei_above``).
+sentence_premise`; labels from its ``config.json``'s ``id2label``). A route with a feature model
+(the package's: computed table facts for the table route) has it decide SUPPORTS or REFUTES,
+with the entailment probabilities among its features when it was trained on them (stacking); a
+route without one (the sentence route, by default) takes the entailment model's answer. NOT
+ENOUGH INFO is the entailment model's call (``nei_above``).
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ class ClassifierVerdict:
     ``table_model`` / ``sentence_model``: the feature classifiers
     (:mod:`feverous_es.verdict.feature_model`) that decide SUPPORTS / REFUTES for the claims
     routed to a table / to sentences, reading the entailment probabilities too when they were
-    trained on them; default the shipped ones, ``""`` to let the entailment model answer alone.
+    trained on them; default the package's (it ships a table model; a sentence model installed
+    with ``feverous-es train install`` is used too), ``""`` to let the entailment model answer
+    alone.
 
     ``nei_above``: the entailment model's NOT ENOUGH INFO probability at or above which the
     verdict is NEI (``1.0`` or more: never; the default is chosen in ``bench/verdict.py``'s
@@ -274,10 +277,14 @@ def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> 
 
 
 def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:
-    """The feature classifier an option names: the shipped one by default, none for ``""``."""
-    if option == "":
-        return None
-    return FeatureClassifier(Path(option) if option else DEFAULT_MODELS[kind], kind)
+    """The feature classifier an option names; by default the package's model of that route
+    where it has one (the table route's: the sentence route is the entailment model's, which
+    reads sentence claims better, docs/verdict.md); none for ``""``."""
+    if option:
+        return FeatureClassifier(Path(option), kind)
+    if option is None and DEFAULT_MODELS[kind].is_dir():
+        return FeatureClassifier(DEFAULT_MODELS[kind], kind)
+    return None
 
 
 def _verdict(labels: Sequence[Label], row: np.ndarray, nei_below: float) -> Verdict:
