@@ -88,6 +88,9 @@ ABOUT = {
     "ranker over 25 non-cells), on claims neither the verdict models nor the ranker trained on.",
     "verdict-retrieval-order": "The same claims and models on the pipeline before the sentence "
     "ranker (bench/retrieval-order.toml: retrieval order, 15 non-cells).",
+    "table-features-entailment": "The table verdict with the entailment model's probabilities "
+    "stacked on its features, beside the same features on the same training claims (those the "
+    "entailment model scored) and the entailment model alone: held-out TabFact claims, gold table.",
     "verdict-entailment-gpu": "The shipped verdict since 2026-11-26 (the GPU-trained entailment "
     "model reads the sentence route, the table model the table route) beside the models before "
     "it and beside the same entailment model with a sentence verdict stacked on its scores: "

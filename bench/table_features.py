@@ -2,17 +2,20 @@
 all features, without the computed arithmetic (the math hints of Papelo's §5, made features),
 and with the claim alone.
 
-    python bench/table_features.py INDEX [--holdout 0.3] [--seed 13]
+    python bench/table_features.py INDEX [--holdout 0.3] [--seed 13] [--entailment VERDICT_OUT]
 
 The split is `feverous-es train table-verdict`'s (the same seeded share of tabfact_dev held out;
 tabfact_train always trains), each claim is read against its gold table from the index, and
 each variant is fitted with the training command's settings. Prints accuracy per variant next to
-the majority class.
+the majority class. With `--entailment` (a `train verdict` output: its scores.jsonl), also the
+entailment model alone, and its probabilities stacked on the features: trained on the claims
+it scored (those it did not train on), beside the features alone on those same claims.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +33,9 @@ def main() -> None:
     parser.add_argument("index", type=Path, help="embedded index of the mini-FEVEROUS wiki.db")
     parser.add_argument("--holdout", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--entailment", type=Path, help="a `train verdict` output directory: stack its scores"
+    )
     add_record_option(parser)
     args = parser.parse_args()
 
@@ -58,18 +64,51 @@ def main() -> None:
     names = list(FEATURE_NAMES)
     math = [i for i, n in enumerate(names) if n.startswith(MATH_PREFIXES)]
     claim_only = [i for i, n in enumerate(names) if n.startswith("cue_") or n.startswith("claim_")]
-    variants = {
-        "all features": list(range(len(names))),
-        "without the computed arithmetic": [i for i in range(len(names)) if i not in math],
-        "the claim alone (cue words, lengths)": claim_only,
+    every = list(range(len(names)))
+    variants = {  # name: (feature columns, training claims)
+        "all features": (every, ~held),
+        "without the computed arithmetic": ([i for i in every if i not in math], ~held),
+        "the claim alone (cue words, lengths)": (claim_only, ~held),
     }
     figures: dict = {"held_out_claims": int(held.sum()), "majority": majority, "accuracy": {}}
-    for name, columns in variants.items():
-        model = fv.fit(features[~held][:, columns], labels[~held], fv.Settings(seed=args.seed))
+    if args.entailment:
+        probabilities, scored = entailment_columns(args.entailment, claims, held)
+        features = np.hstack([features, probabilities])
+        alone = probabilities[held, 0] < probabilities[held, 1]  # REFUTES likelier (label 1)
+        accuracy = float((alone == labels[held]).mean())
+        print(f"  {accuracy:6.1%}  the entailment model alone")
+        figures["accuracy"]["the entailment model alone"] = {"features": 0, "accuracy": accuracy}
+        stacked = [*every, *range(len(names), len(names) + probabilities.shape[1])]
+        variants["all features, trained on the claims the entailment model scored"] = (
+            every, ~held & scored
+        )  # fmt: skip
+        variants["all features + entailment probabilities (stacked)"] = (stacked, ~held & scored)
+    for name, (columns, train) in variants.items():
+        model = fv.fit(features[train][:, columns], labels[train], fv.Settings(seed=args.seed))
         accuracy = float((model.predict(features[held][:, columns]) == labels[held]).mean())
-        print(f"  {accuracy:6.1%}  {name} ({len(columns)} features)")
-        figures["accuracy"][name] = {"features": len(columns), "accuracy": accuracy}
+        print(f"  {accuracy:6.1%}  {name} ({len(columns)} features, {train.sum():,} claims)")
+        figures["accuracy"][name] = {
+            "features": len(columns), "training_claims": int(train.sum()), "accuracy": accuracy
+        }  # fmt: skip
     record_if_asked(args, figures)
+
+
+def entailment_columns(
+    directory: Path, claims: list, held: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The entailment model's probabilities of each claim against its gold table (zeros where
+    it did not score it: it trained on that claim), and which claims it scored."""
+    from feverous_es.training import feature_verdict as fv
+    from feverous_es.training.entailment_data import score_key
+
+    scores = fv.read_entailment(directory)
+    keys = [score_key("table", c.source, c.id, "gold") for c in claims]
+    scored = np.array([k in scores for k in keys])
+    if not scored[held].all():
+        sys.exit(f"error: {directory} did not score every held-out claim: train it with this split")
+    rows = np.zeros((len(claims), 3), np.float32)
+    rows[scored] = [scores[k] for k, s in zip(keys, scored, strict=True) if s]
+    return rows, scored
 
 
 if __name__ == "__main__":

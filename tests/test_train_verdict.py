@@ -228,17 +228,22 @@ def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
     options: tv.RunOptions,
 ) -> None:
     """The CPU way to stacking scores: one model, trained without a share of the training
-    claims; the exported model scores those claims and the held-out ones."""
+    claims; the exported model scores those claims, the claims over the per-source cap and the
+    held-out ones."""
     options.folds, options.stack_share, options.holdout = 0, 0.5, 0.25
+    options.per_source = 1  # one of the two table claims is over the cap
     report = tv.run(options)
     assert report is not None
     pairs = data.read_pairs(options.work / tv.PAIRS_FILE)
-    kept_out = tv.stacking_pairs(pairs, options)
+    kept_out = tv.kept_out_pairs(pairs, options)
     assert kept_out and all(p.source in {"first_dev", "second_dev"} for p in kept_out)
+    stacking = tv.stacking_pairs(pairs, options)
     pool_keys = {p.key for p in tv.training_pool(pairs, options)}
-    assert not pool_keys & {p.key for p in kept_out}
+    assert {p.key for p in kept_out} <= {p.key for p in stacking}
+    assert not pool_keys & {p.key for p in stacking}
+    assert len([p for p in stacking if p.source == "tables_train"]) == 1  # the one over the cap
     scores = data.read_scores(options.out / "scores.jsonl")
-    assert {p.key for p in kept_out} | {p.key for p in pairs if p.held_out} <= set(scores)
-    assert report["training"]["stacking_pairs"] == len(kept_out)
+    assert {p.key for p in stacking} | {p.key for p in pairs if p.held_out} <= set(scores)
+    assert report["training"]["stacking_pairs"] == len(stacking)
     with pytest.raises(tv.TrainError, match="--stack-share"):
         tv.run(tv.RunOptions(**{**vars(options), "folds": 2}))

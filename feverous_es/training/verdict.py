@@ -224,7 +224,7 @@ def build_pairs(
     return pairs
 
 
-def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
+def kept_out_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
     """With ``stack_share``, the training claims' pairs kept out of the model for the feature
     verdicts to stack on (a seeded share of the ``--claims`` files' training claims)."""
     if options.stack_share <= 0:
@@ -241,9 +241,24 @@ def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data
 def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
     """The pairs the models train on: not held out, not kept for stacking, meant for
     training, capped per source."""
-    kept_out = {p.key for p in stacking_pairs(pairs, options)}
+    kept_out = {p.key for p in kept_out_pairs(pairs, options)}
     pool = [p for p in pairs if p.train and not p.held_out and p.key not in kept_out]
     return data.capped(pool, options.per_source, options.settings.seed)
+
+
+def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
+    """Without cross-fitting models, the training claims' pairs the model did not train on,
+    which it scores for the feature verdicts to stack on: the ``stack_share`` kept out, the
+    pairs over the per-source cap (most of a large file such as tabfact_train) and those it
+    only scores (``train`` False). With ``folds`` the fold models score every claim instead."""
+    if options.folds:
+        return []
+    claim_sources = {Path(p).stem for p in [*options.claims, *options.train_claims]}
+    pooled = {p.key for p in training_pool(pairs, options)}
+    return [
+        p for p in pairs
+        if p.source in claim_sources and not p.held_out and p.key not in pooled
+    ]  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- training
@@ -574,11 +589,13 @@ def run(
     probe = [(p.claim, p.premise) for p in (held or pool)[:64]]
     exported = export_int8_as_model(trained, options.out, options.work, probe, settings.max_length)
     # The shipped model's own scores (int8, as the verdict computes them): every held-out pair
-    # and the pairs kept for stacking.
+    # and the stacking pairs; those an earlier run scored are kept.
     scores_path = options.work / SCORES_FILE
-    if FULL_MODEL not in {r["model"] for r in datasets.read_jsonl(scores_path)}:
-        wanted = [*held, *stacking_pairs(pairs, options)]
+    scored = {r["key"] for r in datasets.read_jsonl(scores_path) if r["model"] == FULL_MODEL}
+    wanted = [p for p in [*held, *stacking_pairs(pairs, options)] if p.key not in scored]
+    if wanted:
         _write_scores(scores_path, wanted, probabilities(options.out, wanted, settings), FULL_MODEL)
+    scores_path.touch()  # a run with nothing to score still hands the feature verdicts a file
     scores = data.read_scores(scores_path)
     shutil.copyfile(scores_path, options.out / SCORES_FILE)
     report: dict[str, Any] = {
