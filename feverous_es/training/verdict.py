@@ -19,7 +19,9 @@ Driven by ``feverous-es train verdict``, every step resumable:
    per source is logged after every epoch (``training.json``'s ``epochs``). Checkpoints in
    ``<work>/<model>/``; a GPU (``--device cuda``) makes this minutes instead of hours.
 4. **Export**: int8 ONNX (``model.int8.onnx``), parity against torch, held-out accuracy of the
-   exported model per source and route, and the model card.
+   exported model per source and route, and the model card. Without folds the exported model
+   scores the claims it did not train on (``stacking_pairs``: the ``stack_share`` and those over
+   the per-source cap) for the feature verdicts to stack on.
 
 torch, transformers and optimum are imported inside functions: the runtime never needs them.
 """
