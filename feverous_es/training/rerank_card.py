@@ -27,12 +27,10 @@ def save_ranker_card(
     """A ranker's card (data, the command, its held-out ``metrics`` section), training report
     and manifest, ``name`` the model's."""
     base = report["training"]["base_name"]
-    licences = card.fine_tuned_licences(base)
-    if any(name.startswith("fm2") for name in report["claims"]):
-        licences.append(card.FM2_DATA)
     model_card = card.ModelCard(
-        name, about, [("Data", data), command_section(report), metrics], licences
-    )
+        name, about, [("Data", data), command_section(report), metrics],
+        card.fine_tuned_licences(base, report["claims"]),
+    )  # fmt: skip
     common.save_card(out, model_card, report, model=name, base=base)
 
 

@@ -534,12 +534,11 @@ cross-fitting models before it (their out-of-fold scores: `scores.jsonl`);
             ("Metrics (held-out claims, this int8 model)", metrics),
         ],
         licences=[
-            *card.fine_tuned_licences(training["base_name"]),
+            *card.fine_tuned_licences(training["base_name"], report["claims"]),
             "NLI pairs: CAD-SNLI (Kaushik et al. 2020; Apache-2.0, SNLI CC BY-SA 4.0), "
             "Climate-FEVER (Diggelmann et al. 2020), FEVER-Symmetric (Schuster et al. 2019), "
             "SufficientFacts (Atanasova et al. 2022; FEVER, HoVer, VitaminC claims): CC BY-SA; "
-            "InfoTabS (Gupta et al. 2020) and SciTab (Lu et al. 2023): MIT. FM2 (Eisenschlos et "
-            "al. 2021): CC BY-SA 3.0.",
+            "InfoTabS (Gupta et al. 2020) and SciTab (Lu et al. 2023): MIT.",
         ],
     )
     common.save_card(
@@ -593,8 +592,9 @@ def run(
     # The shipped model's own scores (int8, as the verdict computes them): every held-out pair
     # and the stacking pairs; those an earlier run scored are kept.
     scores_path = options.work / SCORES_FILE
+    stacking = stacking_pairs(pairs, options)
     scored = {r["key"] for r in datasets.read_jsonl(scores_path) if r["model"] == FULL_MODEL}
-    wanted = [p for p in [*held, *stacking_pairs(pairs, options)] if p.key not in scored]
+    wanted = [p for p in [*held, *stacking] if p.key not in scored]
     if wanted:
         _write_scores(scores_path, wanted, probabilities(options.out, wanted, settings), FULL_MODEL)
     scores_path.touch()  # a run with nothing to score still hands the feature verdicts a file
@@ -618,7 +618,7 @@ def run(
             "math_hints": settings.math_hints,
             "folds": options.folds,
             "stack_share": options.stack_share,
-            "stacking_pairs": len(stacking_pairs(pairs, options)),
+            "stacking_pairs": len(stacking),
             "steps": settings.total_steps(len(pool)),
             **record,
         },
