@@ -39,10 +39,16 @@ def main() -> None:
     add_record_option(parser)
     args = parser.parse_args()
 
+    from feverous_es.errors import TrainError
     from feverous_es.index.backends import open_store
     from feverous_es.training import feature_verdict as fv
     from feverous_es.training.datasets import is_holdout
     from feverous_es.verdict.table_facts import FEATURE_NAMES
+
+    try:  # before the features: a wrong directory fails at once
+        scores = fv.read_entailment(args.entailment) if args.entailment else None
+    except TrainError as error:
+        sys.exit(f"error: {error}")
 
     dev = fv.read_claims([MINI / "tabfact_dev.jsonl"], tables=True, seed=args.seed)
     train = fv.read_claims([MINI / "tabfact_train.jsonl"], tables=True, seed=args.seed)
@@ -71,8 +77,8 @@ def main() -> None:
         "the claim alone (cue words, lengths)": (claim_only, ~held),
     }
     figures: dict = {"held_out_claims": int(held.sum()), "majority": majority, "accuracy": {}}
-    if args.entailment:
-        probabilities, scored = entailment_columns(args.entailment, claims, held)
+    if scores is not None:
+        probabilities, scored = entailment_columns(scores, claims, held)
         features = np.hstack([features, probabilities])
         alone = probabilities[held, 0] < probabilities[held, 1]  # REFUTES likelier (label 1)
         accuracy = float((alone == labels[held]).mean())
@@ -94,18 +100,20 @@ def main() -> None:
 
 
 def entailment_columns(
-    directory: Path, claims: list, held: np.ndarray
+    scores: dict[str, list[float]], claims: list, held: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The entailment model's probabilities of each claim against its gold table (zeros where
-    it did not score it: it trained on that claim), and which claims it scored."""
-    from feverous_es.training import feature_verdict as fv
+    """The entailment model's probabilities (its ``scores``) of each claim against its gold
+    table (zeros where it did not score it: it trained on that claim), and which claims it
+    scored."""
     from feverous_es.training.entailment_data import score_key
 
-    scores = fv.read_entailment(directory)
     keys = [score_key("table", c.source, c.id, "gold") for c in claims]
     scored = np.array([k in scores for k in keys])
     if not scored[held].all():
-        sys.exit(f"error: {directory} did not score every held-out claim: train it with this split")
+        sys.exit(
+            "error: the entailment model did not score every held-out claim: train it with "
+            "this split (--holdout, --seed)"
+        )
     rows = np.zeros((len(claims), 3), np.float32)
     rows[scored] = [scores[k] for k, s in zip(keys, scored, strict=True) if s]
     return rows, scored
