@@ -154,8 +154,8 @@ def stripped(evidence, record: dict):
 
 def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int) -> dict:
     """Every claim through ``pipeline`` once; each verdict model in ``verdicts`` reads the same
-    evidence, and ``probe`` (the model under test, never NEI by itself) reads it as is and
-    without its gold elements. Returns per model its submission lines and label probabilities,
+    evidence, and ``probe`` (the model under test) reads it as is and without its gold
+    elements. Returns per model its submission lines and label probabilities,
     the routes, and the probe's labels and NEI probabilities both ways."""
     from feverous_es.eval.claims import dumps_submission_line, submission_line
     from feverous_es.plugins.interfaces import Label, Query
@@ -183,7 +183,9 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
         without = [(q, stripped(ev, r)) for (q, ev), r in zip(batch, chunk, strict=True)]
         for way, probe_batch in (("as_is", batch), ("no_gold", without)):
             for verdict in probe.predict(probe_batch):
-                nei[way]["labels"].append(verdict.label.value)
+                # The likelier of SUPPORTS and REFUTES: the label the threshold leaves standing.
+                likelier = supports_probability(verdict.probabilities) >= 0.5
+                nei[way]["labels"].append((Label.SUPPORTS if likelier else Label.REFUTES).value)
                 nei[way]["nei"].append(verdict.probabilities.get(Label.NOT_ENOUGH_INFO, 0.0))
         routes += [
             "table" if evidence_table(r.claim, r.evidence, store) is not None else "sentence"
@@ -286,7 +288,9 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
         verdicts[f"baseline {models}"] = load(
             "verdict", "classifier", context, model_options(models)
         )
-    probe = load("verdict", "classifier", context, {**options, "nei_above": 1.1})
+    # nei_above 1.0: the probe reads the NEI probability on every route as the verdict under
+    # test does (a threshold over 1 skips it where no feature model needs the entailment model).
+    probe = load("verdict", "classifier", context, {**options, "nei_above": 1.0})
     figures: dict[str, dict] = {}
     try:
         for source, lines in files.items():

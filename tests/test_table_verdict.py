@@ -20,6 +20,7 @@ from feverous_es.errors import ModelError, TrainError
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.training import feature_verdict as fv
+from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.entailment_data import score_key
 from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.feature_model import (
@@ -135,9 +136,7 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
         verdict = ClassifierVerdict(context, table_model=str(out))
         text_only = ClassifierVerdict(context, table_model="", sentence_model="")
-        table_claim = fv.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[0]
-        page = table_claim.table.rpartition("_table_")[0]
-        cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.in_cell_budget]
+        table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         claim = "Bill Persky was born on September 9, 1931."
         batch = [
@@ -156,6 +155,46 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
     # Within int8: dynamic quantization scales activations over the batch the model read.
     assert routed[1].probabilities[Label.SUPPORTS] == pytest.approx(entailed[0], abs=0.01)
     assert text[1].probabilities == routed[1].probabilities
+
+
+def _table_claim_and_cells(store) -> tuple[TrainingClaim, list[Candidate]]:
+    """The sample's first TabFact claim and its table's cells as evidence."""
+    table_claim = fv.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[0]
+    page = table_claim.table.rpartition("_table_")[0]
+    return table_claim, [Candidate(e, 1.0) for e in store.page_elements(page)
+                         if e.type.in_cell_budget]  # fmt: skip
+
+
+def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answer_too(
+    trained, sample_index
+) -> None:
+    """A claim routed to its table, with a sentence beside the cells: the table premise alone
+    reading NOT ENOUGH INFO does not make the verdict NEI while the sentences answer it."""
+    out, _ = trained
+    store = open_store("embedded", sample_index)
+    try:
+        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
+        verdict = ClassifierVerdict(context, table_model=str(out))
+        table_claim, cells = _table_claim_and_cells(store)
+        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
+        batch = [(Query(table_claim.claim, np.zeros(0)), [*cells, Candidate(sentence, 1.0)])]
+        sentences_answer = sentence_premise([Candidate(sentence, 1.0)])
+
+        def entailment(claims, premises):  # NEI on the table; the sentences: as the case says
+            nei = {sentences_answer: sentence_nei}
+            return np.array([[0.03, 0.02, nei.get(p, 0.95)] for p in premises])
+
+        verdict.entailment = entailment  # type: ignore[method-assign]
+        sentence_nei = 0.05
+        [answered] = verdict.predict(batch)
+        sentence_nei = 0.92
+        [unanswered] = verdict.predict(batch)
+    finally:
+        store.close()
+    assert answered.label in (Label.SUPPORTS, Label.REFUTES)
+    assert answered.probabilities[Label.NOT_ENOUGH_INFO] == pytest.approx(0.05)
+    assert unanswered.label is Label.NOT_ENOUGH_INFO
+    assert unanswered.probability == pytest.approx(0.92)
 
 
 def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, tmp_path) -> None:
