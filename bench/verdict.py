@@ -23,7 +23,9 @@ calibration for the model under test.
 NOT ENOUGH INFO, measured both ways: the verdict reads the retrieved evidence as is, and again
 with every gold element (TabFact: every element of the gold table) removed, where NOT ENOUGH
 INFO is the right answer. For each `nei_above` threshold on the entailment model's NEI
-probability: the NEI rate on each, and the accuracy on the claims not turned into NEI.
+probability, and for seed 000 §1's rule (NEI while the next-hop stage, given the final
+evidence, still proposes more: "hop seeks"): the NEI rate on each, and the accuracy on the
+claims not turned into NEI.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import tempfile
 import time
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -165,7 +168,9 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
     submissions: dict[str, list[bytes]] = {name: [] for name in ["model", *verdicts]}
     supports: dict[str, list[float]] = {name: [] for name in submissions}
     routes: list[str] = []
-    nei: dict[str, dict[str, list]] = {w: {"labels": [], "nei": []} for w in ("as_is", "no_gold")}
+    nei: dict[str, dict[str, list]] = {
+        way: {"labels": [], "nei": [], "seeking": []} for way in ("as_is", "no_gold")
+    }
     store = pipeline.context.store
     for start in range(0, len(records), batch_size):
         chunk = records[start : start + batch_size]
@@ -187,6 +192,7 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
                 likelier = supports_probability(verdict.probabilities) >= 0.5
                 nei[way]["labels"].append((Label.SUPPORTS if likelier else Label.REFUTES).value)
                 nei[way]["nei"].append(verdict.probabilities.get(Label.NOT_ENOUGH_INFO, 0.0))
+            nei[way]["seeking"] += [still_seeking(pipeline, q, ev) for q, ev in probe_batch]
         routes += [
             "table" if evidence_table(r.claim, r.evidence, store) is not None else "sentence"
             for r in results
@@ -204,26 +210,36 @@ def supports_probability(probabilities: dict) -> float:
     return s / (s + r) if s + r > 0 else 0.5
 
 
-def nei_table(nei: dict, gold: list[str], thresholds: list[float]) -> list[dict]:
-    """Per ``nei_above`` threshold: the NEI rate on the evidence as is and without its gold
-    elements, and the accuracy on the claims not turned into NEI (as is: against the gold label;
-    without gold: the share of those that still got the gold label, which the evidence no
+def still_seeking(pipeline, query, evidence) -> bool:
+    """Seed 000 §1's NEI rule: the next-hop stage, given the final evidence, still proposes
+    elements the evidence lacks."""
+    held = {c.element.id for c in evidence}
+    proposed = pipeline.hop.propose(query, evidence, pipeline.config.hops + 2)
+    return any(c.element.id not in held for c in proposed)
+
+
+def nei_row(nei: dict, gold: list[str], called: Callable[[dict], np.ndarray]) -> dict:
+    """The NEI rate of a rule (``called``: which claims it turns into NEI) on the evidence as
+    is and without its gold elements, and the accuracy on the claims it leaves (as is: against
+    the gold label; without gold: the share that still got the gold label, which the evidence no
     longer supports)."""
-    rows = []
-    for t in thresholds:
-        row: dict = {"nei_above": t}
-        for way in ("as_is", "no_gold"):
-            p = np.array(nei[way]["nei"])
-            labels = np.array(nei[way]["labels"])
-            kept = p < t
-            row[f"{way}_nei_rate"] = round(float(1 - kept.mean()), 4)
-            row[f"{way}_accuracy_on_rest"] = (
-                round(float((labels[kept] == np.array(gold)[kept]).mean()), 4)
-                if kept.any()
-                else None
-            )
-        rows.append(row)
-    return rows
+    row: dict = {}
+    for way in ("as_is", "no_gold"):
+        kept = ~called(nei[way])
+        labels = np.array(nei[way]["labels"])
+        row[f"{way}_nei_rate"] = round(float(1 - kept.mean()), 4)
+        row[f"{way}_accuracy_on_rest"] = (
+            round(float((labels[kept] == np.array(gold)[kept]).mean()), 4) if kept.any() else None
+        )
+    return row
+
+
+def nei_table(nei: dict, gold: list[str], thresholds: list[float]) -> list[dict]:
+    """:func:`nei_row` per ``nei_above`` threshold on the entailment model's NEI probability."""
+    return [
+        {"nei_above": t, **nei_row(nei, gold, lambda way, t=t: np.array(way["nei"]) >= t)}
+        for t in thresholds
+    ]
 
 
 def score(submissions: list[bytes], gold: Path) -> dict:
@@ -337,6 +353,9 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
                 },
                 "calibration": calibration(confidence, right),
                 "nei": nei_table(run["nei"], [r["label"] for r in records], args.nei),
+                "nei_hop_seeking": nei_row(
+                    run["nei"], [r["label"] for r in records], lambda way: np.array(way["seeking"])
+                ),
             }
     finally:
         pipeline.close()
@@ -388,13 +407,14 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
         print(
             "  nei_above | NEI as is | accuracy on the rest | NEI without gold | still gold label"
         )
-        for r in f["nei"]:
+        rules = [(f"{r['nei_above']:9}", r) for r in f["nei"]]
+        for name, r in [*rules, ("hop seeks", f["nei_hop_seeking"])]:
 
             def pct(v: float | None) -> str:
                 return "-" if v is None else f"{v:.1%}"
 
             print(
-                f"  {r['nei_above']:9} | {pct(r['as_is_nei_rate']):9} | "
+                f"  {name:9} | {pct(r['as_is_nei_rate']):9} | "
                 f"{pct(r['as_is_accuracy_on_rest']):20} | {pct(r['no_gold_nei_rate']):16} | "
                 f"{pct(r['no_gold_accuracy_on_rest'])}"
             )
