@@ -95,6 +95,10 @@ ABOUT = {
     "model reads the sentence route, the table model the table route) beside the models before "
     "it and beside the same entailment model with a sentence verdict stacked on its scores: "
     "held-out claims of every model, the same evidence, NOT ENOUGH INFO as is and gold removed.",
+    "verdict-nei-premises": "The same run after a claim routed to a table became NOT ENOUGH INFO "
+    "only when its sentences lack the answer too (the lower NEI probability of the two premises), "
+    "with the NEI probe reading every route and seed 000 §1's hop rule measured beside the "
+    "thresholds.",
 }
 
 
