@@ -124,6 +124,17 @@ def test_batches_do_not_change_scores(model_dir: Path) -> None:
     np.testing.assert_allclose(batched, per_claim, atol=1e-4)
 
 
+def test_an_int8_graph_scores_a_pair_alike_in_any_batch(model_dir: Path) -> None:
+    """One pair a model run by default: a batch's shared activation scale would move it."""
+    pairs = [(HAMLET, p) for p in [*RELEVANT, *IRRELEVANT]]
+    default = CrossEncoder(model_dir, quantized=True, device="cpu")
+    batched = CrossEncoder(model_dir, quantized=True, device="cpu", batch_size=32)
+    assert default.model_path.name == INT8_FILE and default.batch_size == 1
+    alone = np.concatenate([default.score([pair]) for pair in pairs])
+    np.testing.assert_allclose(default.score(pairs), alone, atol=1e-6)
+    assert np.abs(batched.score(pairs) - alone).max() > 1e-3
+
+
 def test_int8_ranks_like_fp32(model_dir: Path, encoder: CrossEncoder) -> None:
     int8 = CrossEncoder(model_dir, quantized=True, device="cpu")
     assert int8.model_path.name == INT8_FILE
