@@ -99,6 +99,9 @@ ABOUT = {
     "only when its sentences lack the answer too (the lower NEI probability of the two premises), "
     "with the NEI probe reading every route and seed 000 §1's hop rule measured beside the "
     "thresholds.",
+    "verdict-batch-independent": "The same run after the int8 cross-encoders (entailment verdict, "
+    "sentence ranker) came to read one pair a model run: a claim's evidence and verdict no longer "
+    "depend on the claims batched beside it. The shipped verdict's current figures.",
 }
 
 
