@@ -20,13 +20,7 @@ from tokenizers import Encoding
 
 from feverous_es.errors import ConfigError, ModelError
 from feverous_es.rerank.fetch import ensure_reranker
-from feverous_es.runtime.files import (
-    INT8_FILE,
-    LEGACY_INT8_FILE,
-    TOKENIZER_FILE,
-    graph_files,
-    model_max_length,
-)
+from feverous_es.runtime.files import INT8_FILES, TOKENIZER_FILE, graph_files, model_max_length
 from feverous_es.runtime.model import OnnxModel
 
 # Pairs of the mini-FEVEROUS data are at most ~320 tokens (claim + linearized table row), and
@@ -94,7 +88,7 @@ class CrossEncoder:
         self._fallback = self._model.tokenizer(max_length, "longest_first")
         self.provider: str = self._model.provider
         self.model_path: Path = self._model.path
-        int8 = self.model_path.name in (INT8_FILE, LEGACY_INT8_FILE)
+        int8 = self.model_path.name in INT8_FILES
         self.batch_size = batch_size or (INT8_BATCH_SIZE if int8 else DEFAULT_BATCH_SIZE)
         outputs = self._model.session.get_outputs()
         missing = [name for name in REQUIRED_INPUTS if name not in self._model.inputs]

@@ -26,6 +26,7 @@ INT8_FILE = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 LEGACY_INT8_FILE = "model_int8.onnx"  # the downloaded reranker's int8 graph
+INT8_FILES = (INT8_FILE, LEGACY_INT8_FILE)
 PRECISION_FILES = {"fp32": FP32_FILE, "fp16": FP16_FILE, "int8": INT8_FILE}
 # The models that ship inside the package (embedder, verdict, table-verdict, sentence-ranker).
 PACKAGED_MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
@@ -97,7 +98,7 @@ def choose_model_file(available: Collection[str], on_cuda: bool, *, quantized: b
     fp32; on CPU the int8 graph when ``quantized``, else fp32. A directory with only an int8
     graph (the shipped verdict) runs it everywhere: it is never misread as fp32. (fp16 on the
     CPU provider is slower than fp32: most of its kernels are fp32 only.)"""
-    int8 = [name for name in (INT8_FILE, LEGACY_INT8_FILE) if name in available]
+    int8 = [name for name in INT8_FILES if name in available]
     if on_cuda:
         preference = [FP16_FILE, FP32_FILE, *int8]
     else:
