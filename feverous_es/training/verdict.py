@@ -43,13 +43,13 @@ from feverous_es.export import card
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.plugins.interfaces import Candidate
-from feverous_es.training import common, datasets
+from feverous_es.training import common, datasets, gpu_bundle
 from feverous_es.training import entailment_data as data
+from feverous_es.training.bases import base_name
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
     LOSS_LOG,
     TRAINED_DIR,
-    base_name,
     check_base,
     import_torch,
 )
@@ -415,6 +415,9 @@ def train_models(
     timing_path = work / TIMING_FILE
     if timing_path.is_file() and (work / TRAINED_DIR).is_dir():  # finished by an earlier run
         trained, timing = work / TRAINED_DIR, json.loads(timing_path.read_text(encoding="utf-8"))
+    elif options.from_gpu is not None:
+        trained, timing = _gpu_student(options.from_gpu, settings.base, work)
+        timing_path.write_text(json.dumps(timing) + "\n", encoding="utf-8")
     else:
         trained, timing = common.timed_training(
             partial(train, pool, held, settings, work, stop_after=stop_after), on_step
@@ -427,6 +430,31 @@ def train_models(
     record.update(timing)
     record["epochs"] = json.loads(curve.read_text(encoding="utf-8")) if curve.is_file() else []
     return trained, record
+
+
+def _gpu_student(results: Path, base: Path, work: Path) -> tuple[Path, dict[str, Any]]:
+    """The GPU job's student installed as ``<work>/trained``, its epochs curve (validation
+    accuracy per source, the pairs that chose the epoch) as ``train`` writes it, and its
+    timing with the teacher's record."""
+    report = gpu_bundle.install_student(results, base, work / TRAINED_DIR)
+    student, teacher = report["student"], report["teacher"]
+    curve = [
+        {"epoch": int(epoch), "held_out": {k: v for k, v in sets["valid"].items() if k != "all"}}
+        for epoch, sets in sorted(student["curve_by_source"].items(), key=lambda e: int(e[0]))
+    ]
+    (work / EPOCHS_FILE).write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")
+    timing = {
+        "seconds": report["seconds_total"],
+        "tokens_per_second": student["curve"][-1]["tokens_per_second"],
+        "device": f"cuda ({report['device']})",
+        "gpu_job": {"seconds": report["seconds"], "versions": report["versions"]},
+        "teacher": {
+            "base": report["bases"]["teacher"],
+            **{k: teacher[k] for k in ("best_epoch", "valid", "held")},
+        },
+        "student_best_epoch": student["best_epoch"],
+    }
+    return work / TRAINED_DIR, timing
 
 
 def _device_name(device: str) -> str:
@@ -514,6 +542,15 @@ Base model `{training["base_name"]}`; {training["examples"]:,} training pairs,
 {training["batch_size"]}, learning rate {training["learning_rate"]}, {training["folds"]}
 cross-fitting models before it (their out-of-fold scores: `scores.jsonl`);
 {training["seconds"]:.0f} s for the shipped model on {training["device"]}."""
+    if teacher := training.get("teacher"):
+        held_rows = ", ".join(
+            f"{name} {r['accuracy']:.1%}" for name, r in teacher["held"].items() if name != "all"
+        )
+        run += f"""
+Trained on the GPU job's bundle (docs/gpu-training.md): distilled from a `{teacher["base"]}`
+teacher (epoch {teacher["best_epoch"]}; torch bf16 held-out accuracy {held_rows}) on its soft
+labels and the gold labels; the epochs were chosen on validation claims, never on held-out
+ones."""
     curve = f"""
 | epoch | {epoch_head} |
 |---|{"---|" * len(training["epochs"][0]["held_out"]) if training["epochs"] else ""}
@@ -561,6 +598,22 @@ class RunOptions(common.RunOptions):
     stack_share: float = 0.0
     per_source: int | None = 6000
     retrieved: int = 1500
+    bundle: Path | None = None  # write the GPU job's bundle here instead of training
+    from_gpu: Path | None = None  # the GPU job's results: their student is the model
+    teacher: Path | None = None  # the GPU job's teacher base (a model directory)
+    device_wheels: bool = True  # bundle the pinned transformers/tokenizers wheels
+
+    def check(self) -> None:
+        super().check()
+        if self.folds < 0 or self.folds == 1:
+            raise TrainError(f"--folds must be 0 or at least 2, not {self.folds}")
+        if not 0.0 <= self.stack_share < 1.0 or (self.stack_share and self.folds):
+            raise TrainError("--stack-share must be in [0, 1), and given with --folds 0")
+        if (self.bundle or self.from_gpu) and self.folds:
+            raise TrainError("the GPU job trains no cross-fitting models: give --folds 0")
+        if self.bundle and self.from_gpu:
+            raise TrainError("--bundle writes the GPU job's inputs, --from-gpu reads its results: "
+                             "give one")  # fmt: skip
 
 
 def run(
@@ -575,10 +628,6 @@ def run(
     from feverous_es.export.exporter import export_int8_as_model
 
     options.check()
-    if options.folds < 0 or options.folds == 1:
-        raise TrainError(f"--folds must be 0 or at least 2, not {options.folds}")
-    if not 0.0 <= options.stack_share < 1.0 or (options.stack_share and options.folds):
-        raise TrainError("--stack-share must be in [0, 1), and given with --folds 0")
     settings = options.settings
     check_base(settings.base)
     pairs = build_pairs(options, on_evidence)
@@ -627,3 +676,35 @@ def run(
     }
     write_card(options.out, report)
     return report
+
+
+def write_gpu_bundle(
+    options: RunOptions, *, on_evidence: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """The command's pairs (as :func:`run` builds them) and everything else the GPU job needs,
+    written to ``options.bundle`` (:mod:`~feverous_es.training.gpu_bundle`); returns what to
+    send: the roles' pair counts and the calls."""
+    options.check()
+    assert options.bundle is not None and options.teacher is not None
+    settings = options.settings
+    check_base(settings.base)
+    check_base(options.teacher)
+    pairs = build_pairs(options, on_evidence)
+    student = gpu_bundle.StudentSettings(
+        epochs=max(1, round(settings.epochs)), batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate, max_length=settings.max_length,
+        freeze_embeddings=settings.freeze_embeddings,
+    )  # fmt: skip
+    config = gpu_bundle.write_bundle(
+        options.bundle, pairs, training_pool(pairs, options), teacher=options.teacher,
+        student=settings.base, teacher_settings=gpu_bundle.TeacherSettings(
+            max_length=settings.max_length),
+        student_settings=student, seed=settings.seed, wheels=options.device_wheels,
+    )  # fmt: skip
+    calls = json.loads((options.bundle / gpu_bundle.TRANSFERS_FILE).read_text(encoding="utf-8"))
+    return {
+        "bundle": str(options.bundle),
+        "pairs": config["roles"],
+        "calls": [{"call": c["call"], "carry": c["carry"], "bytes": c["bytes"]} for c in calls],
+        "transfers": str(options.bundle / gpu_bundle.TRANSFERS_FILE),
+    }
