@@ -247,3 +247,38 @@ def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
     assert report["training"]["stacking_pairs"] == len(stacking)
     with pytest.raises(tv.TrainError, match="--stack-share"):
         tv.run(tv.RunOptions(**{**vars(options), "folds": 2}))
+
+
+def test_the_gpu_bundle_trains_elsewhere_and_ships_through_the_same_command(
+    options: tv.RunOptions, tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--bundle writes the command's own pairs for the GPU job; the job's student, read back
+    with --from-gpu, is exported, measured and carded as a CPU-trained model is."""
+    import subprocess
+    import sys
+
+    from feverous_es.training import gpu_bundle
+
+    monkeypatch.chdir(tmp_path)
+    options.folds, options.bundle, options.teacher = 0, Path("bundle"), tiny_base
+    options.device_wheels = False
+    summary = tv.write_gpu_bundle(options)
+    pairs = data.read_pairs(options.work / tv.PAIRS_FILE)
+    assert sum(summary["pairs"].values()) == len([p for p in pairs if p.train or not p.held_out])
+    assert summary["pairs"]["held"] == len([p for p in pairs if p.held_out and p.train])
+    job = subprocess.run(
+        [sys.executable, f"bundle/{gpu_bundle.JOB_FILE}", "bundle", "results", "--device", "cpu"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr[-2000:]
+
+    options.bundle, options.from_gpu = None, tmp_path / "results"
+    report = tv.run(options)
+    assert report is not None
+    assert report["training"]["device"] == "cpu"  # the job's device (a GPU's name there)
+    assert report["training"]["teacher"]["best_epoch"] >= 1
+    assert report["export"]["parity"]["fp32"]["max_abs_diff"] < 1e-4
+    card = (options.out / "README.md").read_text()
+    assert "distilled from a" in card and "chosen on validation claims" in card
+    with pytest.raises(tv.TrainError, match="give --folds 0"):
+        tv.run(tv.RunOptions(**{**vars(options), "folds": 2}))

@@ -446,7 +446,7 @@ def _gpu_student(results: Path, base: Path, work: Path) -> tuple[Path, dict[str,
     timing = {
         "seconds": report["seconds_total"],
         "tokens_per_second": student["curve"][-1]["tokens_per_second"],
-        "device": f"cuda ({report['device']})",
+        "device": "cpu" if report["device"] == "cpu" else f"cuda ({report['device']})",
         "gpu_job": {"seconds": report["seconds"], "versions": report["versions"]},
         "teacher": {
             "base": report["bases"]["teacher"],
