@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -282,3 +283,23 @@ def test_the_gpu_bundle_trains_elsewhere_and_ships_through_the_same_command(
     assert "distilled from a" in card and "chosen on validation claims" in card
     with pytest.raises(tv.TrainError, match="give --folds 0"):
         tv.run(tv.RunOptions(**{**vars(options), "folds": 2}))
+
+
+def test_a_table_claim_without_its_gold_table_is_not_enough_info(
+    options: tv.RunOptions, inputs: Path
+) -> None:
+    """A TabFact claim read against its retrieved evidence with the gold table's cells taken
+    out trains NOT ENOUGH INFO: the table route had no such pair (0 % NEI, gold removed)."""
+    options.claims = [inputs / "tables_train.jsonl"]
+    options.train_claims, options.pairs, options.retrieved = [], [], 2
+    pairs = tv.build_pairs(options)
+    no_gold = [p for p in pairs if p.variant == data.NO_GOLD]
+    assert no_gold and all(p.label == "NOT ENOUGH INFO" for p in no_gold)
+    for pair in no_gold:
+        title = {"300": "Ricardo Páez", "301": "KJLT-FM"}[pair.id]
+        gold_premise = next(p.premise for p in pairs if p.id == pair.id and p.variant == "gold")
+        assert unicodedata.normalize("NFC", gold_premise).startswith(title)
+        assert not unicodedata.normalize("NFC", pair.premise).startswith(title)
+    assert data.in_table("KJLT-FM_cell_0_2_1", ("KJLT-FM", 0))
+    assert not data.in_table("KJLT-FM_cell_1_2_1", ("KJLT-FM", 0))
+    assert not data.in_table("KJLT-FM_sentence_0", ("KJLT-FM", 0))

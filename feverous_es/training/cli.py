@@ -77,6 +77,18 @@ def train_group() -> None:
     show_default=True,
     help="Claims of each table file also read against retrieved evidence.",
 )
+@click.option(
+    "--contrastive",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="A FEVEROUS wiki.db whose lead sentences make contrastive pairs: the lead as SUPPORTS, "
+    "one attribute (nationality, number, description) taken from another page as REFUTES, the "
+    "changed claim against other subjects' sentences as NOT ENOUGH INFO (pages held out like "
+    "claims).",
+)
+@click.option(
+    "--contrastive-pages", default=4000, show_default=True, help="Pages --contrastive reads."
+)
 @click.option("--max-length", default=256, show_default=True, help="Tokens of claim + premise.")
 @click.option("--batch-size", default=32, show_default=True)
 @click.option("--lr", "learning_rate", default=4e-5, show_default=True)
@@ -141,6 +153,8 @@ def verdict_command(
     freeze_embeddings: bool,
     reranker: str,
     hops: int | None,
+    contrastive: Path | None,
+    contrastive_pages: int,
     bundle: Path | None,
     teacher: str,
     device_wheels: bool,
@@ -178,6 +192,7 @@ def verdict_command(
             holdout=holdout, limit=limit, store=store, reranker=reranker, hops=hops,
             device=device, command=command, train_claims=list(train_claims), pairs=list(pairs),
             folds=folds, stack_share=stack_share, per_source=per_source, retrieved=retrieved,
+            contrastive=contrastive, contrastive_pages=contrastive_pages,
             bundle=bundle, from_gpu=from_gpu, device_wheels=device_wheels,
             teacher=bases.resolve_base(teacher) if bundle else None,
         )  # fmt: skip

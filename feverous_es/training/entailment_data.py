@@ -31,7 +31,7 @@ from typing import Any
 
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
-from feverous_es.index.element_ids import element_to_triple
+from feverous_es.index.element_ids import element_to_triple, table_key
 from feverous_es.training.datasets import hash_unit, is_holdout, read_jsonl, sample
 from feverous_es.training.rerank_data import index_id
 from feverous_es.verdict.feature_model import evidence_table, sentence_texts
@@ -146,15 +146,20 @@ def retrieved_pairs(
 ) -> Iterator[Pair]:
     """The pairs of one claim with its retrieved evidence (``Candidate`` s): the premise of the
     route the verdict takes (trained on), the sentence premise when that route is the table
-    (scored only: the sentence verdict's stacking reads it), and with gold evidence, the
-    evidence without it as NOT ENOUGH INFO."""
+    (scored only: the sentence verdict's stacking reads it), and with gold evidence (elements,
+    or a gold table: ``claim.table``), the evidence without it as NOT ENOUGH INFO: for a table
+    claim that is another table, the NEI the table route lacked."""
     table = evidence_table(claim.claim, evidence, store)
     if table is not None:
         yield _claim_pair(claim, split, table_premise(claim.claim, table), TABLE)
     yield _claim_pair(claim, split, sentence_premise(evidence), SENTENCE, train=table is None)
     gold_ids = {index_id(g) for g in gold}
-    kept = [c for c in evidence if c.element.id not in gold_ids]
-    if gold_ids and len(kept) < len(evidence):
+    gold_table = table_key(claim.table) if getattr(claim, "table", "") else None
+    kept = [
+        c for c in evidence
+        if c.element.id not in gold_ids and not in_table(c.element.id, gold_table)
+    ]  # fmt: skip
+    if (gold_ids or gold_table) and len(kept) < len(evidence):
         stripped = evidence_table(claim.claim, kept, store)
         if stripped is not None:
             route, text = TABLE, table_premise(claim.claim, stripped)
@@ -162,6 +167,17 @@ def retrieved_pairs(
             route, text = SENTENCE, sentence_premise(kept)
         if text or sentence_texts(kept):
             yield _claim_pair(claim, split, text, route, label=NOT_ENOUGH_INFO, variant=NO_GOLD)
+
+
+TABLE_TYPES = ("cell", "header_cell", "table_caption")
+
+
+def in_table(element_id: str, table: tuple[str, int] | None) -> bool:
+    """Whether ``element_id`` is a cell, header cell or caption of ``table`` (page, number)."""
+    if table is None:
+        return False
+    page, kind, position = element_to_triple(element_id)
+    return kind in TABLE_TYPES and page == table[0] and int(position.split("_")[0]) == table[1]
 
 
 def gold_table_pair(

@@ -43,7 +43,7 @@ from feverous_es.export import card
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.plugins.interfaces import Candidate
-from feverous_es.training import common, datasets, gpu_bundle
+from feverous_es.training import common, contrastive, datasets, gpu_bundle
 from feverous_es.training import entailment_data as data
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import (
@@ -222,6 +222,8 @@ def build_pairs(
         store.close()
     for path in options.pairs:
         pairs += data.nli_pairs(path)
+    if options.contrastive is not None:
+        pairs += contrastive.pairs_from_dump(options.contrastive, options.contrastive_pages, split)
     data.write_pairs(cache, pairs)
     return pairs
 
@@ -527,6 +529,13 @@ feature model (by default the sentence route), feeds feature models trained on i
 probabilities (stacking), and decides NOT ENOUGH INFO (`nei_above`). Dynamic int8 ONNX,
 `model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB); labels in `config.json`
 (`id2label`)."""
+    contrastive_text = ""
+    if report.get("contrastive_pages"):
+        contrastive_text = f"""
+Contrastive pairs from {report["contrastive_pages"]:,} pages of the dump
+(`feverous_es.training.contrastive`): a lead sentence as SUPPORTS, with one attribute taken
+from another page as REFUTES (`contrastive-<kind>`), and against other subjects' sentences as
+NOT ENOUGH INFO (`contrastive-other-subject`); held out by page."""
     data = f"""
 Claim files {", ".join(f"`{c}`" for c in report["claims"])} (a seeded {report["holdout"]:.0%}
 of their claims, by claim id, held out of every model and measured below), training-only files
@@ -535,7 +544,7 @@ of their claims, by claim id, held out of every model and measured below), train
 against the evidence the pipeline *retrieved* for them (reranker `{report["reranker"]}`), and
 again with every gold element removed, labelled NOT ENOUGH INFO; TabFact claims against their
 gold table ({report["retrieved"]} of each table file also against retrieved evidence). At most
-{report["per_source"]:,} training pairs a source. Training pairs: {pool}."""
+{report["per_source"]:,} training pairs a source. Training pairs: {pool}.{contrastive_text}"""
     run = f"""
 Base model `{training["base_name"]}`; {training["examples"]:,} training pairs,
 {training["epochs_trained"]} epoch(s), max_length {training["max_length"]}, batch
@@ -598,6 +607,8 @@ class RunOptions(common.RunOptions):
     stack_share: float = 0.0
     per_source: int | None = 6000
     retrieved: int = 1500
+    contrastive: Path | None = None  # a wiki.db whose lead sentences make contrastive pairs
+    contrastive_pages: int = 4000
     bundle: Path | None = None  # write the GPU job's bundle here instead of training
     from_gpu: Path | None = None  # the GPU job's results: their student is the model
     teacher: Path | None = None  # the GPU job's teacher base (a model directory)
@@ -653,6 +664,7 @@ def run(
         **options.report(),
         "train_claims": [Path(p).name for p in options.train_claims],
         "pairs": [Path(p).name for p in options.pairs],
+        "contrastive_pages": options.contrastive_pages if options.contrastive else 0,
         "reranker": options.reranker,
         "retrieved": options.retrieved,
         "per_source": options.per_source,
