@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from feverous_es.index.store import Filters, Hit, PageHit, Store
     from feverous_es.plugins.config import PipelineConfig, load_config
     from feverous_es.plugins.interfaces import Candidate, Label, Verdict
+    from feverous_es.verdict.entailment import Entailment, EntailmentModel
     from feverous_es.verify.pipeline import ClaimResult, HopRecord, Pipeline, Retrieval
 
 __version__ = "0.1.0"
@@ -50,6 +51,8 @@ _LAZY = {
     "Candidate": "feverous_es.plugins.interfaces",
     "Label": "feverous_es.plugins.interfaces",
     "Verdict": "feverous_es.plugins.interfaces",
+    "Entailment": "feverous_es.verdict.entailment",
+    "EntailmentModel": "feverous_es.verdict.entailment",
     "Element": "feverous_es.index.elements",
     "ElementType": "feverous_es.index.elements",
     "open_store": "feverous_es.index.backends",
@@ -66,6 +69,8 @@ __all__ = [
     "Element",
     "ElementType",
     "EmptyClaimError",
+    "Entailment",
+    "EntailmentModel",
     "FeverousError",
     "Filters",
     "FormatError",

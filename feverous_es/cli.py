@@ -397,6 +397,57 @@ def serve(
     )  # fmt: skip
 
 
+@main.command()
+@click.argument("claim")
+@click.option(
+    "--evidence",
+    "-e",
+    "evidence",
+    multiple=True,
+    required=True,
+    metavar="TEXT",
+    help="Evidence to read CLAIM against; repeat for several pieces, read in order "
+    "(-: standard input, a piece a line).",
+)
+@click.option("--title", default="", help="The page the evidence is from ([Title] text).")
+@click.option(
+    "--model",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Entailment model directory [default: the package's verdict model].",
+)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@user_errors()
+def entail(
+    claim: str, evidence: tuple[str, ...], title: str, model: Path | None, device: str,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Read CLAIM against evidence you give, without an index or retrieval: the verdict
+    model's probabilities of SUPPORTS, REFUTES and NOT ENOUGH INFO (no threshold: the
+    likeliest label is shown first). Checks a generated text against its source, or the model
+    alone."""
+    import sys
+
+    from feverous_es.verdict.entailment import EntailmentModel
+
+    if not claim.strip():
+        fail("the claim is empty", 2)
+    pieces = [p for e in evidence for p in (sys.stdin.read().splitlines() if e == "-" else [e])]
+    if not any(p.strip() for p in pieces):
+        fail("the evidence is empty", 2)
+    result = EntailmentModel(model, device=device).entail(claim, pieces, title=title)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    out = Console()
+    out.print(f"claim: {result.claim}", highlight=False)
+    out.print(f"[bold]{result.label.value}[/]  ({result.probabilities[result.label]:.2f})")
+    for label, p in sorted(result.probabilities.items(), key=lambda item: -item[1]):
+        out.print(f"  {label.value:<16} {p:6.3f}  {'█' * round(p * 20)}", highlight=False)
+    out.print(f"premise read: {result.premise}", highlight=False, style="dim")
+
+
 @main.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print the plugins as JSON.")
 def plugins_command(as_json: bool) -> None:

@@ -93,6 +93,27 @@ def test_hops_and_the_batch_route(server) -> None:
     assert "venezuela" in table["rows"][row][column]
 
 
+def test_entail_reads_the_claim_against_the_evidence_given(server, sample_index) -> None:
+    body = {
+        "claim": "Henri Schoeman is an American swimmer.",
+        "evidence": ["Henri Schoeman is a South African triathlete.", "He won bronze at Rio."],
+        "title": "Henri Schoeman",
+    }
+    got = server.post("/v1/entail", json=body).json()
+    printed = subprocess.run(
+        [sys.executable, "-m", "feverous_es", "entail", body["claim"], "--json", "--title",
+         body["title"], "-e", body["evidence"][0], "-e", body["evidence"][1]],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert got == json.loads(printed)  # the pipeline's verdict model, as the command reads it
+    assert got["premise"] == "[Henri Schoeman] " + " [Henri Schoeman] ".join(body["evidence"])
+    assert got["label"] == max(got["probabilities"], key=got["probabilities"].get)
+    assert sum(got["probabilities"].values()) == pytest.approx(1, abs=1e-3)
+    assert "evidence" in one_line_error(server.post("/v1/entail", json={"claim": "x"}), 422)
+    empty = {"claim": "x", "evidence": ["  "]}
+    assert "evidence" in one_line_error(server.post("/v1/entail", json=empty), 422)
+
+
 def test_search_and_health(server) -> None:
     hits = server.post(
         "/v1/search",

@@ -169,7 +169,8 @@ def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
 
 def test_exported_model_in_the_verdict_plugin_matches_torch(options: tv.RunOptions) -> None:
     from feverous_es.index.backends import open_store
-    from feverous_es.verdict.classifier import ClassifierVerdict, softmax
+    from feverous_es.verdict.classifier import ClassifierVerdict
+    from feverous_es.verdict.entailment import softmax
     from feverous_es.verdict.feature_model import evidence_table
     from feverous_es.verdict.inputs import table_premise
 

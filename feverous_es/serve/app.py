@@ -6,6 +6,8 @@ Routes (their OpenAPI description at ``/openapi.json``):
 * ``POST /v1/verify/batch`` ``{"claims": [...], "hops"?}`` → ``{"results": [...]}``;
 * ``POST /v1/search`` ``{"query", "k"?, "mode"?, "pages"?, "types"?}`` → what ``search --json``
   prints;
+* ``POST /v1/entail`` ``{"claim", "evidence": [...], "title"?}`` → what ``entail --json``
+  prints: the verdict's entailment model on evidence the caller gives (no retrieval);
 * ``GET /v1/health`` → the store, the index build, each model with its files' sha256, the
   queue.
 
@@ -46,6 +48,7 @@ from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
 from feverous_es.output.report import result_to_dict
 from feverous_es.serve.worker import PipelineWorker, QueueFull
+from feverous_es.verdict.entailment import Entailment
 from feverous_es.verdict.inputs import TEXT_TYPES
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
 
@@ -53,6 +56,8 @@ MAX_CLAIM_CHARS = 1000  # a FEVEROUS claim is 10-60 words; 1,000 characters is f
 MAX_BATCH_CLAIMS = 64
 MAX_HOPS = 10
 MAX_K = 100
+MAX_EVIDENCE_PIECES = 32
+MAX_EVIDENCE_CHARS = 5000  # the model reads ~256 tokens; longer evidence is truncated there
 MAX_BODY_BYTES = 256 * 1024  # a full batch of the longest claims is 64 kB
 STATIC = Path(__file__).with_name("static")
 
@@ -80,6 +85,15 @@ class VerifyRequest(_Strict):
 class BatchRequest(_Strict):
     claims: list[Claim] = Field(min_length=1, max_length=MAX_BATCH_CLAIMS)
     hops: Hops = None
+
+
+class EntailRequest(_Strict):
+    claim: Claim = Field(description=f"The claim, 1-{MAX_CLAIM_CHARS} characters.")
+    evidence: list[Annotated[Text, StringConstraints(max_length=MAX_EVIDENCE_CHARS)]] = Field(
+        min_length=1, max_length=MAX_EVIDENCE_PIECES,
+        description="The evidence the claim is read against, in order.",
+    )  # fmt: skip
+    title: str = Field("", max_length=200, description="The page the evidence is from.")
 
 
 class SearchRequest(_Strict):
@@ -161,6 +175,18 @@ def create_app(
 
         result: list[dict[str, Any]] = await worker.run(run)
         return result
+
+    @app.post("/v1/entail", dependencies=api, summary="Read a claim against given evidence")
+    async def entail(body: EntailRequest) -> dict[str, Any]:
+        def run(p: Pipeline) -> dict[str, Any]:
+            reader = getattr(p.verdict, "reader", None)
+            if reader is None:
+                raise ServeError(501, "the configured verdict plugin reads no entailment model")
+            result: Entailment = reader.entail(body.claim, body.evidence, title=body.title)
+            return result.to_dict()
+
+        answer: dict[str, Any] = await worker.run(run)
+        return answer
 
     @app.get("/v1/health", dependencies=api, summary="Store, index build, models, queue")
     async def health_route() -> dict[str, Any]:

@@ -473,7 +473,7 @@ def probabilities(model_dir: Path, pairs: Sequence[data.Pair], settings: TrainSe
     """Label probabilities of ``pairs`` from the exported model, as the verdict plugin reads
     them (int8 ONNX on the CPU)."""
     from feverous_es.export.parity import onnx_logits
-    from feverous_es.verdict.classifier import softmax
+    from feverous_es.verdict.entailment import softmax
 
     if not pairs:
         return []

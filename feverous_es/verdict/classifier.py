@@ -14,16 +14,12 @@ the table and on the sentences, both.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from feverous_es.errors import ModelError
 from feverous_es.plugins.interfaces import (
     Candidate,
     Label,
@@ -32,8 +28,7 @@ from feverous_es.plugins.interfaces import (
     ReadTable,
     Verdict,
 )
-from feverous_es.runtime.cross_encoder import CrossEncoder
-from feverous_es.runtime.files import PACKAGED_MODELS_DIR
+from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
     FeatureClassifier,
@@ -46,60 +41,15 @@ from feverous_es.verdict.inputs import (
     sentence_premise,
     table_premise,
 )
-from feverous_es.verdict.math_hints import math_hints
 from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_features
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
-# The verdict model shipped with the package; any model directory replaces it.
-DEFAULT_MODEL = PACKAGED_MODELS_DIR / "verdict"
 # The entailment model's NEI probability from which the verdict says NOT ENOUGH INFO, chosen by
 # bench/verdict.py's gold-removed measurement (docs/verdict.md): at 0.5 the shipped model turns
 # about 10 % of held-out FM2 and FEVEROUS-S claims with their evidence found into NEI; at 0.9,
 # 1-2 %. It applies only to a model with an NEI label.
 DEFAULT_NEI_ABOVE = 0.9
-
-_LABEL_NAMES = {
-    "supports": Label.SUPPORTS,
-    "supported": Label.SUPPORTS,
-    "entailment": Label.SUPPORTS,
-    "refutes": Label.REFUTES,
-    "refuted": Label.REFUTES,
-    "contradiction": Label.REFUTES,
-    "not enough info": Label.NOT_ENOUGH_INFO,
-    "nei": Label.NOT_ENOUGH_INFO,
-    "neutral": Label.NOT_ENOUGH_INFO,
-}
-
-
-def read_labels(model_dir: Path) -> list[Label]:
-    """The model's output labels, in logit order, from ``config.json``'s ``id2label``."""
-    path = model_dir / "config.json"
-    try:
-        id2label = json.loads(path.read_text(encoding="utf-8"))["id2label"]
-        names = [id2label[str(i)] for i in range(len(id2label))]
-        return [_LABEL_NAMES[name.strip().lower().replace("_", " ")] for name in names]
-    except FileNotFoundError:
-        raise ModelError(f"verdict model {model_dir} has no config.json with its labels") from None
-    except (KeyError, ValueError, AttributeError) as error:
-        raise ModelError(
-            f"{path}: id2label must name SUPPORTS / REFUTES [/ NOT ENOUGH INFO] ({error})"
-        ) from None
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def trained_inputs(model_dir: Path) -> dict[str, Any]:
-    """The input settings a model of ``feverous-es train verdict`` was trained with
-    (``max_length``, ``math_hints``, from its ``training.json``); empty for other models."""
-    try:
-        training = json.loads((model_dir / "training.json").read_text(encoding="utf-8"))
-        return {k: training["training"][k] for k in ("max_length", "math_hints")}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
 
 
 class ClassifierVerdict:
@@ -134,18 +84,10 @@ class ClassifierVerdict:
         sentence_model: str | None = None,
         nei_above: float = DEFAULT_NEI_ABOVE,
     ) -> None:
-        model_dir = Path(model) if model else DEFAULT_MODEL
-        if not model_dir.exists():
-            raise ModelError(
-                f"no verdict model at {model_dir}: train one with `feverous-es train verdict` "
-                "and give it as options.verdict.model in the pipeline configuration"
-            )
-        directory = model_dir if model_dir.is_dir() else model_dir.parent
-        self.labels = read_labels(directory)
-        trained = trained_inputs(directory)
-        max_length = max_length or trained.get("max_length", 256)
-        self._model_at = (model_dir, context.device, max_length)
-        self.hints = trained.get("math_hints", False) if math_hints is None else math_hints
+        self.reader = EntailmentModel(
+            model, device=context.device, max_length=max_length, math_hints=math_hints
+        )
+        self.labels = self.reader.labels
         self.nei_below = nei_below
         self.nei_above = nei_above
         self.store = context.store
@@ -232,33 +174,16 @@ class ClassifierVerdict:
 
     def model_dirs(self) -> dict[str, Path]:
         """The directories of the models this verdict runs, by role."""
-        dirs = {"verdict": self._model_at[0]}
+        dirs = {"verdict": self.reader.model_dir}
         for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):
             if model is not None:
                 dirs[kind] = model.model_dir
         return dirs
 
-    @cached_property
-    def model(self) -> CrossEncoder:
-        """The entailment model, loaded on first use: with stacking off and NEI never called,
-        no claim reads it."""
-        model_dir, device, max_length = self._model_at
-        return CrossEncoder(model_dir, device=device, max_length=max_length)
-
     def entailment(self, claims: Sequence[str], premises: Sequence[str]) -> np.ndarray:
-        """The entailment model's label probabilities (in :attr:`labels` order) per pair."""
-        if self.hints:
-            premises = [
-                f"{hints} {text}" if (hints := math_hints(claim, text)) else text
-                for claim, text in zip(claims, premises, strict=True)
-            ]
-        probabilities = softmax(self.model.logits(list(zip(claims, premises, strict=True))))
-        if probabilities.shape[1] != len(self.labels):
-            raise ModelError(
-                f"the verdict model has {probabilities.shape[1]} outputs but config.json names "
-                f"{len(self.labels)} labels"
-            )
-        return probabilities
+        """The entailment model's label probabilities (in :attr:`labels` order) per pair; the
+        model loads on first use: with stacking off and NEI never called, no claim reads it."""
+        return self.reader.probabilities(claims, premises)
 
     def _entailment_verdict(self, row: np.ndarray) -> Verdict:
         """The entailment model's own verdict: SUPPORTS or REFUTES, whichever is likelier (its
