@@ -153,9 +153,10 @@ def _swap(
     head = lead.description.split()[-1].lower()
     fitting = [
         d for d in donors
-        # the same kind of page: a person (a demonym) for a person, else a thing for a thing
-        if d.verb == lead.verb and d.article != "the" and d.demonym != lead.demonym
-        and bool(d.demonym) == bool(lead.demonym)
+        # the same kind of page: a person (a demonym) of another nation for a person, else a
+        # thing for a thing
+        if d.verb == lead.verb and d.article != "the"
+        and (d.demonym != lead.demonym if lead.demonym else not d.demonym)
         and d.description.split()[-1].lower() != head
     ]  # fmt: skip
     if not fitting:

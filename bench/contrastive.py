@@ -1,0 +1,73 @@
+"""The reader's failure classes, measured on held-out contrastive claims made from the dump
+(``feverous_es.training.contrastive``: the split ``train verdict --contrastive`` uses with the
+same seed, holdout and pages): a page's lead as a claim (SUPPORTS), the same with one attribute
+taken from another page (REFUTES, per kind: nationality, number, description), and the changed
+claim against other subjects' sentences (NOT ENOUGH INFO). Each verdict model reads every pair
+alone (``EntailmentModel``, no retrieval); the figures are each class's recall and where its
+misses went.
+
+    python bench/contrastive.py ../shared/data/minifeverous/wiki.db [--model DIR …] --record NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from results import add_record_option, record_if_asked  # bench/results.py
+
+from feverous_es.training.contrastive import pairs_from_dump
+from feverous_es.training.entailment_data import Split
+from feverous_es.verdict.entailment import DEFAULT_MODEL, EntailmentModel
+
+
+def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
+    model = EntailmentModel(model_dir, device="cpu")
+    started = time.perf_counter()
+    rows = model.probabilities([p.claim for p in pairs], [p.premise for p in pairs])
+    seconds = time.perf_counter() - started
+    by_source: dict[str, Counter[str]] = {}
+    for pair, row in zip(pairs, rows, strict=True):
+        by_source.setdefault(pair.source, Counter())[model.labels[int(row.argmax())].value] += 1
+    result: dict[str, Any] = {"ms_per_pair": round(1000 * seconds / len(pairs), 1)}
+    for source, answers in sorted(by_source.items()):
+        label = next(p.label for p in pairs if p.source == source)
+        total = sum(answers.values())
+        result[source] = {
+            "pairs": total,
+            "expected": label,
+            "recall": round(answers[label] / total, 3),
+            "answered": dict(answers.most_common()),
+        }
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("wiki_db", type=Path)
+    parser.add_argument(
+        "--model", type=Path, action="append", help="verdict model directory (repeat)"
+    )
+    parser.add_argument("--pages", type=int, default=4000, help="as --contrastive-pages")
+    parser.add_argument("--holdout", type=float, default=0.35, help="as train verdict's")
+    parser.add_argument("--seed", type=int, default=13, help="as train verdict's")
+    add_record_option(parser)
+    args = parser.parse_args()
+    pairs = pairs_from_dump(args.wiki_db, args.pages, Split(args.seed, args.holdout, 0))
+    held = [p for p in pairs if p.held_out]
+    figures: dict[str, Any] = {"held_out_pairs": dict(Counter(p.source for p in held))}
+    for model_dir in args.model or [DEFAULT_MODEL]:
+        name = "shipped" if model_dir == DEFAULT_MODEL else str(model_dir)
+        figures[name] = measure(model_dir, held)
+        print(name)
+        for source, row in figures[name].items():
+            if isinstance(row, dict):
+                print(f"  {source:<32} recall {row['recall']:.3f}  answered {row['answered']}")
+    record_if_asked(args, figures)
+
+
+if __name__ == "__main__":
+    main()
