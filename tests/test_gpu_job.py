@@ -154,6 +154,28 @@ def test_a_torn_transfer_stops_the_job_before_any_training(
     assert "is missing: was every transfer of the bundle sent?" in job.stderr
 
 
+def test_the_epochs_stop_in_time_for_the_results_to_come_back(
+    dry_run: tuple[Path, dict, list], tmp_path: Path
+) -> None:
+    root, _, _ = dry_run
+    device = tmp_path / "device"
+    shutil.copytree(root / "device", device)
+    config = json.loads((device / gpu_job.CONFIG_FILE).read_text())
+    config["budget_seconds"] = 0  # already spent: each model trains one epoch, then stops
+    config["teacher"]["settings"]["epochs"] = 3
+    (device / gpu_job.CONFIG_FILE).write_text(json.dumps(config))
+    out = tmp_path / "results"
+    job = subprocess.run(
+        [sys.executable, str(device / gpu_bundle.JOB_FILE), str(device), str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr[-2000:]
+    assert "stopping after epoch 1: the next would pass the time budget" in job.stdout
+    report = json.loads((out / gpu_job.REPORT_FILE).read_text())
+    assert [e["epoch"] for e in report["teacher"]["curve"]] == [1]
+    assert report["student_parts"]  # the results still come back
+
+
 def test_results_without_the_student_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(gpu_bundle.TrainError, match="not a GPU job's results"):
         gpu_bundle.install_student(tmp_path, tmp_path, tmp_path / "student")

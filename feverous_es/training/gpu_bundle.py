@@ -43,6 +43,9 @@ MIB = 1 << 20
 SEND_PART_BYTES = 56 * MIB  # a call carries 64 MiB with the working tree (~5 MiB without models)
 RETURN_PART_BYTES = 16 * MIB  # a file that comes back: at most 16 MiB, 8 files, 64 MiB a call
 MAX_CARRY = 8  # paths a call may carry
+# The job's time: a call runs 10 minutes at most, and the session's 15 minutes of device
+# time also pay the machine's start and the transfers.
+JOB_SECONDS = 420
 PAIRS_FILE = "pairs.jsonl.gz"
 TRANSFERS_FILE = "transfers.json"
 JOB_FILE = "job.py"
@@ -231,8 +234,10 @@ def write_bundle(
     seed: int,
     wheels: bool = True,
     part_bytes: int = SEND_PART_BYTES,
+    budget_seconds: int = JOB_SECONDS,
 ) -> dict[str, Any]:
-    """Write the whole bundle into ``bundle`` (replaced) and return its ``job.json``."""
+    """Write the whole bundle into ``bundle`` (replaced) and return its ``job.json``;
+    ``budget_seconds``: the job's training stops its epochs in time to end within it."""
     if bundle.is_absolute():
         raise TrainError(
             f"--bundle {bundle}: give it relative to the repository root (the GPU calls carry "
@@ -246,6 +251,7 @@ def write_bundle(
     config: dict[str, Any] = {
         "pairs": PAIRS_FILE,
         "return_part_bytes": RETURN_PART_BYTES,
+        "budget_seconds": budget_seconds,
         "teacher": write_model(teacher, bundle, "teacher", part_bytes),
         "student": write_model(student, bundle, "student", part_bytes),
         "roles": dict(Counter(role for role, _ in roles)),

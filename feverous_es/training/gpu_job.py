@@ -43,6 +43,8 @@ REPORT_FILE = "report.json"
 LOG_FILE = "log.txt"
 STUDENT_CONFIG = "student-config.json"
 STUDENT_PARTS = "student.safetensors"  # + ".00", ".01", …
+TEACHER_SHARE = 0.55  # of budget_seconds, for the teacher's epochs
+WRITE_SECONDS = 30  # kept at the end of the budget for writing the results
 
 
 class Log:
@@ -195,11 +197,14 @@ class Trainer:
         *,
         soft: Any = None,
         log: Callable[[str], None],
+        deadline: float = math.inf,
     ) -> dict[str, Any]:
         """AdamW with linear warm-up and decay over ``epochs``; after each epoch
         ``on_epoch(epoch)`` returns the validation score, and the best epoch's weights are kept
         (restored at the end). With ``soft`` (teacher probabilities at temperature T), the loss
-        is ``alpha·T²·KL(soft ‖ student/T) + (1 - alpha)·CE(gold)``."""
+        is ``alpha·T²·KL(soft ‖ student/T) + (1 - alpha)·CE(gold)``. No epoch starts that
+        would end after ``deadline`` (``time.perf_counter()``, at the last epoch's pace): a
+        GPU call that outlives its limit returns nothing."""
         torch, settings = self.torch, self.settings
         size, epochs = settings["batch_size"], settings["epochs"]
         steps_per_epoch = math.ceil(len(encoded) / size)
@@ -246,6 +251,9 @@ class Trainer:
             if score > best["score"]:
                 state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
                 best = {"epoch": epoch, "score": score, "state": state}
+            if epoch < epochs and time.perf_counter() + seconds > deadline:
+                log(f"stopping after epoch {epoch}: the next would pass the time budget")
+                break
         if best["state"] is not None:
             self.model.load_state_dict(best["state"])
         return {"best_epoch": best["epoch"], "curve": curve, "steps": total}
@@ -295,10 +303,11 @@ def fit_measured(
     log: Callable[[str], None],
     *,
     soft: Any = None,
+    deadline: float = math.inf,
 ) -> dict[str, Any]:
-    """``trainer.fit`` on ``train``, measuring each of ``measured``'s pair sets per source
-    after each epoch; ``valid`` chooses the epoch. The fit's record, with the kept epoch's
-    accuracy on every set."""
+    """``trainer.fit`` on ``train`` (until ``deadline``), measuring each of ``measured``'s
+    pair sets per source after each epoch; ``valid`` chooses the epoch. The fit's record, with
+    the kept epoch's accuracy on every set."""
     encoded = {name: trainer.encode(pairs) for name, pairs in measured.items()}
     curve: dict[int, dict[str, Any]] = {}
 
@@ -310,7 +319,9 @@ def fit_measured(
         return mean_source_accuracy(curve[epoch]["valid"])
 
     labels = [LABELS.index(p["label"]) for p in train]
-    fitted = trainer.fit(trainer.encode(train), labels, measure, soft=soft, log=log)
+    fitted = trainer.fit(
+        trainer.encode(train), labels, measure, soft=soft, log=log, deadline=deadline
+    )
     return {**fitted, **curve[fitted["best_epoch"]], "curve_by_source": curve}
 
 
@@ -374,7 +385,10 @@ def run(bundle: Path, out: Path, device: str | None = None) -> dict[str, Any]:
 
     started = time.perf_counter()
     teacher = Trainer(torch, teacher_dir, config["teacher"]["settings"], device)
-    report["teacher"] = fit_measured(teacher, pairs["train"], measured, log)
+    # The teacher may take TEACHER_SHARE of the budget; the student what is left of it.
+    budget = float(config["budget_seconds"])
+    deadline = log.started + TEACHER_SHARE * budget
+    report["teacher"] = fit_measured(teacher, pairs["train"], measured, log, deadline=deadline)
     phase("teacher", started)
 
     started = time.perf_counter()
@@ -388,7 +402,8 @@ def run(bundle: Path, out: Path, device: str | None = None) -> dict[str, Any]:
 
     started = time.perf_counter()
     student = Trainer(torch, student_dir, student_settings, device)
-    report["student"] = fit_measured(student, pool, measured, log, soft=soft)
+    deadline = log.started + budget - WRITE_SECONDS
+    report["student"] = fit_measured(student, pool, measured, log, soft=soft, deadline=deadline)
     phase("student", started)
 
     started = time.perf_counter()
