@@ -52,6 +52,9 @@ ABOUT = {
     "shipped models.",
     "table-features": "What the computed table features are worth: the table model on the gold "
     "table with all features, without the arithmetic, and the claim alone.",
+    "contrastive-shipped": "The reader's failure classes on held-out claims made from the dump "
+    "(bench/contrastive.py): each kind of changed attribute's REFUTES recall, the lead's "
+    "SUPPORTS recall, NOT ENOUGH INFO against other subjects' sentences, and where misses went.",
     "label-leaks": "Rules that never read the claim, on FEVEROUS-S: on this dump a claim's "
     "evidence count gives its label away; read FEVEROUS-S verdict figures beside these.",
     "house-retrieval": "The house refactor's behaviour check: `retrieval-300`'s run on the code "
