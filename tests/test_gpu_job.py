@@ -176,6 +176,22 @@ def test_the_epochs_stop_in_time_for_the_results_to_come_back(
     assert report["student_parts"]  # the results still come back
 
 
+def test_the_plan_packs_every_file_once_within_the_limits_and_runs_the_job_last() -> None:
+    sizes = {f"teacher.safetensors.{n:02d}": 56 * MIB for n in range(3)}
+    sizes |= {"teacher.safetensors.03": 30 * MIB, "student.safetensors.00": 43 * MIB}
+    sizes |= {"pairs.jsonl.gz": 20 * MIB, "wheels": 16 * MIB, "job.py": 20_000, "job.json": 9_000}
+    sizes |= {f"teacher-file-{n}": 100_000 for n in range(9)}
+    last = [gpu_bundle.JOB_FILE, gpu_job.CONFIG_FILE]
+    groups = gpu_bundle.plan_transfers(sizes, last, 56 * MIB)
+    assert sorted(name for group in groups for name in group) == sorted(sizes)
+    assert all(sum(sizes[n] for n in g) <= 56 * MIB and len(g) <= 8 for g in groups)
+    assert set(last) <= set(groups[-1]) and len(groups) == 6  # 290 MiB in calls of <= 56
+    calls = gpu_bundle.transfer_calls(Path("gpu-bundle"), groups, wheels=True)
+    assert "pip install" in calls[-1]["command"] and calls[-1]["command"].endswith("$OUT")
+    assert all(c["carry"][0].startswith("gpu-bundle/") for c in calls)
+    assert all(len(c["command"]) <= 2000 for c in calls)  # the device tool's limit
+
+
 def test_results_without_the_student_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(gpu_bundle.TrainError, match="not a GPU job's results"):
         gpu_bundle.install_student(tmp_path, tmp_path, tmp_path / "student")

@@ -3,8 +3,9 @@
 ``feverous-es train verdict … --folds 0 --bundle DIR`` builds the command's pairs (the same
 pairs, split and cap as a CPU training) and writes DIR for :mod:`~feverous_es.training.gpu_job`:
 
-* ``pairs.jsonl.gz``: the teacher's training pairs (the command's training pool), the held-out
-  pairs, and the distillation pool's other pairs (every pair not held out);
+* ``pairs.jsonl.gz``: each pair with its role (:func:`pair_roles`): the teacher's training
+  pairs (the command's training pool less a validation share), the validation pairs that choose
+  the epochs, the held-out pairs (reported only), and the distillation pool's other pairs;
 * the teacher's and the student's base weights as fp16 safetensors split into parts of at most
   ``part_bytes`` (fp16 keeps 3 more mantissa bits than bf16 at the same size; every weight of
   these encoders is far inside fp16's range, which is checked), with their config and tokenizer;
