@@ -55,6 +55,10 @@ ABOUT = {
     "contrastive-shipped": "The reader's failure classes on held-out claims made from the dump "
     "(bench/contrastive.py): each kind of changed attribute's REFUTES recall, the lead's "
     "SUPPORTS recall, NOT ENOUGH INFO against other subjects' sentences, and where misses went.",
+    "contrastive-cpu-retrain": "The shipped reader beside a MiniLM reader retrained on this CPU "
+    "with the contrastive and table-NEI pairs (1 epoch, 800 pairs a source: a probe, not a "
+    "candidate), on the same held-out contrastive claims and the same held-out training pairs "
+    "(retrieved evidence as is and gold removed, gold tables).",
     "label-leaks": "Rules that never read the claim, on FEVEROUS-S: on this dump a claim's "
     "evidence count gives its label away; read FEVEROUS-S verdict figures beside these.",
     "house-retrieval": "The house refactor's behaviour check: `retrieval-300`'s run on the code "

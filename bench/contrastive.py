@@ -58,7 +58,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("wiki_db", type=Path)
     parser.add_argument(
-        "--model", type=Path, action="append", help="verdict model directory (repeat)"
+        "--model",
+        type=Path,
+        action="append",
+        help="a verdict model beside the shipped one (repeat)",
     )
     parser.add_argument("--pages", type=int, default=4000, help="as --contrastive-pages")
     parser.add_argument("--holdout", type=float, default=0.35, help="as train verdict's")
@@ -72,7 +75,7 @@ def main() -> None:
         run_pairs = read_pairs(args.held_out_pairs)
         held += [p for p in run_pairs if p.held_out and p.train and p.source not in SOURCES]
     figures: dict[str, Any] = {"held_out_pairs": dict(Counter(p.source for p in held))}
-    for model_dir in args.model or [DEFAULT_MODEL]:
+    for model_dir in [DEFAULT_MODEL, *(args.model or [])]:  # the shipped model first
         name = "shipped" if model_dir == DEFAULT_MODEL else str(model_dir)
         figures[name] = measure(model_dir, held)
         print(name)
