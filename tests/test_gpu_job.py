@@ -64,6 +64,15 @@ def send(bundle: Path, device: Path) -> list[dict]:
     return calls
 
 
+def run_job(device: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """The job as the last call runs it: the bundle's own script, on the device's folder."""
+    return subprocess.run(
+        [sys.executable, str(device / gpu_bundle.JOB_FILE), str(device), str(out), "--device",
+         "cpu"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, list[dict]]:
     root = tmp_path_factory.mktemp("gpu-dry-run")
@@ -80,11 +89,7 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, list[
         )  # fmt: skip
         calls = send(Path("bundle"), root / "device")
     out = root / "results"
-    job = subprocess.run(
-        [sys.executable, str(root / "device" / gpu_bundle.JOB_FILE), str(root / "device"),
-         str(out), "--device", "cpu"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    job = run_job(root / "device", out)
     assert job.returncode == 0, job.stderr[-2000:]
     return root, config, calls
 
@@ -140,17 +145,11 @@ def test_a_torn_transfer_stops_the_job_before_any_training(
     shutil.copytree(root / "device", device)
     part = device / config["teacher"]["parts"][0]
     part.write_bytes(part.read_bytes()[:1000])
-    job = subprocess.run(
-        [sys.executable, str(device / gpu_bundle.JOB_FILE), str(device), str(tmp_path / "o")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    job = run_job(device, tmp_path / "o")
     assert job.returncode != 0
     assert f"{part} does not match its sha256" in job.stderr
     (device / config["student"]["parts"][0]).unlink()
-    job = subprocess.run(
-        [sys.executable, str(device / gpu_bundle.JOB_FILE), str(device), str(tmp_path / "o")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    job = run_job(device, tmp_path / "o")
     assert "is missing: was every transfer of the bundle sent?" in job.stderr
 
 
@@ -165,10 +164,7 @@ def test_the_epochs_stop_in_time_for_the_results_to_come_back(
     config["teacher"]["settings"]["epochs"] = 3
     (device / gpu_job.CONFIG_FILE).write_text(json.dumps(config))
     out = tmp_path / "results"
-    job = subprocess.run(
-        [sys.executable, str(device / gpu_bundle.JOB_FILE), str(device), str(out)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    job = run_job(device, out)
     assert job.returncode == 0, job.stderr[-2000:]
     assert "stopping after epoch 1: the next would pass the time budget" in job.stdout
     report = json.loads((out / gpu_job.REPORT_FILE).read_text())

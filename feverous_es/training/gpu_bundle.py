@@ -72,17 +72,12 @@ class TeacherSettings:
 
 
 @dataclass(frozen=True)
-class StudentSettings:
+class StudentSettings(TeacherSettings):
     """The student's distillation: the teacher's probabilities at ``temperature``, weighted
     ``alpha`` against the gold label."""
 
-    epochs: int = 4
-    batch_size: int = 64
     learning_rate: float = 8e-5
-    warmup: float = 0.06
-    max_length: int = 256
     freeze_embeddings: bool = True
-    score_batch_size: int = 256
     temperature: float = 2.0
     alpha: float = 0.5
 
