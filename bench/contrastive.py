@@ -21,12 +21,9 @@ from typing import Any
 
 from results import add_record_option, record_if_asked  # bench/results.py
 
-from feverous_es.training.contrastive import pairs_from_dump
+from feverous_es.training.contrastive import SOURCES, pairs_from_dump
 from feverous_es.training.entailment_data import Split, read_pairs
 from feverous_es.verdict.entailment import DEFAULT_MODEL, EntailmentModel
-
-SOURCES = {f"contrastive-{k}" for k in ("lead", "other-subject", "nationality", "number",
-                                         "description")}  # fmt: skip
 
 
 def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
@@ -37,7 +34,7 @@ def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
     by_source: dict[str, Counter[str]] = {}
     right: Counter[str] = Counter()
     for pair, row in zip(pairs, rows, strict=True):
-        name = f"{pair.source}/{pair.variant}" if pair.variant == "no-gold" else pair.source
+        name = pair.measured_as
         answer = model.labels[int(row.argmax())].value
         by_source.setdefault(name, Counter())[answer] += 1
         right[name] += answer == pair.label

@@ -34,6 +34,8 @@ from feverous_es.training.entailment_data import SENTENCE, Pair, Split
 SOURCE = "contrastive"  # the split's source name: a page is held out for all its pairs
 SUPPORTS, REFUTES = LABELS[0], LABELS[1]
 KINDS = ("nationality", "number", "description")
+# The pairs' sources: one label each (SUPPORTS, NOT ENOUGH INFO, then REFUTES per kind).
+SOURCES = (f"{SOURCE}-lead", f"{SOURCE}-other-subject", *(f"{SOURCE}-{k}" for k in KINDS))
 # Demonyms, longest first so that "South African" is read before "African".
 DEMONYMS = tuple(sorted((
     "American", "British", "English", "Scottish", "Welsh", "Irish", "Canadian", "Australian",
@@ -170,10 +172,11 @@ def contrastive_pairs(leads: Sequence[Lead], pages: int, split: Split) -> list[P
     ``pages`` leads, each with one kind of change: the first of KINDS the page has (a
     description fits almost every page, so it comes last)."""
     rng = random.Random(split.seed)
-    chosen = rng.sample(list(leads), min(pages, len(leads)))
+    leads = list(leads)
+    chosen = rng.sample(leads, min(pages, len(leads)))
     pairs: list[Pair] = []
     for lead in chosen:
-        donors = rng.sample(list(leads), min(200, len(leads)))
+        donors = rng.sample(leads, min(200, len(leads)))
         donors = [d for d in donors if d.page != lead.page]
         for kind in KINDS:
             if (made := _swap(lead, donors, kind, rng)) is not None:

@@ -62,6 +62,12 @@ class Pair:
     train: bool = True
 
     @property
+    def measured_as(self) -> str:
+        """The name its held-out accuracy is reported under: the source, and
+        ``source/no-gold`` for the gold-removed NEI pairs."""
+        return f"{self.source}/{self.variant}" if self.variant == NO_GOLD else self.source
+
+    @property
     def key(self) -> str:
         """``route/source/id[/variant]``: what the scores file is keyed by."""
         return "/".join(p for p in (self.route, self.source, self.id, self.variant) if p)

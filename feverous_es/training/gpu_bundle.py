@@ -112,13 +112,9 @@ def pair_roles(
 def write_pair_file(path: Path, roles: Sequence[tuple[str, data.Pair]]) -> None:
     with gzip.open(path, "wt", encoding="utf-8") as out:
         for role, p in roles:
-            row = {"role": role, "key": p.key, "source": _source(p), "claim": p.claim,
+            row = {"role": role, "key": p.key, "source": p.measured_as, "claim": p.claim,
                    "premise": p.premise, "label": p.label}  # fmt: skip
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
-def _source(pair: data.Pair) -> str:
-    return f"{pair.source}/{pair.variant}" if pair.variant == data.NO_GOLD else pair.source
 
 
 def fp16_weights(model_dir: Path) -> bytes:
@@ -296,7 +292,7 @@ def install_student(results: Path, student_base: Path, into: Path) -> dict[str, 
     into.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(into / "model.safetensors"))
     shutil.copyfile(results / gpu_job.STUDENT_CONFIG, into / "config.json")
-    for name in MODEL_FILES[1:]:
-        if (student_base / name).is_file():
+    for name in MODEL_FILES:  # the tokenizer's files; the config is the job's
+        if name != "config.json" and (student_base / name).is_file():
             shutil.copyfile(student_base / name, into / name)
     return report

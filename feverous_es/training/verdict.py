@@ -300,8 +300,7 @@ def held_out_accuracy(
     rows: dict[str, list[bool]] = {}
     for row, pair in zip(probabilities, pairs, strict=True):
         if pair.train:
-            name = f"{pair.source}/{pair.variant}" if pair.variant == data.NO_GOLD else pair.source
-            rows.setdefault(name, []).append(LABELS[int(row.argmax())] == pair.label)
+            rows.setdefault(pair.measured_as, []).append(LABELS[int(row.argmax())] == pair.label)
     return {
         name: {"pairs": len(right), "accuracy": round(sum(right) / len(right), 4)}
         for name, right in sorted(rows.items())
