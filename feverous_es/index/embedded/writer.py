@@ -305,4 +305,8 @@ class EmbeddedWriter:
         self._text_writer.wait_merging_threads()
         self._page_writer.wait_merging_threads()
         self._table_writer.wait_merging_threads()
+        # Each tantivy index holds a reader whose watcher reloads it (taking a lock file in its
+        # directory) up to 0.5 s after the last commit: dropped here, a caller may delete the
+        # directory at once.
+        del self._texts, self._pages, self._tables
         self._db.close()
