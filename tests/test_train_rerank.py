@@ -245,3 +245,38 @@ def test_bad_inputs_are_one_line_errors(
     assert "not a Hugging Face model directory" in line
     [line] = invoke("--claims", str(claims_file), "--base", str(tiny_base), "--holdout", "1")
     assert "--holdout" in line
+
+
+def test_a_student_starts_from_its_teacher_and_learns_its_scores(
+    pools_cache, claims_file: Path, sample_index: Path, tmp_path: Path
+) -> None:
+    from feverous_es.rerank.rankers import PACKAGED_SENTENCE_RANKER
+
+    _, cache = pools_cache
+    work, out = tmp_path / "work", tmp_path / "student"
+    work.mkdir()
+    shutil.copyfile(cache, work / rerank_data.CANDIDATES_FILE)
+    settings = tr.TrainSettings(
+        base=Path("unused: the teacher is the base"), epochs=1, max_length=64, batch_size=4,
+        seed=3, teacher=PACKAGED_SENTENCE_RANKER, layers=2,
+    )  # fmt: skip
+    options = tr.RunOptions(
+        claims=[claims_file], index=sample_index, out=out, work=work, settings=settings,
+        kinds=("sentences",), holdout=0.3,
+    )  # fmt: skip
+    reports = tr.run(options)
+    assert reports is not None
+    report = reports["sentences"]
+    assert report["training"]["layers"] == 2
+    assert report["training"]["teacher"] == str(PACKAGED_SENTENCE_RANKER)
+    config = json.loads((out / "sentences" / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2
+    # The targets are the teacher's scores as the reranker computes them (its int8 graph).
+    targets = json.loads((work / "sentences" / tr.TEACHER_SCORES_FILE).read_text())
+    claims = rerank_data.read_gold_claims([claims_file], seed=3)
+    pools = rerank_data.collect_pools(claims, sample_index, work / rerank_data.CANDIDATES_FILE)
+    train_pools, _ = tr.datasets.split(pools, 3, 0.3)  # the run's own groups, read back
+    groups = rerank_data.build_groups(train_pools, "sentences", negatives=4, others=2, seed=3)
+    teacher = CrossEncoder(PACKAGED_SENTENCE_RANKER, max_length=64, device="cpu")
+    expected = teacher.score([pair for g in groups for pair in g.pairs()])
+    np.testing.assert_allclose([x for row in targets for x in row], expected, rtol=1e-6)

@@ -18,6 +18,7 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from feverous_es.errors import ModelError
+from feverous_es.runtime.costs import count_model_run
 from feverous_es.runtime.files import (
     MANIFEST_FILE,
     choose_model_file,
@@ -146,5 +147,7 @@ class OnnxModel:
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = types
         rows = reduce(np.asarray(self.run(feed)[0]), mask)
-        self.tokens += int(mask.sum())
+        tokens = int(mask.sum())
+        self.tokens += tokens
+        count_model_run(self.directory.name, len(encodings), tokens)
         return rows

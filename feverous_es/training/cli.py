@@ -318,6 +318,17 @@ def install_command(model_dir: Path, role: str) -> None:
 @click.option("--lr", "learning_rate", default=3e-5, show_default=True)
 @click.option("--negatives", default=4, show_default=True, help="Hard negatives a group.")
 @click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
+@click.option(
+    "--teacher",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Distil this exported ranker (a model directory with an int8 graph): the student "
+    "starts from its weights and learns its order of each group, instead of the gold one.",
+)
+@click.option(
+    "--layers",
+    type=click.IntRange(min=1),
+    help="With --teacher: encoder layers the student keeps, evenly spaced (3 of 6: 0, 2, 4).",
+)
 @common_options(
     index="Index the candidates and gold elements are read from",
     cache="Candidate",
@@ -339,6 +350,8 @@ def rerank_command(
     seed: int,
     negatives: int,
     others: int,
+    teacher: Path | None,
+    layers: int | None,
     freeze_embeddings: bool,
     checkpoint_every: int,
     threads: int | None,
@@ -356,10 +369,19 @@ def rerank_command(
     table (gold_tables, e.g. TabFact's): the gold table's best row, the best rows of the
     --negatives best-ranked other tables and --others gold rows of other claims. Writes
     OUT/rows (the papelo candidates' row_model option).
+
+    --teacher DIR --layers 3 makes a smaller ranker of an exported one (e.g. the packaged
+    sentence ranker): the student keeps 3 of its layers and learns its scores; ship it where
+    held-out recall holds (bench/retrieval.py).
     """
     from feverous_es.training import bases, rerank_data
     from feverous_es.training import rerank as tr
 
+    if teacher is not None and (base is not None or kind not in ("sentences", "cells")):
+        raise click.UsageError("--teacher starts from the teacher's weights: give one --kind "
+                               "(sentences or cells) and no --base")  # fmt: skip
+    if layers is not None and teacher is None:
+        raise click.UsageError("--layers needs --teacher")
     work = work_dir(out, work)
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
@@ -372,6 +394,8 @@ def rerank_command(
             seed=seed,
             negatives=negatives,
             others=others,
+            teacher=teacher,
+            layers=layers,
             freeze_embeddings=freeze_embeddings,
             checkpoint_every=checkpoint_every,
             threads=threads,

@@ -31,8 +31,9 @@ torch, transformers and optimum are imported inside functions: the runtime never
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -58,6 +59,8 @@ from feverous_es.training.rerank_data import (
 )
 
 LABELS = ("relevance",)  # one output logit; config.json's id2label
+TEACHER_SCORES_FILE = "teacher-scores.json"
+TEACHER_TORCH_DIR = "teacher-torch"  # the teacher rebuilt from its int8 graph
 
 
 # The first K of a kind the evidence budget keeps (5 non-cells, 25 cell-type elements).
@@ -72,12 +75,34 @@ class TrainSettings(common.TrainSettings):
     learning_rate: float = 3e-5
     negatives: int = 4  # hard negatives a group
     others: int = 2  # other claims' gold elements a group
+    # A student of an exported ranker: it starts from ``teacher``'s own weights (rebuilt from its
+    # int8 graph) with ``layers`` of its layers kept, evenly spaced, and learns the teacher's
+    # order of each group (cross entropy against the softmax of the teacher's scores).
+    teacher: Path | None = None
+    layers: int | None = None
 
     FINGERPRINT: ClassVar[tuple[str, ...]] = (
         *common.TrainSettings.FINGERPRINT,
         "negatives",
         "others",
+        "layers",
     )
+
+
+def kept_layers(total: int, keep: int) -> list[int]:
+    """``keep`` of ``total`` layers, evenly spaced from the first: 3 of 6 are 0, 2, 4 (the
+    student initialisation of DistilBERT)."""
+    if not 1 <= keep <= total:
+        raise TrainError(f"--layers must be between 1 and {total}, not {keep}")
+    return [i * total // keep for i in range(keep)]
+
+
+def prune_layers(model: Any, keep: int) -> None:
+    """Keep ``keep`` evenly spaced encoder layers of a BERT-style ``model``, in place."""
+    encoder = model.base_model.encoder
+    chosen = kept_layers(len(encoder.layer), keep)
+    encoder.layer = type(encoder.layer)([encoder.layer[i] for i in chosen])
+    model.config.num_hidden_layers = keep
 
 
 def train(
@@ -95,8 +120,13 @@ def train(
     if not groups:
         raise TrainError("no training groups (no gold element of this kind in the training claims)")
     tokenizer, model = common.load_model(torch, settings, LABELS)
+    if settings.layers is not None:
+        prune_layers(model, settings.layers)
     encoded = [common.encode_pairs(tokenizer, g.pairs(), settings.max_length) for g in groups]
     pad_id = tokenizer.pad_token_id or 0
+    targets = None
+    if settings.teacher is not None:
+        targets = teacher_scores(settings.teacher, groups, settings.max_length, work)
 
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
         rows = [pair for i in ids for pair in encoded[i]]
@@ -108,7 +138,12 @@ def train(
         # A short group's empty places score -1e4: out of the softmax (eq. 1 over its members).
         grid = torch.full((len(ids), width), -1e4, dtype=scores.dtype)
         grid = grid.index_put((row_of, col_of), scores)
-        target = torch.zeros(len(ids), dtype=torch.long)  # the gold element comes first
+        if targets is None:
+            target = torch.zeros(len(ids), dtype=torch.long)  # the gold element comes first
+        else:
+            teacher = torch.full((len(ids), width), -1e4, dtype=scores.dtype)
+            flat = torch.tensor([x for i in ids for x in targets[i]], dtype=scores.dtype)
+            target = teacher.index_put((row_of, col_of), flat).softmax(dim=1)
         loss = torch.nn.functional.cross_entropy(grid, target)
         return loss, int(batch["attention_mask"].sum())
 
@@ -117,6 +152,26 @@ def train(
         on_progress=on_progress, stop_after=stop_after,
     )  # fmt: skip
     return common.save_trained(model, tokenizer, work) if finished else None
+
+
+def teacher_scores(
+    teacher: Path, groups: Sequence[Group], max_length: int, work: Path
+) -> list[list[float]]:
+    """The teacher's score of every pair of every group, as the reranker computes them (its
+    int8 graph), cached in ``<work>/teacher-scores.json`` for a resumed run."""
+    cache = work / TEACHER_SCORES_FILE
+    if cache.is_file():
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if [len(row) for row in cached] == [len(g.texts) for g in groups]:
+            return cached
+    scores = pair_scorer(teacher, max_length)([pair for g in groups for pair in g.pairs()])
+    rows, start = [], 0
+    for g in groups:
+        rows.append([float(x) for x in scores[start : start + len(g.texts)]])
+        start += len(g.texts)
+    work.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(rows), encoding="utf-8")
+    return rows
 
 
 def pair_scorer(model_dir: Path, max_length: int) -> Callable[[list[tuple[str, str]]], np.ndarray]:
@@ -210,6 +265,11 @@ def run(
     settings = options.settings
     if not 8 <= settings.max_length <= 512:
         raise TrainError(f"--max-length must be between 8 and 512, not {settings.max_length}")
+    if settings.teacher is not None:
+        from feverous_es.export.dequantize import torch_from_int8
+
+        rebuilt = torch_from_int8(settings.teacher, options.work / TEACHER_TORCH_DIR)
+        settings = options.settings = replace(settings, base=rebuilt)
     check_base(settings.base)
     claims = read_gold_claims(options.claims, limit=options.limit, seed=settings.seed)
     pools = collect_pools(
@@ -284,6 +344,11 @@ def training_section(
         "hard_negatives": round(sum(g.hard for g in groups) / max(1, len(groups)), 3),
         "negatives": settings.negatives,
         "others": settings.others,
+        **(
+            {"teacher": str(settings.teacher), "layers": settings.layers}
+            if settings.teacher
+            else {}
+        ),
         "epochs": settings.epochs,
         "max_length": settings.max_length,
         "batch_size": settings.batch_size,

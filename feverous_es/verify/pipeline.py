@@ -7,7 +7,7 @@ together, so the model stages (reranking, verdict) batch their inference across 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,6 +34,7 @@ from feverous_es.plugins.interfaces import (
     VerdictModel,
 )
 from feverous_es.plugins.registry import factory, load
+from feverous_es.runtime.costs import METER, CountedStore, difference
 
 if TYPE_CHECKING:
     from feverous_es.index.embedder import Embedder
@@ -75,7 +76,9 @@ class ClaimResult:
 
 
 class Pipeline:
-    """Runs claims through the configured plugins; ``seconds`` sums the time per stage.
+    """Runs claims through the configured plugins; ``seconds`` sums the time per stage and
+    ``costs`` what each stage counted (model runs, rows and tokens, store calls and hits:
+    :mod:`feverous_es.runtime.costs`).
 
     The retrieval stages (pages, candidates, hops) take a batch's claims one at a time, or as
     many at once as the store's ``concurrent_claims`` says (threads: an Elasticsearch cluster
@@ -104,6 +107,7 @@ class Pipeline:
         factory("verdict", config.plugins["verdict"])  # a wrong name fails here, not later
         self._verdict: VerdictModel | None = None
         self.seconds: dict[str, float] = defaultdict(float)
+        self.costs: dict[str, Counter[str]] = defaultdict(Counter)
         workers = context.store.concurrent_claims
         self._claim_threads = ThreadPoolExecutor(workers) if workers > 1 else None
 
@@ -122,7 +126,7 @@ class Pipeline:
         ``$FEVEROUS_ES_CONFIG``. ``device``: ``"auto"``, ``"cpu"`` or ``"cuda"``."""
         if not isinstance(config, PipelineConfig):
             config = load_config(Path(config) if config is not None else None)
-        opened = open_store(store, index)
+        opened = CountedStore(open_store(store, index))
         try:
             return cls(config, PluginContext(opened, LazyEmbedder(device), device))
         except BaseException:
@@ -158,11 +162,14 @@ class Pipeline:
 
     @contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
+        # Counts are the process's: two pipelines verifying at once share them.
+        counted = METER.snapshot()
         started = time.perf_counter()
         try:
             yield
         finally:
             self.seconds[stage] += time.perf_counter() - started
+            self.costs[stage].update(difference(METER.snapshot(), counted))
 
     def verify(self, claim: str) -> ClaimResult:
         return self.verify_many([claim])[0]

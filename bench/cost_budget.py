@@ -1,0 +1,79 @@
+"""The pipeline's cost budget: counts (not times) of what each stage does a claim.
+
+Builds the embedded index of the repo's sample dump (129 pages) in a temporary directory,
+verifies the 50 official dev claims (tests/data/feverous_dev_sample50.jsonl) one at a time with
+the default pipeline, and prints what each stage counted a claim: model runs, rows (pairs) and
+tokens, store calls and hits (feverous_es.runtime.costs). ``--write`` makes these counts the
+budget that tests/test_cost_budget.py holds the pipeline to; a change that must cost more
+writes it in the same commit.
+
+    python bench/cost_budget.py            # compare with the budget
+    python bench/cost_budget.py --write    # record a new budget
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DB = REPO / "sample" / "wiki.db"
+CLAIMS = REPO / "tests" / "data" / "feverous_dev_sample50.jsonl"
+BUDGET = REPO / "tests" / "data" / "cost-budget.json"
+
+
+def sample_claims() -> list[str]:
+    with CLAIMS.open(encoding="utf-8") as lines:
+        return [json.loads(line)["claim"] for line in lines if line.strip()]
+
+
+def sample_costs(index_root: Path) -> dict[str, dict[str, int]]:
+    """The stage costs of the sample claims over a fresh index of the sample dump."""
+    from feverous_es.index.build import build
+    from feverous_es.index.embedded import EmbeddedWriter
+    from feverous_es.index.embedder import Embedder
+    from feverous_es.index.wiki import WikiDB
+    from feverous_es.verify.budget import claim_costs
+    from feverous_es.verify.pipeline import Pipeline
+
+    index = index_root / "index"
+    embedder = Embedder()
+    writer = EmbeddedWriter(index, embedder.dim)
+    try:
+        with WikiDB(SAMPLE_DB) as db:
+            build(db, writer, embedder)
+    finally:
+        writer.close()
+    with Pipeline.open(index) as pipeline:
+        return claim_costs(pipeline, sample_claims())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"record the counts in {BUDGET}")
+    args = parser.parse_args()
+    from feverous_es.verify.budget import over_budget
+
+    with tempfile.TemporaryDirectory() as tmp:
+        costs = sample_costs(Path(tmp))
+    claims = len(sample_claims())
+    for stage, counts in costs.items():
+        print(stage)
+        for name, count in counts.items():
+            print(f"  {name:34s} {count:9,d}  ({count / claims:,.1f} a claim)")
+    if args.write:
+        BUDGET.write_text(json.dumps(costs, indent=1) + "\n", encoding="utf-8")
+        print(f"budget written to {BUDGET.relative_to(REPO)}")
+        return
+    budget = json.loads(BUDGET.read_text(encoding="utf-8")) if BUDGET.exists() else {}
+    problems = over_budget(costs, budget)
+    for line in problems:
+        print(f"over budget: {line}", file=sys.stderr)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
