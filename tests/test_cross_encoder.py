@@ -209,6 +209,25 @@ def test_corrupt_installed_file_is_refused(model_dir: Path, tmp_path: Path) -> N
         CrossEncoder(copy, device="cpu")
 
 
+def test_an_optimized_graph_is_kept_and_scores_as_the_graph_does(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from feverous_es.runtime.session import OPTIMIZED_DIR
+
+    pairs = [("Who wrote Hamlet?", "Hamlet is a play by Shakespeare."), ("A", "Paris is big.")]
+    monkeypatch.setenv("FEVEROUS_ES_CACHE", str(tmp_path / "cache"))
+    first = CrossEncoder(model_dir, device="cpu", quantized=True).score(pairs)
+    [kept] = (tmp_path / "cache" / OPTIMIZED_DIR).iterdir()
+    again = CrossEncoder(model_dir, device="cpu", quantized=True)  # a new process: from the cache
+    np.testing.assert_array_equal(again.score(pairs), first)
+    assert again.model_path.parent == model_dir  # the card names the model's own file
+    assert list((tmp_path / "cache" / OPTIMIZED_DIR).iterdir()) == [kept]
+    # A cache that cannot be written only means optimizing in memory.
+    monkeypatch.setenv("FEVEROUS_ES_CACHE", "/proc/no-cache-here")
+    unwritable = CrossEncoder(model_dir, device="cpu", quantized=True)
+    np.testing.assert_array_equal(unwritable.score(pairs), first)
+
+
 def test_a_checked_file_is_hashed_again_only_once_it_changes(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
