@@ -23,6 +23,13 @@ sentences too. Three steps, each resumable:
 3. **Export** to int8 ONNX (:func:`feverous_es.export.exporter.export_int8_as_model`, parity
    against torch), ``manifest.json``, held-out metrics and a model card in ``<out>/<kind>``.
 
+**A student** (``--teacher DIR --layers N``): a smaller ranker made of an exported one (the
+packaged sentence ranker ships as an int8 graph only). The teacher is rebuilt in torch from that
+graph (:mod:`feverous_es.export.dequantize`), ``N`` of its layers are kept, evenly spaced, and
+the student learns the teacher's scores of the same groups: the cross entropy of its seven
+scores against the softmax of the teacher's (the order that the reranker's per-claim
+standardization reads), not the gold element alone.
+
 Output layout: ``<out>/cells`` and ``<out>/sentences`` (``--kind`` picks one or both), to be
 named in the pipeline configuration as ``options.reranker.cell_model`` and ``model``.
 
