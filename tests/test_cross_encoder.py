@@ -209,6 +209,22 @@ def test_corrupt_installed_file_is_refused(model_dir: Path, tmp_path: Path) -> N
         CrossEncoder(copy, device="cpu")
 
 
+def test_batches_run_side_by_side_score_as_one_at_a_time() -> None:
+    from feverous_es.rerank.rankers import PACKAGED_SENTENCE_RANKER
+    from feverous_es.runtime.model import BATCH_WORKERS
+
+    pairs = [
+        ("Hamlet is a play by Shakespeare.", text)
+        for text in ("[Hamlet] Hamlet is a tragedy.", "[Paris] Paris is in France.", "x", "y z")
+    ] * 3
+    ranker = CrossEncoder(PACKAGED_SENTENCE_RANKER, max_length=128, device="cpu")
+    assert ranker.batch_size == 1  # an int8 graph: one pair a run, 12 runs
+    assert ranker._model._side_by_side == (BATCH_WORKERS.cores > 1)
+    side_by_side = ranker.score(pairs)
+    ranker._model._side_by_side = False
+    np.testing.assert_array_equal(side_by_side, ranker.score(pairs))
+
+
 def test_an_optimized_graph_is_kept_and_scores_as_the_graph_does(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
