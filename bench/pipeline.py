@@ -96,6 +96,7 @@ def warm_profile(store: str, index: str, claims: dict[str, list[dict]]) -> dict:
         for name, some in claims.items():
             total: list[float] = []
             stages: dict[str, list[float]] = defaultdict(list)
+            pipeline.costs.clear()
             for claim in some:
                 pipeline.seconds.clear()
                 started = time.perf_counter()
@@ -108,6 +109,12 @@ def warm_profile(store: str, index: str, claims: dict[str, list[dict]]) -> dict:
                 "claims": len(total),
                 **quantiles(total),
                 "stages": {stage: quantiles(seconds) for stage, seconds in stages.items()},
+                # What each stage counted a claim (feverous_es.runtime.costs): the work behind
+                # the times, which does not move with the machine's load.
+                "costs_per_claim": {
+                    stage: {name: round(n / len(some), 1) for name, n in sorted(counts.items())}
+                    for stage, counts in pipeline.costs.items()
+                },
             }
     return {"open_s": opened, "first_claim_s": first, "files": files, "all": quantiles(everything)}
 
@@ -182,9 +189,15 @@ def main() -> None:
                 f"p95 {result['p95_s'] * 1000:.0f} ms"
             )
             for stage, q in result["stages"].items():
+                rows = {
+                    name.removesuffix(" rows"): n
+                    for name, n in result["costs_per_claim"].get(stage, {}).items()
+                    if name.endswith(" rows")
+                }
+                read = "  ".join(f"{name} {n:g} inputs" for name, n in rows.items())
                 print(
                     f"    {stage:12s} p50 {q['p50_s'] * 1000:8.1f} ms  "
-                    f"p95 {q['p95_s'] * 1000:8.1f} ms"
+                    f"p95 {q['p95_s'] * 1000:8.1f} ms  {read}"
                 )
     if args.predict_claims:
         claims = dev_claims(args.predict_claims, args.seed + 1)

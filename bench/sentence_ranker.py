@@ -1,6 +1,7 @@
 """A fine-tuned sentence ranker against the retrieval order, on the claims its training held out.
 
-    python bench/sentence_ranker.py MODEL [--pools WORK/candidates.jsonl] [--weights 0.5 1 2]
+    python bench/sentence_ranker.py MODEL [--against MODEL ...] [--pools WORK/candidates.jsonl]
+                                    [--weights 0.5 1 2]
                                     [--index INDEX [--hops 7] [--per-file N] [--non-cells 15 25]]
                                     [--json OUT] [--record NAME]
 
@@ -19,7 +20,8 @@ next-hop pursuit included, for each candidate pool size ``--non-cells`` (the fir
 sentences the ranker can choose from): once with the ``retrieval`` reranker and once per weight
 with the ``cross-encoder`` reranker running MODEL on sentences (``sentences_only``):
 complete-evidence recall at 5 of the evidence it ends with, and the seconds a claim its rerank
-stage took.
+stage took. ``--against`` runs other rankers (e.g. a student of MODEL) on the same claims, side
+by side.
 """
 
 from __future__ import annotations
@@ -115,6 +117,10 @@ def pipeline_recall(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, help="the trained sentence ranker (OUT/sentences)")
+    parser.add_argument(
+        "--against", type=Path, nargs="*", default=[],
+        help="other sentence rankers measured side by side on the same held-out claims",
+    )  # fmt: skip
     parser.add_argument("--pools", type=Path, help="default: the training's WORK/candidates.jsonl")
     parser.add_argument("--weights", type=float, nargs="*", default=[0.5, 1.0, 2.0])
     parser.add_argument("--max-length", type=int, default=128)
@@ -134,42 +140,43 @@ def main() -> None:
     given = Path(command[command.index("--work") + 1]) if "--work" in command else None
     pools = args.pools or work_dir(args.model.parent, given) / "candidates.jsonl"  # OUT/sentences
     lists = held_out_lists(pools, training["training"]["seed"], training["holdout"])
-    encoder = CrossEncoder(args.model, device="cpu", max_length=args.max_length)
-    started = time.perf_counter()
-    logits = [
-        encoder.score([(claim, s["linearized"]) for s in sentences])
-        for _, claim, _, sentences in lists
-    ]
-    seconds = time.perf_counter() - started
+    models = [args.model, *args.against]
+    # Each model by its directory and its parent's, with --against (one model: no prefix).
+    names = {m: f"{m.parent.name}/{m.name}: " if args.against else "" for m in models}
     retrieval = [np.array([s["score"] for s in sentences]) for *_, sentences in lists]
-    orders = {
-        "retrieval order": retrieval,
-        "model alone": logits,
-        **{
-            f"fused, retrieval_weight {w:g}": [
+    orders: dict[str, list[np.ndarray]] = {"retrieval order": retrieval}
+    model_ms: dict[str, float] = {}
+    for model in models:
+        encoder = CrossEncoder(model, device="cpu", max_length=args.max_length)
+        started = time.perf_counter()
+        logits = [
+            encoder.score([(claim, s["linearized"]) for s in sentences])
+            for _, claim, _, sentences in lists
+        ]
+        model_ms[str(model)] = round(1000 * (time.perf_counter() - started) / len(lists), 1)
+        orders[f"{names[model]}model alone"] = logits
+        for w in args.weights:
+            orders[f"{names[model]}fused, retrieval_weight {w:g}"] = [
                 fused_scores(m, r, [0] * len(m), w) for m, r in zip(logits, retrieval, strict=True)
             ]
-            for w in args.weights
-        },
-    }
     figures = {
         "model": str(args.model),
+        **({"against": [str(m) for m in args.against]} if args.against else {}),
         "pools": str(pools),
         "claims": dict(Counter(source for source, *_ in lists)),
         "sentences_per_claim": round(float(np.mean([len(x[3]) for x in lists])), 1),
-        "model_ms_per_claim": round(1000 * seconds / len(lists), 1),
+        "model_ms_per_claim": model_ms if args.against else model_ms[str(args.model)],
         "recall_at_5": {name: recall_at_k(lists, scores) for name, scores in orders.items()},
     }
     print(
         f"{sum(figures['claims'].values())} held-out claims {figures['claims']}, "
-        f"{figures['sentences_per_claim']} sentences a claim, model "
-        f"{figures['model_ms_per_claim']} ms a claim; complete-evidence recall at {K}:"
+        f"{figures['sentences_per_claim']} sentences a claim, model ms a claim "
+        f"{model_ms}; complete-evidence recall at {K}:"
     )
     for name, recall in figures["recall_at_5"].items():
         print(f"  {name:32s} " + "  ".join(f"{s} {v:.3f}" for s, v in recall.items()))
     if args.index:
         claims = first_per_file(lists, args.per_file)
-        ranker = {"model": str(args.model), "sentences_only": True, "max_length": args.max_length}
         runs = {
             f"retrieval order, {pool} non-cells": (
                 {"reranker": "retrieval"},
@@ -177,8 +184,9 @@ def main() -> None:
             )
             for pool in args.non_cells
         }
-        for w, pool in itertools.product(args.weights, args.non_cells):
-            runs[f"fused, retrieval_weight {w:g}, {pool} non-cells"] = (
+        for model, w, pool in itertools.product(models, args.weights, args.non_cells):
+            ranker = {"model": str(model), "sentences_only": True, "max_length": args.max_length}
+            runs[f"{names[model]}fused, retrieval_weight {w:g}, {pool} non-cells"] = (
                 {"reranker": "cross-encoder"},
                 {"reranker": {**ranker, "retrieval_weight": w}, "candidates": {"non_cells": pool}},
             )
