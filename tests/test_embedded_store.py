@@ -299,6 +299,32 @@ def test_search_tables(store: EmbeddedStore) -> None:
     assert store.search_tables("the of", k=10) == []
 
 
+def test_a_finished_build_keeps_its_vector_types_and_an_older_one_gets_them(
+    tmp_path: Path,
+) -> None:
+    from feverous_es.index.embedded.layout import SQLITE, VECTOR_TYPES, vector_types
+
+    build(tmp_path)
+    with sqlite3.connect(tmp_path / SQLITE) as db:
+        vectors = db.execute("SELECT vectors FROM state").fetchone()[0]
+        expected = vector_types(db, vectors)
+    assert (tmp_path / VECTOR_TYPES).read_bytes() == expected.tobytes()
+    with_file = EmbeddedStore(tmp_path)
+    filtered = ids(
+        with_file.search_vector(key_vector("Gamma"), 5, Filters(types=(ElementType.CELL,)))
+    )
+    with_file.close()
+    (tmp_path / VECTOR_TYPES).unlink()  # as a build finished before the file existed
+    older = EmbeddedStore(tmp_path)
+    try:
+        assert ids(
+            older.search_vector(key_vector("Gamma"), 5, Filters(types=(ElementType.CELL,)))
+        ) == (filtered)
+    finally:
+        older.close()
+    assert (tmp_path / VECTOR_TYPES).read_bytes() == expected.tobytes()  # for the next start
+
+
 def test_an_index_without_a_table_index_gets_one_on_open(tmp_path: Path) -> None:
     build(tmp_path)
     with_index = EmbeddedStore(tmp_path)

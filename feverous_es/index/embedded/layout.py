@@ -3,6 +3,7 @@ build state, and what opening a directory checks or migrates."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -62,7 +63,15 @@ PAGES = "pages"
 TABLES = "tables"
 
 
-GRAPHS = ("vectors.*.usearch", "vectors.*.tmp", "page_vectors.*.usearch", "page_vectors.*.tmp")
+# The type bits of every vector (uint8 each), written when a build completes: read from SQLite,
+# 290 k rows took ~0.2 s of every process start (the reader's type filters and HNSW groups).
+VECTOR_TYPES = "vector_types.u8"
+
+# What finishing a build writes; a resumed build removes what a crashed finish left.
+FINISH_FILES = (
+    "vectors.*.usearch", "vectors.*.tmp", "page_vectors.*.usearch", "page_vectors.*.tmp",
+    VECTOR_TYPES,
+)  # fmt: skip
 
 
 _ANALYZER = "en_stem"
@@ -331,6 +340,26 @@ def vector_types(db: sqlite3.Connection, rows: int) -> np.ndarray:
         dtype=np.uint8,
         count=rows,
     )
+
+
+def save_vector_types(path: Path, types: np.ndarray) -> None:
+    """Write a complete build's vector type bits to ``path / VECTOR_TYPES`` (atomically)."""
+    tmp = path / f".{VECTOR_TYPES}.tmp"
+    types.astype(np.uint8).tofile(tmp)
+    os.replace(tmp, path / VECTOR_TYPES)
+
+
+def load_vector_types(path: Path, db: sqlite3.Connection, rows: int) -> np.ndarray:
+    """The type bits of a complete build's ``rows`` vectors: from ``VECTOR_TYPES``, else from
+    SQLite (a build finished before the file existed), written there for the next start when
+    the directory is writable."""
+    file = path / VECTOR_TYPES
+    if file.is_file() and file.stat().st_size == rows:
+        return np.fromfile(file, dtype=np.uint8)
+    types = vector_types(db, rows)
+    with contextlib.suppress(OSError):  # a read-only index: read SQLite at each start
+        save_vector_types(path, types)
+    return types
 
 
 def later_docs(index: tantivy.Index, seq: int) -> Query:

@@ -23,6 +23,7 @@ from feverous_es.index.embedded.layout import (
     ensure_title_keys,
     json_list,
     load_state,
+    load_vector_types,
     open_tables,
     open_tantivy,
     parse_table_key,
@@ -175,7 +176,11 @@ class EmbeddedStore:
             self._pages = open_tantivy(self.path / PAGES, None)
             self._tables = open_tables(self.path, self._db)
             # Which element types use each vector: type filters test it per vector.
-            self._vector_types = vector_types(self._db, vectors)
+            self._vector_types = (
+                load_vector_types(self.path, self._db, vectors)
+                if state.complete
+                else vector_types(self._db, vectors)
+            )
             self._vectors = VectorMatrix(
                 self.path / files.elements,
                 self.dim,

@@ -15,9 +15,9 @@ import tantivy
 from feverous_es.errors import IncompatibleIndex, StoreError
 from feverous_es.index.elements import Element, fold_accents
 from feverous_es.index.embedded.layout import (
+    FINISH_FILES,
     FORMAT,
     FORMAT_VERSION,
-    GRAPHS,
     GROUP_OF_BITS,
     META,
     PAGE_WRITER_HEAP,
@@ -43,6 +43,7 @@ from feverous_es.index.embedded.layout import (
     page_schema,
     pages_graphed,
     read_meta,
+    save_vector_types,
     table_key,
     table_schema,
     title_key_rows,
@@ -87,7 +88,7 @@ class EmbeddedWriter:
         self._state, self._vectors = load_state(self._db)
         if not self._state.complete:
             # Graphs saved by a finish that crashed before marking the build complete.
-            for pattern in GRAPHS:
+            for pattern in FINISH_FILES:
                 for file in self.path.glob(pattern):
                     file.unlink()
             self._discard_partial()
@@ -283,9 +284,11 @@ class EmbeddedWriter:
         """Mark the build complete, first building the HNSW graphs if the index is large."""
         if self._state.complete:
             return
+        types = vector_types(self._db, self._vectors)
+        save_vector_types(self.path, types)
         if self._vectors > self._hnsw_threshold:
             # Groups under a tenth of the threshold take ~2 ms or less to scan exactly.
-            groups = GROUP_OF_BITS[vector_types(self._db, self._vectors)]
+            groups = GROUP_OF_BITS[types]
             build_graphs(
                 self.path / self._files.elements, self.dim, self._files.dtype, groups,
                 self._hnsw_threshold // 10,
