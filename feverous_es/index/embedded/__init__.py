@@ -17,6 +17,8 @@ Layout of the directory:
 * ``vectors.<group>.<shard>.usearch``: HNSW graphs, built by ``finish`` when exact search would
   be slow: for sentence vectors, for table rows, and so on (see ``layout._type_group``), each
   group cut into shards of bounded size (format 2: ``vectors.<group>.usearch``, one per group).
+* ``vector_types.u8``: the element-type bits of each vector (one byte each), written by
+  ``finish``; a complete index made before it gets it the first time it is opened.
 
 A chunk is written in the order vectors (fsync), tantivy (commit), SQLite (one transaction that
 also advances the state). The SQLite state is the truth: whatever a crash left beyond it (vector
