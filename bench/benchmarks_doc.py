@@ -26,8 +26,13 @@ ABOUT = {
     "index-mini": "The whole mini-FEVEROUS dump indexed into the embedded store: per-stage "
     "rates, the embedder's share of its standalone speed, peak memory, search latency.",
     "pipeline": "`verify` per claim in a new process (process start included), the warm "
-    "API's p50 / p95 per claim and per stage, and `predict` throughput with the time per "
+    "API's p50 / p95 per claim and per stage with what each stage counted a claim (model "
+    "inputs and tokens, store calls and hits), and `predict` throughput with the time per "
     "stage, on the embedded store (dev claims of FEVEROUS-S, FM2 and TabFact).",
+    "sentence-ranker-student": "A 3-layer student of the packaged sentence ranker (layers 0, 2, "
+    "4 of its own weights, 1 epoch on its scores of the training groups) beside it on the "
+    "claims both held out: complete-evidence recall at 5 of the first-round pool, alone and "
+    "fused with the retrieval score, and each model's time a claim.",
     "pipeline-elasticsearch": "The same as `pipeline`, on the Elasticsearch test node, and "
     "predict on the embedded index over the same claims in the same run (`--against`).",
     "retrieval-300": "Evidence retrieval against plain BM25 in the same run: FEVEROUS-S "
