@@ -16,11 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Encoding
+from tokenizers import Encoding, Tokenizer
 
 from feverous_es.errors import ConfigError, ModelError
 from feverous_es.rerank.fetch import ensure_reranker
-from feverous_es.runtime.files import INT8_FILES, TOKENIZER_FILE, graph_files, model_max_length
+from feverous_es.runtime.files import (
+    INT8_FILES,
+    TOKENIZER_FILE,
+    choose_model_file,
+    graph_files,
+    model_max_length,
+)
 from feverous_es.runtime.model import OnnxModel
 
 # Pairs of the mini-FEVEROUS data are at most ~320 tokens (claim + linearized table row), and
@@ -75,6 +81,11 @@ class CrossEncoder:
         limit = model_max_length(directory)
         if not 8 <= max_length <= limit:
             raise ConfigError(f"max_length must be between 8 and {limit}, not {max_length}")
+        # The graph the CPU would run: an int8 one reads one pair a run, side by side.
+        cpu_graph = onnx_file.name if onnx_file is not None else None
+        cpu_graph = cpu_graph or choose_model_file(
+            graph_files(directory), False, quantized=quantized
+        )
         self._model = OnnxModel(
             directory,
             device=device,
@@ -82,10 +93,12 @@ class CrossEncoder:
             quantized=quantized,
             graph=onnx_file.name if onnx_file is not None else None,
             tokenizer=TOKENIZER_FILE,
+            side_by_side=cpu_graph in INT8_FILES and batch_size in (None, INT8_BATCH_SIZE),
         )
         self._tokenizer = self._model.tokenizer(max_length, "only_second")
-        # For the rare pair whose query alone leaves no room for the passage.
-        self._fallback = self._model.tokenizer(max_length, "longest_first")
+        # For the rare pair whose query alone leaves no room for the passage; loaded when one
+        # comes (parsing a tokenizer.json takes ~50 ms of a process start).
+        self._fallback: Tokenizer | None = None
         self.provider: str = self._model.provider
         self.model_path: Path = self._model.path
         int8 = self.model_path.name in INT8_FILES
@@ -142,6 +155,8 @@ class CrossEncoder:
         try:
             return self._tokenizer.encode(*pair)
         except Exception:
+            if self._fallback is None:
+                self._fallback = self._model.tokenizer(self.max_length, "longest_first")
             return self._fallback.encode(*pair)
 
 

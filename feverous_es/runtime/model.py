@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from feverous_es.errors import ModelError
@@ -90,6 +89,7 @@ class OnnxModel:
         require_manifest: bool = False,
         remedy: str = "install it again",
         tokenizer: str | None = None,
+        side_by_side: bool = False,
     ) -> None:
         check_device(device)
         self.directory = Path(directory)
@@ -111,17 +111,18 @@ class OnnxModel:
             loaded.append(path)
             return path
 
-        self.session = open_session(pick, device=device, threads=threads)
+        # A model read in many small batches (an int8 cross-encoder: one pair a run) runs them
+        # side by side on the CPU, one core each, on one session of one thread: on 2 cores the
+        # sentence ranker read 8.5 ms a pair this way against 11 ms with both cores on each
+        # pair (its runs are too small for two threads to share well). One session only: a
+        # second one cost each process start as much as the runs gained.
+        side_by_side = side_by_side and threads is None and BATCH_WORKERS.cores > 1
+        self.session = open_session(pick, device=device, threads=1 if side_by_side else threads)
         self.provider: str = self.session.get_providers()[0]
         self.path: Path = loaded[-1]
         self.inputs: set[str] = {i.name for i in self.session.get_inputs()}
         self.tokens = 0  # non-padding tokens run so far (throughput figures)
-        # Several batches run side by side, one core each, where the CPU has cores to spare and
-        # the caller left the thread count to us (see run_encodings).
-        self._side_by_side = (
-            threads is None and self.provider == CPU_PROVIDER and BATCH_WORKERS.cores > 1
-        )
-        self._one_thread: ort.InferenceSession | None = None
+        self._side_by_side = side_by_side and self.provider == CPU_PROVIDER
 
     def file(self, name: str) -> Path:
         """The path of ``name`` in the directory, checked against the manifest when it lists
@@ -154,14 +155,10 @@ class OnnxModel:
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
         if len(batches) > 1 and self._side_by_side:
-            # One-thread runs side by side: on 2 cores the sentence ranker read 8.5 ms a pair
-            # this way against 11 ms with both cores on each pair (its graph is too small for
-            # two threads to share well). Each batch is what it would be alone: same results.
-            session = self._single_thread_session()
+            # Each batch is what it would be alone: the same results.
             results = list(
                 BATCH_WORKERS.executor.map(
-                    lambda idx: self._run_batch([encodings[i] for i in idx], reduce, session),
-                    batches,
+                    lambda idx: self._run_batch([encodings[i] for i in idx], reduce), batches
                 )
             )
         else:
@@ -171,17 +168,7 @@ class OnnxModel:
             out[idx] = rows
         return out
 
-    def _single_thread_session(self) -> ort.InferenceSession:
-        if self._one_thread is None:
-            self._one_thread = open_session(lambda _: self.path, device="cpu", threads=1)
-        return self._one_thread
-
-    def _run_batch(
-        self,
-        encodings: list[Encoding],
-        reduce: Reduce,
-        session: ort.InferenceSession | None = None,
-    ) -> np.ndarray:
+    def _run_batch(self, encodings: list[Encoding], reduce: Reduce) -> np.ndarray:
         width = max(len(e.ids) for e in encodings)
         input_ids = np.zeros((len(encodings), width), dtype=np.int64)  # 0 is [PAD]
         mask = np.zeros_like(input_ids)
@@ -194,7 +181,7 @@ class OnnxModel:
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = types
-        rows = reduce(np.asarray((session or self.session).run(None, feed)[0]), mask)
+        rows = reduce(np.asarray(self.run(feed)[0]), mask)
         tokens = int(mask.sum())
         self.tokens += tokens  # a lost update between side-by-side runs only skews a figure
         count_model_run(self.directory.name, len(encodings), tokens)
