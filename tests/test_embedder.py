@@ -34,6 +34,7 @@ from feverous_es.index.embedder import (
     ensure_model,
 )
 from feverous_es.runtime.files import VERIFIED_FILE
+from feverous_es.runtime.session import OPTIMIZED_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,8 +128,9 @@ def test_packaged_model_runs_without_torch(tmp_path: Path) -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), FEVEROUS_ES_CACHE=str(tmp_path / "cache"))
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    # Nothing exported, nothing downloaded: the cache holds only the list of checked files.
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [VERIFIED_FILE]
+    # Nothing exported, nothing downloaded: the cache holds only the list of checked files and
+    # the graph ONNX Runtime optimized.
+    assert {p.name for p in (tmp_path / "cache").iterdir()} == {VERIFIED_FILE, OPTIMIZED_DIR}
 
 
 def test_packaged_model_is_what_the_export_writes(model_dir: Path) -> None:
