@@ -205,9 +205,9 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
     loads: list[tuple[str, list[str]]] = []
     real = onnx_session._load
 
-    def load(path: Path, options: object, providers: list[str]) -> object:
+    def load(path: Path, options: object, providers: list[str], **kwargs: object) -> object:
         loads.append((Path(path).name, providers))
-        session = real(path, options, [CPU_PROVIDER])
+        session = real(path, options, [CPU_PROVIDER], **kwargs)
         return FakeCudaSession(session) if CUDA_PROVIDER in providers else session
 
     monkeypatch.setattr(onnx_session, "cuda_device_present", lambda: True)
@@ -246,9 +246,9 @@ def test_cpu_fallback_when_the_cuda_provider_does_not_load(
     loads: list[str] = []
     real = onnx_session._load
 
-    def load(path: Path, options: object, providers: list[str]) -> object:
+    def load(path: Path, options: object, providers: list[str], **kwargs: object) -> object:
         loads.append(Path(path).name)
-        return real(path, options, [CPU_PROVIDER])  # what ORT does without CUDA libraries
+        return real(path, options, [CPU_PROVIDER], **kwargs)  # ORT without CUDA libraries
 
     monkeypatch.setattr(onnx_session, "cuda_device_present", lambda: True)
     monkeypatch.setattr(onnx_session, "_load", load)

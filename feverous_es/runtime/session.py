@@ -98,7 +98,7 @@ def _load_optimized(path: Path, options: ort.SessionOptions) -> ort.InferenceSes
     cached = cache_root() / OPTIMIZED_DIR / f"{hashlib.sha256(key.encode()).hexdigest()}.onnx"
     if cached.is_file():
         try:
-            return _load(cached, options, [CPU_PROVIDER])
+            return _load(path, options, [CPU_PROVIDER], graph=cached)
         except ModelError:
             cached.unlink(missing_ok=True)  # a torn write: optimize again
     try:
@@ -119,7 +119,15 @@ def _load_optimized(path: Path, options: ort.SessionOptions) -> ort.InferenceSes
 _SESSIONS: weakref.WeakValueDictionary[tuple, ort.InferenceSession] = weakref.WeakValueDictionary()
 
 
-def _load(path: Path, options: ort.SessionOptions, providers: list[str]) -> ort.InferenceSession:
+def _load(
+    path: Path,
+    options: ort.SessionOptions,
+    providers: list[str],
+    *,
+    graph: Path | None = None,
+) -> ort.InferenceSession:
+    """A session of the model file ``path``, shared while someone holds it; ``graph``: the file
+    to load instead (its optimized graph from the cache), the session still ``path``'s."""
     try:
         stat = Path(path).stat()
         key = (
@@ -131,7 +139,7 @@ def _load(path: Path, options: ort.SessionOptions, providers: list[str]) -> ort.
         )
         session = _SESSIONS.get(key)
         if session is None:
-            session = ort.InferenceSession(path, options, providers=providers)
+            session = ort.InferenceSession(graph or path, options, providers=providers)
             _SESSIONS[key] = session
         return session
     except Exception as exc:  # onnxruntime raises its own classes (InvalidProtobuf, Fail, ...)
