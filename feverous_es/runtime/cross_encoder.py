@@ -81,17 +81,15 @@ class CrossEncoder:
         limit = model_max_length(directory)
         if not 8 <= max_length <= limit:
             raise ConfigError(f"max_length must be between 8 and {limit}, not {max_length}")
+        graph = onnx_file.name if onnx_file is not None else None
         # The graph the CPU would run: an int8 one reads one pair a run, side by side.
-        cpu_graph = onnx_file.name if onnx_file is not None else None
-        cpu_graph = cpu_graph or choose_model_file(
-            graph_files(directory), False, quantized=quantized
-        )
+        cpu_graph = graph or choose_model_file(graph_files(directory), False, quantized=quantized)
         self._model = OnnxModel(
             directory,
             device=device,
             threads=threads,
             quantized=quantized,
-            graph=onnx_file.name if onnx_file is not None else None,
+            graph=graph,
             tokenizer=TOKENIZER_FILE,
             side_by_side=cpu_graph in INT8_FILES and batch_size in (None, INT8_BATCH_SIZE),
         )

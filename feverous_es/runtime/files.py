@@ -49,6 +49,14 @@ def models_dir() -> Path:
     return cache_root() / "models"
 
 
+def file_identity(path: Path) -> tuple[str, int, int, int]:
+    """``(resolved path, size, mtime in ns, inode)``: what keys a cache entry derived from a
+    file (its checked sha256, its session, its optimized graph), so a replaced or rewritten
+    file gets a new one."""
+    stat = path.stat()
+    return str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -139,8 +147,7 @@ def verified(model_dir: Path, name: str, *, remedy: str) -> Path:
     entry = json.loads((model_dir / MANIFEST_FILE).read_text())["files"].get(name)
     if entry is None or not path.is_file():
         raise ModelError(f"{path} is missing from the model; delete {model_dir} to {remedy}")
-    stat = path.stat()
-    seen = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, entry["sha256"])
+    seen = (*file_identity(path), entry["sha256"])
     checked = _verified_files()
     if seen in checked:
         return path

@@ -24,7 +24,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from feverous_es.errors import ConfigError, ModelError
-from feverous_es.runtime.files import cache_root
+from feverous_es.runtime.files import cache_root, file_identity
 
 # Graphs ONNX Runtime optimized, by source file (under the cache root).
 OPTIMIZED_DIR = "optimized-graphs"
@@ -93,8 +93,7 @@ def _load_optimized(path: Path, options: ort.SessionOptions) -> ort.InferenceSes
     CPU (the level above adds layout changes for the CPU it ran on, so it is not saved); a
     changed graph or another ONNX Runtime gets a new cache entry."""
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    stat = Path(path).stat()
-    key = f"{Path(path).resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{ort.__version__}"
+    key = "|".join(map(str, (*file_identity(Path(path)), ort.__version__)))
     cached = cache_root() / OPTIMIZED_DIR / f"{hashlib.sha256(key.encode()).hexdigest()}.onnx"
     if cached.is_file():
         try:
@@ -113,7 +112,7 @@ def _load_optimized(path: Path, options: ort.SessionOptions) -> ort.InferenceSes
         return _load(path, options, [CPU_PROVIDER])
 
 
-# (file, size, mtime, providers, threads) -> session: a model opened twice while a first user
+# (file identity, providers, threads) -> session: a model opened twice while a first user
 # holds it (the cell and non-cell rerankers, a verdict model that is also a ranker) is loaded
 # once; a session no one holds is freed. A replaced file has a new key.
 _SESSIONS: weakref.WeakValueDictionary[tuple, ort.InferenceSession] = weakref.WeakValueDictionary()
@@ -129,14 +128,7 @@ def _load(
     """A session of the model file ``path``, shared while someone holds it; ``graph``: the file
     to load instead (its optimized graph from the cache), the session still ``path``'s."""
     try:
-        stat = Path(path).stat()
-        key = (
-            str(Path(path).resolve()),
-            stat.st_size,
-            stat.st_mtime_ns,
-            tuple(providers),
-            options.intra_op_num_threads,
-        )
+        key = (*file_identity(Path(path)), tuple(providers), options.intra_op_num_threads)
         session = _SESSIONS.get(key)
         if session is None:
             session = ort.InferenceSession(graph or path, options, providers=providers)

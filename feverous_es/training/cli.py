@@ -372,7 +372,7 @@ def rerank_command(
 
     --teacher DIR --layers 3 makes a smaller ranker of an exported one (e.g. the packaged
     sentence ranker): the student keeps 3 of its layers and learns its scores; ship it where
-    held-out recall holds (bench/retrieval.py).
+    held-out recall holds (bench/sentence_ranker.py TEACHER --against STUDENT).
     """
     from feverous_es.training import bases, rerank_data
     from feverous_es.training import rerank as tr

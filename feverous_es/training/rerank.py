@@ -171,14 +171,20 @@ def teacher_scores(
         cached = json.loads(cache.read_text(encoding="utf-8"))
         if [len(row) for row in cached] == [len(g.texts) for g in groups]:
             return cached
-    scores = pair_scorer(teacher, max_length)([pair for g in groups for pair in g.pairs()])
-    rows, start = [], 0
-    for g in groups:
-        rows.append([float(x) for x in scores[start : start + len(g.texts)]])
-        start += len(g.texts)
+    scores = group_scores(pair_scorer(teacher, max_length), groups)
+    rows = [[float(x) for x in row] for row in scores]
     work.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(rows), encoding="utf-8")
     return rows
+
+
+def group_scores(
+    score: Callable[[list[tuple[str, str]]], np.ndarray], groups: Sequence[Group]
+) -> list[np.ndarray]:
+    """``score`` of every group's pairs, in one call, cut back into one row a group."""
+    scores = score([pair for g in groups for pair in g.pairs()])
+    bounds = np.cumsum([len(g.texts) for g in groups])[:-1]
+    return np.split(scores, bounds)
 
 
 def pair_scorer(model_dir: Path, max_length: int) -> Callable[[list[tuple[str, str]]], np.ndarray]:
@@ -196,12 +202,7 @@ def group_metrics(
     random order would give."""
     if not groups:
         return {"groups": 0}
-    scores = score([pair for g in groups for pair in g.pairs()])
-    ranks, start = [], 0
-    for g in groups:
-        row = scores[start : start + len(g.texts)]
-        start += len(g.texts)
-        ranks.append(1 + int(np.sum(row[1:] >= row[0])))
+    ranks = [1 + int(np.sum(row[1:] >= row[0])) for row in group_scores(score, groups)]
     sizes = [len(g.texts) for g in groups]
     return {
         "groups": len(groups),
