@@ -19,7 +19,7 @@ from feverous_es.export.cli import export_command
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
 from feverous_es.index.search import MODES
-from feverous_es.serve.cli import run_server, serve_options
+from feverous_es.serve.cli import ServeOptions, run_server, serve_options
 from feverous_es.training.cli import train_group
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -383,17 +383,22 @@ def predict(
 @serve_options
 def serve(
     index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
-    hops: int | None, device: str, host: str, port: int, max_queue: int, max_batch: int,
+    hops: int | None, device: str, **service: Any,
 ) -> None:  # fmt: skip
     """Serve the verifier over HTTP: a JSON API (POST /v1/verify, /v1/verify/batch,
-    /v1/search; GET /v1/health; OpenAPI at /openapi.json) and a page at / where a person checks
-    a claim and sees the evidence that decided it. Models load once; concurrent requests queue
-    for one pipeline and are batched. With $FEVEROUS_ES_SERVE_TOKEN set, API requests need
-    "Authorization: Bearer <token>"."""
+    /v1/search, /v1/entail; GET /v1/health; OpenAPI at /openapi.json) and a page at / where a
+    person checks a claim and sees the evidence that decided it. Models load once; concurrent
+    requests queue for one pipeline and are batched. With $FEVEROUS_ES_SERVE_TOKEN set, API
+    requests need "Authorization: Bearer <token>".
+
+    For operators: GET /v1/health/live (the process answers) and /v1/health/ready (the store
+    answers and the models are loaded; 503 with the reason otherwise), Prometheus metrics at
+    /metrics, one JSON log line a request on standard error (X-Request-ID honoured and
+    returned), and on SIGTERM a drain: no new connections, the requests in flight finish
+    (--drain-timeout), exit 0."""
     run_server(
         lambda: _open_pipeline(index_dir, store, config_path, plugins, hops, device),
-        store=store, location=index_dir, host=host, port=port, max_queue=max_queue,
-        max_batch=max_batch,
+        store=store, location=index_dir, options=ServeOptions(**service),
     )  # fmt: skip
 
 

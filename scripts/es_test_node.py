@@ -4,6 +4,8 @@
     python scripts/es_test_node.py run -- pytest     # start a node, run the command, stop it
     python scripts/es_test_node.py start             # start one and print its FEVEROUS_ES_TEST_*
     python scripts/es_test_node.py stop              # stop it and delete its data
+    python scripts/es_test_node.py kill              # kill -9 it, keeping its data
+    python scripts/es_test_node.py restart           # start it again on the same data
     python scripts/es_test_node.py fetch             # only download and unpack
 
 It fetches Elastic's ``integ-test-zip`` distribution of the pinned version (the real server with
@@ -215,35 +217,38 @@ def alive(pid: int) -> bool:
     return True
 
 
+def node_env(work: Path) -> dict[str, str]:
+    """The environment the node's processes run with."""
+    return {
+        **os.environ,
+        "ES_JAVA_HOME": str(java_home()),
+        "ES_PATH_CONF": str(work / "config"),
+        "ES_JAVA_OPTS": f"-Xms{HEAP} -Xmx{HEAP}",
+        "ES_TMPDIR": str(work / "tmp"),
+    }
+
+
 def start() -> dict[str, str]:
     """Start a node and wait until it is healthy; returns its settings (also kept in
-    ``state_file()`` for ``stop``)."""
+    ``state_file()`` for ``stop``, ``kill`` and ``restart``)."""
     if state_file().is_file():
         pid = json.loads(state_file().read_text()).get("pid") or 0
         if pid and alive(int(pid)):
             raise NodeError(f"a test node is already running ({state_file()}): stop it first")
         stop()  # what a killed run left behind
-    home, java = fetch(), java_home()
+    home = fetch()
     work = Path(tempfile.mkdtemp(prefix="feverous-es-node-"))
     work.chmod(0o755)
     conf = work / "config"
     shutil.copytree(home / "config", conf)
     (work / "data").mkdir()
     (work / "logs").mkdir()
+    (work / "tmp").mkdir()
     http_port, transport_port = free_port(), free_port()
     (conf / "elasticsearch.yml").write_text(node_config(work, http_port, transport_port))
-    env = {
-        **os.environ,
-        "ES_JAVA_HOME": str(java),
-        "ES_PATH_CONF": str(conf),
-        "ES_JAVA_OPTS": f"-Xms{HEAP} -Xmx{HEAP}",
-        "ES_TMPDIR": str(work / "tmp"),
-    }
-    (work / "tmp").mkdir()
+    env = node_env(work)
     password = secrets.token_urlsafe(18)
-    prefix = as_node_user(work)
-    bin_dir = home / "bin"
-    keystore = [*prefix, str(bin_dir / "elasticsearch-keystore")]
+    keystore = [*as_node_user(work), str(home / "bin" / "elasticsearch-keystore")]
     # bootstrap.password becomes the elastic user's password on the first start.
     for args, given in ((["create"], ""), (["add", "-x", "bootstrap.password"], password)):
         done = subprocess.run(
@@ -252,20 +257,32 @@ def start() -> dict[str, str]:
         if done.returncode:
             shutil.rmtree(work, ignore_errors=True)
             raise NodeError(f"elasticsearch-keystore {args[0]} failed: {done.stderr.strip()}")
-    pid_file = work / "logs" / "node.pid"
+    url = f"http://127.0.0.1:{http_port}"
+    node = {"url": url, "user": USER, "password": password, "dir": str(work), "pid": ""}
     say(f"starting Elasticsearch {VERSION} on 127.0.0.1:{http_port} ({work})")
+    try:
+        launch(node)
+    except NodeError:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return node
+
+
+def launch(node: dict[str, str]) -> None:
+    """Run the node of ``node`` (its directory already set up), record its pid in
+    ``state_file()`` and wait until it is healthy."""
+    work = Path(node["dir"])
+    pid_file = work / "logs" / "node.pid"
+    pid_file.unlink(missing_ok=True)
     started = subprocess.run(
-        [*prefix, str(bin_dir / "elasticsearch"), "-d", "-p", str(pid_file)],
-        env=env,
+        [*as_node_user(work), str(fetch() / "bin" / "elasticsearch"), "-d", "-p", str(pid_file)],
+        env=node_env(work),
         capture_output=True,
         text=True,
     )
-    url = f"http://127.0.0.1:{http_port}"
-    node = {"url": url, "user": USER, "password": password, "dir": str(work), "pid": ""}
     if started.returncode:
         log = work / "logs" / "feverous-es-test.log"
         tail = log.read_text(errors="replace")[-2000:] if log.is_file() else started.stderr
-        shutil.rmtree(work, ignore_errors=True)
         raise NodeError(f"Elasticsearch did not start:\n{tail}")
     node["pid"] = pid_file.read_text().strip()
     state_file().parent.mkdir(parents=True, exist_ok=True)
@@ -274,17 +291,46 @@ def start() -> dict[str, str]:
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         try:
-            health = request(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s", password)
-            if health.get("status") in ("green", "yellow"):
+            url = f"{node['url']}/_cluster/health?wait_for_status=yellow&timeout=5s"
+            if request(url, node["password"]).get("status") in ("green", "yellow"):
                 break
         except (urllib.error.URLError, OSError, ValueError):
             pass
         if time.monotonic() > deadline or not alive(int(node["pid"])):
             stop()
-            raise NodeError(f"Elasticsearch at {url} did not become healthy")
+            raise NodeError(f"Elasticsearch at {node['url']} did not become healthy")
         time.sleep(1)
-    say(f"Elasticsearch {VERSION} is up at {url}")
+    say(f"Elasticsearch {VERSION} is up at {node['url']}")
+
+
+def running_node() -> dict[str, str]:
+    if not state_file().is_file():
+        raise NodeError(f"no test node is recorded in {state_file()}: start one first")
+    node: dict[str, str] = json.loads(state_file().read_text())
     return node
+
+
+def kill() -> None:
+    """``kill -9`` the node, keeping its data and settings for ``restart`` (what losing a node
+    looks like to its clients)."""
+    node = running_node()
+    pid = int(node["pid"] or 0)
+    if not pid or not alive(pid):
+        raise NodeError("the test node is not running")
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    say(f"killed the test node (pid {pid}); its data stays for restart")
+
+
+def restart() -> None:
+    """Start the recorded node again on the same data, ports and password."""
+    node = running_node()
+    if node["pid"] and alive(int(node["pid"])):
+        raise NodeError("the test node is still running: kill or stop it first")
+    say(f"restarting Elasticsearch {VERSION} on {node['url']} ({node['dir']})")
+    launch(node)
 
 
 def stop() -> bool:
@@ -339,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("fetch", help="download (once) and unpack the pinned Elasticsearch")
     commands.add_parser("start", help="start a node; prints export lines for its settings")
     commands.add_parser("stop", help="stop the node and delete its data")
+    commands.add_parser("kill", help="kill -9 the node, keeping its data for restart")
+    commands.add_parser("restart", help="start the killed node again on the same data")
     run_parser = commands.add_parser("run", help="start a node, run a command, stop the node")
     run_parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(argv)
@@ -351,6 +399,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "stop":
             if not stop():
                 say("no test node was running")
+        elif args.command == "kill":
+            kill()
+        elif args.command == "restart":
+            restart()
         else:
             command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             return run(command)

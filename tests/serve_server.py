@@ -25,34 +25,35 @@ def free_port() -> int:
 class Server(NamedTuple):
     url: str
     pid: int
+    process: subprocess.Popen
+    log: Path  # what the server printed so far (its request log lines among it)
+
+    def log_lines(self) -> list[str]:
+        return self.log.read_text(errors="replace").splitlines()
 
 
 @contextmanager
 def running_server(
-    index: Path, *, token: str | None = None, args: tuple[str, ...] = ()
+    index: Path | None,
+    *,
+    token: str | None = None,
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
-    """Start the service over ``index``, wait until it answers, yield its URL and process id,
-    stop it."""
+    """Start the service over ``index`` (None: the store's own settings, from ``env``), wait
+    until it answers, yield it, stop it."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "FEVEROUS_ES_SERVE_TOKEN"}
+    environment = {k: v for k, v in (env or os.environ).items() if k != "FEVEROUS_ES_SERVE_TOKEN"}
     if token:
-        env["FEVEROUS_ES_SERVE_TOKEN"] = token
-    command = [
-        sys.executable,
-        "-m",
-        "feverous_es",
-        "serve",
-        "--index",
-        str(index),
-        "--port",
-        str(port),
-        *args,
-    ]
+        environment["FEVEROUS_ES_SERVE_TOKEN"] = token
+    where = ["--index", str(index)] if index is not None else []
+    command = [sys.executable, "-m", "feverous_es", "serve", *where, "--port", str(port), *args]
     # The server's log goes to a file: a pipe nobody reads fills up and blocks the server.
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with tempfile.NamedTemporaryFile(prefix="feverous-es-serve-", suffix=".log") as log:
+        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
         try:
-            yield Server(_wait_until_up(process, log, port), process.pid)
+            url = _wait_until_up(process, log, port)
+            yield Server(url, process.pid, process, Path(log.name))
         finally:
             process.terminate()
             try:

@@ -203,10 +203,12 @@ class BlockingPipeline:
         self.batches: list[list[str]] = []
         self.release = threading.Event()
         self.config = type("Config", (), {"hops": 7})()
+        self.seconds: dict[str, float] = {}
 
     def verify_many(self, claims):
         self.release.wait(10)
         self.batches.append(list(claims))
+        self.seconds["verdict"] = self.seconds.get("verdict", 0.0) + 0.5
         return [f"result of {c}" for c in claims]
 
 
@@ -214,6 +216,7 @@ def test_the_worker_batches_waiting_claims_and_refuses_past_its_queue() -> None:
     async def scenario() -> tuple[list, BaseException | None]:
         pipeline = BlockingPipeline()
         worker = PipelineWorker(pipeline, max_queue=3, max_batch=16)  # type: ignore[arg-type]
+        worker.on_batch = lambda claims, seconds: told.append((claims, seconds))
         worker.start()
         first = asyncio.ensure_future(worker.verify(["a"]))
         await asyncio.sleep(0.2)  # the worker holds "a"; the next ones wait in the queue
@@ -229,7 +232,28 @@ def test_the_worker_batches_waiting_claims_and_refuses_past_its_queue() -> None:
         worker.stop()
         return [results, pipeline.batches], refused
 
+    told: list[tuple[int, dict[str, float]]] = []
     (results, batches), refused = asyncio.run(scenario())
     assert isinstance(refused, QueueFull) and "busy" in str(refused)
     assert results == [["result of a"], ["result of b"], ["result of c"], ["result of d"]]
     assert batches == [["a"], ["b", "c", "d"]]  # the three that waited went as one batch
+    assert told == [(1, {"verdict": 0.5}), (3, {"verdict": 0.5})]  # each batch's own seconds
+
+
+def test_the_worker_drops_requests_whose_client_went_away() -> None:
+    async def scenario() -> list[list[str]]:
+        pipeline = BlockingPipeline()
+        worker = PipelineWorker(pipeline, max_queue=8)  # type: ignore[arg-type]
+        worker.start()
+        first = asyncio.ensure_future(worker.verify(["a"]))
+        await asyncio.sleep(0.2)
+        gone = asyncio.ensure_future(worker.verify(["b"]))
+        kept = asyncio.ensure_future(worker.verify(["c"]))
+        await asyncio.sleep(0.1)
+        gone.cancel()  # its client disconnected, or a drain's timeout ended it
+        pipeline.release.set()
+        await asyncio.gather(first, kept)
+        worker.stop()
+        return pipeline.batches
+
+    assert asyncio.run(scenario()) == [["a"], ["c"]]

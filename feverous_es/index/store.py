@@ -163,6 +163,12 @@ class Store(Protocol):
 
     def state(self) -> BuildState: ...
 
+    def ping(self, timeout: float) -> None:
+        """Return once the store answers a cheap query within ``timeout`` seconds; raise
+        :class:`~feverous_es.errors.StoreError` otherwise. Safe to call from another thread
+        while the pipeline searches (a readiness probe does)."""
+        ...
+
     def close(self) -> None: ...
 
 

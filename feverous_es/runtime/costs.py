@@ -57,6 +57,10 @@ class CountedStore:
     def wrapped(self) -> Any:
         return self._store
 
+    def ping(self, timeout: float) -> None:
+        # A readiness probe, from another thread: not a claim's cost, so never counted.
+        self._store.ping(timeout)
+
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._store, name)
         if name.startswith("_") or not callable(value):

@@ -8,17 +8,26 @@ Routes (their OpenAPI description at ``/openapi.json``):
   prints;
 * ``POST /v1/entail`` ``{"claim", "evidence": [...], "title"?}`` → what ``entail --json``
   prints: the verdict's entailment model on evidence the caller gives (no retrieval);
-* ``GET /v1/health`` → the store, the index build, each model with its files' sha256, the
-  queue.
+* ``GET /v1/health`` → readiness (below) with the details: the store, the index build, each
+  model with its files' sha256, the queue; 503 with ``"status": "unavailable"`` and the
+  ``reason`` while not ready;
+* ``GET /v1/health/live`` → 200 ``{"status": "alive"}`` while the process answers (liveness);
+* ``GET /v1/health/ready`` → 200 ``{"status": "ready"}`` while the store answers a cheap query
+  and the models are loaded, else 503 with the reason (readiness:
+  :mod:`feverous_es.serve.readiness`);
+* ``GET /metrics`` → Prometheus' text format (:mod:`feverous_es.serve.metrics`).
+
+Each request is logged as one JSON line (:mod:`feverous_es.serve.request_log`).
 
 Every error is 4xx/5xx with one line of JSON, ``{"error": "..."}``: malformed JSON 400, a
 missing or wrong token 401, unknown route 404, a body over ``MAX_BODY_BYTES`` 413, fields that
 are unknown, missing or out of their limits 422, a full queue 503 (with ``Retry-After``).
 
-With a token (``FEVEROUS_ES_SERVE_TOKEN``), every API route and the OpenAPI description need
-``Authorization: Bearer <token>``. The page and its static files carry no data and load
-without it (a browser cannot send a header with a page load); the page asks for the token when
-the API answers 401 and sends it with each request.
+With a token (``FEVEROUS_ES_SERVE_TOKEN``), every API route, ``/metrics`` and the OpenAPI
+description need ``Authorization: Bearer <token>``. The page and its static files carry no data
+and load without it (a browser cannot send a header with a page load); the page asks for the
+token when the API answers 401 and sends it with each request. Liveness and readiness answer
+without it too: a probe should need no secret, and they tell nothing but a status and a reason.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Request
 from fastapi import HTTPException as FastAPIHTTPException
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException
@@ -47,6 +56,9 @@ from feverous_es.index.elements import ElementType
 from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
 from feverous_es.output.report import result_to_dict
+from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics
+from feverous_es.serve.readiness import Readiness
+from feverous_es.serve.request_log import RequestLog, add_fields, claim_fields
 from feverous_es.serve.worker import PipelineWorker, QueueFull
 from feverous_es.verdict.entailment import Entailment
 from feverous_es.verdict.inputs import TEXT_TYPES
@@ -119,10 +131,24 @@ def create_app(
     token: str | None = None,
     max_queue: int = 64,
     max_batch: int = 16,
+    log_claims: bool = False,
 ) -> FastAPI:
-    """The application over an open ``pipeline`` (closed when the app shuts down).
-    ``health``: what ``/v1/health`` reports of the store and models (:func:`describe`)."""
+    """The application over an open ``pipeline`` (closed when the app shuts down; its models
+    loaded: the server warms them first). ``health``: what ``/v1/health`` reports of the store
+    and models (:func:`describe`). ``log_claims``: put the claims' text in the request log."""
     worker = PipelineWorker(pipeline, max_queue=max_queue, max_batch=max_batch)
+    metrics = ServiceMetrics(
+        version=__version__, models=health.get("models", ()),
+        queue_waiting=lambda: worker.waiting, queue_capacity=max_queue,
+    )  # fmt: skip
+    worker.on_batch = metrics.observe_batch
+    readiness = Readiness(pipeline.context.store, on_store_error=metrics.observe_store_error)
+
+    async def ready() -> dict[str, str] | None:
+        """None when ready, else the check's reason (``metrics`` learn either way)."""
+        check = await readiness.check()
+        metrics.ready.set(1 if check.ready else 0)
+        return None if check.ready else check.to_dict()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -152,17 +178,24 @@ def create_app(
     )
     api = [Depends(authorized)]
 
+    def logged(request: Request, results: list[ClaimResult]) -> None:
+        claims = [r.claim for r in results]
+        labels = [r.verdict.label.value for r in results]
+        add_fields(request, claim_fields(claims, labels, with_text=log_claims))
+
     @app.post("/v1/verify", dependencies=api, summary="Verify one claim")
-    async def verify(body: VerifyRequest) -> dict[str, Any]:
+    async def verify(body: VerifyRequest, request: Request) -> dict[str, Any]:
         [result] = await worker.verify([body.claim], body.hops)
+        logged(request, [result])
         answer = result_to_dict(result)
         if body.evidence_scores:
             answer["decided"]["scores"] = await worker.run(partial(evidence_scores, result))
         return answer
 
     @app.post("/v1/verify/batch", dependencies=api, summary="Verify many claims, batched")
-    async def verify_batch(body: BatchRequest) -> dict[str, Any]:
+    async def verify_batch(body: BatchRequest, request: Request) -> dict[str, Any]:
         results = await worker.verify(body.claims, body.hops)
+        logged(request, results)
         return {"results": [result_to_dict(r) for r in results]}
 
     @app.post("/v1/search", dependencies=api, summary="Search the index's elements")
@@ -188,10 +221,28 @@ def create_app(
         answer: dict[str, Any] = await worker.run(run)
         return answer
 
-    @app.get("/v1/health", dependencies=api, summary="Store, index build, models, queue")
-    async def health_route() -> dict[str, Any]:
+    @app.get("/v1/health", dependencies=api, summary="Readiness, store, index build, models")
+    async def health_route() -> JSONResponse:
         queue = {"waiting": worker.waiting, "max": worker.max_queue, "batches": worker.batches}
-        return {"status": "ok", "version": __version__, **health, "queue": queue}
+        unready = await ready()
+        status = unready or {"status": "ok"}
+        body = {**status, "version": __version__, **health, "queue": queue}
+        return JSONResponse(body, status_code=503 if unready else 200)
+
+    @app.get("/v1/health/live", summary="Liveness: the process answers")
+    async def live() -> dict[str, str]:
+        return {"status": "alive"}
+
+    @app.get("/v1/health/ready", summary="Readiness: the store answers, the models are loaded")
+    async def ready_route() -> dict[str, str]:
+        unready = await ready()
+        if unready:
+            raise ServeError(503, f"not ready: {unready['reason']}", {"Retry-After": "5"})
+        return {"status": "ready"}
+
+    @app.get("/metrics", dependencies=api, include_in_schema=False)
+    async def metrics_route() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/openapi.json", dependencies=api, include_in_schema=False)
     async def openapi() -> dict[str, Any]:
@@ -202,8 +253,9 @@ def create_app(
         return FileResponse(STATIC / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    _install_error_handlers(app)
+    _install_error_handlers(app, metrics)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(RequestLog, metrics=metrics)  # outermost: it sees every answer, 413 too
     return app
 
 
@@ -211,7 +263,7 @@ def _error(status: int, message: str, headers: Mapping[str, str] | None = None) 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
     @app.exception_handler(ServeError)
     async def serve_error(_: Request, error: ServeError) -> JSONResponse:
         return _error(error.status, error.message, error.headers)
@@ -231,13 +283,17 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(QueueFull)
     async def busy(_: Request, error: QueueFull) -> JSONResponse:
+        metrics.rejected.inc()
         return _error(503, str(error), {"Retry-After": "1"})
 
     @app.exception_handler(FeverousError)
     async def failed(_: Request, error: FeverousError) -> JSONResponse:
         if isinstance(error, EmptyClaimError):
             return _error(422, str(error))
-        status = 503 if isinstance(error, StoreError) else 500
+        status = 500
+        if isinstance(error, StoreError):
+            status = 503
+            metrics.observe_store_error(error)
         log.error("request failed: %s", error)
         return _error(status, str(error))
 

@@ -42,12 +42,24 @@ _STOP = object()
 
 class PipelineWorker:
     """Runs ``pipeline`` on its own thread. ``max_queue``: requests that may wait (more are
-    refused); ``max_batch``: claims verified together, across requests with the same hops."""
+    refused); ``max_batch``: claims verified together, across requests with the same hops;
+    ``on_batch(claims, stage_seconds)``: told of each verified batch, on the worker thread.
 
-    def __init__(self, pipeline: Pipeline, *, max_queue: int = 64, max_batch: int = 16) -> None:
+    A request whose client went away (its future cancelled, as when a drain's timeout ends
+    the requests still waiting) is dropped unread."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        *,
+        max_queue: int = 64,
+        max_batch: int = 16,
+        on_batch: Callable[[int, dict[str, float]], None] = lambda claims, seconds: None,
+    ) -> None:
         self.pipeline = pipeline
         self.max_queue = max_queue
         self.max_batch = max_batch
+        self.on_batch = on_batch
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
         self._held: _Job | None = None  # taken while batching, but for another hop setting
         self._thread = threading.Thread(target=self._run, name="feverous-es-pipeline", daemon=True)
@@ -89,11 +101,14 @@ class PipelineWorker:
             self._held = None
             if job is _STOP:
                 return
+            if job.future.cancelled():
+                continue
             if job.call is not None:
                 _settle(job.future, partial(job.call, self.pipeline))
                 continue
             batch = self._batch(job)
             claims = [claim for j in batch for claim in j.claims]
+            before = dict(self.pipeline.seconds)
             try:
                 results = self._verify(claims, job.hops)
             except Exception as error:  # every waiting request hears of it; the thread goes on
@@ -101,6 +116,7 @@ class PipelineWorker:
                     _settle(j.future, _raiser(error))
                 continue
             self.batches += 1
+            self.on_batch(len(claims), _spent(before, self.pipeline.seconds))
             _release_free_memory()
             start = 0
             for j in batch:
@@ -117,6 +133,8 @@ class PipelineWorker:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 break
+            if job is not _STOP and job.future.cancelled():
+                continue
             fits = job is not _STOP and job.call is None and job.hops == first.hops
             if not fits or size + len(job.claims) > self.max_batch:
                 self._held = job
@@ -134,6 +152,12 @@ class PipelineWorker:
             return self.pipeline.verify_many(claims)
         finally:
             self.pipeline.config = config
+
+
+def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Seconds per stage between two readings of ``Pipeline.seconds``."""
+    return {stage: total - before.get(stage, 0.0) for stage, total in after.items()
+            if total > before.get(stage, 0.0)}  # fmt: skip
 
 
 def _glibc_malloc_trim() -> Callable[[], object]:

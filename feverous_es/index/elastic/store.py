@@ -203,6 +203,14 @@ class ElasticStore:
                 complete=True,
             )
 
+    def ping(self, timeout: float) -> None:
+        # One count on the elements alias: what a reader key may do, and it proves the alias
+        # still points at an index. No retries: a probe reports, the next probe tries again.
+        with elastic_errors(self.config):
+            self._client.options(request_timeout=timeout, max_retries=0).count(
+                index=self.elements
+            )
+
     def close(self) -> None:
         if self._own_client and self._client is not None:
             self._client.close()

@@ -212,6 +212,13 @@ class EmbeddedStore:
     def state(self) -> BuildState:
         return load_state(self._db)[0]
 
+    def ping(self, timeout: float) -> None:
+        # A local file answers or fails at once: the timeout has nothing to bound.
+        try:
+            load_state(self._db)
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path} does not answer: {error}") from error
+
     def close(self) -> None:
         self._db.close()
 

@@ -1,0 +1,200 @@
+"""What an operator relies on, against a real `feverous-es serve`: liveness and readiness,
+Prometheus metrics that move with requests, one JSON log line a request, and a drain on
+SIGTERM that lets the requests in flight finish. (Losing the store's node: the live
+Elasticsearch test in test_serve_node_loss.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("prometheus_client")
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from feverous_es import __version__
+from feverous_es.errors import StoreUnreachable
+from feverous_es.serve.readiness import Readiness
+from tests.serve_server import running_server
+
+TOKEN = "ops-token-77c1"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
+
+
+@pytest.fixture(scope="module")
+def server(sample_index):
+    with running_server(sample_index, token=TOKEN) as server:
+        yield server
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus text page, by name and sorted labels (parsing it is the
+    check that it is Prometheus text)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_liveness_and_readiness_need_no_token(server) -> None:
+    live = httpx.get(server.url + "/v1/health/live")
+    assert live.status_code == 200 and live.json() == {"status": "alive"}
+    ready = httpx.get(server.url + "/v1/health/ready")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+    assert httpx.get(server.url + "/v1/health").status_code == 401  # the details need it
+    health = httpx.get(server.url + "/v1/health", headers=AUTH).json()
+    assert health["status"] == "ok" and health["store"]["kind"] == "embedded"
+
+
+def test_metrics_are_prometheus_text_and_move_with_requests(server) -> None:
+    assert httpx.get(server.url + "/metrics").status_code == 401  # the token protects them
+    http = httpx.Client(base_url=server.url, headers=AUTH, timeout=60)
+    before = samples(http.get("/metrics").text)
+    verified = (("route", "/v1/verify"), ("method", "POST"), ("status", "200"))
+    key = ("feverous_es_requests_total", tuple(sorted(verified)))
+    for _ in range(2):
+        assert http.post("/v1/verify", json={"claim": CLAIM}).status_code == 200
+    assert http.post("/v1/verify", json={"claim": " "}).status_code == 422
+    page = http.get("/metrics")
+    assert page.headers["content-type"].startswith("text/plain")
+    after = samples(page.text)
+    assert after[key] - before.get(key, 0) == 2
+    refused = ("feverous_es_requests_total",
+               (("method", "POST"), ("route", "/v1/verify"), ("status", "422")))  # fmt: skip
+    assert after[refused] - before.get(refused, 0) == 1
+    latency = ("feverous_es_request_seconds_count", (("route", "/v1/verify"),))
+    assert after[latency] - before.get(latency, 0) == 3
+    for stage in ("pages", "candidates", "rerank", "verdict"):
+        count = ("feverous_es_stage_seconds_count", (("stage", stage),))
+        assert after[count] - before.get(count, 0) == 2, stage  # one batch a claim
+    assert after[("feverous_es_batch_claims_count", ())] >= 2
+    assert after[("feverous_es_queue_waiting", ())] == 0
+    assert after[("feverous_es_queue_capacity", ())] == 64
+    assert after[("feverous_es_ready", ())] == 1  # the readiness test above checked it
+    assert after[("feverous_es_build_info", (("version", __version__),))] == 1
+    health = http.get("/v1/health").json()
+    running = {
+        (m["name"], file, digest) for m in health["models"] for file, digest in m["files"].items()
+    }
+    exposed = {
+        (dict(labels)["model"], dict(labels)["file"], dict(labels)["sha256"])
+        for (name, labels) in after
+        if name == "feverous_es_model_info"
+    }
+    assert exposed == running and any(name == "verdict" for name, _, _ in exposed)
+    unmatched = ("feverous_es_requests_total",
+                 (("method", "GET"), ("route", "unmatched"), ("status", "404")))  # fmt: skip
+    http.get("/v1/no-such-route-1")
+    http.get("/v1/no-such-route-2")
+    assert samples(http.get("/metrics").text)[unmatched] - after.get(unmatched, 0) == 2
+
+
+def request_lines(server) -> list[dict]:
+    return [json.loads(line) for line in server.log_lines() if line.startswith('{"time"')]
+
+
+def test_one_json_line_a_request_with_its_id(server) -> None:
+    http = httpx.Client(base_url=server.url, headers=AUTH, timeout=60)
+    answer = http.post("/v1/verify", json={"claim": CLAIM}, headers={"X-Request-ID": "req-42"})
+    assert answer.headers["x-request-id"] == "req-42"  # honoured and returned
+    unsafe = http.post("/v1/search", json={"query": "Rio"}, headers={"X-Request-ID": "a b\"c"})
+    made = unsafe.headers["x-request-id"]
+    assert made != 'a b"c' and len(made) == 32  # not a plain token: a new id instead
+    batch = http.post("/v1/verify/batch", json={"claims": [CLAIM, "Paris is in France."]})
+    assert batch.status_code == 200
+    time.sleep(0.2)  # the line is written as the response ends
+    lines = {line["request_id"]: line for line in request_lines(server)}
+    one = lines["req-42"]
+    assert one["route"] == "/v1/verify" and one["method"] == "POST" and one["status"] == 200
+    assert one["claim_chars"] == len(CLAIM) and one["verdict"] == answer.json()["label"]
+    assert one["latency_ms"] > 0 and one["client"] == "127.0.0.1"
+    assert lines[made]["route"] == "/v1/search" and "verdict" not in lines[made]
+    many = lines[batch.headers["x-request-id"]]
+    assert many["claims"] == 2 and many["verdict"] == [r["label"] for r in batch.json()["results"]]
+    log = server.log.read_text()
+    assert CLAIM not in log and TOKEN not in log  # no claim text without --log-claims, no token
+
+
+def test_log_claims_puts_the_text_in(sample_index) -> None:
+    with running_server(sample_index, args=("--log-claims",)) as server:
+        httpx.post(server.url + "/v1/verify", json={"claim": CLAIM}, timeout=60)
+        time.sleep(0.2)
+        [line] = [line for line in request_lines(server) if line["route"] == "/v1/verify"]
+    assert line["claim"] == CLAIM
+
+
+def test_sigterm_drains_the_requests_in_flight_then_exits_0(sample_index) -> None:
+    claims = [f"Claim {i}: Henri Schoeman won bronze at Rio in 201{i}." for i in range(6)]
+    with running_server(sample_index, args=("--max-batch", "2")) as server:
+
+        async def in_flight() -> tuple[list[httpx.Response], int, Exception | None]:
+            async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+                sent = [
+                    asyncio.ensure_future(http.post("/v1/verify", json={"claim": c}))
+                    for c in claims
+                ]
+                await asyncio.sleep(0.3)  # all six sent: one batch running, the rest queued
+                server.process.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.5)  # uvicorn closes its socket at its next tick
+                pending = sum(not s.done() for s in sent)
+                refused = None
+                try:
+                    async with httpx.AsyncClient(timeout=2) as fresh:
+                        await fresh.get(server.url + "/v1/health/live")
+                except httpx.TransportError as error:
+                    refused = error
+                return await asyncio.gather(*sent), pending, refused
+
+        answers, pending, refused = asyncio.run(in_flight())
+        code = server.process.wait(timeout=60)
+        logged = [line for line in request_lines(server) if line["route"] == "/v1/verify"]
+    assert pending > 0  # the drain began with requests still in flight ...
+    assert isinstance(refused, httpx.ConnectError)  # ... and took no new connection
+    assert [a.status_code for a in answers] == [200] * 6  # every one of them was answered
+    assert [a.json()["claim"] for a in answers] == claims
+    assert code == 0 and len(logged) == 6
+
+
+class FlakyStore:
+    """A store whose ping fails while ``down`` is set, counting the pings it got."""
+
+    def __init__(self) -> None:
+        self.down = threading.Event()
+        self.pings = 0
+
+    def ping(self, timeout: float) -> None:
+        self.pings += 1
+        if self.down.is_set():
+            raise StoreUnreachable("cannot reach Elasticsearch at http://es:9200")
+
+
+def test_readiness_is_cached_and_follows_the_store() -> None:
+    store = FlakyStore()
+    seen = []
+    readiness = Readiness(store, ttl=0.3, on_store_error=seen.append)  # type: ignore[arg-type]
+
+    async def scenario() -> list[dict[str, str]]:
+        first = [(await readiness.check()).to_dict() for _ in range(5)]
+        store.down.set()
+        cached = (await readiness.check()).to_dict()  # within the ttl: the last answer
+        await asyncio.sleep(0.35)
+        down = (await readiness.check()).to_dict()
+        store.down.clear()
+        await asyncio.sleep(0.35)
+        back = (await readiness.check()).to_dict()
+        return [first[0], cached, down, back]
+
+    ready, cached, down, back = asyncio.run(scenario())
+    assert ready == cached == back == {"status": "ready"}
+    assert down == {"status": "unavailable", "reason": "cannot reach Elasticsearch at http://es:9200"}
+    assert store.pings == 3  # five probes in a row cost one ping
+    assert len(seen) == 1 and isinstance(seen[0], StoreUnreachable)
