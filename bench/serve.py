@@ -1,6 +1,7 @@
 """`feverous-es serve` under load, over HTTP on loopback.
 
-    python bench/serve.py INDEX [--claims N] [--clients 20] [--requests 50] [--record NAME]
+    python bench/serve.py INDEX [--clients 20] [--requests 50] [--record NAME]
+    python bench/serve.py INDEX --soak MINUTES [--clients 4] [--record NAME]
 
 Starts the service over INDEX (a real server process on a free port), then:
 
@@ -12,6 +13,14 @@ Starts the service over INDEX (a real server process on a free port), then:
    (RSS) and anonymous (RSS less file-backed pages: the mapped index files the server has
    read so far count in RSS, but they are the OS's page cache, shared and reclaimable).
 
+With ``--soak MINUTES``, instead: ``--clients`` clients verify distinct dev claims back to back
+for that long, and every ``--every`` seconds the bench records that interval's requests,
+errors and p50 / p95, and the server's memory from ``/proc/PID/status`` (Linux), kept apart:
+anonymous (``RssAnon``: the process's own heap, where a leak shows) and file-backed
+(``RssFile``: the index's mapped files as they are read, which the OS may reclaim). Whether
+memory is flat is read after ``--warmup`` minutes: the anonymous memory's range and its trend
+(a least-squares slope, MB an hour).
+
 Claims are real dev claims (FM2, FEVEROUS-S and TabFact, in turn), from ../shared/data.
 """
 
@@ -22,6 +31,7 @@ import asyncio
 import json
 import sys
 import time
+from itertools import zip_longest
 from pathlib import Path
 
 import httpx
@@ -37,13 +47,15 @@ MINI = REPO.parent / "shared" / "data" / "minifeverous"
 FILES = ("fm2_dev.jsonl", "feverous_s_dev.jsonl", "tabfact_dev.jsonl")
 
 
-def dev_claims(count: int) -> list[str]:
-    """``count`` claims, taken in turn from the dev files (skipping their dummy first line)."""
+def dev_claims(count: int | None = None) -> list[str]:
+    """``count`` claims (None: all), taken in turn from the dev files while they last
+    (skipping their dummy first line)."""
     per_file = [
         [json.loads(line)["claim"] for line in (MINI / name).read_text().splitlines()[1:]]
         for name in FILES
     ]
-    return [per_file[i % len(FILES)][i // len(FILES)] for i in range(count)]
+    turns = zip_longest(*per_file)
+    return [claim for turn in turns for claim in turn if claim is not None][:count]
 
 
 def percentiles(seconds: list[float]) -> dict[str, float]:
@@ -87,14 +99,140 @@ def memory_mb(process: psutil.Process) -> dict[str, float]:
     }
 
 
+def memory_parts_mb(pid: int) -> dict[str, float]:
+    """The process's resident memory by kind, from ``/proc/PID/status``."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("RssAnon", "RssFile", "RssShmem"):
+            fields[name] = round(int(value.split()[0]) / 1024, 1)
+    return {"anonymous": fields["RssAnon"], "file": fields["RssFile"],
+            "shmem": fields["RssShmem"]}  # fmt: skip
+
+
+async def soak(url: str, pid: int, claims: list[str], clients: int, seconds: float,
+               every: float) -> list[dict]:  # fmt: skip
+    """Run the clients for ``seconds``; one record an interval of ``every`` seconds."""
+    window: list[float] = []
+    errors: list[str] = []
+    intervals: list[dict] = []
+    started = time.perf_counter()
+    deadline = started + seconds
+    sent = 0
+
+    async def client() -> None:
+        nonlocal sent
+        async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+            while time.perf_counter() < deadline:
+                claim = claims[sent % len(claims)]  # each claim once before any repeats
+                sent += 1
+                began = time.perf_counter()
+                response = await http.post("/v1/verify", json={"claim": claim})
+                window.append(time.perf_counter() - began)
+                if response.status_code != 200:
+                    errors.append(f"{response.status_code} {response.text[:100]}")
+
+    async def sampler() -> None:
+        reported_errors = 0
+        while True:
+            await asyncio.sleep(max(0.0, started + every * (len(intervals) + 1)
+                                    - time.perf_counter()))  # fmt: skip
+            latencies = window[:]
+            window.clear()
+            record = {
+                "minute": round((time.perf_counter() - started) / 60, 2),
+                "requests": len(latencies),
+                "errors": len(errors) - reported_errors,
+                **(percentiles(latencies) if latencies else {}),
+                "memory_mb": memory_parts_mb(pid),
+            }
+            reported_errors = len(errors)
+            intervals.append(record)
+            m = record["memory_mb"]
+            print(f"  {record['minute']:6.1f} min: {record['requests']:4d} requests, "
+                  f"{record['errors']} errors, p50 {record.get('p50_ms', '-')} ms, "
+                  f"anonymous {m['anonymous']} MB, file {m['file']} MB", flush=True)  # fmt: skip
+            if time.perf_counter() >= deadline:
+                return
+
+    await asyncio.gather(sampler(), *(client() for _ in range(clients)))
+    if errors:
+        intervals[-1]["error_examples"] = errors[:5]
+    return intervals
+
+
+def soak_figures(intervals: list[dict], warmup_minutes: float, clients: int) -> dict:
+    """The whole soak's figures: totals, and memory after the warm-up."""
+    settled = [i for i in intervals if i["minute"] > warmup_minutes] or intervals[-1:]
+    anonymous = np.array([i["memory_mb"]["anonymous"] for i in settled])
+    minutes = np.array([i["minute"] for i in settled])
+    slope = float(np.polyfit(minutes, anonymous, 1)[0] * 60) if len(settled) > 1 else 0.0
+    p50s = [i["p50_ms"] for i in intervals if "p50_ms" in i]
+    return {
+        "clients": clients,
+        "minutes": intervals[-1]["minute"],
+        "requests": sum(i["requests"] for i in intervals),
+        "errors": sum(i["errors"] for i in intervals),
+        "p50_ms_median_interval": float(np.median(p50s)),
+        "p95_ms_worst_interval": max(i["p95_ms"] for i in intervals if "p95_ms" in i),
+        "warmup_minutes": warmup_minutes,
+        "anonymous_mb_after_warmup": {
+            "first": float(anonymous[0]),
+            "last": float(anonymous[-1]),
+            "min": float(anonymous.min()),
+            "max": float(anonymous.max()),
+            "slope_mb_per_hour": round(slope, 1),
+        },
+        "file_mb": {
+            "first": intervals[0]["memory_mb"]["file"],
+            "last": intervals[-1]["memory_mb"]["file"],
+        },
+        "intervals": intervals,
+    }
+
+
+def run_soak(args: argparse.Namespace) -> None:
+    claims = dev_claims()
+    print(f"soak: {args.clients} clients for {args.soak:g} min over {len(claims):,} distinct "
+          f"dev claims, a record every {args.every:g} s")  # fmt: skip
+    with running_server(args.index, args=("--max-queue", str(2 * args.clients))) as server:
+        intervals = asyncio.run(
+            soak(server.url, server.pid, claims, args.clients, args.soak * 60, args.every)
+        )
+    figures = {"index": str(args.index), **soak_figures(intervals, args.warmup, args.clients)}
+    a = figures["anonymous_mb_after_warmup"]
+    print(
+        f"{figures['requests']:,} requests, {figures['errors']} errors; p50 "
+        f"{figures['p50_ms_median_interval']} ms (median interval), p95 "
+        f"{figures['p95_ms_worst_interval']} ms (worst interval); anonymous memory after "
+        f"{args.warmup:g} min: {a['first']} -> {a['last']} MB (range {a['min']}-{a['max']}, "
+        f"trend {a['slope_mb_per_hour']} MB/h); file-backed {figures['file_mb']['first']} -> "
+        f"{figures['file_mb']['last']} MB"
+    )
+    record_if_asked(args, figures)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("index", type=Path, help="embedded index directory")
     parser.add_argument("--warm", type=int, default=60, help="claims for the warm latency")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=50, help="requests per client")
+    parser.add_argument(
+        "--soak",
+        type=float,
+        metavar="MINUTES",
+        help="instead: a soak of this many minutes (use --clients 4 or more)",
+    )
+    parser.add_argument("--every", type=float, default=60, help="soak: seconds an interval")
+    parser.add_argument(
+        "--warmup", type=float, default=5, help="soak: minutes before memory is expected to be flat"
+    )
     add_record_option(parser)
     args = parser.parse_args()
+    if args.soak:
+        run_soak(args)
+        return
 
     claims = dev_claims(args.warm + args.clients * args.requests)
     with running_server(args.index, args=("--max-queue", str(2 * args.clients))) as server:

@@ -44,6 +44,7 @@ from feverous_es.index.page import parse_page
 from feverous_es.index.wiki import WikiDB
 from tests.conftest import REPO, SAMPLE_DB
 from tests.elastic_fake import HashEncoder
+from tests.es_nodes import ScriptNode
 
 NODE_URL = os.environ.get("FEVEROUS_ES_TEST_URL")
 if not NODE_URL and os.environ.get("FEVEROUS_ES_REQUIRE_NODE"):
@@ -363,15 +364,9 @@ def not_elasticsearch() -> Iterator[str]:
 @pytest.fixture
 def stopped_node(tmp_path: Path) -> ElasticConfig:
     """A second node of the test script, started and then stopped: its URL and credentials."""
-    script = [sys.executable, str(REPO / "scripts" / "es_test_node.py")]
-    env = {**os.environ, "FEVEROUS_ES_NODE_STATE": str(tmp_path / "node.json")}
-    started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True)
-    assert started.returncode == 0, started.stderr
-    exported = dict(
-        line.removeprefix("export ").split("=", 1) for line in started.stdout.splitlines()
-    )
-    stopped = subprocess.run([*script, "stop"], env=env, capture_output=True, text=True)
-    assert stopped.returncode == 0 and "stopped" in stopped.stderr
+    node = ScriptNode(tmp_path / "node.json")
+    exported = node.start()
+    assert "stopped" in node.stop().stderr
     return replace(
         node_config("feverous-it-stopped"),
         url=exported["FEVEROUS_ES_TEST_URL"],
