@@ -92,6 +92,9 @@ ABOUT = {
     "over 15 tables, fewer tables and shorter pairs, and the row model's seconds a claim.",
     "serve": "The HTTP service: warm single claims, then concurrent clients (throughput, "
     "latency, errors, memory: resident, and anonymous, i.e. less the mapped index files).",
+    "serve-soak": "The HTTP service soaked: 4 clients verifying distinct dev claims back to back, "
+    "a record a minute (requests, errors, p50 / p95, and the server's anonymous and file-backed "
+    "memory kept apart), memory read for flatness after the warm-up minutes.",
     "sentence-ranker": "The packaged sentence ranker against the retrieval order on the claims "
     "its training held out: complete-evidence recall at 5 sentences of the first-round pool "
     "(alone and fused with the retrieval score) and of the whole pipeline's evidence after 7 "
@@ -109,7 +112,7 @@ ABOUT = {
     "held-out claims of every model, the same evidence, NOT ENOUGH INFO as is and gold removed.",
     "verdict-nei-premises": "The same run after a claim routed to a table became NOT ENOUGH INFO "
     "only when its sentences lack the answer too (the lower NEI probability of the two premises), "
-    "with the NEI probe reading every route and seed 000 §1's hop rule measured beside the "
+    "with the NEI probe reading every route and Malon (2021) §1's hop rule measured beside the "
     "thresholds.",
     "verdict-batch-independent": "The same run after the int8 cross-encoders (entailment verdict, "
     "sentence ranker) came to read one pair a model run: a claim's evidence and verdict no longer "

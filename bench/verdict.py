@@ -23,7 +23,7 @@ calibration for the model under test.
 NOT ENOUGH INFO, measured both ways: the verdict reads the retrieved evidence as is, and again
 with every gold element (TabFact: every element of the gold table) removed, where NOT ENOUGH
 INFO is the right answer. For each `nei_above` threshold on the entailment model's NEI
-probability, and for seed 000 §1's rule (NEI while the next-hop stage, given the final
+probability, and for Malon (2021) §1's rule (NEI while the next-hop stage, given the final
 evidence, still proposes more: "hop seeks"): the NEI rate on each, and the accuracy on the
 claims not turned into NEI.
 """
@@ -211,7 +211,7 @@ def supports_probability(probabilities: dict) -> float:
 
 
 def still_seeking(pipeline, query, evidence) -> bool:
-    """Seed 000 §1's NEI rule: the next-hop stage, given the final evidence, still proposes
+    """Malon (2021) §1's NEI rule: the next-hop stage, given the final evidence, still proposes
     elements the evidence lacks."""
     held = {c.element.id for c in evidence}
     proposed = pipeline.hop.propose(query, evidence, pipeline.config.hops + 2)

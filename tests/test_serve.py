@@ -18,6 +18,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from feverous_es.serve.app import MAX_BODY_BYTES, MAX_CLAIM_CHARS, _without_credentials
+from feverous_es.serve.schema import BatchAnswer, VerifyAnswer
 from feverous_es.serve.worker import PipelineWorker, QueueFull
 from tests.serve_server import running_server
 
@@ -59,12 +60,15 @@ def test_verify_answers_what_verify_json_prints(server, sample_index) -> None:
         check=True,
     ).stdout
     assert got == json.loads(printed)
+    VerifyAnswer.model_validate(got)  # the documented schema holds every field, and only those
+    assert got["probability"] == got["probabilities"][got["label"]]  # one figure to show
     assert got["label"] in {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"}
     evidence = {e["id"] for e in got["evidence"]}
     assert got["decided"]["evidence"] and set(got["decided"]["evidence"]) <= evidence
     assert "Henri Schoeman_sentence_2" in got["decided"]["evidence"]  # the bronze-at-Rio one
     assert {"bronze", "rio", "schoeman"} <= set(got["decided"]["words"])
     scored = server.post("/v1/verify", json={"claim": CLAIM, "evidence_scores": True}).json()
+    VerifyAnswer.model_validate(scored)
     scores = scored.pop("decided").pop("scores")
     assert scored == {k: v for k, v in got.items() if k != "decided"}  # the same verdict
     assert set(scores) == {i for i in got["decided"]["evidence"] if "_sentence_" in i}
@@ -80,6 +84,7 @@ def test_hops_and_the_batch_route(server) -> None:
     ]
     batch = server.post("/v1/verify/batch", json={"claims": claims, "hops": 0})
     assert batch.status_code == 200
+    BatchAnswer.model_validate(batch.json())
     results = batch.json()["results"]
     assert [r["claim"] for r in results] == claims  # in request order
     assert all(r["hops"] == [] for r in results)  # hops 0: no next hop ran
@@ -128,7 +133,10 @@ def test_search_and_health(server) -> None:
     assert {"embedder", "verdict"} <= names
     for model in health["models"]:
         assert all(re.fullmatch("[0-9a-f]{64}", h) for h in model["files"].values())
-    assert "/v1/verify" in server.get("/openapi.json").json()["paths"]
+    openapi = server.get("/openapi.json").json()
+    assert "/v1/verify" in openapi["paths"]
+    answer = openapi["components"]["schemas"]["VerifyAnswer"]["properties"]
+    assert "entry in `probabilities`" in answer["probability"]["description"]
 
 
 def test_every_api_route_needs_the_token(server) -> None:

@@ -11,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
@@ -19,6 +20,8 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.serve_server import running_server
+
+CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 if not (CHROMIUM and DRIVER):
@@ -55,13 +58,21 @@ def test_a_person_checks_a_claim_and_sees_why(browser, sample_index, tmp_path) -
     with running_server(sample_index) as server:
         browser.get(server.url + "/")
         box = browser.find_element(By.ID, "claim")
-        box.send_keys("Gold medalist Henri Schoeman won bronze at Rio in 2016.")
+        box.send_keys(CLAIM)
         box.send_keys(Keys.CONTROL, Keys.ENTER)  # the keyboard submits
         wait = WebDriverWait(browser, 60)
         wait.until(expected_conditions.visibility_of_element_located((By.ID, "result")))
         label = browser.find_element(By.ID, "label").text
         assert label in {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"}
-        assert "confidence" in browser.find_element(By.ID, "confidence").text
+        # One figure: the label's probability, the same one the API's "probabilities" lists
+        # for it; the other labels' beside it.
+        answer = httpx.post(server.url + "/v1/verify", json={"claim": CLAIM}, timeout=60).json()
+        assert answer["probability"] == answer["probabilities"][label]
+        assert browser.find_element(By.ID, "probability").text == (
+            f"{100 * answer['probability']:.1f} %"
+        )
+        others = browser.find_element(By.ID, "probabilities").text
+        assert label not in others and len(others.split("%")) == 3  # two others
         read = browser.find_elements(By.CSS_SELECTOR, "#decided .evidence")
         assert read, "no evidence shown"
         marks = [m.text.lower() for m in browser.find_elements(By.CSS_SELECTOR, "#decided mark")]

@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest

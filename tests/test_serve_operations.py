@@ -106,7 +106,7 @@ def test_one_json_line_a_request_with_its_id(server) -> None:
     http = httpx.Client(base_url=server.url, headers=AUTH, timeout=60)
     answer = http.post("/v1/verify", json={"claim": CLAIM}, headers={"X-Request-ID": "req-42"})
     assert answer.headers["x-request-id"] == "req-42"  # honoured and returned
-    unsafe = http.post("/v1/search", json={"query": "Rio"}, headers={"X-Request-ID": "a b\"c"})
+    unsafe = http.post("/v1/search", json={"query": "Rio"}, headers={"X-Request-ID": 'a b"c'})
     made = unsafe.headers["x-request-id"]
     assert made != 'a b"c' and len(made) == 32  # not a plain token: a new id instead
     batch = http.post("/v1/verify/batch", json={"claims": [CLAIM, "Paris is in France."]})
@@ -195,6 +195,9 @@ def test_readiness_is_cached_and_follows_the_store() -> None:
 
     ready, cached, down, back = asyncio.run(scenario())
     assert ready == cached == back == {"status": "ready"}
-    assert down == {"status": "unavailable", "reason": "cannot reach Elasticsearch at http://es:9200"}
+    assert down == {
+        "status": "unavailable",
+        "reason": "cannot reach Elasticsearch at http://es:9200",
+    }
     assert store.pings == 3  # five probes in a row cost one ping
     assert len(seen) == 1 and isinstance(seen[0], StoreUnreachable)

@@ -110,7 +110,7 @@ def options(tmp_path: Path, tiny_base: Path, sample_index: Path, inputs: Path) -
 def test_training_evidence_is_what_the_default_pipeline_retrieves(
     inputs: Path, sample_index: Path
 ) -> None:
-    # The model must learn from the evidence verify will give it (seed 000 §5): the same
+    # The model must learn from the evidence verify will give it (Malon (2021) §5): the same
     # reranker and selection, in the same order. One batch of the same claims, as the fixture
     # retrieved them: the int8 ranker's scores move slightly with a batch's padding.
     from feverous_es.plugins.config import load_config

@@ -48,13 +48,15 @@ def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) 
             expected = torch.softmax(torch_model(**inputs).logits, -1)[0].numpy()
         got = np.array([result.probabilities[Label(LABELS[i])] for i in range(3)])
         np.testing.assert_allclose(got, expected, atol=1e-4)
-        # SUPPORTS or REFUTES, renormalized over the two; NEI is the nei_above threshold's.
+        # SUPPORTS or REFUTES, whichever is likelier; NEI is the nei_above threshold's. The
+        # probability shown is the label's own entry among the three.
         decided = expected[:2]
         if expected[2] < verdict.nei_above:
             assert result.label is Label(LABELS[int(decided.argmax())])
-            assert result.probability == pytest.approx(decided.max() / decided.sum(), abs=1e-4)
+            assert result.probability == pytest.approx(decided.max(), abs=1e-4)
         else:
             assert result.label is Label.NOT_ENOUGH_INFO
+        assert result.probability == result.probabilities[result.label]
 
 
 def test_low_confidence_becomes_not_enough_info(tiny_classifier) -> None:

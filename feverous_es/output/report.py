@@ -70,7 +70,7 @@ def print_result(console: Console, result: ClaimResult, *, explain: bool = False
     style = _STYLE[verdict.label]
     console.print(f"[bold]claim:[/bold] {result.claim}", highlight=False)
     label = f"[bold {style}]{verdict.label.value}[/bold {style}]"
-    console.print(f"{label}  (confidence {verdict.probability:.2f})")
+    console.print(f"{label}  (probability {verdict.probability:.2f})")
     words = claim_words(result.claim)
     by_id = {c.element.id: c for c in result.evidence}
     read = [by_id[i] for i in verdict.read if i in by_id]

@@ -62,7 +62,12 @@ class ReadTable:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A claim's label and its probabilities; ``read`` (ids of the evidence elements) and
-    ``table`` say what the verdict read, for people (a plugin may leave them empty)."""
+    ``table`` say what the verdict read, for people (a plugin may leave them empty).
+
+    ``probabilities``: each label's probability as the verdict's models give it (the built-in
+    verdict: SUPPORTS and REFUTES from the model that decided, NOT ENOUGH INFO from the
+    entailment model, so on the table route they need not sum to 1); ``probability``: the
+    label's own entry there, the one number to show."""
 
     label: Label
     probability: float

@@ -59,6 +59,7 @@ from feverous_es.output.report import result_to_dict
 from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics
 from feverous_es.serve.readiness import Readiness
 from feverous_es.serve.request_log import RequestLog, add_fields, claim_fields
+from feverous_es.serve.schema import BatchAnswer, VerifyAnswer
 from feverous_es.serve.worker import PipelineWorker, QueueFull
 from feverous_es.verdict.entailment import Entailment
 from feverous_es.verdict.inputs import TEXT_TYPES
@@ -183,7 +184,10 @@ def create_app(
         labels = [r.verdict.label.value for r in results]
         add_fields(request, claim_fields(claims, labels, with_text=log_claims))
 
-    @app.post("/v1/verify", dependencies=api, summary="Verify one claim")
+    # The answers are documented by their models but returned as they are (what `verify
+    # --json` prints); the tests check them against these models.
+    @app.post("/v1/verify", dependencies=api, summary="Verify one claim",
+              responses={200: {"model": VerifyAnswer}})  # fmt: skip
     async def verify(body: VerifyRequest, request: Request) -> dict[str, Any]:
         [result] = await worker.verify([body.claim], body.hops)
         logged(request, [result])
@@ -192,7 +196,8 @@ def create_app(
             answer["decided"]["scores"] = await worker.run(partial(evidence_scores, result))
         return answer
 
-    @app.post("/v1/verify/batch", dependencies=api, summary="Verify many claims, batched")
+    @app.post("/v1/verify/batch", dependencies=api, summary="Verify many claims, batched",
+              responses={200: {"model": BatchAnswer}})  # fmt: skip
     async def verify_batch(body: BatchRequest, request: Request) -> dict[str, Any]:
         results = await worker.verify(body.claims, body.hops)
         logged(request, results)

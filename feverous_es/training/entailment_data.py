@@ -7,7 +7,7 @@ Sources, each a ``Pair.source``:
   :func:`~feverous_es.verdict.inputs.sentence_premise` writes retrieved sentences), a table
   pair's table a table premise (:func:`~feverous_es.verdict.inputs.table_premise`). Three labels.
 * **claims with retrieved evidence** (files without ``gold_tables``: FM2, FEVEROUS-S; and a
-  seeded sample of the table files): the evidence the pipeline retrieved (seed 000 §5: a model
+  seeded sample of the table files): the evidence the pipeline retrieved (Malon (2021) §5: a model
   trained on gold evidence fails on extracted evidence), read the way the verdict will read it —
   the table premise of the evidence's table when the verdict routes the claim to its table
   (:func:`~feverous_es.verdict.feature_model.evidence_table`), else its sentence premise. The

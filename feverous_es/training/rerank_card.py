@@ -81,7 +81,7 @@ them, split by claim id, is held out of training. Training claims with gold {kin
 {report["claims_with_gold"]}; gold elements missing from the index (page not indexed):
 {report["gold_missing"]}.
 
-Seed 000 §3's groups of up to {size} pairs: each gold element, the {training["negatives"]}
+Malon (2021) §3's groups of up to {size} pairs: each gold element, the {training["negatives"]}
 best-ranked non-gold candidates of its kind from the pipeline's page and candidate stages
 (retrieval order), and {training["others"]} gold elements of other claims (which also fill a
 group whose pool has too few hard negatives); the loss is the cross entropy over the group's

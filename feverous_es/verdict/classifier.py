@@ -117,10 +117,13 @@ class ClassifierVerdict:
             verdict = _verdict(route.labels, route.probabilities(features[None, :])[0],
                                self.nei_below)  # fmt: skip
             verdicts.append(self._nei(verdict, nei_rows) if nei_rows else verdict)
+        # One number a user reads: ``probability`` is the label's entry in ``probabilities``
+        # (the decision may have used another: a renormalized or a threshold probability).
         return [
-            replace(v, read=read, table=table)
+            replace(v, probability=v.probabilities.get(v.label, v.probability), read=read,
+                    table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
-        ]
+        ]  # fmt: skip
 
     def _read_premises(
         self,

@@ -207,9 +207,7 @@ class ElasticStore:
         # One count on the elements alias: what a reader key may do, and it proves the alias
         # still points at an index. No retries: a probe reports, the next probe tries again.
         with elastic_errors(self.config):
-            self._client.options(request_timeout=timeout, max_retries=0).count(
-                index=self.elements
-            )
+            self._client.options(request_timeout=timeout, max_retries=0).count(index=self.elements)
 
     def close(self) -> None:
         if self._own_client and self._client is not None:

@@ -80,9 +80,11 @@ function show(result) {
   const label = $("label");
   label.textContent = result.label;
   label.className = "label " + result.label.replaceAll(" ", "-");
-  $("confidence").textContent = `confidence ${(100 * result.probability).toFixed(0)} %`;
-  $("probabilities").replaceChildren(...Object.entries(result.probabilities).map(
-    ([name, p]) => element("span", {}, `${name}: ${(100 * p).toFixed(1)} %`)));
+  $("probability").textContent = `${(100 * result.probability).toFixed(1)} %`;
+  // The other labels' probabilities (the label's own is the figure beside it).
+  $("probabilities").replaceChildren(...Object.entries(result.probabilities)
+    .filter(([name]) => name !== result.label)
+    .map(([name, p]) => element("span", {}, `${name}: ${(100 * p).toFixed(1)} %`)));
   const byId = new Map(result.evidence.map((e) => [e.id, e]));
   const read = result.decided.evidence.map((id) => byId.get(id)).filter(Boolean);
   const decided = $("decided");

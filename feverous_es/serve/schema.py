@@ -1,0 +1,76 @@
+"""The verify answer's JSON schema, for the OpenAPI description (``/openapi.json``).
+
+The routes answer :func:`feverous_es.output.report.result_to_dict` as it is (what ``verify
+--json`` prints); these models document that shape field by field and are checked against real
+answers in the tests (``extra="forbid"``: a field added to the answer must be named here).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LabelName = Literal["SUPPORTS", "REFUTES", "NOT ENOUGH INFO"]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EvidenceItem(_Answer):
+    id: str = Field(description="FEVEROUS element id, e.g. 'Paris_sentence_0'.")
+    type: Literal["sentence", "cell", "header_cell", "table_caption", "item"]
+    page: str
+    text: str
+    score: float = Field(description="The reranker's score (higher is better).")
+    hop: int = Field(description="1: the first retrieval; 2 and on: the next-hop round.")
+    source: str = Field(description="What proposed it: pages, tables, or a link from an element.")
+
+
+class Decided(_Answer):
+    evidence: list[str] = Field(description="Ids of the evidence the verdict read.")
+    table: dict[str, Any] | None = Field(
+        description="The table the verdict read (page, rows, matched cells), if it read one."
+    )
+    words: list[str] = Field(description="The claim's words the evidence is highlighted by.")
+    scores: dict[str, dict[LabelName, float]] | None = Field(
+        None,
+        description="With evidence_scores: each sentence read, scored on its own by the "
+        "entailment model.",
+    )
+
+
+class PageItem(_Answer):
+    title: str
+    score: float
+
+
+class HopItem(_Answer):
+    hop: int
+    proposed: list[str]
+    added: list[str]
+    removed: list[str]
+
+
+class VerifyAnswer(_Answer):
+    claim: str
+    label: LabelName
+    probability: float = Field(
+        description="The label's probability: its entry in `probabilities`, the one figure to show."
+    )
+    probabilities: dict[LabelName, float] = Field(
+        description="Each label's probability as the verdict's models give it: SUPPORTS and "
+        "REFUTES from the model that decided (the entailment model on the sentence route, the "
+        "table verdict on the table route), NOT ENOUGH INFO from the entailment model (by "
+        "default the label is NOT ENOUGH INFO when it reaches 0.9). On the table route they "
+        "need not sum to 1."
+    )
+    evidence: list[EvidenceItem] = Field(description="The evidence budget, best first per kind.")
+    decided: Decided
+    pages: list[PageItem] = Field(description="The pages retrieved for the claim.")
+    hops: list[HopItem] = Field(description="What each next-hop round proposed and changed.")
+
+
+class BatchAnswer(_Answer):
+    results: list[VerifyAnswer] = Field(description="One answer a claim, in request order.")
