@@ -102,9 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     encoders |= {str(path): CrossEncoder(path, quantized=True, device="cpu") for path in args.model}
     depth = args.row_tables  # the stage's own default is 0: no row step
     # (name, encoder, weight, tables re-ranked)
-    variants = [("none", None, 0.0, 0), ("default", "default", stage.row_weight, depth)]
-    variants += [(f"default top {d}", "default", stage.row_weight, d) for d in args.depths]
-    variants += [(f"default max {n}", f"default max {n}", stage.row_weight, depth)
+    variants = [("none", None, 0.0, 0), ("default", "default", stage.options.row_weight, depth)]
+    variants += [(f"default top {d}", "default", stage.options.row_weight, d) for d in args.depths]
+    variants += [(f"default max {n}", f"default max {n}", stage.options.row_weight, depth)
                  for n in args.max_lengths]  # fmt: skip
     variants += [(f"{m}@{w:g}", str(m), w, depth) for m in args.model for w in args.weights]
     found = {name: dict.fromkeys(HITS_AT, 0) for name, _, _, _ in variants}
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     for done, record in enumerate(records, 1):
         claim = record["claim"]
-        scores, hits = stage.table_scores(Query(claim, np.zeros(384, np.float32)), [])
+        scores, hits = stage.table_scores(Query(claim, np.zeros(384, np.float32)))
         ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
         rows = row_texts(store, best_cells(hits), ranked[:depth])
         keyed = [key for key in ranked[:depth] if key in rows]

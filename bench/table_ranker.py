@@ -81,19 +81,19 @@ def pool_features(
 ) -> tuple[list[TableKey], np.ndarray]:
     """The claim's pool in the hand-weighted order, one row of ``BASE + EXTENDED`` each."""
     store = stage.store
-    cell_pool = store.search_cell_tables(claim, stage.cell_depth, Filters(types=TABLE_CELL_TYPES))[
-        : stage.table_pool
-    ]
+    cell_pool = store.search_cell_tables(
+        claim, stage.options.cell_depth, Filters(types=TABLE_CELL_TYPES)
+    )[: stage.options.table_pool]
     whole_ranked = store.search_tables(claim, int(_UNRANKED))
     pool = cell_pool + [key for key, _ in whole_ranked[:union] if key not in cell_pool]
     if not pool:
         return [], np.zeros((0, len(BASE) + len(EXTENDED)), dtype=np.float32)
     hits = store.search_cells(
-        claim, stage.fetch_limit + 2000, Filters(types=TABLE_TYPES, tables=tuple(pool))
+        claim, stage.options.fetch_limit + 2000, Filters(types=TABLE_TYPES, tables=tuple(pool))
     )
     whole = dict(store.search_tables(claim, len(pool), pool))
     parts = table_parts(claim, hits, stage.terms, whole)
-    scores = {key: stage.weights.score(table) for key, table in parts.items()}
+    scores = {key: stage.options.weights.score(table) for key, table in parts.items()}
     ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
     vector = embedder.embed([claim])[0]
     page_cosine = {hit.page.title: hit.score for hit in store.search_pages_vector(vector, 3000)}

@@ -168,7 +168,7 @@ def fused_hits(
     """The stage's table order, and the same pools ordered by score + w * cosine gap."""
     pools = []
     for claim in claims:
-        scores, _ = stage.table_scores(Query(claim, np.zeros(stage.store.dim, np.float32)), [])
+        scores, _ = stage.table_scores(Query(claim, np.zeros(stage.store.dim, np.float32)))
         pools.append(scores)
     out = {}
     for weight in (0.0, *FUSION_WEIGHTS):

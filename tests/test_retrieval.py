@@ -217,14 +217,14 @@ def test_the_table_index_reorders_the_pool_when_the_store_has_one() -> None:
     hits = [Hit(cell("A", 0, 1, 0, "cup final"), 6.0), Hit(cell("B", 0, 1, 0, "cup final"), 5.0)]
     query = Query("the cup final", np.zeros(3, dtype=np.float32))
     plain = PapeloCandidates(fake_context(FakeStore(hits, [])), row_tables=0)
-    assert plain.rank_tables(query, [])[0] == [("A", 0), ("B", 0)]
+    assert plain.rank_tables(query)[0] == [("A", 0), ("B", 0)]
     store = TableStore(hits, {("A", 0): 1.0, ("B", 0): 9.0, ("Z", 0): 20.0})
     with_index = PapeloCandidates(fake_context(store), row_tables=0)  # type: ignore[arg-type]
-    assert with_index.rank_tables(query, [])[0] == [("B", 0), ("A", 0)]
+    assert with_index.rank_tables(query)[0] == [("B", 0), ("A", 0)]
     # Only the pool's tables are scored (Z, outside it, does not set the scale).
     assert store.asked == [(("A", 0), ("B", 0))]
     off = PapeloCandidates(fake_context(store), row_tables=0, table_bm25=0.0)  # type: ignore[arg-type]
-    assert off.rank_tables(query, [])[0] == [("A", 0), ("B", 0)]
+    assert off.rank_tables(query)[0] == [("A", 0), ("B", 0)]
 
 
 def test_page_prior_lifts_the_sentences_of_the_best_page() -> None:
@@ -261,7 +261,7 @@ def test_candidates_find_the_gold_table_on_the_sample_index(sample_index: Path) 
         found = 0
         for record in tabfact:
             query = Query(record["claim"], embedder.embed([record["claim"]])[0])
-            ranked, _ = retriever.rank_tables(query, [])
+            ranked, _ = retriever.rank_tables(query)
             page, _, table = record["gold_tables"][0].rpartition("_table_")
             found += ranked[:1] == [(page, int(table))]
             cells = retriever.candidates(query, [])
@@ -274,7 +274,7 @@ def test_candidates_find_the_gold_table_on_the_sample_index(sample_index: Path) 
 @pytest.mark.parametrize("option", ["row", "bigrams", "numbers"])
 def test_table_weights_are_plugin_options(option: str) -> None:
     retriever = PapeloCandidates(fake_context(FakeStore([], [])), **{option: 0.0})
-    assert getattr(retriever.weights, option) == 0.0
+    assert getattr(retriever.options.weights, option) == 0.0
 
 
 def test_items_and_captions_come_after_the_table_cells() -> None:

@@ -77,11 +77,11 @@ def test_train_export_and_use_as_the_row_model(
         claim = "the most points scored by the 2008 bradford bulls was 98 on april 19th"
         query = Query(claim, np.zeros(store.dim, np.float32))
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        plain = PapeloCandidates(context, row_tables=0).rank_tables(query, [])[0]
+        plain = PapeloCandidates(context, row_tables=0).rank_tables(query)[0]
         stage = PapeloCandidates(
             context, row_tables=15, row_model=str(out / "rows"), row_weight=1.0
         )
-        reranked = stage.rank_tables(query, [])[0]
+        reranked = stage.rank_tables(query)[0]
         assert stage.row_encoder().model_path.parent == out / "rows"
         # The row step re-orders the first row_tables tables and keeps the rest in place.
         assert sorted(reranked[:15]) == sorted(plain[:15]) and reranked[15:] == plain[15:]

@@ -101,7 +101,7 @@ def collect_row_pools(
         no_vector = np.zeros(pipeline.context.store.dim, dtype=np.float32)
         pools = []
         for claim in chunk:
-            scores, hits = stage.table_scores(Query(claim.claim, no_vector), [])
+            scores, hits = stage.table_scores(Query(claim.claim, no_vector))
             ranked = sorted(scores, key=lambda key: scores[key], reverse=True)
             best = best_cells(hits)
             ranked = [table for table in ranked if table in best]
