@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -275,6 +277,19 @@ def test_candidates_find_the_gold_table_on_the_sample_index(sample_index: Path) 
 def test_table_weights_are_plugin_options(option: str) -> None:
     retriever = PapeloCandidates(fake_context(FakeStore([], [])), **{option: 0.0})
     assert getattr(retriever.options.weights, option) == 0.0
+
+
+def test_an_unknown_candidate_option_names_the_known_ones(tmp_path, sample_index) -> None:
+    config = tmp_path / "pipeline.toml"
+    config.write_text("[options.candidates]\npage_tabels = 3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "feverous_es", "verify", "x", "--config", str(config),
+         "--index", str(sample_index)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1
+    line = done.stderr.strip()
+    assert "\n" not in line and "page_tabels" in line and "table_bm25" in line, line
 
 
 def test_items_and_captions_come_after_the_table_cells() -> None:
