@@ -17,9 +17,10 @@ With ``--soak MINUTES``, instead: ``--clients`` clients verify distinct dev clai
 for that long, and every ``--every`` seconds the bench records that interval's requests,
 errors and p50 / p95, and the server's memory from ``/proc/PID/status`` (Linux), kept apart:
 anonymous (``RssAnon``: the process's own heap, where a leak shows) and file-backed
-(``RssFile``: the index's mapped files as they are read, which the OS may reclaim). Whether
-memory is flat is read after ``--warmup`` minutes: the anonymous memory's range and its trend
-(a least-squares slope, MB an hour).
+(``RssFile``: the index's mapped files as they are read, which the OS may reclaim). Anonymous
+memory is read each second, and an interval keeps its floor and peak: a batch's buffers come
+and go, the floor is what the server keeps. Whether memory is flat is read on the floors
+after ``--warmup`` minutes: their range and trend (a least-squares slope, MB an hour).
 
 Claims are real dev claims (FM2, FEVEROUS-S and TabFact, in turn), from ../shared/data.
 """
@@ -44,6 +45,7 @@ sys.path.insert(0, str(REPO))
 from tests.serve_server import running_server  # noqa: E402  (the tests' server starter)
 
 MINI = REPO.parent / "shared" / "data" / "minifeverous"
+MEMORY_EVERY = 1.0  # seconds between the soak's memory readings
 FILES = ("fm2_dev.jsonl", "feverous_s_dev.jsonl", "tabfact_dev.jsonl")
 
 
@@ -135,23 +137,34 @@ async def soak(url: str, pid: int, claims: list[str], clients: int, seconds: flo
     async def sampler() -> None:
         reported_errors = 0
         while True:
-            await asyncio.sleep(max(0.0, started + every * (len(intervals) + 1)
-                                    - time.perf_counter()))  # fmt: skip
+            # Memory is read each second: a reading taken mid-batch holds that batch's
+            # transient buffers (tens of MB), so the interval's floor is what stays.
+            readings = []
+            end = started + every * (len(intervals) + 1)
+            while (now := time.perf_counter()) < end:
+                readings.append(memory_parts_mb(pid))
+                await asyncio.sleep(min(MEMORY_EVERY, end - now))
             latencies = window[:]
             window.clear()
+            anonymous = [r["anonymous"] for r in readings] or [memory_parts_mb(pid)["anonymous"]]
             record = {
                 "minute": round((time.perf_counter() - started) / 60, 2),
                 "requests": len(latencies),
                 "errors": len(errors) - reported_errors,
                 **(percentiles(latencies) if latencies else {}),
-                "memory_mb": memory_parts_mb(pid),
+                "memory_mb": {
+                    **memory_parts_mb(pid),
+                    "anonymous_floor": min(anonymous),
+                    "anonymous_peak": max(anonymous),
+                },
             }
             reported_errors = len(errors)
             intervals.append(record)
             m = record["memory_mb"]
             print(f"  {record['minute']:6.1f} min: {record['requests']:4d} requests, "
-                  f"{record['errors']} errors, p50 {record.get('p50_ms', '-')} ms, "
-                  f"anonymous {m['anonymous']} MB, file {m['file']} MB", flush=True)  # fmt: skip
+                  f"{record['errors']} errors, p50 {record.get('p50_ms', '-')} ms, anonymous "
+                  f"{m['anonymous_floor']}-{m['anonymous_peak']} MB, file {m['file']} MB",
+                  flush=True)  # fmt: skip
             if time.perf_counter() >= deadline:
                 return
 
@@ -164,7 +177,7 @@ async def soak(url: str, pid: int, claims: list[str], clients: int, seconds: flo
 def soak_figures(intervals: list[dict], warmup_minutes: float, clients: int) -> dict:
     """The whole soak's figures: totals, and memory after the warm-up."""
     settled = [i for i in intervals if i["minute"] > warmup_minutes] or intervals[-1:]
-    anonymous = np.array([i["memory_mb"]["anonymous"] for i in settled])
+    anonymous = np.array([i["memory_mb"]["anonymous_floor"] for i in settled])
     minutes = np.array([i["minute"] for i in settled])
     slope = float(np.polyfit(minutes, anonymous, 1)[0] * 60) if len(settled) > 1 else 0.0
     p50s = [i["p50_ms"] for i in intervals if "p50_ms" in i]
@@ -176,7 +189,8 @@ def soak_figures(intervals: list[dict], warmup_minutes: float, clients: int) -> 
         "p50_ms_median_interval": float(np.median(p50s)),
         "p95_ms_worst_interval": max(i["p95_ms"] for i in intervals if "p95_ms" in i),
         "warmup_minutes": warmup_minutes,
-        "anonymous_mb_after_warmup": {
+        # Each interval's floor (see soak()): what the server keeps between batches.
+        "anonymous_floor_mb_after_warmup": {
             "first": float(anonymous[0]),
             "last": float(anonymous[-1]),
             "min": float(anonymous.min()),
@@ -200,11 +214,11 @@ def run_soak(args: argparse.Namespace) -> None:
             soak(server.url, server.pid, claims, args.clients, args.soak * 60, args.every)
         )
     figures = {"index": str(args.index), **soak_figures(intervals, args.warmup, args.clients)}
-    a = figures["anonymous_mb_after_warmup"]
+    a = figures["anonymous_floor_mb_after_warmup"]
     print(
         f"{figures['requests']:,} requests, {figures['errors']} errors; p50 "
         f"{figures['p50_ms_median_interval']} ms (median interval), p95 "
-        f"{figures['p95_ms_worst_interval']} ms (worst interval); anonymous memory after "
+        f"{figures['p95_ms_worst_interval']} ms (worst interval); anonymous memory's floor after "
         f"{args.warmup:g} min: {a['first']} -> {a['last']} MB (range {a['min']}-{a['max']}, "
         f"trend {a['slope_mb_per_hour']} MB/h); file-backed {figures['file_mb']['first']} -> "
         f"{figures['file_mb']['last']} MB"
