@@ -186,7 +186,7 @@ def soak_figures(intervals: list[dict], warmup_minutes: float, clients: int) -> 
         "minutes": intervals[-1]["minute"],
         "requests": sum(i["requests"] for i in intervals),
         "errors": sum(i["errors"] for i in intervals),
-        "p50_ms_median_interval": float(np.median(p50s)),
+        "p50_ms_median_interval": round(float(np.median(p50s)), 1),
         "p95_ms_worst_interval": max(i["p95_ms"] for i in intervals if "p95_ms" in i),
         "warmup_minutes": warmup_minutes,
         # Each interval's floor (see soak()): what the server keeps between batches.
