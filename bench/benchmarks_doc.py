@@ -60,6 +60,9 @@ ABOUT = {
     "contrastive-shipped": "The reader's failure classes on held-out claims made from the dump "
     "(bench/contrastive.py): each kind of changed attribute's REFUTES recall, the lead's "
     "SUPPORTS recall, NOT ENOUGH INFO against other subjects' sentences, and where misses went.",
+    "contrastive-ft": "The shipped reader beside itself trained further on this CPU with the "
+    "contrastive and table-NEI pairs (0.45 epoch from its own weights, lr 2e-5), on the same "
+    "held-out contrastive claims and held-out training pairs.",
     "contrastive-cpu-retrain": "The shipped reader beside a MiniLM reader retrained on this CPU "
     "with the contrastive and table-NEI pairs (1 epoch, 800 pairs a source: a probe, not a "
     "candidate), on the same held-out contrastive claims and the same held-out training pairs "

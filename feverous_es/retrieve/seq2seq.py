@@ -16,6 +16,8 @@ from pathlib import Path
 
 from feverous_es.errors import ModelError
 from feverous_es.export import INSTALL_HINT
+from feverous_es.runtime.files import manifest_files, verified
+from feverous_es.runtime.session import execution_provider
 
 
 class Seq2SeqModel:
@@ -29,11 +31,14 @@ class Seq2SeqModel:
             raise ModelError(f"seq2seq models need the export extra: {INSTALL_HINT}") from None
         if not Path(model_dir).is_dir():
             raise ModelError(f"no seq2seq model directory at {model_dir}")
-        provider = "CPUExecutionProvider" if device == "cpu" else None
+        # Checked like every model: each graph the manifest lists (train hop writes one).
+        for name in sorted(manifest_files(Path(model_dir))):
+            if name.endswith(".onnx"):
+                verified(Path(model_dir), name, remedy="export the model again")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
             self.model = ORTModelForSeq2SeqLM.from_pretrained(
-                model_dir, **({"provider": provider} if provider else {})
+                model_dir, provider=execution_provider(device)
             )
         except (OSError, ValueError) as error:
             raise ModelError(f"{model_dir} is not an exported seq2seq model: {error}") from None

@@ -54,6 +54,18 @@ def cuda_device_present() -> bool:
     )
 
 
+def execution_provider(device: str) -> str:
+    """The provider a model for ``device`` runs on, for a loader that makes its own sessions
+    (optimum's seq2seq): CUDA where ``device`` allows it and a CUDA device is present, else
+    CPU; ``device="cuda"`` without one raises ModelError."""
+    check_device(device)
+    if device != "cpu" and cuda_device_present():
+        return CUDA_PROVIDER
+    if device == "cuda":
+        raise ModelError("device='cuda' but no CUDA device is present here")
+    return CPU_PROVIDER
+
+
 def open_session(
     model_file: Callable[[bool], Path], *, device: str, threads: int | None
 ) -> ort.InferenceSession:
@@ -64,7 +76,7 @@ def open_session(
     the file it loads.
     ``device="cuda"`` raises ModelError when CUDA is not usable.
     """
-    check_device(device)
+    provider = execution_provider(device)
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
@@ -76,13 +88,13 @@ def open_session(
     # the CPU from the store searches and the other models between runs. Off: warm claims p50
     # 470 -> 430 ms, batches of 16 2.7 -> 2.8-3.5 claims/s (the same 60 + 60 dev claims).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if device != "cpu" and cuda_device_present():
+    if provider == CUDA_PROVIDER:
         session = _load(model_file(True), options, [CUDA_PROVIDER, CPU_PROVIDER])
         # Without usable CUDA libraries the session quietly runs on CPU, where int8 is faster.
         if session.get_providers()[0] == CUDA_PROVIDER:
             return session
-    if device == "cuda":
-        raise ModelError("device='cuda' but the CUDA execution provider is not usable here")
+        if device == "cuda":
+            raise ModelError("device='cuda' but the CUDA execution provider is not usable here")
     return _load_optimized(model_file(False), options)
 
 
