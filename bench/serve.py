@@ -37,7 +37,6 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import psutil
 from results import add_record_option, record_if_asked  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,23 +92,16 @@ async def load(url: str, claims: list[str], clients: int, requests: int) -> dict
     }
 
 
-def memory_mb(process: psutil.Process) -> dict[str, float]:
-    info = process.memory_info()
-    return {
-        "rss": round(info.rss / 2**20, 1),
-        "anonymous": round((info.rss - info.shared) / 2**20, 1),
-    }
-
-
-def memory_parts_mb(pid: int) -> dict[str, float]:
-    """The process's resident memory by kind, from ``/proc/PID/status``."""
-    fields = {}
+def memory_mb(pid: int) -> dict[str, float]:
+    """The process's resident memory by kind, from ``/proc/PID/status`` (Linux): anonymous
+    (``RssAnon``), file-backed (``RssFile``), shared memory (``RssShmem``) and their sum."""
+    kinds = {"RssAnon": "anonymous", "RssFile": "file", "RssShmem": "shmem"}
+    parts = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         name, _, value = line.partition(":")
-        if name in ("RssAnon", "RssFile", "RssShmem"):
-            fields[name] = round(int(value.split()[0]) / 1024, 1)
-    return {"anonymous": fields["RssAnon"], "file": fields["RssFile"],
-            "shmem": fields["RssShmem"]}  # fmt: skip
+        if name in kinds:
+            parts[kinds[name]] = round(int(value.split()[0]) / 1024, 1)
+    return {"rss": round(sum(parts.values()), 1), **parts}
 
 
 async def soak(url: str, pid: int, claims: list[str], clients: int, seconds: float,
@@ -142,18 +134,19 @@ async def soak(url: str, pid: int, claims: list[str], clients: int, seconds: flo
             readings = []
             end = started + every * (len(intervals) + 1)
             while (now := time.perf_counter()) < end:
-                readings.append(memory_parts_mb(pid))
+                readings.append(memory_mb(pid))
                 await asyncio.sleep(min(MEMORY_EVERY, end - now))
+            readings = readings or [memory_mb(pid)]
             latencies = window[:]
             window.clear()
-            anonymous = [r["anonymous"] for r in readings] or [memory_parts_mb(pid)["anonymous"]]
+            anonymous = [r["anonymous"] for r in readings]
             record = {
                 "minute": round((time.perf_counter() - started) / 60, 2),
                 "requests": len(latencies),
                 "errors": len(errors) - reported_errors,
                 **(percentiles(latencies) if latencies else {}),
                 "memory_mb": {
-                    **memory_parts_mb(pid),
+                    **readings[-1],
                     "anonymous_floor": min(anonymous),
                     "anonymous_peak": max(anonymous),
                 },
@@ -249,21 +242,20 @@ def main() -> None:
         return
 
     claims = dev_claims(args.warm + args.clients * args.requests)
-    with running_server(args.index, args=("--max-queue", str(2 * args.clients))) as server:
-        process = psutil.Process(server.pid)
-        with httpx.Client(base_url=server.url, timeout=300) as http:
-            single = []
-            for claim in claims[: args.warm]:
-                started = time.perf_counter()
-                http.post("/v1/verify", json={"claim": claim}).raise_for_status()
-                single.append(time.perf_counter() - started)
-            before = memory_mb(process)
-            batches_before = http.get("/v1/health").json()["queue"]["batches"]
-            concurrent = asyncio.run(
-                load(server.url, claims[args.warm :], args.clients, args.requests)
-            )
-            after = memory_mb(process)
-            batches = http.get("/v1/health").json()["queue"]["batches"] - batches_before
+    with (
+        running_server(args.index, args=("--max-queue", str(2 * args.clients))) as server,
+        httpx.Client(base_url=server.url, timeout=300) as http,
+    ):
+        single = []
+        for claim in claims[: args.warm]:
+            started = time.perf_counter()
+            http.post("/v1/verify", json={"claim": claim}).raise_for_status()
+            single.append(time.perf_counter() - started)
+        before = memory_mb(server.pid)
+        batches_before = http.get("/v1/health").json()["queue"]["batches"]
+        concurrent = asyncio.run(load(server.url, claims[args.warm :], args.clients, args.requests))
+        after = memory_mb(server.pid)
+        batches = http.get("/v1/health").json()["queue"]["batches"] - batches_before
     figures = {
         "index": str(args.index),
         "warm_single_claim": {"claims": len(single), **percentiles(single)},
