@@ -189,9 +189,10 @@ class ClassifierVerdict:
         return self.reader.probabilities(claims, premises)
 
     def _entailment_verdict(self, row: np.ndarray) -> Verdict:
-        """The entailment model's own verdict: SUPPORTS or REFUTES, whichever is likelier (its
-        probability renormalized over the two); NOT ENOUGH INFO is ``nei_above``'s call, as
-        for the feature models' verdicts."""
+        """The entailment model's own verdict: SUPPORTS or REFUTES, whichever is likelier
+        (``nei_below`` compares its probability renormalized over the two; :meth:`predict`
+        then reports the label's own entry); NOT ENOUGH INFO is ``nei_above``'s call, as for
+        the feature models' verdicts."""
         decided = [i for i, label in enumerate(self.labels) if label is not Label.NOT_ENOUGH_INFO]
         best = max(decided, key=lambda i: row[i])
         p = float(row[best] / max(row[decided].sum(), 1e-9))
