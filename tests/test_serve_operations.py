@@ -133,16 +133,20 @@ def test_log_claims_puts_the_text_in(sample_index) -> None:
 
 
 def test_sigterm_drains_the_requests_in_flight_then_exits_0(sample_index) -> None:
-    claims = [f"Claim {i}: Henri Schoeman won bronze at Rio in 201{i}." for i in range(6)]
-    with running_server(sample_index, args=("--max-batch", "2")) as server:
+    # One claim a batch, 30 of them: the drain lasts seconds even on a quiet machine (six in
+    # batches of two were all answered within 0.8 s there), and the drain timeout is long
+    # enough for a busy one.
+    claims = [f"Claim {i}: Henri Schoeman won bronze at Rio in {1990 + i}." for i in range(30)]
+    args = ("--max-batch", "1", "--drain-timeout", "300")
+    with running_server(sample_index, args=args) as server:
 
         async def in_flight() -> tuple[list[httpx.Response], int, Exception | None]:
-            async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            async with httpx.AsyncClient(base_url=server.url, timeout=300) as http:
                 sent = [
                     asyncio.ensure_future(http.post("/v1/verify", json={"claim": c}))
                     for c in claims
                 ]
-                await asyncio.sleep(0.3)  # all six sent: one batch running, the rest queued
+                await asyncio.sleep(0.3)  # all sent: one claim running, the rest queued
                 server.process.send_signal(signal.SIGTERM)
                 await asyncio.sleep(0.5)  # uvicorn closes its socket at its next tick
                 pending = sum(not s.done() for s in sent)
@@ -159,9 +163,9 @@ def test_sigterm_drains_the_requests_in_flight_then_exits_0(sample_index) -> Non
         logged = [line for line in request_lines(server) if line["route"] == "/v1/verify"]
     assert pending > 0  # the drain began with requests still in flight ...
     assert isinstance(refused, httpx.ConnectError)  # ... and took no new connection
-    assert [a.status_code for a in answers] == [200] * 6  # every one of them was answered
+    assert [a.status_code for a in answers] == [200] * len(claims)  # every one of them was answered
     assert [a.json()["claim"] for a in answers] == claims
-    assert code == 0 and len(logged) == 6
+    assert code == 0 and len(logged) == len(claims)
 
 
 class FlakyStore:
