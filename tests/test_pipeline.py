@@ -233,6 +233,37 @@ def test_claims_retrieved_in_threads_get_what_they_get_one_at_a_time(
     assert retrieved(4) == one_at_a_time
 
 
+def test_batches_verified_with_the_next_gathering_meanwhile_match_one_batch_at_a_time(
+    sample_index: Path,
+) -> None:
+    """predict's overlapped stream: the default models, the same verdicts and evidence."""
+    claims = [c["claim"] for c in sample_claims()[:12]]
+    batches = [claims[:5], claims[5:9], claims[9:]]
+
+    def seen(results: list) -> list[tuple]:
+        return [
+            (r.verdict.label, r.verdict.probabilities,
+             [(c.element.id, c.score) for c in r.evidence], [h.added for h in r.hops])
+            for r in results
+        ]  # fmt: skip
+
+    with Pipeline.open(sample_index, device="cpu") as pipeline:
+        one_at_a_time = [seen(pipeline.verify_many(batch)) for batch in batches]
+        streamed = [seen(results) for results in pipeline.verify_batches(batches)]
+    assert streamed == one_at_a_time
+
+
+def test_a_bad_later_batch_fails_after_the_earlier_ones_are_answered(
+    sample_index: Path, toy_verdict: str
+) -> None:
+    config = load_config(plugins={"reranker": "retrieval", "verdict": toy_verdict}, environ={})
+    with Pipeline.open(sample_index, config=config) as pipeline:
+        stream = pipeline.verify_batches([["Hamlet is a play."], [" "], ["never reached"]])
+        assert len(next(stream)) == 1
+        with pytest.raises(EmptyClaimError):
+            next(stream)
+
+
 class _StandardizingReranker:
     """Scores each claim's candidates by their standardized retrieval score, as the
     cross-encoder's ``retrieval_weight`` fusion does."""

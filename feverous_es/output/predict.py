@@ -93,8 +93,9 @@ def predict_file(
         on_start(len(todo))
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("ab") as sink:
-        for batch in _batches(todo, batch_size):
-            results = pipeline.verify_many([record.claim for record in batch])
+        batches = list(_batches(todo, batch_size))
+        verified = pipeline.verify_batches([record.claim for record in b] for b in batches)
+        for batch, results in zip(batches, verified, strict=True):
             lines = []
             for record, result in zip(batch, results, strict=True):
                 lines.append(dumps_submission_line(to_submission(record, result)))

@@ -73,8 +73,11 @@ class ClaimSpans:
     def covered(self, cell: str) -> set[int]:
         """Content positions of the claim that ``cell``'s whole value covers."""
         key = words(cell)
+        starts = self.at.get(key)
+        if not starts:  # most cells: a table read thousands a claim
+            return set()
         covered: set[int] = set()
-        for start in self.at.get(key, ()):
+        for start in starts:
             covered.update(range(start, start + len(key)))
         return covered & self.content
 
@@ -128,22 +131,27 @@ def table_parts(
     claim_numbers = number_strings(claim)
     spans = ClaimSpans(claim, analyze)
     tables: dict[TableKey, _Table] = defaultdict(_Table)
+    # A claim reads thousands of hits here: each test skips work that cannot change a part.
     for hit in hits:
-        table = tables[hit.key]
-        element_terms = analyze(hit.text)
+        table = tables[hit.page, hit.table]
+        text, row = hit.text, hit.row
+        element_terms = analyze(text)
         found = wanted.intersection(element_terms)
-        table.terms |= found
-        if len(found) > 1:  # a claim bigram needs two claim terms
-            table.pairs |= pairs & bigrams(element_terms)
+        if found:
+            table.terms |= found
+            if len(found) > 1:  # a claim bigram needs two claim terms
+                table.pairs |= pairs & bigrams(element_terms)
         if claim_numbers:
-            table.numbers |= claim_numbers.intersection(hit.text.split())
-            table.numbers |= claim_numbers & {hit.text.strip()}
-        covered = spans.covered(hit.text)
-        table.covered |= covered
-        if covered and hit.row is not None:
-            table.row_covered.setdefault(hit.row, set()).update(covered)
-        if hit.row is not None and hit.score > table.rows.get(hit.row, 0.0):
-            table.rows[hit.row] = hit.score
+            table.numbers |= claim_numbers.intersection(text.split())
+            if text.strip() in claim_numbers:
+                table.numbers.add(text.strip())
+        covered = spans.covered(text)
+        if covered:
+            table.covered |= covered
+            if row is not None:
+                table.row_covered.setdefault(row, set()).update(covered)
+        if row is not None and hit.score > table.rows.get(row, 0.0):
+            table.rows[row] = hit.score
     best_row = max((max(t.rows.values(), default=0.0) for t in tables.values()), default=0.0)
     df_of = {term: sum(term in t.terms for t in tables.values()) for term in wanted}
     idf = {term: math.log((len(tables) + 1) / (df + 0.5)) for term, df in df_of.items()}

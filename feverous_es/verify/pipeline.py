@@ -6,9 +6,10 @@ together, so the model stages (reranking, verdict) batch their inference across 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -62,6 +63,16 @@ class Retrieval:
     pages: list[PageHit]
     hops: list[HopRecord] = field(default_factory=list)
     ranked: list[Candidate] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """A batch after the stages before the models."""
+
+    claims: list[str]
+    queries: list[Query]
+    pages: list[list[PageHit]]
+    pools: list[list[Candidate]]
 
 
 @dataclass
@@ -176,25 +187,35 @@ class Pipeline:
 
     def verify_many(self, claims: Sequence[str]) -> list[ClaimResult]:
         """Verdicts for claims, batched through every stage together."""
-        queries, found = self._retrieve(claims)
-        verdict = self.verdict
-        with self._timed("verdict"):
-            verdicts = verdict.predict(
-                [(q, r.evidence) for q, r in zip(queries, found, strict=True)]
-            )
-        return [
-            ClaimResult(r.claim, v, r.evidence, r.pages, r.hops)
-            for r, v in zip(found, verdicts, strict=True)
-        ]
+        return self._judge(self._rank(self._gather(claims)))
+
+    def verify_batches(self, batches: Iterable[Sequence[str]]) -> Iterator[list[ClaimResult]]:
+        """:meth:`verify_many` of each batch, in order, with the next batch's first stages
+        (embedding, pages, candidates: store reads and Python, mostly one core) running on a
+        second thread while this batch's models run. The results are those of
+        :meth:`verify_many`: no stage reads another claim's results, and a model scores a pair
+        alike in any batch. ``seconds`` and ``costs`` then count the two threads' stages
+        over each other."""
+        iterator = iter(batches)
+        with ThreadPoolExecutor(1, thread_name_prefix="feverous-es-gather") as ahead:
+            first = next(iterator, None)
+            pending = ahead.submit(self._gather, first) if first is not None else None
+            while pending is not None:
+                gathered = pending.result()
+                following = next(iterator, None)
+                pending = ahead.submit(self._gather, following) if following is not None else None
+                # A consumer that stops early waits here for the batch already gathering.
+                yield self._judge(self._rank(gathered))
 
     def retrieve(self, claim: str) -> Retrieval:
         return self.retrieve_many([claim])[0]
 
     def retrieve_many(self, claims: Sequence[str]) -> list[Retrieval]:
         """Each claim's evidence: every stage but the verdict."""
-        return self._retrieve(claims)[1]
+        return self._rank(self._gather(claims))[1]
 
-    def _retrieve(self, claims: Sequence[str]) -> tuple[list[Query], list[Retrieval]]:
+    def _gather(self, claims: Sequence[str]) -> _Gathered:
+        """The stages before the models: each claim's query, pages and candidate pool."""
         if any(not claim.strip() for claim in claims):
             raise EmptyClaimError("the claim is empty")
         with self._timed("embed"):
@@ -204,13 +225,29 @@ class Pipeline:
             pages = self._each(self.pages.retrieve, queries)
         with self._timed("candidates"):
             pools = self._each(self.candidates.candidates, queries, pages)
+        return _Gathered(list(claims), queries, pages, pools)
+
+    def _rank(self, gathered: _Gathered) -> tuple[list[Query], list[Retrieval]]:
+        """Rerank, select and pursue the next hops: each claim's evidence."""
+        queries, pools = gathered.queries, gathered.pools
         with self._timed("rerank"):
             ranked = self.reranker.rerank(list(zip(queries, pools, strict=True)))
         with self._timed("select"):
             evidence = [self.selector.select(r) for r in ranked]
         hops = self._pursue(queries, evidence, pools)
-        return queries, [
-            Retrieval(*fields) for fields in zip(claims, evidence, pages, hops, ranked, strict=True)
+        fields = zip(gathered.claims, evidence, gathered.pages, hops, ranked, strict=True)
+        return queries, [Retrieval(*row) for row in fields]
+
+    def _judge(self, found: tuple[list[Query], list[Retrieval]]) -> list[ClaimResult]:
+        queries, retrievals = found
+        verdict = self.verdict
+        with self._timed("verdict"):
+            verdicts = verdict.predict(
+                [(q, r.evidence) for q, r in zip(queries, retrievals, strict=True)]
+            )
+        return [
+            ClaimResult(r.claim, v, r.evidence, r.pages, r.hops)
+            for r, v in zip(retrievals, verdicts, strict=True)
         ]
 
     def _pursue(
@@ -285,10 +322,12 @@ class LazyEmbedder:
     def __init__(self, device: str = "auto") -> None:
         self.device = device
         self._embedder: Embedder | None = None
+        self._loading = threading.Lock()  # verify_batches embeds on two threads
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        if self._embedder is None:
-            from feverous_es.index.embedder import Embedder
+        with self._loading:
+            if self._embedder is None:
+                from feverous_es.index.embedder import Embedder
 
-            self._embedder = Embedder(device=self.device)
+                self._embedder = Embedder(device=self.device)
         return self._embedder.embed(texts)

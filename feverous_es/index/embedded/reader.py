@@ -276,11 +276,11 @@ class EmbeddedStore:
     ) -> list[CellHit]:
         scored = self._text_scores(query, k, filters)
         rows = self._db.execute(_CELL_SELECT, (json_list([eid for eid, _ in scored]),))
-        found = {row[0]: row[1:] for row in rows}
+        found = {row[0]: row for row in rows}
         hits = []
         for eid, score in scored:
-            if eid in found:
-                id_, page, type_, text, table, row, column = found[eid]
+            if (cell := found.get(eid)) is not None:
+                _, id_, page, type_, text, table, row, column = cell
                 hits.append(
                     CellHit(id_, page, TYPES_BY_NAME[type_], table, row, column, text, score)
                 )
