@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from feverous_es.runtime.costs import METER, CountedStore, difference
+from feverous_es.runtime.costs import METER, CountedStore
 from feverous_es.verify.budget import SLACK, claim_costs, over_budget
 from feverous_es.verify.pipeline import Pipeline
 
@@ -62,10 +63,28 @@ def test_a_counted_store_counts_calls_and_hits_and_passes_the_rest(sample_index:
 
     store = CountedStore(open_store("embedded", sample_index))
     try:
-        before = METER.snapshot()
-        hits = store.search_text("Chile", 7)
-        counted = difference(METER.snapshot(), before)
+        with METER.tally() as counted:
+            hits = store.search_text("Chile", 7)
         assert counted == Counter({"store search_text calls": 1, "store search_text hits": 7})
         assert len(hits) == 7 and store.concurrent_claims == store.wrapped.concurrent_claims
+    finally:
+        store.close()
+
+
+def test_a_tally_counts_its_own_threads_work_only(sample_index: Path) -> None:
+    """A stage's costs hold its own work while another thread works for the next batch."""
+    from feverous_es.index.backends import open_store
+
+    store = CountedStore(open_store("embedded", sample_index))
+    try:
+        with METER.tally() as outer:
+            with METER.tally() as inner:
+                store.search_text("Chile", 3)
+                elsewhere = threading.Thread(target=store.search_text, args=("Peru", 5))
+                elsewhere.start()
+                elsewhere.join()
+            store.search_text("Chile", 2)
+        assert inner == Counter({"store search_text calls": 1, "store search_text hits": 3})
+        assert outer == Counter({"store search_text calls": 2, "store search_text hits": 5})
     finally:
         store.close()

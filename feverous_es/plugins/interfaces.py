@@ -8,10 +8,10 @@ Retrieval stages work one claim at a time (their cost is store queries); the mod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -100,6 +100,29 @@ class CandidateRetriever(Protocol):
 class Reranker(Protocol):
     def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
         """Rescore each claim's candidates; each list comes back best first."""
+        ...
+
+
+@runtime_checkable
+class StagedCandidates(Protocol):
+    """A candidate retriever that knows part of a claim's pool before the rest (the papelo
+    retriever: the pages' elements before the tables are ranked)."""
+
+    def staged_candidates(
+        self, query: Query, pages: Sequence[PageHit]
+    ) -> Iterator[list[Candidate]]:
+        """Yields the candidates known early (their scores may still change), then the whole
+        pool, which is what :meth:`CandidateRetriever.candidates` returns."""
+        ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A reranker that can score candidates ahead of :meth:`Reranker.rerank`."""
+
+    def prefetch(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> None:
+        """Score what a later ``rerank`` of these candidates needs, and keep it for that call
+        (may run on another thread while the candidate stage goes on)."""
         ...
 
 

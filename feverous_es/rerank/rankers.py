@@ -17,6 +17,7 @@ pair's logit is computed once.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -91,6 +92,7 @@ class CrossEncoderReranker:
             options["max_length"] = max_length
         self.retrieval_weight = retrieval_weight
         self._scored: OrderedDict[tuple[int, str, str], float] = OrderedDict()
+        self._cache_lock = threading.Lock()  # a prefetch may fill it from another thread
         self.non_cell = CrossEncoder(Path(model) if model else None, **options)
         self.cell: CrossEncoder | None = None
         if not sentences_only:
@@ -109,27 +111,40 @@ class CrossEncoderReranker:
 
     def _logits(self, model: CrossEncoder, pairs: Sequence[tuple[str, Candidate]]) -> np.ndarray:
         """``model``'s logit of each (claim, candidate), scoring only pairs it has not scored
-        lately: the pipeline reranks a claim's first-round pool again with each hop's proposals."""
+        lately: the pipeline reranks a claim's first-round pool again with each hop's proposals,
+        and may have prefetched its pages' elements."""
         keys = [(id(model), claim, candidate.element.id) for claim, candidate in pairs]
-        fresh = {
-            key: pair for key, pair in zip(keys, pairs, strict=True) if key not in self._scored
-        }
-        if fresh:
-            new = model.score([(claim, c.element.linearized) for claim, c in fresh.values()])
-            self._scored.update(zip(fresh, map(float, new), strict=True))
-        logits = np.array([self._scored[key] for key in keys], dtype=np.float64)
-        while len(self._scored) > LOGIT_CACHE_SIZE:
-            self._scored.popitem(last=False)
+        with self._cache_lock:
+            fresh = {
+                key: pair for key, pair in zip(keys, pairs, strict=True) if key not in self._scored
+            }
+        new = model.score([(claim, c.element.linearized) for claim, c in fresh.values()])
+        with self._cache_lock:
+            self._scored.update(zip(fresh, map(float, new), strict=True))  # fresh may be empty
+            logits = np.array([self._scored[key] for key in keys], dtype=np.float64)
+            while len(self._scored) > LOGIT_CACHE_SIZE:
+                self._scored.popitem(last=False)
         return logits
 
-    def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
+    def _groups(
+        self, batch: Sequence[tuple[Query, Sequence[Candidate]]]
+    ) -> list[tuple[CrossEncoder, list[tuple[int, int]]]]:
+        """(model, the (claim, candidate) positions it scores) for each model the batch needs."""
         groups: dict[int, tuple[CrossEncoder, list[tuple[int, int]]]] = {}
         for i, (_, candidates) in enumerate(batch):
             for j, candidate in enumerate(candidates):
                 if (model := self._model(candidate)) is not None:
                     groups.setdefault(id(model), (model, []))[1].append((i, j))
+        return list(groups.values())
+
+    def prefetch(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> None:
+        """Score the batch's pairs into the logit cache, for the ``rerank`` that follows."""
+        for model, keys in self._groups(batch):
+            self._logits(model, [(batch[i][0].text, batch[i][1][j]) for i, j in keys])
+
+    def rerank(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[list[Candidate]]:
         scores: dict[tuple[int, int], float] = {}
-        for model, keys in groups.values():
+        for model, keys in self._groups(batch):
             logits = self._logits(model, [(batch[i][0].text, batch[i][1][j]) for i, j in keys])
             if self.retrieval_weight > 0:
                 retrieval = np.array([batch[i][1][j].score for i, j in keys])

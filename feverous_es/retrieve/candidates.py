@@ -20,7 +20,7 @@ stage.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -112,7 +112,16 @@ class PapeloCandidates:
         self.terms = Terms()
 
     def candidates(self, query: Query, pages: Sequence[PageHit]) -> list[Candidate]:
+        *_, pool = self.staged_candidates(query, pages)
+        return pool
+
+    def staged_candidates(
+        self, query: Query, pages: Sequence[PageHit]
+    ) -> Iterator[list[Candidate]]:
+        """The pages' elements (a reranker may score them while the tables are ranked), then
+        the pool."""
         non_cells = self.non_cell_candidates(query, pages)
+        yield non_cells
         cells = self.cell_candidates(query)
         if cells:
             # Items and captions share the cells' budget; placed after the table cells, they
@@ -125,7 +134,7 @@ class PapeloCandidates:
                 else c
                 for c in non_cells
             ]
-        return non_cells + cells
+        yield non_cells + cells
 
     def non_cell_candidates(self, query: Query, pages: Sequence[PageHit]) -> list[Candidate]:
         page_score = {hit.page.title: hit.score for hit in pages}

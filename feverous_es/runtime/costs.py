@@ -6,34 +6,52 @@ budget (``tests/test_cost_budget.py``) where a timed test could not: a change th
 claim read more pairs, longer pairs, or fetch more hits fails it. Timings stay in the bench
 records (``bench/pipeline.py``).
 
-:data:`METER` is the process's counter: :class:`~feverous_es.runtime.model.OnnxModel` counts each
-run into it under the model directory's name, and :class:`CountedStore` each store call. The
-pipeline attributes the counts to its stages (``Pipeline.costs``).
+:data:`METER` counts what a thread's work costs into the tallies that thread has open
+(:meth:`CostMeter.tally`): :class:`~feverous_es.runtime.model.OnnxModel` counts each run under
+the model directory's name, in the thread that asked for it, and :class:`CountedStore` each
+store call. The pipeline opens one tally a stage (``Pipeline.costs``), so work that runs on
+another thread at the same time (the next batch's retrieval, a prefetch) is not counted twice,
+and two pipelines verifying at once count their own work.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sized
+from collections.abc import Iterator, Mapping, Sized
+from contextlib import contextmanager
 from typing import Any
 
 
 class CostMeter:
-    """Counters by name (``"sentence-ranker pairs"``, ``"store search_cells hits"``), safe to add
-    to from several threads."""
+    """Counters by name (``"sentence-ranker rows"``, ``"store search_cells hits"``) for the
+    blocks of a thread that ask for them."""
 
     def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def _open(self) -> list[Counter[str]]:
+        if not hasattr(self._local, "tallies"):
+            self._local.tallies = []
+        return self._local.tallies
 
     def add(self, counts: Mapping[str, int]) -> None:
-        with self._lock:
-            self._counts.update(counts)
+        """Count into every tally this thread has open (none: nobody is counting); a zero
+        count is not recorded."""
+        nonzero = {name: count for name, count in counts.items() if count}
+        for tally in self._open():
+            tally.update(nonzero)
 
-    def snapshot(self) -> Counter[str]:
-        with self._lock:
-            return Counter(self._counts)
+    @contextmanager
+    def tally(self) -> Iterator[Counter[str]]:
+        """What this thread counts inside the block (an enclosing tally counts it too)."""
+        counts: Counter[str] = Counter()
+        tallies = self._open()
+        tallies.append(counts)
+        try:
+            yield counts
+        finally:
+            tallies.pop()  # blocks in a thread nest: this one is the last opened
 
 
 METER = CostMeter()
@@ -73,8 +91,3 @@ class CountedStore:
             return result
 
         return counted
-
-
-def difference(after: Counter[str], before: Counter[str]) -> Counter[str]:
-    """What was counted between two snapshots."""
-    return Counter({k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)})

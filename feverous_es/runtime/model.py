@@ -166,6 +166,10 @@ class OnnxModel:
         out = np.empty((len(encodings), *results[0].shape[1:]), dtype=np.float32)
         for idx, rows in zip(batches, results, strict=True):
             out[idx] = rows
+            # Counted here, in the thread that asked: its tallies are the ones open.
+            tokens = sum(len(encodings[i].ids) for i in idx)
+            self.tokens += tokens  # two threads at once may lose an update: a figure, skewed
+            count_model_run(self.directory.name, len(idx), tokens)
         return out
 
     def _run_batch(self, encodings: list[Encoding], reduce: Reduce) -> np.ndarray:
@@ -181,8 +185,4 @@ class OnnxModel:
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = types
-        rows = reduce(np.asarray(self.run(feed)[0]), mask)
-        tokens = int(mask.sum())
-        self.tokens += tokens  # a lost update between side-by-side runs only skews a figure
-        count_model_run(self.directory.name, len(encodings), tokens)
-        return rows
+        return reduce(np.asarray(self.run(feed)[0]), mask)

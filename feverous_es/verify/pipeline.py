@@ -29,13 +29,15 @@ from feverous_es.plugins.interfaces import (
     NextHop,
     PageRetriever,
     PluginContext,
+    Prefetching,
     Query,
     Reranker,
+    StagedCandidates,
     Verdict,
     VerdictModel,
 )
 from feverous_es.plugins.registry import factory, load
-from feverous_es.runtime.costs import METER, CountedStore, difference
+from feverous_es.runtime.costs import METER, CountedStore
 
 if TYPE_CHECKING:
     from feverous_es.index.embedder import Embedder
@@ -119,8 +121,18 @@ class Pipeline:
         self._verdict: VerdictModel | None = None
         self.seconds: dict[str, float] = defaultdict(float)
         self.costs: dict[str, Counter[str]] = defaultdict(Counter)
+        self._tallying = threading.Lock()
         workers = context.store.concurrent_claims
         self._claim_threads = ThreadPoolExecutor(workers) if workers > 1 else None
+        # Where the candidate stage tells a claim's pages' elements early and the reranker can
+        # score them ahead, they are scored while the tables are ranked: the ranker's runs
+        # (outside the interpreter lock) beside the candidate stage's Python.
+        self._staged: tuple[StagedCandidates, Prefetching] | None = None
+        self._prefetch: ThreadPoolExecutor | None = None
+        staged, reranker = self.candidates, self.reranker
+        if isinstance(staged, StagedCandidates) and isinstance(reranker, Prefetching):
+            self._staged = (staged, reranker)
+            self._prefetch = ThreadPoolExecutor(workers, thread_name_prefix="feverous-es-prefetch")
 
     @classmethod
     def open(
@@ -146,8 +158,9 @@ class Pipeline:
 
     def close(self) -> None:
         """Close the store (the models need no closing)."""
-        if self._claim_threads is not None:
-            self._claim_threads.shutdown()
+        for threads in (self._claim_threads, self._prefetch):
+            if threads is not None:
+                threads.shutdown()
         self.context.store.close()
 
     def __enter__(self) -> Pipeline:
@@ -173,14 +186,15 @@ class Pipeline:
 
     @contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
-        # Counts are the process's: two pipelines verifying at once share them.
-        counted = METER.snapshot()
+        """Time the block into ``seconds`` and what this thread counts in it into ``costs``."""
         started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] += time.perf_counter() - started
-            self.costs[stage].update(difference(METER.snapshot(), counted))
+        with METER.tally() as counted:
+            try:
+                yield
+            finally:
+                with self._tallying:  # stages may end on several threads at once
+                    self.seconds[stage] += time.perf_counter() - started
+                    self.costs[stage].update(counted)
 
     def verify(self, claim: str) -> ClaimResult:
         return self.verify_many([claim])[0]
@@ -224,8 +238,27 @@ class Pipeline:
         with self._timed("pages"):
             pages = self._each(self.pages.retrieve, queries)
         with self._timed("candidates"):
-            pools = self._each(self.candidates.candidates, queries, pages)
+            pools = self._each(self._pool, queries, pages)
         return _Gathered(list(claims), queries, pages, pools)
+
+    def _timed_call(self, stage: str, work: Callable[..., T], *args: Any) -> T:
+        with self._timed(stage):
+            return work(*args)
+
+    def _pool(self, query: Query, pages: Sequence[PageHit]) -> list[Candidate]:
+        """A claim's candidate pool, its early part scored by the reranker meanwhile when both
+        stages can (timed and counted as the rerank stage's, over this stage's time)."""
+        if self._staged is None or self._prefetch is None:
+            return self.candidates.candidates(query, pages)
+        candidates, reranker = self._staged
+        steps = candidates.staged_candidates(query, pages)
+        early = [(query, next(steps))]
+        scoring = self._prefetch.submit(self._timed_call, "rerank", reranker.prefetch, early)
+        try:
+            *_, pool = steps
+        finally:
+            scoring.result()
+        return pool
 
     def _rank(self, gathered: _Gathered) -> tuple[list[Query], list[Retrieval]]:
         """Rerank, select and pursue the next hops: each claim's evidence."""
