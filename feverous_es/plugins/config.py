@@ -28,9 +28,8 @@ from feverous_es.plugins.registry import STAGES
 DEFAULT_PLUGINS: dict[str, str] = {
     "pages": "hybrid",
     "candidates": "papelo",
-    # The packaged sentence ranker, fused with the retrieval order, on sentences only: on held-out
-    # claims it raises complete-evidence recall (FM2 0.557 -> 0.665, FEVEROUS-S 0.940 -> 0.958)
-    # where zero-shot ms-marco reranking lowered it (docs/verdict.md).
+    # The packaged sentence ranker, fused with the retrieval order, on sentences only: chosen
+    # by held-out complete-evidence recall (docs/verdict.md).
     "reranker": "sentence-ranker",
     "selector": "budget",
     "hop": "links",

@@ -89,15 +89,9 @@ class HybridPageRetriever:
     for a name, ``lower_weight`` for lower-case words, ``title_weight`` when the claim has no
     case at all (TabFact's lower-cased claims).
 
-    Defaults measured on 700 FEVEROUS-S dev claims (bench/retrieval.py): 8 pages instead of 5
-    and title and vector weights of 0.5 instead of 1 raise the share of claims with every gold
-    page retrieved from 0.974 to 0.986; with the page prior of the candidates (see
-    :mod:`feverous_es.retrieve.candidates`) complete-evidence recall@5 rises from 0.927 to 0.944.
-    A span naming a title is weighed less because claims name many side pages ("Alabama")
-    whose sentences are rarely the evidence. Casing, measured on all 1,497 FEVEROUS-S dev claims
-    with no next hop: complete-evidence recall@5 1,421 with one weight of 0.5 for every span;
-    1,424 with 1.0 for names and 0.5 for lower-case words ("village", "town", "coast" name pages
-    too, but a claim rarely is about them), 1,425 with 0.25.
+    A span naming a title weighs less than a name in full because claims name many side pages
+    ("Alabama") whose sentences are rarely the evidence, and lower-case words ("village")
+    less than names. How the defaults were measured: docs/benchmark-notes.md, page retrieval.
     """
 
     def __init__(

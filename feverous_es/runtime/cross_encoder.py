@@ -35,9 +35,8 @@ from feverous_es.runtime.model import OnnxModel
 DEFAULT_MAX_LENGTH = 512
 DEFAULT_BATCH_SIZE = 32
 # An int8 graph quantizes activations with one scale per batch: read alone, a pair scores the
-# same whatever else is scored with it (the shipped verdict gave 4-5 % of held-out sentence
-# claims another label in a batch of 16 than alone), and on these 2 cores one pair a batch
-# costs what 32 do (4.4 ms a pair for the sentence ranker).
+# same whatever else is scored with it. What batching would gain and fixed scales cost:
+# docs/benchmark-notes.md.
 INT8_BATCH_SIZE = 1
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 

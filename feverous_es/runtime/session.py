@@ -80,13 +80,11 @@ def open_session(
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
-    # The CPU arena keeps every block it grew for the largest batch shape seen: a pipeline held
-    # ~300 MB more with it, for ~5 % of speed (150-claim runs, within round-to-round noise;
-    # docs/benchmark-notes.md). A server must not grow; plain malloc gives memory back.
+    # The CPU arena keeps every block it grew for the largest batch shape seen, and a server
+    # must not grow: plain malloc gives memory back (docs/benchmark-notes.md, server memory).
     options.enable_cpu_mem_arena = False
-    # ONNX Runtime's pool threads spin after a run, waiting for the next: on 2 cores they took
-    # the CPU from the store searches and the other models between runs. Off: warm claims p50
-    # 470 -> 430 ms, batches of 16 2.7 -> 2.8-3.5 claims/s (the same 60 + 60 dev claims).
+    # Pool threads that spin between runs take the CPU from the store searches and the other
+    # models (docs/benchmark-notes.md, speed with the readers in).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if provider == CUDA_PROVIDER:
         session = _load(model_file(True), options, [CUDA_PROVIDER, CPU_PROVIDER])

@@ -45,10 +45,9 @@ from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
-# The entailment model's NEI probability from which the verdict says NOT ENOUGH INFO, chosen by
-# bench/verdict.py's gold-removed measurement (docs/verdict.md): at 0.5 the shipped model turns
-# about 10 % of held-out FM2 and FEVEROUS-S claims with their evidence found into NEI; at 0.9,
-# 1-2 %. It applies only to a model with an NEI label.
+# The entailment model's NEI probability from which the verdict says NOT ENOUGH INFO (a model
+# with an NEI label only), chosen by bench/verdict.py's gold-removed measurement: the table of
+# `nei_above` values in docs/verdict.md.
 DEFAULT_NEI_ABOVE = 0.9
 
 
