@@ -23,9 +23,6 @@ from feverous_es.errors import ModelError
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.fetch import (
-    FP32_FILE,
-    INT8_FILE,
-    TOKENIZER_FILE,
     WHEEL_FILES,
     WHEEL_MEMBER_DIR,
     default_reranker_dir,
@@ -35,7 +32,14 @@ from feverous_es.rerank.fetch import (
 from feverous_es.rerank.rankers import CrossEncoderReranker, fused_scores
 from feverous_es.runtime import wheels
 from feverous_es.runtime.cross_encoder import CrossEncoder
-from feverous_es.runtime.files import FP16_FILE, MANIFEST_FILE, manifest_complete
+from feverous_es.runtime.files import (
+    FP16_FILE,
+    FP32_FILE,
+    LEGACY_INT8_FILE,
+    MANIFEST_FILE,
+    TOKENIZER_FILE,
+    manifest_complete,
+)
 from feverous_es.runtime.session import cuda_device_present
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,7 +133,7 @@ def test_an_int8_graph_scores_a_pair_alike_in_any_batch(model_dir: Path) -> None
     pairs = [(HAMLET, p) for p in [*RELEVANT, *IRRELEVANT]]
     default = CrossEncoder(model_dir, quantized=True, device="cpu")
     batched = CrossEncoder(model_dir, quantized=True, device="cpu", batch_size=32)
-    assert default.model_path.name == INT8_FILE and default.batch_size == 1
+    assert default.model_path.name == LEGACY_INT8_FILE and default.batch_size == 1
     alone = np.concatenate([default.score([pair]) for pair in pairs])
     np.testing.assert_allclose(default.score(pairs), alone, atol=1e-6)
     assert np.abs(batched.score(pairs) - alone).max() > 1e-3
@@ -137,7 +141,7 @@ def test_an_int8_graph_scores_a_pair_alike_in_any_batch(model_dir: Path) -> None
 
 def test_int8_ranks_like_fp32(model_dir: Path, encoder: CrossEncoder) -> None:
     int8 = CrossEncoder(model_dir, quantized=True, device="cpu")
-    assert int8.model_path.name == INT8_FILE
+    assert int8.model_path.name == LEGACY_INT8_FILE
     assert encoder.model_path.name == FP32_FILE
     assert int8.provider == "CPUExecutionProvider"
     pairs = [(HAMLET, p) for p in RELEVANT + IRRELEVANT]

