@@ -133,7 +133,7 @@ def table_parts(
     tables: dict[TableKey, _Table] = defaultdict(_Table)
     # A claim reads thousands of hits here: each test skips work that cannot change a part.
     for hit in hits:
-        table = tables[hit.page, hit.table]
+        table = tables[hit.key]
         text, row = hit.text, hit.row
         element_terms = analyze(text)
         found = wanted.intersection(element_terms)

@@ -128,11 +128,11 @@ class Pipeline:
         # score them ahead, they are scored while the tables are ranked: the ranker's runs
         # (outside the interpreter lock) beside the candidate stage's Python.
         self._staged: tuple[StagedCandidates, Prefetching] | None = None
-        self._prefetch: ThreadPoolExecutor | None = None
         staged, reranker = self.candidates, self.reranker
         if isinstance(staged, StagedCandidates) and isinstance(reranker, Prefetching):
             self._staged = (staged, reranker)
-            self._prefetch = ThreadPoolExecutor(workers, thread_name_prefix="feverous-es-prefetch")
+        # Starts no thread until a prefetch is submitted.
+        self._prefetch = ThreadPoolExecutor(workers, thread_name_prefix="feverous-es-prefetch")
 
     @classmethod
     def open(
@@ -158,9 +158,9 @@ class Pipeline:
 
     def close(self) -> None:
         """Close the store (the models need no closing)."""
-        for threads in (self._claim_threads, self._prefetch):
-            if threads is not None:
-                threads.shutdown()
+        if self._claim_threads is not None:
+            self._claim_threads.shutdown()
+        self._prefetch.shutdown()
         self.context.store.close()
 
     def __enter__(self) -> Pipeline:
@@ -208,8 +208,8 @@ class Pipeline:
         (embedding, pages, candidates: store reads and Python, mostly one core) running on a
         second thread while this batch's models run. The results are those of
         :meth:`verify_many`: no stage reads another claim's results, and a model scores a pair
-        alike in any batch. ``seconds`` and ``costs`` then count the two threads' stages
-        over each other."""
+        alike in any batch. Each stage's ``costs`` stay its own (tallied per thread); its
+        ``seconds`` overlap the other thread's."""
         iterator = iter(batches)
         with ThreadPoolExecutor(1, thread_name_prefix="feverous-es-gather") as ahead:
             first = next(iterator, None)
@@ -248,7 +248,7 @@ class Pipeline:
     def _pool(self, query: Query, pages: Sequence[PageHit]) -> list[Candidate]:
         """A claim's candidate pool, its early part scored by the reranker meanwhile when both
         stages can (timed and counted as the rerank stage's, over this stage's time)."""
-        if self._staged is None or self._prefetch is None:
+        if self._staged is None:
             return self.candidates.candidates(query, pages)
         candidates, reranker = self._staged
         steps = candidates.staged_candidates(query, pages)
