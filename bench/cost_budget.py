@@ -32,10 +32,10 @@ def sample_claims() -> list[str]:
 
 def sample_costs(index_root: Path) -> dict[str, dict[str, int]]:
     """The stage costs of the sample claims over a fresh index of the sample dump."""
-    from feverous_es.index.build import build
+    from feverous_es.index.build.builder import build
+    from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.index.embedded import EmbeddedWriter
-    from feverous_es.index.embedder import Embedder
-    from feverous_es.index.wiki import WikiDB
+    from feverous_es.runtime.embedder import Embedder
     from feverous_es.verify.budget import claim_costs
     from feverous_es.verify.pipeline import Pipeline
 

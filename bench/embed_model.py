@@ -17,7 +17,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from feverous_es.index.embedder import Embedder, ensure_model, export_dir
+from feverous_es.runtime.embedder import Embedder, ensure_model, export_dir
 
 
 def passages(db: Path | None, n: int) -> list[str]:

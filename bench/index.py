@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import random
 import resource
 import shutil
@@ -24,15 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
-from feverous_es.index.build import BuildReport, build
+from feverous_es.eval.samples import claim_texts
+from feverous_es.index.build.builder import BuildReport, build
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
-from feverous_es.index.embedder import Embedder
-from feverous_es.index.page import parse_page
-from feverous_es.index.wiki import WikiDB
-
-MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
+from feverous_es.runtime.embedder import Embedder
 
 
 def unpack_mini(target_dir: Path) -> Path:
@@ -58,10 +57,7 @@ def standalone_tokens_per_second(db: WikiDB, embedder: Embedder, n_texts: int) -
 
 
 def search_latency(index: Path, claims_files: list[Path], n_claims: int) -> dict[str, float]:
-    claims: list[str] = []
-    for path in claims_files:
-        with path.open() as lines:
-            claims += [c for c in (json.loads(line)["claim"] for line in lines) if c]
+    claims = claim_texts(claims_files)
     rng = random.Random(0)
     claims = rng.sample(claims, min(n_claims, len(claims)))
     embedder = Embedder()

@@ -20,16 +20,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from data import MINI  # bench/data.py
 from results import add_record_option, record_if_asked  # bench/results.py
 
 from feverous_es.eval.claims import REFUTES, SUPPORTS
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import ElementType
-from feverous_es.index.page import parse_page
-from feverous_es.index.wiki import WikiDB
 from feverous_es.training.datasets import claim_records, is_holdout
-
-MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
 
 
 def page_sentences(db: WikiDB, title: str) -> int:

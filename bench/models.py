@@ -35,20 +35,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from data import MINI  # bench/data.py
 from results import add_record_option, record_if_asked  # bench/results.py
 from tokenizers import Tokenizer
 
-from feverous_es.index.embedder import FP32_FILE, Embedder, ensure_model, export_dir
-from feverous_es.rerank.fetch import ensure_reranker
 from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.embedder import FP32_FILE, Embedder, ensure_model, export_dir
+from feverous_es.runtime.fetch import ensure_reranker
 from feverous_es.runtime.files import MANIFEST_FILE
 from feverous_es.runtime.session import cuda_device_present
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rerank import real_pairs  # bench/rerank.py
-
-REPO = Path(__file__).resolve().parents[1]
-MINI = REPO.parent / "shared" / "data" / "minifeverous"
 
 Batch = list[tuple[str, str]]
 

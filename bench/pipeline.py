@@ -34,22 +34,18 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
-REPO = Path(__file__).resolve().parents[1]
-MINI = REPO.parent / "shared" / "data" / "minifeverous"
+from feverous_es.eval.samples import read_records, seeded_sample
+
 FILES = ("feverous_s_dev.jsonl", "fm2_dev.jsonl", "tabfact_dev.jsonl")
 
 
 def dev_claims(n: int, seed: int) -> dict[str, list[dict]]:
     """``n`` claims of each dev file in ``FILES`` (by file stem), drawn with ``seed``."""
     rng = random.Random(seed)
-    picked: dict[str, list[dict]] = {}
-    for name in FILES:
-        lines = (MINI / name).read_text(encoding="utf-8").splitlines()
-        records = [json.loads(line) for line in lines if line.strip()]
-        picked[Path(name).stem] = rng.sample([r for r in records if r.get("claim")], n)
-    return picked
+    return {Path(name).stem: seeded_sample(read_records(MINI / name), n, rng) for name in FILES}
 
 
 def quantiles(seconds: list[float]) -> dict[str, float]:

@@ -16,8 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
-from feverous_es.index.plan import BuildRates, TokenCounter, count_dump, file_bytes, project
-from feverous_es.index.wiki import WikiDB
+from feverous_es.index.build.plan import BuildRates, TokenCounter, count_dump, file_bytes, project
+from feverous_es.index.dump.wiki import WikiDB
 
 TOLERANCE = 0.25
 # The stages run concurrently and share the cores, so a stage's own time depends on what runs

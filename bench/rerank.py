@@ -26,10 +26,10 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from feverous_es.errors import MalformedPage
-from feverous_es.index.page import parse_page
-from feverous_es.index.wiki import WikiDB
-from feverous_es.rerank.fetch import ensure_reranker
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.fetch import ensure_reranker
 from feverous_es.runtime.files import TOKENIZER_FILE
 
 REPO = Path(__file__).resolve().parents[1]

@@ -31,55 +31,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
-import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
+from feverous_es.eval.samples import gold_sets, gold_table, read_records, seeded_sample
 from feverous_es.index.backends import STORES, open_store
-from feverous_es.index.element_ids import table_key
 from feverous_es.index.elements import ElementType
 from feverous_es.index.store import Filters, Store
 from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
 from feverous_es.plugins.interfaces import Candidate, PluginContext
 from feverous_es.verify.pipeline import LazyEmbedder, Pipeline, Retrieval
 
-MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
 HITS_AT = (1, 5, 10)
-
-
-def nfd(text: str) -> str:
-    return unicodedata.normalize("NFD", text)
-
-
-def read_claims(path: Path, n: int, seed: int) -> list[dict[str, Any]]:
-    """A seeded sample of ``n`` claims (all when ``n`` is 0, none when negative), skipping the
-    dummy first line."""
-    if n < 0:
-        return []
-    with path.open(encoding="utf-8") as lines:
-        records = [json.loads(line) for line in lines if line.strip()]
-    records = [r for r in records if r.get("claim")]
-    if 0 < n < len(records):
-        records = random.Random(seed).sample(records, n)
-    return records
-
-
-def gold_sets(record: dict[str, Any]) -> list[set[str]]:
-    return [{nfd(i) for i in s["content"]} for s in record["evidence"] if s["content"]]
-
-
-def gold_table(record: dict[str, Any]) -> tuple[str, int]:
-    key = table_key(record["gold_tables"][0])
-    if key is None:
-        raise ValueError(f"not a table id: {record['gold_tables'][0]!r}")
-    return key
 
 
 def complete(predicted: Sequence[str], sets: Sequence[set[str]]) -> bool:
@@ -220,7 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
 
     part, parts = args.shard
-    feverous = read_claims(args.data / "feverous_s_dev.jsonl", args.n_feverous, args.seed)
+    feverous = seeded_sample(
+        read_records(args.data / "feverous_s_dev.jsonl"), args.n_feverous, args.seed
+    )
     if args.in_index:
         feverous = held(store, [r for r in feverous if gold_sets(r)], feverous_pages)
     feverous = feverous[part::parts]
@@ -258,7 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         report["feverous_s"] = section
 
-    tabfact = read_claims(args.data / "tabfact_dev.jsonl", args.n_tabfact, args.seed)
+    tabfact = seeded_sample(
+        read_records(args.data / "tabfact_dev.jsonl"), args.n_tabfact, args.seed
+    )
     if args.in_index:
         tabfact = held(store, tabfact, lambda record: {gold_table(record)[0]})
     tabfact = tabfact[part::parts]

@@ -23,42 +23,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
+from feverous_es.eval.samples import gold_table, has_gold_table, read_records, seeded_sample
 from feverous_es.index.backends import STORES, open_store
-from feverous_es.index.element_ids import table_key
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.retrieve.table_scores import best_cells, fuse_row_logits, row_texts
 from feverous_es.runtime.cross_encoder import CrossEncoder
 
-MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
 HITS_AT = (1, 5, 10)
-
-
-def read_claims(path: Path, n: int, seed: int, exclude: set[str]) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        records = [json.loads(line) for line in lines if line.strip()]
-    records = [r for r in records if r.get("claim") and r.get("gold_tables")]
-    records = [r for r in records if str(r["id"]) not in exclude]
-    if 0 < n < len(records):
-        records = random.Random(seed).sample(records, n)
-    return records
-
-
-def gold_table(record: dict[str, Any]) -> tuple[str, int]:
-    key = table_key(record["gold_tables"][0])
-    if key is None:
-        raise ValueError(f"not a table id: {record['gold_tables'][0]!r}")
-    return key
 
 
 def print_hits(title: str, hits: dict[str, dict[str, float]]) -> None:
@@ -89,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.exclude:
         with args.exclude.open(encoding="utf-8") as lines:
             exclude = {str(json.loads(line)["id"]) for line in lines if line.strip()}
-    records = read_claims(args.claims, args.n, args.seed, exclude)
+    held = read_records(args.claims, lambda r: has_gold_table(r) and str(r["id"]) not in exclude)
+    records = seeded_sample(held, args.n, args.seed)
     if not records:
         sys.exit(f"error: no claim with gold_tables in {args.claims}")
     store = open_store(args.store, args.index)

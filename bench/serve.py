@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from itertools import zip_longest
@@ -37,13 +36,14 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from data import MINI, REPO  # bench/data.py
 from results import add_record_option, record_if_asked  # bench/results.py
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from tests.serve_server import running_server  # noqa: E402  (the tests' server starter)
+from feverous_es.eval.samples import claim_texts
 
-MINI = REPO.parent / "shared" / "data" / "minifeverous"
+sys.path.insert(0, str(REPO))
+from tests.serve_server import running_server  # the tests' server starter
+
 MEMORY_EVERY = 1.0  # seconds between the soak's memory readings
 FILES = ("fm2_dev.jsonl", "feverous_s_dev.jsonl", "tabfact_dev.jsonl")
 
@@ -51,10 +51,7 @@ FILES = ("fm2_dev.jsonl", "feverous_s_dev.jsonl", "tabfact_dev.jsonl")
 def dev_claims(count: int | None = None) -> list[str]:
     """``count`` claims (None: all), taken in turn from the dev files while they last
     (skipping their dummy first line)."""
-    per_file = [
-        [json.loads(line)["claim"] for line in (MINI / name).read_text().splitlines()[1:]]
-        for name in FILES
-    ]
+    per_file = [claim_texts([MINI / name]) for name in FILES]
     turns = zip_longest(*per_file)
     return [claim for turn in turns for claim in turn if claim is not None][:count]
 

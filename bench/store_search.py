@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import random
 import re
 import resource
@@ -40,9 +39,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
 from feverous_es.errors import MalformedPage
+from feverous_es.eval.samples import claim_texts
+from feverous_es.index.build.plan import file_bytes
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig, load_config
 from feverous_es.index.elastic.queries import num_candidates
@@ -50,12 +54,8 @@ from feverous_es.index.elastic.store import ElasticStore
 from feverous_es.index.elastic.writer import ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
-from feverous_es.index.page import parse_page
-from feverous_es.index.plan import file_bytes
 from feverous_es.index.store import BuildState, Chunk, Filters, Store, StoreWriter
-from feverous_es.index.wiki import WikiDB
 
-MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "minifeverous"
 DIM = 384
 _WORD = re.compile(r"\w+")
 
@@ -180,10 +180,7 @@ def is_complete(path: Path) -> bool:
 
 
 def load_claims(n: int) -> list[str]:
-    claims: list[str] = []
-    for name in ("feverous_s_dev.jsonl", "tabfact_dev.jsonl"):
-        with (MINI / name).open() as lines:
-            claims += [c for c in (json.loads(line)["claim"] for line in lines) if c]
+    claims = claim_texts(MINI / name for name in ("feverous_s_dev.jsonl", "tabfact_dev.jsonl"))
     return random.Random(0).sample(claims, min(n, len(claims)))
 
 
@@ -207,7 +204,7 @@ def search_report(
     latencies by search kind."""
     claims = load_claims(n_claims)
     if onnx:
-        from feverous_es.index.embedder import Embedder  # only for indices of real embeddings
+        from feverous_es.runtime.embedder import Embedder  # only for indices of real embeddings
 
         vectors = Embedder().embed(claims)
     else:

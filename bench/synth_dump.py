@@ -31,12 +31,12 @@ from typing import Any
 
 import orjson
 
-from feverous_es.index.page import parse_page
-from feverous_es.index.wiki import WikiDB, write_dump
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB, write_dump
 
 REPLACED_SHARE = 0.2
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_LINK = re.compile(r"\[\[([^\]|]*)(?:\|([^\]]*))?\]\]")  # as feverous_es.index.linearize reads
+_LINK = re.compile(r"\[\[([^\]|]*)(?:\|([^\]]*))?\]\]")  # as feverous_es.index.dump.linearize reads
 _CELL_ID = re.compile(r"^(header_cell|cell)_(\d+)_(\d+)_(\d+)$")
 
 

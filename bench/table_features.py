@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from data import MINI  # bench/data.py
 from results import add_record_option, record_if_asked  # bench/results.py
 
-REPO = Path(__file__).resolve().parents[1]
-MINI = REPO.parent / "shared" / "data" / "minifeverous"
 # The features that compute something on the table (a comparison, a count, an extreme, a sum).
 MATH_PREFIXES = ("number_is", "named_row_is", "comparison", "count_", "ordinal")
 

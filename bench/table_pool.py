@@ -26,9 +26,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
-from row_ranker import MINI, gold_table, read_claims  # bench/row_ranker.py
 
+from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.elements import TABLE_CELL_TYPES, TABLE_TYPES
 from feverous_es.index.store import Filters, TableKey
@@ -56,7 +57,7 @@ def main() -> None:
     add_record_option(parser)
     args = parser.parse_args()
 
-    records = read_claims(MINI / "tabfact_dev.jsonl", args.claims, args.seed, set())
+    records = table_claims(MINI / "tabfact_dev.jsonl", args.claims, args.seed)
     store = open_store(args.store, "" if args.index == "-" else args.index)
     largest = max(args.pools)
     found: dict[str, list[bool]] = {}

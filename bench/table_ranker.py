@@ -35,16 +35,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
-from row_ranker import HITS_AT, MINI, gold_table, print_hits, read_claims  # bench/row_ranker.py
+from row_ranker import HITS_AT, print_hits  # bench/row_ranker.py
 
+from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import TABLE_CELL_TYPES, TABLE_TYPES, ElementType
-from feverous_es.index.embedder import Embedder
 from feverous_es.index.store import CellHit, Filters, TableKey
 from feverous_es.plugins.interfaces import PluginContext
 from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.retrieve.table_scores import table_parts
+from feverous_es.runtime.embedder import Embedder
 
 BASE = [
     "row",
@@ -189,7 +191,7 @@ def main() -> int:
     stage = PapeloCandidates(PluginContext(store, None, "cpu"))
     embedder = Embedder()
     drawn = collect(
-        stage, embedder, read_claims(MINI / "tabfact_train.jsonl", args.train, 1, set()),
+        stage, embedder, table_claims(MINI / "tabfact_train.jsonl", args.train, 1),
         args.union, "train",
     )  # fmt: skip
     tables = sorted({gold for gold, _, _ in drawn})
@@ -198,7 +200,7 @@ def main() -> int:
     fitted = [p for p in drawn if p[0] not in held_tables]
     held = [p for p in drawn if p[0] in held_tables]
     test = collect(
-        stage, embedder, read_claims(MINI / "tabfact_dev.jsonl", args.test, args.seed, set()),
+        stage, embedder, table_claims(MINI / "tabfact_dev.jsonl", args.test, args.seed),
         args.union, "test",
     )  # fmt: skip
     names = BASE + EXTENDED

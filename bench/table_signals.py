@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
-from row_ranker import MINI, gold_table, read_claims  # bench/row_ranker.py
 
+from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import open_store
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.store import Store, TableKey
-from feverous_es.index.wiki import WikiDB
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.training.bases import minilm_dir
@@ -200,7 +201,7 @@ def main() -> int:
     texts = table_texts(args.wiki_db)
     keys = list(texts)
     column = {key: i for i, key in enumerate(keys)}
-    records = read_claims(MINI / "tabfact_dev.jsonl", args.test, args.seed, set())
+    records = table_claims(MINI / "tabfact_dev.jsonl", args.test, args.seed)
     claims = [r["claim"] for r in records]
     golds = [gold_table(r) for r in records]
     gold_columns = [column[g] for g in golds]
@@ -208,7 +209,7 @@ def main() -> int:
     report["alone"] = tfidf_hits([texts[k] for k in keys], claims, gold_columns)
     if args.train_dense:
         store = open_store("embedded", args.index)
-        train = read_claims(MINI / "tabfact_train.jsonl", args.train_dense, 7, set())
+        train = table_claims(MINI / "tabfact_train.jsonl", args.train_dense, 7)
         encoder = BiEncoder(minilm_dir())
         started = time.perf_counter()
         encoder.train(training_triples(store, texts, train))

@@ -43,10 +43,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from data import MINI, REPO  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
-REPO = Path(__file__).resolve().parents[1]
-MINI = REPO.parent / "shared" / "data" / "minifeverous"
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
 

@@ -75,9 +75,9 @@ def index(
     Elements get BM25 text (Papelo linearization) and a MiniLM vector (one per table row,
     shared by its cells); pages get a title + intro record for page retrieval.
     """
-    from feverous_es.index.build import build
-    from feverous_es.index.embedder import Embedder
-    from feverous_es.index.wiki import WikiDB
+    from feverous_es.index.build.builder import build
+    from feverous_es.index.dump.wiki import WikiDB
+    from feverous_es.runtime.embedder import Embedder
 
     db = WikiDB(wiki_db)
     embedder = Embedder(max_length=max_length, batch_size=batch_size, device=device)
@@ -174,8 +174,8 @@ def plan(
     """Say what indexing WIKI_DB will cost before building: one pass counts its pages,
     elements, vectors and tokens, and measured rates turn them into build time, peak memory
     and disk for the embedded store and Elasticsearch, on CPU and GPU."""
-    from feverous_es.index import plan as planning
-    from feverous_es.index.wiki import WikiDB
+    from feverous_es.index.build import plan as planning
+    from feverous_es.index.dump.wiki import WikiDB
 
     rates = planning.BuildRates.load(rates_file or planning.RATES_FILE)
     with WikiDB(wiki_db) as db:
@@ -204,7 +204,7 @@ def plan(
             "projections": [dataclasses.asdict(p) for p in projections],
         })  # fmt: skip
         return
-    from feverous_es.index.plan_report import print_plan
+    from feverous_es.index.build.plan_report import print_plan
 
     print_plan(Console(), counts, rates, projections)
 
@@ -238,10 +238,10 @@ def search(
 ) -> None:
     """Search the index for QUERY: BM25, kNN or both fused."""
     from feverous_es.index.elements import ElementType
-    from feverous_es.index.embedder import Embedder
     from feverous_es.index.search import hit_to_dict
     from feverous_es.index.search import search as search_store
     from feverous_es.index.store import Filters
+    from feverous_es.runtime.embedder import Embedder
 
     if not query.strip():
         fail("the query is empty", 2)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import functools
 import re
 
-from feverous_es.index.analysis import BM25Analyzer
 from feverous_es.index.elements import fold_accents
+from feverous_es.index.embedded.analysis import BM25Analyzer
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
 # A cell that starts with a number (after a currency sign): "98", "12,100", "3 - 1", "$ 1.5 m";

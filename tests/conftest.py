@@ -49,7 +49,7 @@ def raw_element_ids(page_id: str, data: dict) -> list[str]:
 
 def write_wiki(path: Path, pages: list[tuple[str, str]]) -> Path:
     """A dump in the FEVEROUS format holding the given (id, page JSON text) rows."""
-    from feverous_es.index.wiki import write_dump
+    from feverous_es.index.dump.wiki import write_dump
 
     write_dump(path, pages)
     return path
@@ -65,10 +65,10 @@ def mini_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The embedded index of the repo's sample dump (129 real pages), built once per session."""
-    from feverous_es.index.build import build
+    from feverous_es.index.build.builder import build
+    from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.index.embedded import EmbeddedWriter
-    from feverous_es.index.embedder import Embedder
-    from feverous_es.index.wiki import WikiDB
+    from feverous_es.runtime.embedder import Embedder
 
     out = tmp_path_factory.mktemp("sample") / "index"
     embedder = Embedder()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from feverous_es.index.wiki import WikiDB
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training import contrastive
 from feverous_es.training.entailment_data import Split
 

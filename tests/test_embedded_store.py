@@ -20,17 +20,17 @@ import pytest
 import tantivy
 
 from feverous_es.errors import IncompatibleIndex, StoreError
-from feverous_es.index import vectors
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.embedded import (
     NEW_VECTOR_FILES,
     EmbeddedStore,
     EmbeddedWriter,
+    vectors,
 )
 from feverous_es.index.embedded import layout as embedded_layout
 from feverous_es.index.embedded import writer as embedded_writer
+from feverous_es.index.embedded.vectors import normalized
 from feverous_es.index.store import Chunk, Filters, HybridWeights
-from feverous_es.index.vectors import normalized
 
 DIM = 16
 REPO = Path(__file__).resolve().parents[1]
@@ -673,7 +673,7 @@ def test_graphs_in_shards_find_what_exact_search_finds(
     monkeypatch.setattr(vectors, "GRAPH_SHARD_ROWS", 25)
     titles = build_graphed(tmp_path)
     shards = list(tmp_path.glob("vectors.*.*.usearch"))
-    # (usearch through feverous_es.index.vectors, which loads onnxruntime before it)
+    # (usearch through feverous_es.index.embedded.vectors, which loads onnxruntime before it)
     sizes = [len(vectors.Index.restore(str(shard), view=True)) for shard in shards]
     assert len(shards) > 4 and max(sizes) == 25  # four groups, each cut into shards
     store = EmbeddedStore(tmp_path)

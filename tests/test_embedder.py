@@ -20,9 +20,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
-from feverous_es.export import MISSING_EXTRA_EXIT
-from feverous_es.index import embedder as embedder_module
-from feverous_es.index.embedder import (
+from feverous_es.runtime import embedder as embedder_module
+from feverous_es.runtime.embedder import (
     DIM,
     FP16_FILE,
     INT8_FILE,
@@ -33,6 +32,7 @@ from feverous_es.index.embedder import (
     ensure_cuda_model,
     ensure_model,
 )
+from feverous_es.runtime.extras import MISSING_EXTRA_EXIT
 from feverous_es.runtime.files import VERIFIED_FILE
 from feverous_es.runtime.session import OPTIMIZED_DIR
 
@@ -118,7 +118,7 @@ def test_packaged_model_runs_without_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "sys.modules['torch'] = None  # `import torch` now raises ImportError\n"
-        "from feverous_es.index.embedder import Embedder\n"
+        "from feverous_es.runtime.embedder import Embedder\n"
         "embedder = Embedder(device='cpu')\n"
         "vectors = embedder.embed(['Paris is in France.', 'Hi'])\n"
         "assert vectors.shape == (2, 384)\n"

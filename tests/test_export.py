@@ -20,9 +20,9 @@ from feverous_es.cli import main
 from feverous_es.errors import ModelError
 from feverous_es.export import PRECISIONS
 from feverous_es.export.parity import PROBE_PAIRS, torch_logits
-from feverous_es.index.embedder import Embedder
 from feverous_es.runtime import session as onnx_session
 from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.embedder import Embedder
 from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,

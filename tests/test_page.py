@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from feverous_es.errors import MalformedPage
+from feverous_es.index.dump.linearize import readable_row
+from feverous_es.index.dump.page import parse_page
 from feverous_es.index.elements import ElementType
-from feverous_es.index.linearize import readable_row
-from feverous_es.index.page import parse_page
 from tests.conftest import raw_element_ids
 
 

@@ -304,8 +304,8 @@ def test_hop_proposals_share_the_first_round_standardization(sample_index: Path)
 
 def test_links_hop_follows_evidence_links_to_new_pages(sample_index: Path) -> None:
     from feverous_es.index.embedded import EmbeddedStore
-    from feverous_es.index.embedder import Embedder
     from feverous_es.retrieve.hops import LinksHop
+    from feverous_es.runtime.embedder import Embedder
 
     store = EmbeddedStore(sample_index)
     try:

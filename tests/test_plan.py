@@ -12,10 +12,8 @@ from click.testing import CliRunner
 
 from feverous_es.cli import main
 from feverous_es.errors import PlanError
-from feverous_es.index.build import build
-from feverous_es.index.embedded import WRITER_BUFFER_BYTES, EmbeddedWriter
-from feverous_es.index.embedder import Embedder
-from feverous_es.index.plan import (
+from feverous_es.index.build.builder import build
+from feverous_es.index.build.plan import (
     FULL_SHARD_GRAPH_FACTOR,
     BuildRates,
     DumpCounts,
@@ -24,7 +22,9 @@ from feverous_es.index.plan import (
     measure_rates,
     project,
 )
-from feverous_es.index.wiki import WikiDB, write_dump
+from feverous_es.index.dump.wiki import WikiDB, write_dump
+from feverous_es.index.embedded import WRITER_BUFFER_BYTES, EmbeddedWriter
+from feverous_es.runtime.embedder import Embedder
 from tests.conftest import SAMPLE_DB
 
 
@@ -98,7 +98,7 @@ def test_wall_time_is_the_slowest_stage_plus_the_graphs() -> None:
 
 
 def test_pages_past_a_fast_exact_scan_get_a_graph_of_their_own() -> None:
-    from feverous_es.index.vectors import in_memory_rows
+    from feverous_es.index.embedded.vectors import in_memory_rows
 
     def graph_s(pages: int) -> float:
         counts = DumpCounts(pages=pages, counted_pages=pages, elements={"cell": 400_000},
@@ -111,7 +111,7 @@ def test_pages_past_a_fast_exact_scan_get_a_graph_of_their_own() -> None:
 
 
 def test_graph_memory_is_one_shard_however_large_the_dump() -> None:
-    from feverous_es.index.vectors import GRAPH_SHARD_ROWS
+    from feverous_es.index.embedded.vectors import GRAPH_SHARD_ROWS
 
     def rss(vectors: int) -> float:
         counts = DumpCounts(pages=1, counted_pages=1, elements={"cell": vectors}, vectors=vectors,

@@ -251,7 +251,7 @@ def test_page_prior_lifts_the_sentences_of_the_best_page() -> None:
 
 def test_candidates_find_the_gold_table_on_the_sample_index(sample_index: Path) -> None:
     from feverous_es.index.embedded import EmbeddedStore
-    from feverous_es.index.embedder import Embedder
+    from feverous_es.runtime.embedder import Embedder
 
     claims = [json.loads(line) for line in (REPO / "sample" / "claims.jsonl").open()]
     tabfact = [c for c in claims if c.get("gold_tables")][:10]

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from feverous_es.index.build import build
+from feverous_es.index.build.builder import build
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elements import ElementType, title_keys
 from feverous_es.index.store import Filters, Store, StoreWriter, TableSearch
-from feverous_es.index.wiki import WikiDB
 from tests.conftest import SAMPLE_DB
 from tests.elastic_fake import FakeCluster, HashEncoder
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench.synth_dump import synthesize
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB, write_dump
 from feverous_es.index.elements import ElementType
-from feverous_es.index.page import parse_page
-from feverous_es.index.wiki import WikiDB, write_dump
 from tests.conftest import SAMPLE_DB
 
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from feverous_es.index.page import parse_page
+from feverous_es.index.dump.page import parse_page
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.text import cell_number
 from feverous_es.verdict import sentence_facts

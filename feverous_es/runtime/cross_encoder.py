@@ -1,7 +1,7 @@
 """ONNX cross-encoders: one relevance logit per (query, passage) pair.
 
 Runtime only: onnxruntime, tokenizers and numpy. The default model is ms-marco-MiniLM-L-12-v2
-(:mod:`feverous_es.rerank.fetch` installs it on first use); a fine-tuned cross-encoder exported to
+(:mod:`feverous_es.runtime.fetch` installs it on first use); a fine-tuned cross-encoder exported to
 ONNX (a BERT-style sequence classifier with one output logit) replaces it by path.
 
     >>> encoder = CrossEncoder()
@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from feverous_es.errors import ConfigError, ModelError
-from feverous_es.rerank.fetch import ensure_reranker
+from feverous_es.runtime.fetch import ensure_reranker
 from feverous_es.runtime.files import (
     INT8_FILES,
     TOKENIZER_FILE,

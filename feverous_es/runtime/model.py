@@ -4,7 +4,7 @@
 (fp16 on CUDA, int8 or fp32 on CPU: :func:`~feverous_es.runtime.files.choose_model_file`),
 check the files it uses against the directory's ``manifest.json``, open a shared session on the
 right device (:func:`~feverous_es.runtime.session.open_session`), load the tokenizer, and run
-length-sorted, padded batches. :class:`~feverous_es.index.embedder.Embedder` pools its output,
+length-sorted, padded batches. :class:`~feverous_es.runtime.embedder.Embedder` pools its output,
 :class:`~feverous_es.runtime.cross_encoder.CrossEncoder` reads its logits, and
 :class:`~feverous_es.verdict.feature_model.FeatureClassifier` feeds it features.
 """

@@ -354,7 +354,7 @@ def evidence_scores(result: ClaimResult, pipeline: Pipeline) -> dict[str, dict[s
 def describe(pipeline: Pipeline, store: str, location: str) -> dict[str, Any]:
     """What ``/v1/health`` reports: the store (kind, location without credentials, the build's
     counts and format) and every model the pipeline runs, with its files' sha256."""
-    from feverous_es.index.embedder import default_model_dir
+    from feverous_es.runtime.embedder import default_model_dir
     from feverous_es.runtime.files import sha256_file
 
     opened = pipeline.context.store

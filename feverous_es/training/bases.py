@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from feverous_es.errors import ModelError, TrainError
-from feverous_es.export import INSTALL_HINT
+from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import MANIFEST_FILE, manifest_complete, models_dir, write_manifest
 from feverous_es.runtime.wheels import check_sha256, download_wheels, wheel_file
 

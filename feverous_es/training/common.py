@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from feverous_es.errors import TrainError
-from feverous_es.export import INSTALL_HINT
 from feverous_es.export.card import ModelCard
+from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
 from feverous_es.training import datasets
 

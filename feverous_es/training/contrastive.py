@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
-from feverous_es.index.linearize import sentence, strip_links
+from feverous_es.index.dump.linearize import sentence, strip_links
 from feverous_es.training.entailment_data import SENTENCE, Pair, Split
 
 SOURCE = "contrastive"  # the split's source name: a page is held out for all its pairs
@@ -202,6 +202,6 @@ def contrastive_pairs(leads: Sequence[Lead], pages: int, split: Split) -> list[P
 
 def pairs_from_dump(wiki_db: Path, pages: int, split: Split) -> list[Pair]:
     """:func:`contrastive_pairs` over the leads of a FEVEROUS dump."""
-    from feverous_es.index.wiki import WikiDB
+    from feverous_es.index.dump.wiki import WikiDB
 
     return contrastive_pairs(read_leads(WikiDB(wiki_db).rows()), pages, split)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from feverous_es.index.dump.linearize import readable_row_parts
 from feverous_es.index.elements import ElementType
-from feverous_es.index.linearize import readable_row_parts
 from feverous_es.plugins.interfaces import Candidate, ReadTable
 from feverous_es.text import marked_words, tokens
 from feverous_es.verdict.math_hints import math_hints

@@ -40,7 +40,7 @@ from feverous_es.plugins.registry import factory, load
 from feverous_es.runtime.costs import METER, CountedStore
 
 if TYPE_CHECKING:
-    from feverous_es.index.embedder import Embedder
+    from feverous_es.runtime.embedder import Embedder
 
 T = TypeVar("T")
 
@@ -360,7 +360,7 @@ class LazyEmbedder:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         with self._loading:
             if self._embedder is None:
-                from feverous_es.index.embedder import Embedder
+                from feverous_es.runtime.embedder import Embedder
 
                 self._embedder = Embedder(device=self.device)
         return self._embedder.embed(texts)

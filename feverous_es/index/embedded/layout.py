@@ -17,10 +17,10 @@ import tantivy
 from tantivy import Query
 
 from feverous_es.errors import IncompatibleIndex, StoreError
-from feverous_es.index.analysis import english_analyzer
 from feverous_es.index.elements import ElementType, fold_accents, title_keys
+from feverous_es.index.embedded.analysis import english_analyzer
+from feverous_es.index.embedded.vectors import HNSW_THRESHOLD, in_memory_rows
 from feverous_es.index.store import BuildState, TableKey, table_texts
-from feverous_es.index.vectors import HNSW_THRESHOLD, in_memory_rows
 
 FORMAT = "feverous-es-embedded"
 

@@ -12,8 +12,8 @@ import tantivy
 from tantivy import Occur, Query
 
 from feverous_es.errors import StoreError
-from feverous_es.index.analysis import BM25Analyzer
 from feverous_es.index.elements import TYPES_BY_NAME, Element, ElementType, PageRecord
+from feverous_es.index.embedded.analysis import BM25Analyzer
 from feverous_es.index.embedded.layout import (
     GROUP_OF_BITS,
     PAGES,
@@ -33,6 +33,7 @@ from feverous_es.index.embedded.layout import (
     vector_files,
     vector_types,
 )
+from feverous_es.index.embedded.vectors import VectorMatrix
 from feverous_es.index.store import (
     BuildState,
     CellHit,
@@ -43,7 +44,6 @@ from feverous_es.index.store import (
     TableKey,
     fuse_hybrid,
 )
-from feverous_es.index.vectors import VectorMatrix
 
 # Claim terms in more than this share of the elements (in mini-FEVEROUS: game, 2, score, team,
 # win, season, ...): their postings are most of a claim disjunction's cost. See

@@ -50,14 +50,14 @@ from feverous_es.index.embedded.layout import (
     vector_files,
     vector_types,
 )
-from feverous_es.index.store import BuildState, Chunk
-from feverous_es.index.vectors import (
+from feverous_es.index.embedded.vectors import (
     HNSW_THRESHOLD,
     build_graphs,
     normalized,
     truncate_rows,
     write_rows,
 )
+from feverous_es.index.store import BuildState, Chunk
 
 
 class EmbeddedWriter:

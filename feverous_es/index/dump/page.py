@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from feverous_es.errors import MalformedPage
-from feverous_es.index import linearize
+from feverous_es.index.dump import linearize
 from feverous_es.index.elements import Element, ElementType, PageRecord
 
 INTRO_MAX_CHARS = 1000

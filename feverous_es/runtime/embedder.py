@@ -29,8 +29,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
-from feverous_es.export import INSTALL_HINT, MISSING_EXTRA_EXIT
 from feverous_es.runtime import session
+from feverous_es.runtime.extras import INSTALL_HINT, MISSING_EXTRA_EXIT
 from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,

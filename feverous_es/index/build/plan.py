@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import MalformedPage, PlanError
-from feverous_es.index.build import build
-from feverous_es.index.page import parse_page
-from feverous_es.index.wiki import WikiDB, write_dump
+from feverous_es.index.build.builder import build
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB, write_dump
 
 RATES_FILE = Path(__file__).with_name("build_rates.json")
 STORES = ("embedded", "elasticsearch")
@@ -86,7 +86,7 @@ class TokenCounter:
     """Counts the tokens the embedder runs for given texts (its tokenizer, its truncation)."""
 
     def __init__(self, max_length: int = 128, model_dir: Path | None = None) -> None:
-        from feverous_es.index.embedder import load_tokenizer
+        from feverous_es.runtime.embedder import load_tokenizer
 
         self._tokenizer = load_tokenizer(model_dir, max_length)
 
@@ -102,8 +102,9 @@ def count_dump(
     on_progress: Callable[[int], None] | None = None,
 ) -> DumpCounts:
     """One pass over the dump (or over ``sample`` pages spread evenly across it): elements by
-    type, tables, distinct vectors and embedder tokens, as :func:`~feverous_es.index.build.build`
-    would produce them. ``on_progress(pages)`` after each batch of pages."""
+    type, tables, distinct vectors and embedder tokens, as
+    :func:`~feverous_es.index.build.builder.build` would produce them. ``on_progress(pages)``
+    after each batch of pages."""
     counts = DumpCounts(pages=db.count())
     types: Counter[str] = Counter()
     batch: list[str] = []
@@ -204,7 +205,7 @@ def project(
 ) -> list[Projection]:
     """The build's cost per store and device."""
     from feverous_es.index.embedded import WRITER_BUFFER_BYTES, pages_graphed
-    from feverous_es.index.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD
+    from feverous_es.index.embedded.vectors import GRAPH_SHARD_ROWS, HNSW_THRESHOLD
 
     threshold = HNSW_THRESHOLD if hnsw_threshold is None else hnsw_threshold
     elements, vectors, pages = counts.total_elements, counts.vectors, counts.pages
@@ -275,8 +276,8 @@ def measure_rates(
     rates are left ``None`` (they need a cluster: see bench/store_search.py)."""
     from feverous_es.index.embedded import NEW_VECTOR_FILES as FILES
     from feverous_es.index.embedded import EmbeddedWriter
-    from feverous_es.index.embedder import Embedder
-    from feverous_es.index.vectors import build_graphs, group_graphs
+    from feverous_es.index.embedded.vectors import build_graphs, group_graphs
+    from feverous_es.runtime.embedder import Embedder
 
     def stage(name: str) -> None:
         if on_stage:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from feverous_es.errors import ModelError
-from feverous_es.export import INSTALL_HINT
+from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import manifest_files, verified
 from feverous_es.runtime.session import execution_provider
 

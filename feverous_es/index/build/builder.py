@@ -17,14 +17,14 @@ from typing import Protocol
 import numpy as np
 
 from feverous_es.errors import MalformedPage
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elements import Element, PageRecord
-from feverous_es.index.page import parse_page
 from feverous_es.index.store import BuildState, Chunk, StoreWriter
-from feverous_es.index.wiki import WikiDB
 
 
 class Encoder(Protocol):
-    """What the build needs of an embedder (see feverous_es.index.embedder.Embedder)."""
+    """What the build needs of an embedder (see feverous_es.runtime.embedder.Embedder)."""
 
     dim: int
 

@@ -1,0 +1,309 @@
+"""The benchmark driver: every condition is declared once in bench/conditions.toml (what it
+measures, its command, its headline figures and what they must reproduce); this runs, checks and
+records them, and generates the pages people read from the records.
+
+    python bench/run.py list                    # the conditions and their records
+    python bench/run.py run verdict [--record]  # rerun a condition, check its figures
+    python bench/run.py check                   # every kept record against its condition
+    python bench/run.py page [--check]          # docs/benchmarks.md and the README's tables
+
+A rerun writes its record to a scratch directory; ``--record`` keeps it in bench/results/ when
+every figure holds. ``page`` writes docs/benchmarks.md and every README block between
+``<!-- bench:NAME[/TABLE] -->`` and ``<!-- /bench -->``, so the README copies no figure by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CONDITIONS = REPO / "bench" / "conditions.toml"
+RESULTS = REPO / "bench" / "results"
+PAGE = REPO / "docs" / "benchmarks.md"
+README = REPO / "README.md"
+AREAS = ("Verdict", "Retrieval", "Speed", "Build")
+_BLOCK = re.compile(r"(<!-- bench:([\w./-]+) -->\n).*?(<!-- /bench -->)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One headline figure: where it is in the record, where it goes in its table, and what a
+    rerun must give (``expect`` ± ``tolerance``; None: reported, not checked)."""
+
+    row: str
+    key: str
+    column: str = "value"
+    table: str = ""
+    expect: float | None = None
+    tolerance: float = 0.0
+    scale: float = 1.0
+    format: str = ""
+    unit: str = ""
+
+    def value(self, figures: Any) -> Any:
+        """The figure in a record's figures; KeyError naming the path when it is not there."""
+        value = figures
+        for part in self.key.split("."):
+            try:
+                value = value[int(part)] if isinstance(value, list) else value[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise KeyError(f"no {self.key!r} in the record") from None
+        return value
+
+    def holds(self, value: Any) -> bool:
+        if self.expect is None:
+            return True
+        return isinstance(value, int | float) and abs(value - self.expect) <= self.tolerance + 1e-9
+
+    def shown(self, value: Any) -> str:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return str(value)
+        scaled = value * self.scale
+        if self.format.endswith("d"):
+            scaled = round(scaled)
+        text = format(scaled, self.format) if math.isfinite(scaled) else str(scaled)
+        text = text.replace("%", " %")  # the project writes 63.0 %
+        return f"{text} {self.unit}" if self.unit else text
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    area: str
+    about: str
+    command: str
+    figures: tuple[Figure, ...] = field(default_factory=tuple)
+
+    def argv(self, index: str, wiki: str | None) -> list[str]:
+        """The command to run, ``python`` being this interpreter, with ``--record NAME``."""
+        if "{wiki}" in self.command and not wiki:
+            raise SystemExit(f"error: {self.name} needs --wiki (the gunzipped wiki.db)")
+        words = shlex.split(self.command.replace("{index}", index).replace("{wiki}", wiki or ""))
+        if words[0] == "python":
+            words[0] = sys.executable
+        return [*words, "--record", self.name]
+
+    def tables(self) -> dict[str, list[Figure]]:
+        grouped: dict[str, list[Figure]] = {}
+        for figure in self.figures:
+            grouped.setdefault(figure.table, []).append(figure)
+        return grouped
+
+
+def load(path: Path = CONDITIONS) -> tuple[dict[str, Condition], dict[str, str]]:
+    """The conditions by name, and the experiments' lines by record name."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    conditions = {}
+    for entry in data.get("condition", []):
+        figures = tuple(Figure(**figure) for figure in entry.pop("figures", []))
+        if entry["area"] not in AREAS:
+            raise ValueError(f"{entry['name']}: area {entry['area']!r} is not one of {AREAS}")
+        conditions[entry["name"]] = Condition(**entry, figures=figures)
+    experiments = {entry["name"]: entry["about"] for entry in data.get("experiment", [])}
+    return conditions, experiments
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def problems(condition: Condition, record: dict[str, Any]) -> list[str]:
+    """What in ``record`` does not hold ``condition``'s figures: a missing figure, or one
+    outside its tolerance."""
+    found = []
+    for figure in condition.figures:
+        try:
+            value = figure.value(record["figures"])
+        except KeyError as error:
+            found.append(f"{condition.name}: {error.args[0]}")
+            continue
+        if not figure.holds(value):
+            found.append(
+                f"{condition.name}: {figure.key} = {value}, expected {figure.expect} "
+                f"± {figure.tolerance}"
+            )
+    return found
+
+
+def grid(figures: Sequence[Figure], record: dict[str, Any]) -> str:
+    """A markdown table: a row per ``row``, a column per ``column``; several figures in one
+    cell are joined with " / "."""
+    rows = list(dict.fromkeys(f.row for f in figures))
+    columns = list(dict.fromkeys(f.column for f in figures))
+    cells: dict[tuple[str, str], list[str]] = {}
+    for figure in figures:
+        cells.setdefault((figure.row, figure.column), []).append(
+            figure.shown(figure.value(record["figures"]))
+        )
+    corner = "| figure | " if columns == ["value"] else "| | "
+    head = corner + " | ".join(columns) + " |"
+    lines = [head, "|---" * (len(columns) + 1) + "|"]
+    for row in rows:
+        shown = [" / ".join(cells.get((row, column), ["—"])) for column in columns]
+        lines.append(f"| {row} | " + " | ".join(shown) + " |")
+    return "\n".join(lines)
+
+
+def provenance(name: str, record: dict[str, Any], link: str) -> str:
+    return (
+        f"`{record['command']}` — commit {record['commit']}, {record['date']}, "
+        f"{record['machine']} ([full record]({link}{name}.json))"
+    )
+
+
+def page(conditions: dict[str, Condition], experiments: dict[str, str]) -> str:
+    parts = [
+        "# Benchmarks\n",
+        "Generated by `python bench/run.py page` from `bench/conditions.toml` and the records in "
+        "`bench/results/`; do not edit by hand. Each condition's headline figures come from its "
+        "latest record (linked, with every figure it holds); `python bench/run.py run NAME` "
+        "reruns it and checks the figures that carry a tolerance. How the figures were read, and "
+        "what did not pay: [benchmark-notes.md](benchmark-notes.md).\n",
+    ]
+    for area in AREAS:
+        parts.append(f"## {area}\n")
+        for condition in (c for c in conditions.values() if c.area == area):
+            path = RESULTS / f"{condition.name}.json"
+            parts.append(f"### {condition.name}\n\n{condition.about}\n")
+            if not path.is_file():
+                parts.append(f"Not recorded yet: `{condition.command}`.\n")
+                continue
+            record = read_record(path)
+            for figures in condition.tables().values():
+                parts.append(grid(figures, record) + "\n")
+            parts.append(provenance(condition.name, record, "../bench/results/") + "\n")
+    parts.append("## Experiments\n\nRecords of one-off comparisons, kept as the evidence of docs/"
+                 "benchmark-notes.md and docs/verdict.md:\n")  # fmt: skip
+    for name, about in experiments.items():
+        record = read_record(RESULTS / f"{name}.json")
+        parts.append(
+            f"* [{name}](../bench/results/{name}.json) ({record['date']}, {record['commit']}): "
+            f"{about}"
+        )
+    return "\n".join(parts) + "\n"
+
+
+def readme(text: str, conditions: dict[str, Condition]) -> str:
+    """``text`` with every ``<!-- bench:NAME[/TABLE] -->`` block regenerated from NAME's record."""
+
+    def block(match: re.Match[str]) -> str:
+        name, _, table = match.group(2).partition("/")
+        if name not in conditions:
+            raise SystemExit(f"error: README names no condition {name!r} ({match.group(1)!r})")
+        condition = conditions[name]
+        record = read_record(RESULTS / f"{name}.json")
+        body = grid(condition.tables()[table], record)
+        source = provenance(name, record, "bench/results/")
+        return f"{match.group(1)}{body}\n\n{source}\n{match.group(3)}"
+
+    return _BLOCK.sub(block, text)
+
+
+def unrecorded(conditions: dict[str, Condition], experiments: dict[str, str]) -> Iterator[str]:
+    """Records that no condition or experiment declares, and declarations with no record."""
+    kept = {path.stem for path in RESULTS.glob("*.json")}
+    declared = set(conditions) | set(experiments)
+    for name in sorted(kept - declared):
+        yield f"bench/results/{name}.json: declared in no [[condition]] or [[experiment]]"
+    for name in sorted(set(experiments) - kept):
+        yield f"experiment {name}: no bench/results/{name}.json"
+
+
+def run(condition: Condition, index: str, wiki: str | None, keep: bool) -> int:
+    scratch = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
+    argv = condition.argv(index, wiki)
+    print(f"$ {shlex.join(argv)}", flush=True)
+    env = {**os.environ, "FEVEROUS_ES_BENCH_RESULTS": str(scratch)}
+    if subprocess.run(argv, cwd=REPO, env=env, check=False).returncode != 0:
+        print(f"error: {condition.name}'s command failed", file=sys.stderr)
+        return 1
+    path = scratch / f"{condition.name}.json"
+    record = read_record(path)
+    for figure in condition.figures:
+        value = figure.value(record["figures"])
+        expected = "" if figure.expect is None else f"expected {figure.expect} ± {figure.tolerance}"
+        verdict = "" if figure.expect is None else ("ok" if figure.holds(value) else "DIFFERS")
+        print(f"  {figure.key:<58} {figure.shown(value):>12}  {expected} {verdict}")
+    found = problems(condition, record)
+    if found:
+        print("\n".join(found), f"the record stays in {path}", sep="\n", file=sys.stderr)
+        return 1
+    if keep:
+        shutil.copy(path, RESULTS / path.name)
+        print(f"recorded in bench/results/{path.name}; run `python bench/run.py page`")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="the conditions and their latest records")
+    rerun = commands.add_parser("run", help="rerun conditions and check their figures")
+    rerun.add_argument("names", nargs="+", metavar="NAME")
+    rerun.add_argument("--record", action="store_true", help="keep the records that hold")
+    rerun.add_argument(
+        "--index", default="indexes/mini", help="the mini index (default: %(default)s)"
+    )
+    rerun.add_argument(
+        "--wiki", help="the gunzipped mini-FEVEROUS wiki.db, for the conditions that read it"
+    )
+    commands.add_parser("check", help="every kept record against its condition; no run")
+    generate = commands.add_parser("page", help="write docs/benchmarks.md and the README tables")
+    generate.add_argument("--check", action="store_true", help="exit 1 if either is stale")
+    args = parser.parse_args(argv)
+    conditions, experiments = load()
+
+    if args.command == "list":
+        for condition in conditions.values():
+            path = RESULTS / f"{condition.name}.json"
+            when = read_record(path)["date"] if path.is_file() else "not recorded"
+            print(f"{condition.area:<10} {condition.name:<28} {when:<12} {condition.command}")
+        return 0
+    if args.command == "run":
+        unknown = [name for name in args.names if name not in conditions]
+        if unknown:
+            parser.error(f"no condition {', '.join(unknown)} (see `python bench/run.py list`)")
+        failed = [n for n in args.names if run(conditions[n], args.index, args.wiki, args.record)]
+        return 1 if failed else 0
+    if args.command == "check":
+        found = list(unrecorded(conditions, experiments))
+        for condition in conditions.values():
+            path = RESULTS / f"{condition.name}.json"
+            if path.is_file():
+                found += problems(condition, read_record(path))
+        print("\n".join(found) or f"{len(conditions)} conditions hold their records")
+        return 1 if found else 0
+
+    stale = []
+    for path, text in ((PAGE, page(conditions, experiments)), (README, None)):
+        current = path.read_text(encoding="utf-8")
+        text = text if text is not None else readme(current, conditions)
+        if current == text:
+            continue
+        if args.check:
+            stale.append(f"{path.relative_to(REPO)} is stale: run python bench/run.py page")
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(REPO)}")
+    if stale:
+        print("\n".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
