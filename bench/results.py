@@ -28,14 +28,17 @@ RESULTS = Path(
 
 
 def _commit() -> str:
+    """HEAD, marked ``+changes`` when tracked files differ from it (records in bench/results/
+    aside: a driver running several conditions has just written one)."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
             cwd=Path(__file__).resolve().parent,
         ).stdout.strip()  # fmt: skip
+        code = [":(top)", ":(top,exclude)bench/results"]
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-            text=True, check=True, cwd=Path(__file__).resolve().parent,
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *code],
+            capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
