@@ -48,7 +48,7 @@ from feverous_es.rerank.rankers import fused_scores  # noqa: E402
 from feverous_es.runtime.cross_encoder import CrossEncoder  # noqa: E402
 from feverous_es.training import datasets  # noqa: E402
 from feverous_es.training.options import work_dir  # noqa: E402
-from feverous_es.training.rerank_data import read_pools  # noqa: E402
+from feverous_es.training.retrieved import read_retrieved  # noqa: E402
 from feverous_es.verify.pipeline import LazyEmbedder, Pipeline  # noqa: E402
 
 K = 5
@@ -60,13 +60,13 @@ HeldOut = tuple[str, str, set[str], list[dict]]  # claim file, claim, gold ids, 
 def held_out_lists(pools_file: Path, seed: int, holdout: float) -> list[HeldOut]:
     """(claim file, claim, gold sentence ids, sentence candidates) of each held-out claim with
     gold sentences."""
-    _, held = datasets.split(list(read_pools(pools_file).values()), seed, holdout)
+    _, held = datasets.split(list(read_retrieved(pools_file).values()), seed, holdout)
     lists = []
     for pool in held:
         gold = {e["id"] for e in pool.gold if e["type"] == "sentence"}
-        gold |= {i for i in pool.missing if "_sentence_" in i}
+        gold |= {i for i in pool.absent if "_sentence_" in i}
         if gold:
-            sentences = [c for c in pool.candidates if c["type"] == "sentence"]
+            sentences = [c for c in pool.ranked if c["type"] == "sentence"]
             lists.append((pool.source, pool.claim, gold, sentences))
     return lists
 

@@ -64,7 +64,7 @@ def held_out_ids(training: dict, claim_file: Path) -> set[str]:
     """The ids of ``claim_file``'s claims that the model's training kept out (all of them when
     the training did not read the file)."""
     from feverous_es.training.datasets import is_holdout
-    from feverous_es.training.verdict import read_labelled_claims
+    from feverous_es.training.verdict.evidence import read_labelled_claims
 
     seed = training["training"]["seed"]
     if claim_file.name not in [*training["claims"], *training.get("train_claims", [])]:

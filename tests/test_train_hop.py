@@ -24,6 +24,12 @@ from feverous_es.retrieve.hops import Seq2SeqHop, parse_imagined
 from feverous_es.runtime.seq2seq import Seq2SeqModel
 from feverous_es.training import hop as th
 from feverous_es.training import hop_data
+from feverous_es.training.retrieved import (
+    Retrieved,
+    collect_retrieved,
+    read_retrieved,
+    record_candidate,
+)
 from feverous_es.verdict.inputs import seq2seq_input
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,13 +51,13 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def retrieved(
     claims_file: Path, sample_index: Path, tmp_path_factory: pytest.TempPathFactory
-) -> list[hop_data.Retrieved]:
+) -> list[Retrieved]:
     cache = tmp_path_factory.mktemp("retrieved") / hop_data.RETRIEVED_FILE
-    return hop_data.collect_retrieved(hop_data.read_hop_claims([claims_file]), sample_index, cache)
+    return collect_retrieved(hop_data.read_hop_claims([claims_file]), sample_index, cache)
 
 
 @pytest.fixture(scope="module")
-def tiny_t5(tmp_path_factory: pytest.TempPathFactory, retrieved: list[hop_data.Retrieved]) -> Path:
+def tiny_t5(tmp_path_factory: pytest.TempPathFactory, retrieved: list[Retrieved]) -> Path:
     """A 2-layer T5 with d_model 32 and random weights, with a Unigram tokenizer trained here on
     the claims and their pages' text (pad 0 = decoder start, eos 1, unk 2, as T5's)."""
     import torch
@@ -60,7 +66,9 @@ def tiny_t5(tmp_path_factory: pytest.TempPathFactory, retrieved: list[hop_data.R
     from tokenizers.processors import TemplateProcessing
 
     texts = [r.claim for r in retrieved]
-    texts += [e["linearized"] for r in retrieved for e in r.gold + r.candidates]
+    texts += [
+        e["linearized"] for r in retrieved for e in r.gold + r.others()[: hop_data.KEPT_CANDIDATES]
+    ]
     texts += ["missing: [HYP] supports refutes none"]
     tokenizer = Tokenizer(models.Unigram())
     tokenizer.normalizer = normalizers.NFKC()
@@ -92,7 +100,7 @@ def _pages_listed(text: str) -> str:
 
 
 def test_pairs_of_multi_page_gold_target_the_missing_page(
-    retrieved: list[hop_data.Retrieved],
+    retrieved: list[Retrieved],
 ) -> None:
     by_id = {int(r.id): r for r in retrieved}
     assert set(by_id) == set(MULTI_PAGE + ONE_PAGE)
@@ -115,9 +123,7 @@ def test_pairs_of_multi_page_gold_target_the_missing_page(
         # The evidence is the other pages' gold, read exactly as the plugin builds its input.
         given = [e for e in item.gold if e["page"] != hidden]
         assert page_pair.given == tuple(e["id"] for e in given)
-        assert page_pair.input == seq2seq_input(
-            item.claim, [hop_data.record_candidate(e) for e in given]
-        )
+        assert page_pair.input == seq2seq_input(item.claim, [record_candidate(e) for e in given])
         assert f"[{hidden}]" not in page_pair.input
         assert hidden not in _pages_listed(page_pair.input).split(" ", 1)[1]
         for pair in pairs[1:]:  # a seeded half also learns to stop on the whole chain
@@ -127,13 +133,15 @@ def test_pairs_of_multi_page_gold_target_the_missing_page(
     assert "complete" in kinds
 
 
-def test_no_pair_targets_evidence_it_already_gives(retrieved: list[hop_data.Retrieved]) -> None:
+def test_no_pair_targets_evidence_it_already_gives(
+    retrieved: list[Retrieved],
+) -> None:
     pairs = hop_data.all_pairs(retrieved, seed=13, distractors=3)
     assert {p.kind for p in pairs} >= {"hidden-page", "complete", "left-out"}
     for pair in pairs:
         assert pair.wanted not in pair.given
         item = next(r for r in retrieved if r.id == pair.id)
-        given_text = {e["linearized"] for e in item.gold + item.candidates if e["id"] in pair.given}
+        given_text = {e["linearized"] for e in item.gold + item.others() if e["id"] in pair.given}
         if pair.wanted is not None:
             assert pair.target.split(" ", 1)[1] not in given_text
             assert not any(g.startswith(f"[{h}]") for g in given_text for h in pair.hidden)
@@ -145,21 +153,20 @@ def test_no_pair_targets_evidence_it_already_gives(retrieved: list[hop_data.Retr
         assert pair.given[len(pair.given) - len(distractors) :] == tuple(distractors)
 
 
-def test_a_page_retrieval_missed_is_the_target(retrieved: list[hop_data.Retrieved]) -> None:
+def test_a_page_retrieval_missed_is_the_target(retrieved: list[Retrieved]) -> None:
     """Papelo's case: the gold on the retrieved pages is the evidence, the first gold element
     of the page retrieval missed the target, even when it is not the lowest-ranked."""
     item = next(r for r in retrieved if int(r.id) == 24089)  # Lake Tikub, Tiaong, Quezon
     tiaong = unicodedata.normalize("NFD", "Tiaong")
     missed = replace(item, pages=[p for p in item.pages if p != tiaong])
-    candidates = [dict(e, page=tiaong) for e in item.candidates[:1]] + item.candidates
-    missed.candidates = candidates
+    missed.ranked = [dict(e, page=tiaong) for e in item.others()[:1]] + item.ranked
     (pair,) = hop_data.build_pairs(missed, seed=13, distractors=2)
     assert pair.kind == "missing-page" and pair.hidden == (tiaong,)
     assert pair.wanted == f"{tiaong}_sentence_0"
     assert all(not g.startswith(f"{tiaong}_") for g in pair.given)
     gold_given = [e["id"] for e in item.gold if e["page"] != tiaong]
     assert list(pair.given[: len(gold_given)]) == gold_given
-    assert pair.given[len(gold_given) :] == tuple(e["id"] for e in item.candidates[:2])
+    assert pair.given[len(gold_given) :] == tuple(e["id"] for e in item.others()[:2])
 
 
 def test_train_resume_via_the_cli_export_and_generate(
@@ -203,14 +210,14 @@ def test_train_resume_via_the_cli_export_and_generate(
 
     model = Seq2SeqModel(out, device="cpu", max_length=192)
     pairs = hop_data.all_pairs(
-        hop_data.read_retrieved(options.work / hop_data.RETRIEVED_FILE).values(), 13, 0
+        read_retrieved(options.work / hop_data.RETRIEVED_FILE).values(), 13, 0
     )
     outputs = model.generate([p.input for p in pairs[:3]], max_new_tokens=48)
     assert len(outputs) == 3 and all(isinstance(o, str) for o in outputs)
 
 
 def test_hop_plugin_searches_the_page_the_model_names(
-    retrieved: list[hop_data.Retrieved], sample_index: Path, tiny_t5: Path, tmp_path: Path
+    retrieved: list[Retrieved], sample_index: Path, tiny_t5: Path, tmp_path: Path
 ) -> None:
     """Trained (to memorization) on one claim's two pairs, the exported model names the missing
     page when it is missing, and the plugin proposes that page's elements; given the whole chain

@@ -24,7 +24,7 @@ from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.rankers import CrossEncoderReranker
 from feverous_es.runtime.cross_encoder import CrossEncoder
-from feverous_es.training import common, rerank_data
+from feverous_es.training import common, rerank_data, retrieved
 from feverous_es.training import rerank as tr
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) ->
 def pools_cache(tmp_path_factory: pytest.TempPathFactory, claims_file: Path, sample_index: Path):
     cache = tmp_path_factory.mktemp("pools") / rerank_data.CANDIDATES_FILE
     claims = rerank_data.read_gold_claims([claims_file])
-    return rerank_data.collect_pools(claims, sample_index, cache), cache
+    return retrieved.collect_retrieved(claims, sample_index, cache), cache
 
 
 def _element(element_id: str, kind: str, text: str) -> dict:
@@ -78,8 +78,8 @@ def _element(element_id: str, kind: str, text: str) -> dict:
 
 
 def test_groups_are_gold_hard_negatives_and_other_claims_gold() -> None:
-    def pool(name: str, gold: list[dict], candidates: list[dict]) -> rerank_data.Pool:
-        return rerank_data.Pool("f", name, f"claim {name}", gold, [], candidates)
+    def pool(name: str, gold: list[dict], candidates: list[dict]) -> retrieved.Retrieved:
+        return retrieved.Retrieved("f", name, f"claim {name}", gold=gold, ranked=candidates)
 
     shared = _element("Shared_sentence_0", "sentence", "shared")
     a = pool(
@@ -121,11 +121,11 @@ def test_pools_and_groups_from_the_index(pools_cache, claims_file: Path) -> None
     assert len(cache.read_text().splitlines()) == len(pools)
     claims = {c.id: c for c in rerank_data.read_gold_claims([claims_file])}
     paez = next(p for p in pools if p.id == "900021")
-    assert paez.gold and not paez.missing  # NFC ids of the claim file found as NFD in the index
+    assert paez.gold and not paez.absent  # NFC ids of the claim file found as NFD in the index
     assert all(e["id"].startswith(unicodedata.normalize("NFD", "Ricardo Páez")) for e in paez.gold)
     for pool in pools:
-        assert [e["id"] for e in pool.gold] + pool.missing == list(claims[pool.id].gold)
-        assert pool.candidates and pool.gold
+        assert [e["id"] for e in pool.gold] + pool.absent == list(claims[pool.id].gold)
+        assert pool.ranked and pool.gold
     gold_of = {p.id: p.gold_ids() for p in pools}
     pools_by_id = {p.id: p for p in pools}
     for kind in rerank_data.KINDS:
@@ -143,7 +143,7 @@ def test_pools_and_groups_from_the_index(pools_cache, claims_file: Path) -> None
             assert not set(g.ids[1:]) & gold_of[g.claim_id]
             best = [
                 c["id"]
-                for c in pools_by_id[g.claim_id].candidates
+                for c in pools_by_id[g.claim_id].ranked
                 if rerank_data.kind_of(c["type"]) == kind and c["id"] not in gold_of[g.claim_id]
             ]
             assert list(hard) == best[:4]  # the best-ranked non-gold candidates of the kind
@@ -208,11 +208,11 @@ def test_train_resume_export_and_load(
         cell_model=str(out / "cells"),
         max_length=64,
     )
-    pools = rerank_data.read_pools(work / rerank_data.CANDIDATES_FILE)
+    pools = retrieved.read_retrieved(work / rerank_data.CANDIDATES_FILE)
     pool = next(iter(pools.values()))
     candidates = [
         Candidate(Element(c["id"], "", ElementType(c["type"]), "", c["linearized"], "", ""), 0.0, 1)
-        for c in pool.candidates
+        for c in pool.ranked
     ]
     ranked = reranker.rerank([(Query(pool.claim, np.zeros(384, np.float32)), candidates)])[0]
     assert sorted(c.element.id for c in ranked) == sorted(c.element.id for c in candidates)
@@ -274,7 +274,7 @@ def test_a_student_starts_from_its_teacher_and_learns_its_scores(
     # The targets are the teacher's scores as the reranker computes them (its int8 graph).
     targets = json.loads((work / "sentences" / tr.TEACHER_SCORES_FILE).read_text())
     claims = rerank_data.read_gold_claims([claims_file], seed=3)
-    pools = rerank_data.collect_pools(claims, sample_index, work / rerank_data.CANDIDATES_FILE)
+    pools = retrieved.collect_retrieved(claims, sample_index, work / rerank_data.CANDIDATES_FILE)
     train_pools, _ = tr.datasets.split(pools, 3, 0.3)  # the run's own groups, read back
     groups = rerank_data.build_groups(train_pools, "sentences", negatives=4, others=2, seed=3)
     teacher = CrossEncoder(PACKAGED_SENTENCE_RANKER, max_length=64, device="cpu")

@@ -20,11 +20,29 @@ pytest.importorskip("optimum.exporters.onnx")
 from click.testing import CliRunner
 
 from feverous_es.cli import main
+from feverous_es.errors import TrainError
 from feverous_es.export.parity import torch_logits
 from feverous_es.plugins.interfaces import Label, PluginContext, Query
 from feverous_es.training import entailment_data as data
-from feverous_es.training import verdict as tv
 from feverous_es.training.bases import base_name
+from feverous_es.training.common import CHECKPOINT_FILE, TRAINED_DIR
+from feverous_es.training.retrieved import read_retrieved
+from feverous_es.training.verdict.command import run as run_training
+from feverous_es.training.verdict.command import write_gpu_bundle
+from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
+from feverous_es.training.verdict.options import (
+    EVIDENCE_FILE,
+    FULL_MODEL,
+    PAIRS_FILE,
+    RunOptions,
+    TrainSettings,
+)
+from feverous_es.training.verdict.pairs import (
+    build_pairs,
+    kept_out_pairs,
+    stacking_pairs,
+    training_pool,
+)
 from feverous_es.verdict.inputs import sentence_premise
 
 CLAIMS = [
@@ -86,20 +104,20 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Path
          for i, (c, label, t) in enumerate(TABLE_CLAIMS)],
     )  # fmt: skip
     write_pairs(root / "nli.jsonl.gz")
-    claims = tv.read_labelled_claims([root / "first_dev.jsonl", root / "second_dev.jsonl"])
-    tv.collect_evidence(claims, sample_index, root / tv.EVIDENCE_FILE, hops=1)
+    claims = read_labelled_claims([root / "first_dev.jsonl", root / "second_dev.jsonl"])
+    collect_evidence(claims, sample_index, root / EVIDENCE_FILE, hops=1)
     return root
 
 
 @pytest.fixture
-def options(tmp_path: Path, tiny_base: Path, sample_index: Path, inputs: Path) -> tv.RunOptions:
+def options(tmp_path: Path, tiny_base: Path, sample_index: Path, inputs: Path) -> RunOptions:
     work = tmp_path / "work"
     work.mkdir()
-    shutil.copyfile(inputs / tv.EVIDENCE_FILE, work / tv.EVIDENCE_FILE)
-    settings = tv.TrainSettings(
+    shutil.copyfile(inputs / EVIDENCE_FILE, work / EVIDENCE_FILE)
+    settings = TrainSettings(
         base=tiny_base, epochs=2, max_length=64, batch_size=4, checkpoint_every=1, seed=3
     )
-    return tv.RunOptions(
+    return RunOptions(
         claims=[inputs / "first_dev.jsonl", inputs / "second_dev.jsonl"],
         train_claims=[inputs / "tables_train.jsonl"], pairs=[inputs / "nli.jsonl.gz"],
         index=sample_index, out=tmp_path / "model", work=work, settings=settings,
@@ -116,7 +134,7 @@ def test_training_evidence_is_what_the_default_pipeline_retrieves(
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
 
-    cached = tv.read_cache(inputs / tv.EVIDENCE_FILE)
+    cached = read_retrieved(inputs / EVIDENCE_FILE)
     with Pipeline.open(sample_index, config=load_config(hops=1, environ={})) as pipeline:
         results = pipeline.retrieve_many([claim for claim, _ in CLAIMS])
     for i, result in enumerate(results):
@@ -125,15 +143,15 @@ def test_training_evidence_is_what_the_default_pipeline_retrieves(
         assert [e["id"] for e in evidence] == [c.element.id for c in result.evidence]
 
 
-def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
+def test_train_resume_export_and_load(options: RunOptions) -> None:
     steps: list[int] = []
-    assert tv.run(options, on_step=lambda s, n, r: steps.append(s), stop_after=2) is None
+    assert run_training(options, on_step=lambda s, n, r: steps.append(s), stop_after=2) is None
     assert steps == [1, 2]
-    assert (options.work / "fold-0" / tv.CHECKPOINT_FILE).is_file()
-    cached = (options.work / tv.EVIDENCE_FILE).read_text().splitlines()
+    assert (options.work / "fold-0" / CHECKPOINT_FILE).is_file()
+    cached = (options.work / EVIDENCE_FILE).read_text().splitlines()
     assert len(cached) == len(CLAIMS)  # the table file is read against its gold tables only
     assert all(json.loads(line)["evidence"] for line in cached)  # retrieved, not gold (empty)
-    pairs = data.read_pairs(options.work / tv.PAIRS_FILE)
+    pairs = data.read_pairs(options.work / PAIRS_FILE)
     by_source = {p.source for p in pairs}
     assert {"first_dev", "second_dev", "tables_train", "nli-text", "nli-table"} <= by_source
     gold_tables = [p for p in pairs if p.source == "tables_train"]
@@ -142,10 +160,10 @@ def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
     assert not any(p.held_out for p in gold_tables)  # a training-only file is never held out
 
     steps.clear()
-    report = tv.run(options, on_step=lambda s, n, r: steps.append(s))
+    report = run_training(options, on_step=lambda s, n, r: steps.append(s))
     assert report is not None
     assert steps[0] == 3  # resumed, not restarted
-    assert (options.work / tv.EVIDENCE_FILE).read_text().splitlines() == cached  # not redone
+    assert (options.work / EVIDENCE_FILE).read_text().splitlines() == cached  # not redone
 
     out = options.out
     names = {p.name for p in out.iterdir()}
@@ -171,7 +189,7 @@ def test_train_resume_export_and_load(options: tv.RunOptions) -> None:
     )
 
 
-def test_exported_model_in_the_verdict_plugin_matches_torch(options: tv.RunOptions) -> None:
+def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions) -> None:
     from feverous_es.index.backends import open_store
     from feverous_es.verdict.classifier import ClassifierVerdict
     from feverous_es.verdict.entailment import softmax
@@ -179,45 +197,45 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: tv.RunOptio
     from feverous_es.verdict.inputs import table_premise
 
     options.holdout, options.folds = 0.0, 0
-    tv.run(options)
-    examples = list(tv.read_cache(options.work / tv.EVIDENCE_FILE).values())
+    run_training(options)
+    examples = list(read_retrieved(options.work / EVIDENCE_FILE).values())
     store = open_store("embedded", options.index)
     # The entailment model alone (the feature models off), NEI never forced.
     verdict = ClassifierVerdict(
         PluginContext(store, None, "cpu"),  # type: ignore[arg-type]
         model=str(options.out), table_model="", sentence_model="", nei_above=1.1,
     )  # fmt: skip
-    batch = [(Query(e.claim, np.zeros(384, np.float32)), e.candidates()) for e in examples]
+    batch = [(Query(e.claim, np.zeros(384, np.float32)), e.evidence_candidates()) for e in examples]
     got = verdict.predict(batch)
-    tables = [evidence_table(e.claim, e.candidates(), store) for e in examples]
+    tables = [evidence_table(e.claim, e.evidence_candidates(), store) for e in examples]
     store.close()
     # Each claim is read against its route's premise: its table, or its sentences.
     pairs = [
-        (e.claim, table_premise(e.claim, t) if t else sentence_premise(e.candidates()))
+        (e.claim, table_premise(e.claim, t) if t else sentence_premise(e.evidence_candidates()))
         for e, t in zip(examples, tables, strict=True)
     ]
-    expected = softmax(torch_logits(options.work / tv.FULL_MODEL / tv.TRAINED_DIR, pairs, 64))
+    expected = softmax(torch_logits(options.work / FULL_MODEL / TRAINED_DIR, pairs, 64))
     for result, row in zip(got, expected, strict=True):
         assert result.label is (Label.SUPPORTS if row[0] >= row[1] else Label.REFUTES)
         assert result.probabilities[Label.SUPPORTS] == pytest.approx(row[0], abs=0.05)
 
 
-def test_bad_inputs_are_one_line_errors(options: tv.RunOptions, tmp_path: Path) -> None:
+def test_bad_inputs_are_one_line_errors(options: RunOptions, tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
-    with pytest.raises(tv.TrainError, match=r"nope\.jsonl does not exist"):
-        tv.run(tv.RunOptions(**{**vars(options), "claims": [missing]}))
-    with pytest.raises(tv.TrainError, match=r"index .* does not exist"):
-        tv.run(tv.RunOptions(**{**vars(options), "index": tmp_path / "no-index"}))
-    bad_base = tv.TrainSettings(**{**vars(options.settings), "base": tmp_path})
-    with pytest.raises(tv.TrainError, match="not a Hugging Face model directory"):
-        tv.run(tv.RunOptions(**{**vars(options), "settings": bad_base}))
+    with pytest.raises(TrainError, match=r"nope\.jsonl does not exist"):
+        run_training(RunOptions(**{**vars(options), "claims": [missing]}))
+    with pytest.raises(TrainError, match=r"index .* does not exist"):
+        run_training(RunOptions(**{**vars(options), "index": tmp_path / "no-index"}))
+    bad_base = TrainSettings(**{**vars(options.settings), "base": tmp_path})
+    with pytest.raises(TrainError, match="not a Hugging Face model directory"):
+        run_training(RunOptions(**{**vars(options), "settings": bad_base}))
     bad_pairs = tmp_path / "bad.jsonl"
     bad_pairs.write_text('{"source": "x", "claim": "c"}\n')
-    with pytest.raises(tv.TrainError, match=r"bad\.jsonl:1: not a claim/evidence pair"):
+    with pytest.raises(TrainError, match=r"bad\.jsonl:1: not a claim/evidence pair"):
         list(data.nli_pairs(bad_pairs))
 
     (options.work / "fold-0").mkdir(parents=True)
-    (options.work / "fold-0" / tv.CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    (options.work / "fold-0" / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
     runner = CliRunner()
     args = ["train", "verdict", "--index", str(options.index), "--base", str(options.settings.base)]
     args += ["--claims", str(options.claims[0]), "--out", str(options.out)]
@@ -231,32 +249,32 @@ def test_bad_inputs_are_one_line_errors(options: tv.RunOptions, tmp_path: Path) 
 
 
 def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
-    options: tv.RunOptions,
+    options: RunOptions,
 ) -> None:
     """The CPU way to stacking scores: one model, trained without a share of the training
     claims; the exported model scores those claims, the claims over the per-source cap and the
     held-out ones."""
     options.folds, options.stack_share, options.holdout = 0, 0.5, 0.25
     options.per_source = 1  # one of the two table claims is over the cap
-    report = tv.run(options)
+    report = run_training(options)
     assert report is not None
-    pairs = data.read_pairs(options.work / tv.PAIRS_FILE)
-    kept_out = tv.kept_out_pairs(pairs, options)
+    pairs = data.read_pairs(options.work / PAIRS_FILE)
+    kept_out = kept_out_pairs(pairs, options)
     assert kept_out and all(p.source in {"first_dev", "second_dev"} for p in kept_out)
-    stacking = tv.stacking_pairs(pairs, options)
-    pool_keys = {p.key for p in tv.training_pool(pairs, options)}
+    stacking = stacking_pairs(pairs, options)
+    pool_keys = {p.key for p in training_pool(pairs, options)}
     assert {p.key for p in kept_out} <= {p.key for p in stacking}
     assert not pool_keys & {p.key for p in stacking}
     assert len([p for p in stacking if p.source == "tables_train"]) == 1  # the one over the cap
     scores = data.read_scores(options.out / "scores.jsonl")
     assert {p.key for p in stacking} | {p.key for p in pairs if p.held_out} <= set(scores)
     assert report["training"]["stacking_pairs"] == len(stacking)
-    with pytest.raises(tv.TrainError, match="--stack-share"):
-        tv.run(tv.RunOptions(**{**vars(options), "folds": 2}))
+    with pytest.raises(TrainError, match="--stack-share"):
+        run_training(RunOptions(**{**vars(options), "folds": 2}))
 
 
 def test_the_gpu_bundle_trains_elsewhere_and_ships_through_the_same_command(
-    options: tv.RunOptions, tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    options: RunOptions, tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--bundle writes the command's own pairs for the GPU job; the job's student, read back
     with --from-gpu, is exported, measured and carded as a CPU-trained model is."""
@@ -268,8 +286,8 @@ def test_the_gpu_bundle_trains_elsewhere_and_ships_through_the_same_command(
     monkeypatch.chdir(tmp_path)
     options.folds, options.bundle, options.teacher = 0, Path("bundle"), tiny_base
     options.device_wheels = False
-    summary = tv.write_gpu_bundle(options)
-    pairs = data.read_pairs(options.work / tv.PAIRS_FILE)
+    summary = write_gpu_bundle(options)
+    pairs = data.read_pairs(options.work / PAIRS_FILE)
     assert sum(summary["pairs"].values()) == len([p for p in pairs if p.train or not p.held_out])
     assert summary["pairs"]["held"] == len([p for p in pairs if p.held_out and p.train])
     job = subprocess.run(
@@ -279,25 +297,25 @@ def test_the_gpu_bundle_trains_elsewhere_and_ships_through_the_same_command(
     assert job.returncode == 0, job.stderr[-2000:]
 
     options.bundle, options.from_gpu = None, tmp_path / "results"
-    report = tv.run(options)
+    report = run_training(options)
     assert report is not None
     assert report["training"]["device"] == "cpu"  # the job's device (a GPU's name there)
     assert report["training"]["teacher"]["best_epoch"] >= 1
     assert report["export"]["parity"]["fp32"]["max_abs_diff"] < 1e-4
     card = (options.out / "README.md").read_text()
     assert "distilled from a" in card and "chosen on validation claims" in card
-    with pytest.raises(tv.TrainError, match="give --folds 0"):
-        tv.run(tv.RunOptions(**{**vars(options), "folds": 2}))
+    with pytest.raises(TrainError, match="give --folds 0"):
+        run_training(RunOptions(**{**vars(options), "folds": 2}))
 
 
 def test_a_table_claim_without_its_gold_table_is_not_enough_info(
-    options: tv.RunOptions, inputs: Path
+    options: RunOptions, inputs: Path
 ) -> None:
     """A TabFact claim read against its retrieved evidence with the gold table's cells taken
     out trains NOT ENOUGH INFO: the table route had no such pair (0 % NEI, gold removed)."""
     options.claims = [inputs / "tables_train.jsonl"]
     options.train_claims, options.pairs, options.retrieved = [], [], 2
-    pairs = tv.build_pairs(options)
+    pairs = build_pairs(options)
     no_gold = [p for p in pairs if p.variant == data.NO_GOLD]
     assert no_gold and all(p.label == "NOT ENOUGH INFO" for p in no_gold)
     for pair in no_gold:

@@ -58,11 +58,8 @@ def file_identity(path: Path) -> tuple[str, int, int, int]:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def file_entry(path: Path) -> dict[str, object]:

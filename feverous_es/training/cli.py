@@ -176,18 +176,20 @@ def verdict_command(
     student it returns (docs/gpu-training.md).
     """
     from feverous_es.training import bases
-    from feverous_es.training import verdict as tv
+    from feverous_es.training.verdict.command import run as train_verdict
+    from feverous_es.training.verdict.command import write_gpu_bundle
+    from feverous_es.training.verdict.options import RunOptions, TrainSettings
 
     work = work_dir(out, work)
     command = command_line(click.get_current_context())
     with training_errors(work), progress_bars() as update:
-        settings = tv.TrainSettings(
+        settings = TrainSettings(
             base=bases.resolve_base(base), epochs=epochs, max_length=max_length,
             batch_size=batch_size, learning_rate=learning_rate, seed=seed,
             freeze_embeddings=freeze_embeddings, checkpoint_every=checkpoint_every,
             threads=threads, device=device,
         )  # fmt: skip
-        options = tv.RunOptions(
+        options = RunOptions(
             claims=list(claims), index=index, out=out, work=work, settings=settings,
             holdout=holdout, limit=limit, store=store, reranker=reranker, hops=hops,
             device=device, command=command, train_claims=list(train_claims), pairs=list(pairs),
@@ -197,11 +199,11 @@ def verdict_command(
             teacher=bases.resolve_base(teacher) if bundle else None,
         )  # fmt: skip
         if bundle is not None:
-            print_json(tv.write_gpu_bundle(
+            print_json(write_gpu_bundle(
                 options, on_evidence=lambda done, total: update("evidence", done, total)
             ))  # fmt: skip
             return
-        report = tv.run(
+        report = train_verdict(
             options,
             on_evidence=lambda done, total: update("evidence", done, total),
             on_step=lambda done, total, rate: update("training", done, total, token_rate(rate)),

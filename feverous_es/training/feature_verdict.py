@@ -193,7 +193,7 @@ class RunOptions:
 def read_entailment(directory: Path) -> dict[str, list[float]]:
     """The entailment scores of a ``train verdict`` output directory, by pair key."""
     from feverous_es.training.entailment_data import read_scores
-    from feverous_es.training.verdict import SCORES_FILE
+    from feverous_es.training.verdict.options import SCORES_FILE
 
     path = Path(directory) / SCORES_FILE
     if not path.is_file():
@@ -222,7 +222,7 @@ def evidence_features(
     """The features of ``claims`` against their retrieved evidence, read as the verdict reads
     it: its sentences (``sentence``), the first table it holds (``table``: claims whose evidence
     holds no table are left out)."""
-    from feverous_es.training.verdict import collect_evidence
+    from feverous_es.training.verdict.evidence import collect_evidence
 
     if options.work is None:
         raise TrainError("retrieval needs a --work directory for the evidence cache")
@@ -235,7 +235,7 @@ def evidence_features(
     )
     rows, kept = [], []
     for claim, example in zip(claims, examples, strict=True):
-        evidence = example.candidates()
+        evidence = example.evidence_candidates()
         if options.kind == "sentence":
             rows.append(sentence_facts.claim_features(claim.claim, sentence_texts(evidence)))
             kept.append(claim)

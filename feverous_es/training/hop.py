@@ -78,9 +78,9 @@ from feverous_es.training.hop_data import (
     SPACES,
     Pair,
     all_pairs,
-    collect_retrieved,
     read_hop_claims,
 )
+from feverous_es.training.retrieved import collect_retrieved
 
 __all__ = ["CHECKPOINT_FILE", "TRAINED_DIR", "TrainError"]
 

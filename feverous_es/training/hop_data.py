@@ -6,17 +6,17 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord
 from feverous_es.index.element_ids import element_to_triple
-from feverous_es.index.elements import Element, ElementType
-from feverous_es.plugins.interfaces import Candidate
+from feverous_es.index.elements import ElementType
 from feverous_es.training import datasets
 from feverous_es.training.datasets import TrainingClaim, hash_unit
+from feverous_es.training.retrieved import Retrieved, record_candidate
 from feverous_es.verdict.inputs import seq2seq_input
 
 RETRIEVED_FILE = "retrieved.jsonl"
@@ -34,7 +34,7 @@ KINDS = ("missing-page", "hidden-page", "left-out", "complete")
 PAGE_KINDS = ("missing-page", "hidden-page")
 
 
-KEPT_CANDIDATES = 30  # non-gold candidates cached a claim (distractors are drawn from them)
+KEPT_CANDIDATES = 30  # the non-gold candidates a claim's distractors are drawn from
 
 
 _EVIDENCE_TYPES = {str(t) for t in ElementType}
@@ -73,86 +73,6 @@ def read_hop_claims(
     )
 
 
-def element_record(element: Element) -> dict[str, Any]:
-    return {
-        "id": element.id,
-        "page": element.page,
-        "type": str(element.type),
-        "text": element.text,
-        "linearized": element.linearized,
-    }
-
-
-def record_candidate(record: dict[str, Any]) -> Candidate:
-    """A cached element as the evidence the plugin reads (only page and linearization count)."""
-    element = Element(
-        record["id"], record["page"], ElementType(record["type"]), record["text"],
-        record["linearized"], "", "",
-    )  # fmt: skip
-    return Candidate(element, 1.0)
-
-
-@dataclass
-class Retrieved:
-    """One claim's retrieval: its pages best first, its gold elements found in the index (gold
-    order), the gold ids the index lacks, and its best non-gold candidates."""
-
-    source: str
-    id: str
-    claim: str
-    label: str
-    pages: list[str] = field(default_factory=list)
-    gold: list[dict[str, Any]] = field(default_factory=list)
-    absent: list[str] = field(default_factory=list)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-
-
-def read_retrieved(path: Path) -> dict[tuple[str, str], Retrieved]:
-    return datasets.read_records(path, Retrieved)
-
-
-def collect_retrieved(
-    claims: Sequence[TrainingClaim],
-    index: Path,
-    cache: Path,
-    *,
-    store: str = "embedded",
-    device: str = "cpu",
-    batch_size: int = 16,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> list[Retrieved]:
-    """Each claim's retrieval, from ``cache`` when it holds it, else from the pipeline's page and
-    candidate stages (``retrieval`` order) and appended to ``cache``; in the order of ``claims``."""
-
-    def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[Retrieved]:
-        found = datasets.gold_in_index(pipeline, chunk)
-        ranked = [(r.pages, r.ranked) for r in pipeline.retrieve_many([c.claim for c in chunk])]
-        records = []
-        for claim, (pages, candidates) in zip(chunk, ranked, strict=True):
-            gold = set(claim.gold)
-            others = [element_record(c.element) for c in candidates if c.element.id not in gold]
-            records.append(
-                Retrieved(
-                    claim.source,
-                    claim.id,
-                    claim.claim,
-                    claim.label,
-                    list(dict.fromkeys(hit.page.title for hit in pages)),
-                    [element_record(found[i]) for i in claim.gold if i in found],
-                    [i for i in claim.gold if i not in found],
-                    others[:KEPT_CANDIDATES],
-                )
-            )
-        return records
-
-    def pipeline() -> Any:
-        return datasets.retrieval_pipeline(index, store=store, hops=0, device=device)
-
-    return datasets.collect_cached(
-        claims, cache, Retrieved, pipeline, make, batch_size=batch_size, on_progress=on_progress
-    )
-
-
 @dataclass(frozen=True)
 class Pair:
     """One training pair. ``given``: the ids of the evidence in ``input``; ``wanted``: the id of
@@ -182,7 +102,8 @@ def build_pairs(item: Retrieved, seed: int, distractors: int = 0) -> list[Pair]:
         shown = {e["page"] for e in given}
         hidden = {e["page"] for e in gold if e["page"] not in shown} if kind in PAGE_KINDS else ()
         # Distractors: the best non-gold candidates of pages not hidden, after the gold.
-        extra = [e for e in item.candidates if e["page"] not in hidden][:distractors]
+        others = item.others()[:KEPT_CANDIDATES]
+        extra = [e for e in others if e["page"] not in hidden][:distractors]
         evidence = [*given, *extra]
         text = seq2seq_input(item.claim, [record_candidate(e) for e in evidence])
         target = f"{label} {wanted['linearized'] if wanted else NONE}"

@@ -52,7 +52,7 @@ def install_packaged(model_dir: Path, role: str, *, into: Path = PACKAGED_MODELS
     """Check ``model_dir`` as the ``role`` model, then make it the package's (``into/role``)
     with one rename; returns the installed directory."""
     # Light at import (the CLI imports ROLES on every start); the trainer only when installing.
-    from feverous_es.training.verdict import SCORES_FILE
+    from feverous_es.training.verdict.options import SCORES_FILE
 
     if role not in ROLES:
         raise ModelError(f"no packaged model role {role!r} (roles: {', '.join(ROLES)})")

@@ -58,12 +58,11 @@ from feverous_es.training.rerank_data import (
     CANDIDATES_FILE,
     KINDS,
     Group,
-    Pool,
     build_groups,
-    collect_pools,
     kind_of,
     read_gold_claims,
 )
+from feverous_es.training.retrieved import Retrieved, collect_retrieved
 
 LABELS = ("relevance",)  # one output logit; config.json's id2label
 TEACHER_SCORES_FILE = "teacher-scores.json"
@@ -217,7 +216,7 @@ def group_metrics(
 
 
 def pool_recall(
-    score: Callable[[list[tuple[str, str]]], np.ndarray], pools: Sequence[Pool], kind: str
+    score: Callable[[list[tuple[str, str]]], np.ndarray], pools: Sequence[Retrieved], kind: str
 ) -> dict[str, float]:
     """Of the claims' gold elements of ``kind`` that the candidate stage found, the share that
     the first ``RECALL_AT[kind]`` candidates of that kind hold: in retrieval order and reranked
@@ -229,7 +228,7 @@ def pool_recall(
     for pool in pools:
         gold = {e["id"] for e in pool.gold if kind_of(e["type"]) == kind}
         gold_total += len(gold)
-        candidates = [c for c in pool.candidates if kind_of(c["type"]) == kind]
+        candidates = [c for c in pool.ranked if kind_of(c["type"]) == kind]
         hit = gold & {c["id"] for c in candidates}
         if not hit:
             continue
@@ -255,6 +254,13 @@ class RunOptions(common.RunOptions):
     settings: TrainSettings
     kinds: tuple[str, ...] = KINDS
 
+    def check(self) -> None:
+        super().check()
+        if not 8 <= self.settings.max_length <= 512:  # BERT-style position embeddings
+            raise TrainError(
+                f"--max-length must be between 8 and 512, not {self.settings.max_length}"
+            )
+
 
 def run(
     options: RunOptions,
@@ -271,8 +277,6 @@ def run(
     if unknown or not options.kinds:
         raise TrainError(f"--kind must be one of {', '.join(KINDS)}, not {unknown}")
     settings = options.settings
-    if not 8 <= settings.max_length <= 512:
-        raise TrainError(f"--max-length must be between 8 and 512, not {settings.max_length}")
     if settings.teacher is not None:
         from feverous_es.export.dequantize import torch_from_int8
 
@@ -280,7 +284,7 @@ def run(
         settings = options.settings = replace(settings, base=rebuilt)
     check_base(settings.base)
     claims = read_gold_claims(options.claims, limit=options.limit, seed=settings.seed)
-    pools = collect_pools(
+    pools = collect_retrieved(
         claims, options.index, options.work / CANDIDATES_FILE,
         store=options.store, device=options.device, on_progress=on_pools,
     )  # fmt: skip
@@ -306,7 +310,7 @@ def run(
             "claims_with_gold": sum(
                 any(kind_of(e["type"]) == kind for e in p.gold) for p in train_pools
             ),
-            "gold_missing": sum(len(p.missing) for p in pools),
+            "gold_missing": sum(len(p.absent) for p in pools),
             "training": training_section(settings, groups, timing),
             "export": exported,
             "holdout_groups": group_metrics(score, held),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 import unicodedata
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import TABLE_CELL_TYPES, ElementType
 from feverous_es.training import datasets
 from feverous_es.training.datasets import TrainingClaim
+from feverous_es.training.retrieved import Retrieved
 
 KINDS = ("cells", "sentences")
 
@@ -62,69 +63,6 @@ def read_gold_claims(
     )
 
 
-@dataclass
-class Pool:
-    """One claim's gold elements found in the index and its candidate pool, best first.
-    Elements are ``{"id", "type", "linearized"}`` (candidates also ``"score"``)."""
-
-    source: str
-    id: str
-    claim: str
-    gold: list[dict[str, Any]] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # gold ids the index does not hold
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-
-    def gold_ids(self) -> set[str]:
-        return {e["id"] for e in self.gold} | set(self.missing)
-
-
-def _element(element: Any, score: float | None = None) -> dict[str, Any]:
-    record = {"id": element.id, "type": str(element.type), "linearized": element.linearized}
-    if score is not None:
-        record["score"] = round(float(score), 5)
-    return record
-
-
-def read_pools(path: Path) -> dict[tuple[str, str], Pool]:
-    return datasets.read_records(path, Pool)
-
-
-def collect_pools(
-    claims: Sequence[TrainingClaim],
-    index: Path,
-    cache: Path,
-    *,
-    store: str = "embedded",
-    device: str = "cpu",
-    batch_size: int = 16,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> list[Pool]:
-    """Each claim's pool, from ``cache`` when it holds it, else from the pipeline's page and
-    candidate stages (ordered by the ``retrieval`` reranker) and appended to ``cache``."""
-
-    def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[Pool]:
-        found = datasets.gold_in_index(pipeline, chunk)
-        ranked = pipeline.retrieve_many([c.claim for c in chunk])
-        return [
-            Pool(
-                claim.source,
-                claim.id,
-                claim.claim,
-                [_element(found[i]) for i in claim.gold if i in found],
-                [i for i in claim.gold if i not in found],
-                [_element(c.element, c.score) for c in candidates],
-            )
-            for claim, candidates in zip(chunk, (r.ranked for r in ranked), strict=True)
-        ]
-
-    def pipeline() -> Any:
-        return datasets.retrieval_pipeline(index, store=store, hops=0, device=device)
-
-    return datasets.collect_cached(
-        claims, cache, Pool, pipeline, make, batch_size=batch_size, on_progress=on_progress
-    )
-
-
 @dataclass(frozen=True)
 class Group:
     """One training example: the gold element first, then its negatives."""
@@ -142,7 +80,7 @@ class Group:
 
 
 def build_groups(
-    pools: Sequence[Pool], kind: str, *, negatives: int = 4, others: int = 2, seed: int = 13
+    pools: Sequence[Retrieved], kind: str, *, negatives: int = 4, others: int = 2, seed: int = 13
 ) -> list[Group]:
     """A group per gold element of ``kind`` of each pool: the element, the ``negatives`` best
     non-gold candidates of that kind, and ``others`` gold elements of ``kind`` of other pools'
@@ -159,9 +97,9 @@ def build_groups(
     groups = []
     for pool in pools:
         gold_ids = pool.gold_ids()
-        hard = [
-            c for c in pool.candidates if kind_of(c["type"]) == kind and c["id"] not in gold_ids
-        ][:negatives]
+        hard = [c for c in pool.ranked if kind_of(c["type"]) == kind and c["id"] not in gold_ids][
+            :negatives
+        ]
         taken = gold_ids | {c["id"] for c in hard}
         for element in pool.gold:
             if kind_of(element["type"]) != kind:

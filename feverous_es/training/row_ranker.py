@@ -163,8 +163,6 @@ def run(
     report (None when ``stop_after`` interrupted the training)."""
     options.check()
     settings = options.settings
-    if not 8 <= settings.max_length <= 512:
-        raise TrainError(f"--max-length must be between 8 and 512, not {settings.max_length}")
     check_base(settings.base)
     claims = read_table_claims(options.claims, limit=options.limit, seed=settings.seed)
     pools = collect_row_pools(

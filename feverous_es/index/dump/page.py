@@ -98,40 +98,40 @@ class _PageParser:
         ids = (self.title_id, *(f"{self.page}_{s.key}" for s in sections))
         return ids, tuple(s.text for s in reversed(sections))
 
+    def _embedded_alone(
+        self, element_id: str, kind: ElementType, text: str, lin: str, links: Any, **place: Any
+    ) -> None:
+        """A sentence, list item or caption: embedded by its own linearization, at the current
+        position (``place``: its list or table fields)."""
+        context, path = self._context()
+        self.elements.append(
+            Element(
+                id=element_id, page=self.page, type=kind, text=text, linearized=lin,
+                vector_key=element_id, embed_text=lin, links=links, section_path=path,
+                context=context, **place,
+            )
+        )  # fmt: skip
+
     def _sentence(self, key: str, raw: Any) -> str:
         if not isinstance(raw, str):
             raise MalformedPage(f"{key} is not a string")
         text, links = linearize.strip_links(raw)
-        context, path = self._context()
-        element_id = f"{self.page}_{key}"
         lin = linearize.sentence(self.page, text)
-        self.elements.append(
-            Element(
-                id=element_id, page=self.page, type=ElementType.SENTENCE, text=text,
-                linearized=lin, vector_key=element_id, embed_text=lin, links=links,
-                section_path=path, context=context,
-            )
-        )  # fmt: skip
+        self._embedded_alone(f"{self.page}_{key}", ElementType.SENTENCE, text, lin, links)
         return text
 
     def _list(self, key: str, raw: Any, list_context: str) -> str:
         items = raw.get("list") if isinstance(raw, dict) else None
         if not isinstance(items, list):
             raise MalformedPage(f"{key} has no 'list'")
-        context, path = self._context()
         list_index = int(key.rsplit("_", 1)[1])
         texts = []
         for item in items:
             text, links = linearize.strip_links(str(item["value"]))
-            element_id = f"{self.page}_{item['id']}"
             lin = linearize.list_item(self.page, list_context, text)
-            self.elements.append(
-                Element(
-                    id=element_id, page=self.page, type=ElementType.ITEM, text=text,
-                    linearized=lin, vector_key=element_id, embed_text=lin, links=links,
-                    section_path=path, context=context, list_index=list_index,
-                    level=int(item.get("level", 0)),
-                )
+            self._embedded_alone(
+                f"{self.page}_{item['id']}", ElementType.ITEM, text, lin, links,
+                list_index=list_index, level=int(item.get("level", 0)),
             )  # fmt: skip
             texts.append(text)
         return texts[-1] if texts else ""
@@ -144,14 +144,9 @@ class _PageParser:
         context, path = self._context()
         caption, caption_links = linearize.strip_links(str(raw.get("caption") or ""))
         if "caption" in raw:
-            element_id = f"{self.page}_table_caption_{table}"
-            lin = linearize.caption(self.page, caption)
-            self.elements.append(
-                Element(
-                    id=element_id, page=self.page, type=ElementType.TABLE_CAPTION, text=caption,
-                    linearized=lin, vector_key=element_id, embed_text=lin, links=caption_links,
-                    section_path=path, context=context, table=table,
-                )
+            self._embedded_alone(
+                f"{self.page}_table_caption_{table}", ElementType.TABLE_CAPTION, caption,
+                linearize.caption(self.page, caption), caption_links, table=table,
             )  # fmt: skip
         grid = _Grid(rows)
         header_texts: list[str] = []

@@ -88,15 +88,15 @@ def whole(response: Mapping[str, Any]) -> Mapping[str, Any]:
     return response
 
 
-def _hits(response: Mapping[str, Any], cosine: bool = False) -> list[Hit]:
-    out = []
+def _scores(response: Mapping[str, Any], cosine: bool) -> Iterator[tuple[dict, float]]:
+    """Each hit's source and score (kNN scores as cosine similarity)."""
     for hit in response["hits"]["hits"]:
         score = float(hit.get("_score") or 0.0)
-        out.append(
-            Hit(element_from_source(hit["_source"]), queries.cosine_from_score(score) if cosine
-                else score)
-        )  # fmt: skip
-    return out
+        yield hit["_source"], queries.cosine_from_score(score) if cosine else score
+
+
+def _hits(response: Mapping[str, Any], cosine: bool = False) -> list[Hit]:
+    return [Hit(element_from_source(source), score) for source, score in _scores(response, cosine)]
 
 
 def _hybrid_parts(
@@ -119,14 +119,7 @@ def _hybrid_parts(
 
 
 def _page_hits(response: Mapping[str, Any], cosine: bool = False) -> list[PageHit]:
-    out = []
-    for hit in response["hits"]["hits"]:
-        score = float(hit.get("_score") or 0.0)
-        out.append(
-            PageHit(page_from_source(hit["_source"]), queries.cosine_from_score(score) if cosine
-                    else score)
-        )  # fmt: skip
-    return out
+    return [PageHit(page_from_source(src), score) for src, score in _scores(response, cosine)]
 
 
 def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

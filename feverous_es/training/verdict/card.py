@@ -1,0 +1,96 @@
+"""The entailment model's card: data, the command that trained it, the held-out accuracy after
+each epoch and of the exported model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from feverous_es.export import card
+from feverous_es.training import common
+
+
+def write_card(out: Path, report: dict[str, Any]) -> None:
+    """The model card, ``README.md`` beside the model."""
+    held = report["holdout_accuracy"]
+    rows = "\n".join(f"| {name} | {r['pairs']} | {r['accuracy']:.1%} |" for name, r in held.items())
+    training = report["training"]
+    pool = ", ".join(f"{source} {n:,}" for source, n in training["pool"].items())
+    epochs = "\n".join(
+        f"| {e['epoch']} | "
+        + " | ".join(f"{r['accuracy']:.1%}" for r in e["held_out"].values())
+        + " |"
+        for e in training["epochs"]
+    )
+    epoch_head = " | ".join(training["epochs"][0]["held_out"]) if training["epochs"] else ""
+    about = f"""
+A 3-way (SUPPORTS / REFUTES / NOT ENOUGH INFO) cross-encoder over (claim, premise): the
+`classifier` verdict plugin's `model`. The premise is what the verdict reads for the claim's
+route: its evidence sentences as `[Title] sentence …` (`feverous_es.verdict.inputs.
+sentence_premise`), or one table as `Title, caption. header. row ; row …` with the rows that
+share most words with the claim (`table_premise`). It answers the claims of a route without a
+feature model (by default the sentence route), feeds feature models trained on its
+probabilities (stacking), and decides NOT ENOUGH INFO (`nei_above`). Dynamic int8 ONNX,
+`model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB); labels in `config.json`
+(`id2label`)."""
+    contrastive_text = ""
+    if report.get("contrastive_pages"):
+        contrastive_text = f"""
+Contrastive pairs from {report["contrastive_pages"]:,} pages of the dump
+(`feverous_es.training.contrastive`): a lead sentence as SUPPORTS, with one attribute taken
+from another page as REFUTES (`contrastive-<kind>`), and against other subjects' sentences as
+NOT ENOUGH INFO (`contrastive-other-subject`); held out by page."""
+    data = f"""
+Claim files {", ".join(f"`{c}`" for c in report["claims"])} (a seeded {report["holdout"]:.0%}
+of their claims, by claim id, held out of every model and measured below), training-only files
+{", ".join(f"`{c}`" for c in report["train_claims"]) or "none"}, and the pair files
+{", ".join(f"`{c}`" for c in report["pairs"]) or "none"}. FM2 and FEVEROUS-S claims are read
+against the evidence the pipeline *retrieved* for them (reranker `{report["reranker"]}`), and
+again with every gold element removed, labelled NOT ENOUGH INFO; TabFact claims against their
+gold table ({report["retrieved"]} of each table file also against retrieved evidence). At most
+{report["per_source"]:,} training pairs a source. Training pairs: {pool}.{contrastive_text}"""
+    run = f"""
+Base model `{training["base_name"]}`; {training["examples"]:,} training pairs,
+{training["epochs_trained"]} epoch(s), max_length {training["max_length"]}, batch
+{training["batch_size"]}, learning rate {training["learning_rate"]}, {training["folds"]}
+cross-fitting models before it (their out-of-fold scores: `scores.jsonl`);
+{training["seconds"]:.0f} s for the shipped model on {training["device"]}."""
+    if teacher := training.get("teacher"):
+        held_rows = ", ".join(
+            f"{name} {r['accuracy']:.1%}" for name, r in teacher["held"].items() if name != "all"
+        )
+        run += f"""
+Trained on the GPU job's bundle (docs/gpu-training.md): distilled from a `{teacher["base"]}`
+teacher (epoch {teacher["best_epoch"]}; torch bf16 held-out accuracy {held_rows}) on its soft
+labels and the gold labels; the epochs were chosen on validation claims, never on held-out
+ones."""
+    curve = f"""
+| epoch | {epoch_head} |
+|---|{"---|" * len(training["epochs"][0]["held_out"]) if training["epochs"] else ""}
+{epochs}"""
+    metrics = f"""
+| source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
+|---|---|---|
+{rows}
+
+{card.classifier_parity(report["export"]["parity"])}"""
+    model_card = card.ModelCard(
+        title="feverous-es entailment verdict model",
+        about=about,
+        sections=[
+            ("Data", data),
+            card.command_section(report["command"], run),
+            ("Held-out accuracy after each epoch (torch, pairs the verdict reads)", curve),
+            ("Metrics (held-out claims, this int8 model)", metrics),
+        ],
+        licences=[
+            *card.fine_tuned_licences(training["base_name"], report["claims"]),
+            "NLI pairs: CAD-SNLI (Kaushik et al. 2020; Apache-2.0, SNLI CC BY-SA 4.0), "
+            "Climate-FEVER (Diggelmann et al. 2020), FEVER-Symmetric (Schuster et al. 2019), "
+            "SufficientFacts (Atanasova et al. 2022; FEVER, HoVer, VitaminC claims): CC BY-SA; "
+            "InfoTabS (Gupta et al. 2020) and SciTab (Lu et al. 2023): MIT.",
+        ],
+    )
+    common.save_card(
+        out, model_card, report, model="feverous-es verdict", base=training["base_name"]
+    )

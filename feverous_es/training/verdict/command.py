@@ -1,0 +1,115 @@
+"""``feverous-es train verdict``: every step of a run in order (:func:`run`), or the GPU job's
+bundle in place of the training (:func:`write_gpu_bundle`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from feverous_es.training import datasets, gpu_bundle
+from feverous_es.training import entailment_data as data
+from feverous_es.training.bases import base_name
+from feverous_es.training.common import check_base
+from feverous_es.training.verdict.card import write_card
+from feverous_es.training.verdict.fit import train_models, write_scores
+from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions
+from feverous_es.training.verdict.pairs import build_pairs, stacking_pairs, training_pool
+from feverous_es.training.verdict.scoring import accuracy, probabilities
+
+
+def run(
+    options: RunOptions,
+    *,
+    on_evidence: Callable[[int, int], None] | None = None,
+    on_step: Callable[[int, int, float], None] | None = None,
+    stop_after: int | None = None,
+) -> dict[str, Any] | None:
+    """Evidence, pairs, the cross-fitting and full models, export, held-out accuracy and the
+    model card; returns the report (None when ``stop_after`` interrupted a training)."""
+    from feverous_es.export.exporter import export_int8_as_model
+
+    options.check()
+    settings = options.settings
+    check_base(settings.base)
+    pairs = build_pairs(options, on_evidence)
+    trained, record = train_models(pairs, options, on_step=on_step, stop_after=stop_after)
+    if trained is None:
+        return None
+    held = [p for p in pairs if p.held_out]
+    pool = training_pool(pairs, options)
+    probe = [(p.claim, p.premise) for p in (held or pool)[:64]]
+    exported = export_int8_as_model(trained, options.out, options.work, probe, settings.max_length)
+    # The shipped model's own scores (int8, as the verdict computes them): every held-out pair
+    # and the stacking pairs; those an earlier run scored are kept.
+    scores_path = options.work / SCORES_FILE
+    stacking = stacking_pairs(pairs, options)
+    scored = {r["key"] for r in datasets.read_jsonl(scores_path) if r["model"] == FULL_MODEL}
+    wanted = [p for p in [*held, *stacking] if p.key not in scored]
+    if wanted:
+        write_scores(scores_path, wanted, probabilities(options.out, wanted, settings), FULL_MODEL)
+    scores_path.touch()  # a run with nothing to score still hands the feature verdicts a file
+    scores = data.read_scores(scores_path)
+    shutil.copyfile(scores_path, options.out / SCORES_FILE)
+    report: dict[str, Any] = {
+        **options.report(),
+        "train_claims": [Path(p).name for p in options.train_claims],
+        "pairs": [Path(p).name for p in options.pairs],
+        "contrastive_pages": options.contrastive_pages if options.contrastive else 0,
+        "reranker": options.reranker,
+        "retrieved": options.retrieved,
+        "per_source": options.per_source,
+        "training": {
+            "base_name": base_name(settings.base),
+            "examples": len(pool),
+            "epochs_trained": settings.epochs,
+            "max_length": settings.max_length,
+            "batch_size": settings.batch_size,
+            "learning_rate": settings.learning_rate,
+            "seed": settings.seed,
+            "math_hints": settings.math_hints,
+            "folds": options.folds,
+            "stack_share": options.stack_share,
+            "stacking_pairs": len(stacking),
+            "steps": settings.total_steps(len(pool)),
+            **record,
+        },
+        "export": exported,
+        "holdout_accuracy": accuracy(held, scores),
+    }
+    write_card(options.out, report)
+    return report
+
+
+def write_gpu_bundle(
+    options: RunOptions, *, on_evidence: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """The command's pairs (as :func:`run` builds them) and everything else the GPU job needs,
+    written to ``options.bundle`` (:mod:`~feverous_es.training.gpu_bundle`); returns what to
+    send: the roles' pair counts and the calls."""
+    options.check()
+    assert options.bundle is not None and options.teacher is not None
+    settings = options.settings
+    check_base(settings.base)
+    check_base(options.teacher)
+    pairs = build_pairs(options, on_evidence)
+    student = gpu_bundle.StudentSettings(
+        epochs=max(1, round(settings.epochs)), batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate, max_length=settings.max_length,
+        freeze_embeddings=settings.freeze_embeddings,
+    )  # fmt: skip
+    config = gpu_bundle.write_bundle(
+        options.bundle, pairs, training_pool(pairs, options), teacher=options.teacher,
+        student=settings.base, teacher_settings=gpu_bundle.TeacherSettings(
+            max_length=settings.max_length),
+        student_settings=student, seed=settings.seed, wheels=options.device_wheels,
+    )  # fmt: skip
+    calls = json.loads((options.bundle / gpu_bundle.TRANSFERS_FILE).read_text(encoding="utf-8"))
+    return {
+        "bundle": str(options.bundle),
+        "pairs": config["roles"],
+        "calls": [{"call": c["call"], "carry": c["carry"], "bytes": c["bytes"]} for c in calls],
+        "transfers": str(options.bundle / gpu_bundle.TRANSFERS_FILE),
+    }

@@ -1,0 +1,219 @@
+"""Fine-tuning the entailment cross-encoder: the cross-fitting models, each scoring the fold it
+did not train on, then the model that ships (or the GPU job's student in its place);
+checkpointed and resumable."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from feverous_es.errors import TrainError
+from feverous_es.eval.claims import LABELS
+from feverous_es.training import common, datasets, gpu_bundle
+from feverous_es.training import entailment_data as data
+from feverous_es.training.common import TRAINED_DIR, check_base, import_torch
+from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions, TrainSettings
+from feverous_es.training.verdict.pairs import training_pool
+
+# LABELS (SUPPORTS, REFUTES, NOT ENOUGH INFO) is the logit order: config.json's id2label.
+
+
+def _encode(tokenizer: Any, pairs: Sequence[data.Pair], max_length: int) -> list[dict]:
+    return common.encode_pairs(tokenizer, [(p.claim, p.premise) for p in pairs], max_length)
+
+
+def predict(
+    torch: Any, model: Any, tokenizer: Any, pairs: Sequence[data.Pair], settings: TrainSettings
+) -> Any:
+    """Label probabilities of ``pairs`` (numpy, LABELS order) from a torch model in eval mode."""
+    import numpy as np
+
+    encoded = _encode(tokenizer, pairs, settings.max_length)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
+    rows = np.zeros((len(encoded), len(LABELS)), dtype=np.float32)
+    pad_id = tokenizer.pad_token_id or 0
+    with torch.inference_mode():
+        for start in range(0, len(order), 128):
+            ids = order[start : start + 128]
+            batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
+            batch = {k: v.to(settings.device) for k, v in batch.items()}
+            logits = model(**batch).logits.float()
+            rows[ids] = torch.softmax(logits, dim=-1).cpu().numpy()
+    return rows
+
+
+def held_out_accuracy(
+    probabilities: Any, pairs: Sequence[data.Pair]
+) -> dict[str, dict[str, float]]:
+    """Label accuracy per source (and ``source/no-gold`` for the gold-removed NEI pairs) of
+    the pairs the verdict would read (``train``: the route it takes)."""
+    rows: dict[str, list[bool]] = {}
+    for row, pair in zip(probabilities, pairs, strict=True):
+        if pair.train:
+            rows.setdefault(pair.measured_as, []).append(LABELS[int(row.argmax())] == pair.label)
+    return {
+        name: {"pairs": len(right), "accuracy": round(sum(right) / len(right), 4)}
+        for name, right in sorted(rows.items())
+    }
+
+
+EPOCH_PAIRS = 150  # held-out pairs of each source measured after each epoch
+EPOCHS_FILE = "epochs.json"  # held-out accuracy after each epoch, in a model's work directory
+TIMING_FILE = "timing.json"  # the finished training's seconds, tokens/s and device
+
+
+def train(
+    pool: Sequence[data.Pair],
+    held: Sequence[data.Pair],
+    settings: TrainSettings,
+    work: Path,
+    *,
+    on_progress: Callable[[int, int, float], None] | None = None,
+    stop_after: int | None = None,
+) -> Path | None:
+    """Fine-tune ``settings.base`` on ``pool`` into ``<work>/trained`` and return that
+    directory (None when ``stop_after`` stopped it first); after each epoch the accuracy on
+    ``held`` is added to ``<work>/epochs.json``. Resumable
+    (:func:`~feverous_es.training.common.fit`)."""
+    torch = import_torch()
+    check_base(settings.base)
+    if not pool:
+        raise TrainError("no training pairs (every claim is held out?)")
+    tokenizer, model = common.load_model(torch, settings, LABELS)
+    model.to(settings.device)
+    encoded = _encode(tokenizer, pool, settings.max_length)
+    labels = [LABELS.index(p.label) for p in pool]
+    pad_id = tokenizer.pad_token_id or 0
+
+    def batch_loss(ids: list[int]) -> tuple[Any, int]:
+        batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
+        batch = {k: v.to(settings.device) for k, v in batch.items()}
+        target = torch.tensor([labels[i] for i in ids], device=settings.device)
+        loss = torch.nn.functional.cross_entropy(model(**batch).logits, target)
+        return loss, int(batch["attention_mask"].sum())
+
+    def epoch_done(epoch: int) -> None:
+        if not held:
+            return
+        model.eval()
+        accuracy = held_out_accuracy(predict(torch, model, tokenizer, held, settings), held)
+        model.train()
+        path = work / EPOCHS_FILE
+        curve = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+        curve = [e for e in curve if e["epoch"] != epoch] + [{"epoch": epoch, "held_out": accuracy}]
+        path.write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")
+
+    finished = common.fit(
+        torch, model, settings, work, len(encoded), batch_loss,
+        on_progress=on_progress, stop_after=stop_after, on_epoch=epoch_done,
+    )  # fmt: skip
+    if not finished:
+        return None
+    model.to("cpu")
+    return common.save_trained(model, tokenizer, work)
+
+
+def score_with(trained: Path, pairs: Sequence[data.Pair], settings: TrainSettings) -> Any:
+    """Label probabilities of ``pairs`` from a saved torch model."""
+    torch = import_torch()
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(trained)
+    model = AutoModelForSequenceClassification.from_pretrained(trained).to(settings.device).eval()
+    return predict(torch, model, tokenizer, pairs, settings)
+
+
+def write_scores(path: Path, pairs: Sequence[data.Pair], probabilities: Any, model: str) -> None:
+    with datasets.append_to(path) as out:
+        for pair, row in zip(pairs, probabilities, strict=True):
+            record = {
+                "key": pair.key,
+                "model": model,
+                "probabilities": [round(float(p), 5) for p in row],
+            }
+            out.write(json.dumps(record) + "\n")
+
+
+def train_models(
+    pairs: Sequence[data.Pair],
+    options: RunOptions,
+    *,
+    on_step: Callable[[int, int, float], None] | None = None,
+    stop_after: int | None = None,
+) -> tuple[Path | None, dict[str, Any]]:
+    """The cross-fitting models, then the full one; their scores in ``<work>/scores.jsonl``.
+    Returns the full model's trained directory (None when stopped) and the training record."""
+    settings = options.settings
+    pool = training_pool(pairs, options)
+    # A sample of the held-out pairs (EPOCH_PAIRS a source) measures each epoch: all of them
+    # take minutes on a CPU.
+    held = data.capped([p for p in pairs if p.held_out and p.train], EPOCH_PAIRS, settings.seed)
+    scores_path = options.work / SCORES_FILE
+    scored = {r["model"] for r in datasets.read_jsonl(scores_path)}
+    record: dict[str, Any] = {"pool": dict(Counter(p.source for p in pool))}
+    for fold in range(options.folds):
+        name = f"fold-{fold}"
+        if name in scored:
+            continue
+        fold_pool = [p for p in pool if p.fold != fold]
+        trained = train(fold_pool, [], settings, options.work / name, on_progress=on_step,
+                        stop_after=stop_after)  # fmt: skip
+        if trained is None:
+            return None, record
+        out_of_fold = [p for p in pairs if p.fold == fold and not p.held_out]
+        write_scores(scores_path, out_of_fold, score_with(trained, out_of_fold, settings), name)
+    work = options.work / FULL_MODEL
+    timing_path = work / TIMING_FILE
+    if timing_path.is_file() and (work / TRAINED_DIR).is_dir():  # finished by an earlier run
+        trained, timing = work / TRAINED_DIR, json.loads(timing_path.read_text(encoding="utf-8"))
+    elif options.from_gpu is not None:
+        trained, timing = _gpu_student(options.from_gpu, settings.base, work)
+        timing_path.write_text(json.dumps(timing) + "\n", encoding="utf-8")
+    else:
+        trained, timing = common.timed_training(
+            partial(train, pool, held, settings, work, stop_after=stop_after), on_step
+        )
+        if trained is None:
+            return None, record
+        timing = {**timing, "device": _device_name(settings.device)}
+        timing_path.write_text(json.dumps(timing) + "\n", encoding="utf-8")
+    curve = work / EPOCHS_FILE
+    record.update(timing)
+    record["epochs"] = json.loads(curve.read_text(encoding="utf-8")) if curve.is_file() else []
+    return trained, record
+
+
+def _gpu_student(results: Path, base: Path, work: Path) -> tuple[Path, dict[str, Any]]:
+    """The GPU job's student installed as ``<work>/trained``, its epochs curve (validation
+    accuracy per source, the pairs that chose the epoch) as ``train`` writes it, and its
+    timing with the teacher's record."""
+    report = gpu_bundle.install_student(results, base, work / TRAINED_DIR)
+    student, teacher = report["student"], report["teacher"]
+    curve = [
+        {"epoch": int(epoch), "held_out": {k: v for k, v in sets["valid"].items() if k != "all"}}
+        for epoch, sets in sorted(student["curve_by_source"].items(), key=lambda e: int(e[0]))
+    ]
+    (work / EPOCHS_FILE).write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")
+    timing = {
+        "seconds": report["seconds_total"],
+        "tokens_per_second": student["curve"][-1]["tokens_per_second"],
+        "device": "cpu" if report["device"] == "cpu" else f"cuda ({report['device']})",
+        "gpu_job": {"seconds": report["seconds"], "versions": report["versions"]},
+        "teacher": {
+            "base": report["bases"]["teacher"],
+            **{k: teacher[k] for k in ("best_epoch", "valid", "held")},
+        },
+        "student_best_epoch": student["best_epoch"],
+    }
+    return work / TRAINED_DIR, timing
+
+
+def _device_name(device: str) -> str:
+    """``cpu``, or ``cuda (NVIDIA H100 80GB HBM3)``: what the card says the model trained on."""
+    if not device.startswith("cuda"):
+        return device
+    return f"{device} ({import_torch().cuda.get_device_name(device)})"

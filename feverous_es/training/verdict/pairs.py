@@ -1,0 +1,103 @@
+"""The entailment verdict's training pairs (:mod:`~feverous_es.training.entailment_data`) for a
+run, and which of them train the model, which it scores for the feature verdicts to stack on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from feverous_es.training import contrastive, datasets
+from feverous_es.training import entailment_data as data
+from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
+from feverous_es.training.verdict.options import EVIDENCE_FILE, PAIRS_FILE, RunOptions
+
+
+def build_pairs(
+    options: RunOptions, on_evidence: Callable[[int, int], None] | None = None
+) -> list[data.Pair]:
+    """Every pair of the run (:mod:`~feverous_es.training.entailment_data`), from
+    ``<work>/pairs.jsonl.gz`` when an earlier run wrote it."""
+    from feverous_es.index.backends import open_store
+
+    cache = options.work / PAIRS_FILE
+    if cache.is_file():
+        return data.read_pairs(cache)
+    seed = options.settings.seed
+    split = data.Split(seed, options.holdout, options.folds)
+    never_held = data.Split(seed, 0.0, options.folds)
+    claims = read_labelled_claims(options.claims, limit=options.limit, seed=seed)
+    extra = (
+        read_labelled_claims(options.train_claims, limit=options.limit, seed=seed)
+        if options.train_claims
+        else []
+    )
+    tables = [c for c in [*claims, *extra] if c.table]
+    # Table files: a seeded sample of claims read against retrieved evidence; others: all.
+    retrieve = [c for c in claims if not c.table]
+    for source in dict.fromkeys(c.source for c in claims if c.table):
+        rows = [c for c in claims if c.source == source]
+        retrieve += datasets.sample(rows, options.retrieved, seed, key=lambda c: (c.source, c.id))
+    examples = collect_evidence(
+        retrieve, options.index, options.work / EVIDENCE_FILE, store=options.store,
+        reranker=options.reranker, hops=options.hops, device=options.device,
+        on_progress=on_evidence,
+    )  # fmt: skip
+    split_sources = {Path(p).stem for p in options.claims}
+    pairs: list[data.Pair] = []
+    store = open_store(options.store, options.index)
+    try:
+        for claim, example in zip(retrieve, examples, strict=True):
+            pairs += data.retrieved_pairs(
+                claim, example.evidence_candidates(), claim.gold, store, split
+            )
+        table_cache: dict[str, Any] = {}
+        for claim in tables:
+            chosen = split if claim.source in split_sources else never_held
+            if (pair := data.gold_table_pair(claim, store, chosen, table_cache)) is not None:
+                pairs.append(pair)
+    finally:
+        store.close()
+    for path in options.pairs:
+        pairs += data.nli_pairs(path)
+    if options.contrastive is not None:
+        pairs += contrastive.pairs_from_dump(options.contrastive, options.contrastive_pages, split)
+    data.write_pairs(cache, pairs)
+    return pairs
+
+
+def kept_out_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
+    """With ``stack_share``, the training claims' pairs kept out of the model for the feature
+    verdicts to stack on (a seeded share of the ``--claims`` files' training claims)."""
+    if options.stack_share <= 0:
+        return []
+    split_sources = {Path(p).stem for p in options.claims}
+    seed = options.settings.seed
+    return [
+        p for p in pairs
+        if p.source in split_sources and not p.held_out
+        and datasets.hash_unit(seed, p.source, p.id, "stack") < options.stack_share
+    ]  # fmt: skip
+
+
+def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
+    """The pairs the models train on: not held out, not kept for stacking, meant for
+    training, capped per source."""
+    kept_out = {p.key for p in kept_out_pairs(pairs, options)}
+    pool = [p for p in pairs if p.train and not p.held_out and p.key not in kept_out]
+    return data.capped(pool, options.per_source, options.settings.seed)
+
+
+def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
+    """Without cross-fitting models, the training claims' pairs the model did not train on,
+    which it scores for the feature verdicts to stack on: the ``stack_share`` kept out, the
+    pairs over the per-source cap (most of a large file such as tabfact_train) and those it
+    only scores (``train`` False). With ``folds`` the fold models score every claim instead."""
+    if options.folds:
+        return []
+    claim_sources = {Path(p).stem for p in [*options.claims, *options.train_claims]}
+    pooled = {p.key for p in training_pool(pairs, options)}
+    return [
+        p for p in pairs
+        if p.source in claim_sources and not p.held_out and p.key not in pooled
+    ]  # fmt: skip
