@@ -14,6 +14,7 @@ import unicodedata
 import zlib
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -41,32 +42,42 @@ def token(element_id: str) -> str:
     return f"tok{zlib.crc32(element_id.encode())}"
 
 
+def embedded_alone(
+    title: str, key: str, kind: ElementType, text: str, head: str, embed_text: str, **fields: Any
+) -> Element:
+    """An element that is its own vector key, its linearization ``[Title] head <its token>``."""
+    element_id = f"{title}_{key}"
+    return Element(
+        id=element_id, page=title, type=kind, text=text,
+        linearized=f"[{title}] {head} {token(element_id)}", vector_key=element_id,
+        embed_text=embed_text, **fields,
+    )  # fmt: skip
+
+
 def page_elements(title: str) -> list[Element]:
     """Two sentences, a table (caption, header row, two data rows) and a list item. The cells
     of one row share a vector key, as the linearizer makes them."""
     elements = [
-        Element(
-            id=f"{title}_sentence_{i}",
-            page=title,
-            type=ElementType.SENTENCE,
-            text=f"sentence {i} of {title}",
-            linearized=f"[{title}] sentence {token(f'{title}_sentence_{i}')}",
-            vector_key=f"{title}_sentence_{i}",
-            embed_text=f"[{title}] sentence {i}",
+        embedded_alone(
+            title,
+            f"sentence_{i}",
+            ElementType.SENTENCE,
+            f"sentence {i} of {title}",
+            "sentence",
+            f"[{title}] sentence {i}",
             links=("Other page",) if i == 0 else (),
             section_path=("History",),
         )
         for i in range(2)
     ]
     elements.append(
-        Element(
-            id=f"{title}_table_caption_0",
-            page=title,
-            type=ElementType.TABLE_CAPTION,
-            text="caption",
-            linearized=f"[{title}] CAPTION {token(f'{title}_table_caption_0')}",
-            vector_key=f"{title}_table_caption_0",
-            embed_text="caption",
+        embedded_alone(
+            title,
+            "table_caption_0",
+            ElementType.TABLE_CAPTION,
+            "caption",
+            "CAPTION",
+            "caption",
             table=0,
         )
     )
@@ -89,14 +100,13 @@ def page_elements(title: str) -> list[Element]:
                 )
             )
     elements.append(
-        Element(
-            id=f"{title}_item_0_0",
-            page=title,
-            type=ElementType.ITEM,
-            text="an item",
-            linearized=f"[{title}] CONTEXT x VALUE {token(f'{title}_item_0_0')}",
-            vector_key=f"{title}_item_0_0",
-            embed_text="an item",
+        embedded_alone(
+            title,
+            "item_0_0",
+            ElementType.ITEM,
+            "an item",
+            "CONTEXT x VALUE",
+            "an item",
             context=(f"{title}_sentence_1",),
             list_index=0,
             level=1,

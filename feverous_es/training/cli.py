@@ -11,13 +11,14 @@ from feverous_es.console import print_json, progress_bars, user_errors
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
-    claims_option,
+    Data,
+    Fit,
     command_line,
-    common_options,
+    data_options,
     feature_verdict_options,
+    fit_options,
     token_rate,
     training_errors,
-    work_dir,
 )
 
 
@@ -27,9 +28,13 @@ def train_group() -> None:
 
 
 @train_group.command("verdict")
-@claims_option(
-    "FEVEROUS-format claim file (jsonl), split into training and held-out claims; repeat for "
-    "several. Files naming gold_tables (TabFact) are read against their gold tables."
+@data_options(
+    claims="FEVEROUS-format claim file (jsonl), split into training and held-out claims; repeat "
+    "for several. Files naming gold_tables (TabFact) are read against their gold tables.",
+    out="Model directory to write (never the installed package's).",
+    index="Index the evidence is retrieved from",
+    cache="Evidence",
+    holdout=0.35,
 )
 @click.option(
     "--train-claims",
@@ -43,14 +48,6 @@ def train_group() -> None:
     type=click.Path(path_type=Path),
     help="NLI pair file (the data's nli/text_pairs.jsonl.gz, table_pairs.jsonl.gz); repeat.",
 )
-@click.option(
-    "--out",
-    "-o",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Model directory to write (never the installed package's).",
-)
-@click.option("--holdout", default=0.35, show_default=True, help="Share of claims held out.")
 @click.option(
     "--folds",
     default=2,
@@ -89,9 +86,6 @@ def train_group() -> None:
 @click.option(
     "--contrastive-pages", default=4000, show_default=True, help="Pages --contrastive reads."
 )
-@click.option("--max-length", default=256, show_default=True, help="Tokens of claim + premise.")
-@click.option("--batch-size", default=32, show_default=True)
-@click.option("--lr", "learning_rate", default=4e-5, show_default=True)
 @click.option(
     "--reranker",
     default=DEFAULT_PLUGINS["reranker"],
@@ -129,28 +123,21 @@ def train_group() -> None:
     help="The GPU job's results folder: its student is the model; then export, scores and card "
     "as after a CPU training. Needs --folds 0 and the --bundle run's other options.",
 )
-@common_options(index="Index the evidence is retrieved from", cache="Evidence", epochs=3.0)
+@fit_options(
+    max_length=(256, "Tokens of claim + premise."),
+    batch_size=(32, None),
+    learning_rate=4e-5,
+    epochs=3.0,
+)
 def verdict_command(
-    claims: tuple[Path, ...],
+    data: Data,
+    fit: Fit,
     train_claims: tuple[Path, ...],
     pairs: tuple[Path, ...],
-    index: Path,
-    store: str,
-    out: Path,
-    work: Path | None,
-    base: Path | None,
-    holdout: float,
     folds: int,
     stack_share: float,
     per_source: int,
     retrieved: int,
-    limit: int | None,
-    epochs: float,
-    max_length: int,
-    batch_size: int,
-    learning_rate: float,
-    seed: int,
-    freeze_embeddings: bool,
     reranker: str,
     hops: int | None,
     contrastive: Path | None,
@@ -159,9 +146,6 @@ def verdict_command(
     teacher: str,
     device_wheels: bool,
     from_gpu: Path | None,
-    checkpoint_every: int,
-    threads: int | None,
-    device: str,
 ) -> None:
     """Train the entailment verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), export it to int8.
 
@@ -180,19 +164,12 @@ def verdict_command(
     from feverous_es.training.verdict.command import write_gpu_bundle
     from feverous_es.training.verdict.options import RunOptions, TrainSettings
 
-    work = work_dir(out, work)
     command = command_line(click.get_current_context())
-    with training_errors(work), progress_bars() as update:
-        settings = TrainSettings(
-            base=bases.resolve_base(base), epochs=epochs, max_length=max_length,
-            batch_size=batch_size, learning_rate=learning_rate, seed=seed,
-            freeze_embeddings=freeze_embeddings, checkpoint_every=checkpoint_every,
-            threads=threads, device=device,
-        )  # fmt: skip
+    with training_errors(data.work), progress_bars() as update:
+        settings = TrainSettings(**fit.settings(bases.resolve_base(fit.base)), device=fit.device)
         options = RunOptions(
-            claims=list(claims), index=index, out=out, work=work, settings=settings,
-            holdout=holdout, limit=limit, store=store, reranker=reranker, hops=hops,
-            device=device, command=command, train_claims=list(train_claims), pairs=list(pairs),
+            **data.run_options(command), settings=settings, device=fit.device,
+            reranker=reranker, hops=hops, train_claims=list(train_claims), pairs=list(pairs),
             folds=folds, stack_share=stack_share, per_source=per_source, retrieved=retrieved,
             contrastive=contrastive, contrastive_pages=contrastive_pages,
             bundle=bundle, from_gpu=from_gpu, device_wheels=device_wheels,
@@ -209,7 +186,7 @@ def verdict_command(
             on_step=lambda done, total, rate: update("training", done, total, token_rate(rate)),
         )
     assert report is not None
-    _echo_summary(out, report)
+    _echo_summary(data.out, report)
 
 
 def _echo_summary(out: Path, report: dict[str, Any]) -> None:
@@ -224,54 +201,50 @@ def _echo_summary(out: Path, report: dict[str, Any]) -> None:
     print_json(summary)
 
 
-def _train_feature_verdict(kind: str, **params: Any) -> None:
+def _train_feature_verdict(kind: str, data: Data, **params: Any) -> None:
     from feverous_es.training import feature_verdict as fv
 
-    out = params["out"]
-    work = work_dir(out, params["work"])
     command = command_line(click.get_current_context())
-    with training_errors(work), progress_bars() as update:
+    with training_errors(data.work), progress_bars() as update:
         settings = fv.Settings(
             trees=params["trees"], learning_rate=params["learning_rate"],
             depth=params["depth"], seed=params["seed"],
         )  # fmt: skip
         options = fv.RunOptions(
-            kind=kind, claims=list(params["claims"]), train_claims=list(params["train_claims"]),
-            index=params["index"], out=out, settings=settings, holdout=params["holdout"],
-            limit=params["limit"], store=params["store"], work=work,
-            retrieved=params.get("retrieved", 0), entailment=params["entailment"],
-            command=command,
+            kind=kind, **data.run_options(command), settings=settings,
+            train_claims=list(params["train_claims"]), retrieved=params.get("retrieved", 0),
+            entailment=params["entailment"],
         )  # fmt: skip
         report = fv.run(
             options,
             on_features=lambda done, total: update("gold-table features", done, total),
             on_evidence=lambda done, total: update("retrieved evidence", done, total),
         )
-    _echo_summary(out, report)
+    _echo_summary(data.out, report)
 
 
 @train_group.command("table-verdict")
 @feature_verdict_options("table")
-def table_verdict_command(**params: Any) -> None:
+def table_verdict_command(data: Data, **params: Any) -> None:
     """Train the table-claim verdict on claim-against-table features, export it to ONNX.
 
     Reads each claim against its gold table from the index, fits a gradient-boosted classifier
     (seconds), exports it for ONNX Runtime, checks it against scikit-learn and prints the
     held-out label accuracy per claim file (on the gold table).
     """
-    _train_feature_verdict("table", **params)
+    _train_feature_verdict("table", data, **params)
 
 
 @train_group.command("sentence-verdict")
 @feature_verdict_options("sentence")
-def sentence_verdict_command(**params: Any) -> None:
+def sentence_verdict_command(data: Data, **params: Any) -> None:
     """Train the sentence-claim verdict on claim-against-evidence features, export it to ONNX.
 
     Retrieves each claim's evidence with the pipeline (cached in WORK), reads the claim against
     the evidence sentences, fits a gradient-boosted classifier, exports it for ONNX Runtime,
     checks it against scikit-learn and prints the held-out label accuracy per claim file.
     """
-    _train_feature_verdict("sentence", **params)
+    _train_feature_verdict("sentence", data, **params)
 
 
 @train_group.command("install")
@@ -298,13 +271,12 @@ def install_command(model_dir: Path, role: str) -> None:
 
 
 @train_group.command("rerank")
-@claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
-@click.option(
-    "--out",
-    "-o",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Directory for the models: OUT/cells and OUT/sentences.",
+@data_options(
+    claims="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
+    out="Directory for the models: OUT/cells and OUT/sentences.",
+    index="Index the candidates and gold elements are read from",
+    cache="Candidate",
+    holdout=0.2,
 )
 @click.option(
     "--kind",
@@ -314,10 +286,6 @@ def install_command(model_dir: Path, role: str) -> None:
     help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
     "captions), both, or rows (the table ranking's row model, from claims naming gold_tables).",
 )
-@click.option("--holdout", default=0.2, show_default=True, help="Share of claims held out.")
-@click.option("--max-length", default=256, show_default=True, help="Tokens of claim + element.")
-@click.option("--batch-size", default=8, show_default=True, help="Groups (of 7 pairs) a step.")
-@click.option("--lr", "learning_rate", default=3e-5, show_default=True)
 @click.option("--negatives", default=4, show_default=True, help="Hard negatives a group.")
 @click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
 @click.option(
@@ -331,33 +299,19 @@ def install_command(model_dir: Path, role: str) -> None:
     type=click.IntRange(min=1),
     help="With --teacher: encoder layers the student keeps, evenly spaced (3 of 6: 0, 2, 4).",
 )
-@common_options(
-    index="Index the candidates and gold elements are read from",
-    cache="Candidate",
+@fit_options(
+    max_length=(256, "Tokens of claim + element."),
+    batch_size=(8, "Groups (of 7 pairs) a step."),
+    learning_rate=3e-5,
 )
 def rerank_command(
-    claims: tuple[Path, ...],
-    index: Path,
-    store: str,
-    out: Path,
-    work: Path | None,
-    base: Path | None,
+    data: Data,
+    fit: Fit,
     kind: str,
-    holdout: float,
-    limit: int | None,
-    epochs: float,
-    max_length: int,
-    batch_size: int,
-    learning_rate: float,
-    seed: int,
     negatives: int,
     others: int,
     teacher: Path | None,
     layers: int | None,
-    freeze_embeddings: bool,
-    checkpoint_every: int,
-    threads: int | None,
-    device: str,
 ) -> None:
     """Fine-tune the evidence rankers (Malon 2021, §3), export them to int8 ONNX.
 
@@ -379,33 +333,20 @@ def rerank_command(
     from feverous_es.training import bases, rerank_data
     from feverous_es.training import rerank as tr
 
-    if teacher is not None and (base is not None or kind not in ("sentences", "cells")):
+    if teacher is not None and (fit.base is not None or kind not in ("sentences", "cells")):
         raise click.UsageError("--teacher starts from the teacher's weights: give one --kind "
                                "(sentences or cells) and no --base")  # fmt: skip
     if layers is not None and teacher is None:
         raise click.UsageError("--layers needs --teacher")
-    work = work_dir(out, work)
     command = command_line(click.get_current_context())
-    with training_errors(work), progress_bars() as update:
+    with training_errors(data.work), progress_bars() as update:
         settings = tr.TrainSettings(
-            base=bases.resolve_base(base),
-            epochs=epochs,
-            max_length=max_length,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            seed=seed,
-            negatives=negatives,
-            others=others,
-            teacher=teacher,
-            layers=layers,
-            freeze_embeddings=freeze_embeddings,
-            checkpoint_every=checkpoint_every,
-            threads=threads,
-        )
+            **fit.settings(bases.resolve_base(fit.base)), negatives=negatives, others=others,
+            teacher=teacher, layers=layers,
+        )  # fmt: skip
         options = tr.RunOptions(
-            claims=list(claims), index=index, out=out, work=work, settings=settings,
-            kinds=rerank_data.KINDS if kind == "both" else (kind,), holdout=holdout, limit=limit,
-            store=store, device=device, command=command,
+            **data.run_options(command), settings=settings, device=fit.device,
+            kinds=rerank_data.KINDS if kind == "both" else (kind,),
         )  # fmt: skip
 
         def on_pools(done: int, total: int) -> None:
@@ -437,52 +378,28 @@ def rerank_command(
 
 
 @train_group.command("hop")
-@claims_option("FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.")
-@click.option(
-    "--out",
-    "-o",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Model directory to write (the seq2seq hop plugin's `model` option).",
+@data_options(
+    claims="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
+    out="Model directory to write (the seq2seq hop plugin's `model` option).",
+    index="Index the pages, gold elements and distractors are read from",
+    cache="Retrieval and pairs",
+    holdout=0.2,
 )
-@click.option("--holdout", default=0.2, show_default=True, help="Share of claims held out.")
-@click.option("--max-length", default=512, show_default=True, help="Tokens of the input.")
 @click.option("--target-length", default=64, show_default=True, help="Tokens of the target.")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--lr", "learning_rate", default=5e-5, show_default=True)
 @click.option(
     "--distractors", default=0, show_default=True, help="Retrieved non-gold elements a pair."
 )
-@common_options(
-    index="Index the pages, gold elements and distractors are read from",
-    cache="Retrieval and pairs",
+@fit_options(
+    max_length=(512, "Tokens of the input."),
+    batch_size=(8, None),
+    learning_rate=5e-5,
+    epochs=3.0,
     seq2seq_base="Local T5-style seq2seq checkpoint directory to fine-tune (config.json, "
     "weights, tokenizer); no T5 weights ship with the package.",
-    epochs=3.0,
     freeze=False,
     freeze_help="Keep the word embeddings (tied to T5's output layer) fixed.",
 )
-def hop_command(
-    claims: tuple[Path, ...],
-    index: Path,
-    store: str,
-    out: Path,
-    work: Path | None,
-    base: Path,
-    holdout: float,
-    limit: int | None,
-    epochs: float,
-    max_length: int,
-    target_length: int,
-    batch_size: int,
-    learning_rate: float,
-    seed: int,
-    distractors: int,
-    freeze_embeddings: bool,
-    checkpoint_every: int,
-    threads: int | None,
-    device: str,
-) -> None:
+def hop_command(data: Data, fit: Fit, target_length: int, distractors: int) -> None:
     """Train the next-hop generator (Malon 2021, §4) from a T5-style checkpoint, export to ONNX.
 
     Retrieves each claim's pages (cached in WORK/retrieved.jsonl), builds pairs of the hop
@@ -492,19 +409,13 @@ def hop_command(
     """
     from feverous_es.training import hop as th
 
-    work = work_dir(out, work)
+    assert fit.base is not None  # --base is required: no seq2seq weights ship
     command = command_line(click.get_current_context())
-    with training_errors(work), progress_bars() as update:
+    with training_errors(data.work), progress_bars() as update:
         settings = th.TrainSettings(
-            base=base, epochs=epochs, max_length=max_length, target_length=target_length,
-            batch_size=batch_size, learning_rate=learning_rate, seed=seed,
-            distractors=distractors, freeze_embeddings=freeze_embeddings,
-            checkpoint_every=checkpoint_every, threads=threads,
-        )  # fmt: skip
-        options = th.RunOptions(
-            claims=list(claims), index=index, out=out, work=work, settings=settings,
-            holdout=holdout, limit=limit, store=store, device=device, command=command,
-        )  # fmt: skip
+            **fit.settings(fit.base), target_length=target_length, distractors=distractors
+        )
+        options = th.RunOptions(**data.run_options(command), settings=settings, device=fit.device)
         report = th.run(
             options,
             on_retrieval=lambda done, total: update("retrieval", done, total),
@@ -513,7 +424,7 @@ def hop_command(
         )
     assert report is not None
     summary = {
-        "out": str(out),
+        "out": str(data.out),
         "pairs": report["pair_counts"],
         "holdout_metrics": report["holdout_metrics"].get("all", {}),
         "parity": report["export"]["parity"],

@@ -4,6 +4,8 @@ and the command line a model card records."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -24,30 +26,90 @@ ENCODER_BASE = (
 FREEZE_HELP = "Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work)."
 
 
-def claims_option(help: str) -> Callable[[F], F]:
-    """``--claims``, first on every training command (the model card's command starts there)."""
-    return click.option(
-        "--claims",
-        "claims",
-        multiple=True,
-        required=True,
-        type=click.Path(path_type=Path),
-        help=help,
-    )
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """What a training reads and writes: the claim files (a seeded sample of ``limit`` a file,
+    ``holdout`` of them held out), the index their data is retrieved from, the model directory
+    and the work directory (caches and checkpoints)."""
+
+    claims: tuple[Path, ...]
+    index: Path
+    store: str
+    out: Path
+    work: Path
+    holdout: float
+    limit: int | None
+
+    def run_options(self, command: str) -> dict[str, Any]:
+        """The run options every trainer takes (:class:`~feverous_es.training.common.RunOptions`
+        fields), with the command line for the card."""
+        return {
+            "claims": list(self.claims), "index": self.index, "store": self.store, "out": self.out,
+            "work": self.work, "holdout": self.holdout, "limit": self.limit, "command": command,
+        }  # fmt: skip
 
 
-def common_options(
-    *,
-    index: str,
-    cache: str,
-    seq2seq_base: str | None = None,
-    epochs: float = 1.0,
-    freeze: bool = True,
-    freeze_help: str = FREEZE_HELP,
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """How a model is fine-tuned (:class:`~feverous_es.training.common.TrainSettings`), and the
+    device the command runs its models on."""
+
+    base: Path | None
+    epochs: float
+    max_length: int
+    batch_size: int
+    learning_rate: float
+    seed: int
+    freeze_embeddings: bool
+    checkpoint_every: int
+    threads: int | None
+    device: str
+
+    def settings(self, base: Path) -> dict[str, Any]:
+        """The fine-tuning settings, from ``base`` (``--base`` resolved by the command)."""
+        return {
+            "base": base, "epochs": self.epochs, "max_length": self.max_length,
+            "batch_size": self.batch_size, "learning_rate": self.learning_rate, "seed": self.seed,
+            "freeze_embeddings": self.freeze_embeddings,
+            "checkpoint_every": self.checkpoint_every, "threads": self.threads,
+        }  # fmt: skip
+
+
+def _grouped(
+    name: str, make: Callable[..., Any], fields: set[str], options: list[Any]
 ) -> Callable[[F], F]:
-    """The options every training command takes (data, start point, run control). With
-    ``seq2seq_base`` (its help), ``--base`` is required: no seq2seq weights ship."""
-    options = [
+    """``options`` on a command, given to it as one ``name`` argument: ``make`` of the values of
+    ``fields`` (click passes every option by name)."""
+
+    def apply(command: F) -> F:
+        @functools.wraps(command)
+        def grouped(**params: Any) -> Any:
+            given = {key: params.pop(key) for key in list(params) if key in fields}
+            return command(**params, **{name: make(**given)})
+
+        for option in reversed(options):
+            grouped = option(grouped)
+        return grouped  # type: ignore[return-value]
+
+    return apply
+
+
+def _data(**given: Any) -> Data:
+    given["claims"], given["work"] = tuple(given["claims"]), work_dir(given["out"], given["work"])
+    return Data(**given)
+
+
+def data_options(
+    *, claims: str, out: str, index: str, cache: str, holdout: float
+) -> Callable[[F], F]:
+    """``--claims`` (first: the model card's command starts there), ``--out``, ``--index``,
+    ``--store``, ``--work``, ``--holdout`` and ``--limit``, given as ``data``: a :class:`Data`."""
+    fields = {f.name for f in dataclasses.fields(Data)}
+    return _grouped("data", _data, fields, [
+        click.option(
+            "--claims", multiple=True, required=True, type=click.Path(path_type=Path), help=claims
+        ),
+        click.option("--out", "-o", required=True, type=click.Path(path_type=Path), help=out),
         click.option(
             "--index", required=True, type=click.Path(path_type=Path), help=f"{index} (read only)."
         ),
@@ -62,16 +124,43 @@ def common_options(
             "resume.",
         ),
         click.option(
+            "--holdout", default=holdout, show_default=True, help="Share of claims held out."
+        ),
+        click.option(
+            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
+        ),
+    ])  # fmt: skip
+
+
+def fit_options(
+    *,
+    max_length: tuple[int, str],
+    batch_size: tuple[int, str | None],
+    learning_rate: float,
+    epochs: float = 1.0,
+    seq2seq_base: str | None = None,
+    freeze: bool = True,
+    freeze_help: str = FREEZE_HELP,
+) -> Callable[[F], F]:
+    """The fine-tuning options (``max_length`` and ``batch_size``: default and help), given as
+    ``fit``: a :class:`Fit`. With ``seq2seq_base`` (its help), ``--base`` is required: no
+    seq2seq weights ship."""
+    return _grouped("fit", Fit, {f.name for f in dataclasses.fields(Fit)}, [
+        click.option(
             "--base",
             type=click.Path(path_type=Path),
             # no default=None: click 8.5 takes an explicit None as the value of a required option
             required=seq2seq_base is not None,
             help=seq2seq_base or ENCODER_BASE,
         ),
-        click.option(
-            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
-        ),
         click.option("--epochs", default=epochs, show_default=True),
+        click.option(
+            "--max-length", default=max_length[0], show_default=True, help=max_length[1]
+        ),
+        click.option(
+            "--batch-size", default=batch_size[0], show_default=True, help=batch_size[1]
+        ),
+        click.option("--lr", "learning_rate", default=learning_rate, show_default=True),
         click.option(
             "--seed", default=13, show_default=True, help="Split, sampling and training seed."
         ),
@@ -91,60 +180,27 @@ def common_options(
             show_default=True,
             help="Device for retrieval models (and for training, in `train verdict`).",
         ),
-    ]
-
-    def apply(command: F) -> F:
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return apply
+    ])  # fmt: skip
 
 
 def feature_verdict_options(kind: str) -> Callable[[F], F]:
     """The options of ``train table-verdict`` and ``train sentence-verdict``."""
-    claims_help = {
+    claims = {
         "table": "Claim file naming gold_tables (TabFact layout), split into training and "
         "held-out claims; repeat for several.",
         "sentence": "FEVEROUS-format claim file, split into training and held-out claims; "
         "repeat for several.",
     }[kind]
+    out = (
+        "Model directory to write (never the installed package's: `feverous-es train install "
+        f"OUT --as {kind}-verdict` puts it there)."
+    )
     options = [
-        claims_option(claims_help),
         click.option(
             "--train-claims",
             multiple=True,
             type=click.Path(path_type=Path),
             help="Claim file used for training only (never held out).",
-        ),
-        click.option(
-            "--index",
-            required=True,
-            type=click.Path(path_type=Path),
-            help="Index the tables and evidence come from.",
-        ),
-        click.option(
-            "--store", default="embedded", show_default=True, help="Store kind of --index."
-        ),
-        click.option(
-            "--out",
-            "-o",
-            required=True,
-            type=click.Path(path_type=Path),
-            help="Model directory to write (never the installed package's: `feverous-es train "
-            f"install OUT --as {kind}-verdict` puts it there).",
-        ),
-        click.option(
-            "--work",
-            type=click.Path(path_type=Path),
-            default=None,
-            help="Retrieved-evidence cache [default: OUT.work beside --out]; rerun to resume.",
-        ),
-        click.option(
-            "--holdout", default=0.3, show_default=True, help="Share of --claims held out."
-        ),
-        click.option(
-            "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
         ),
         click.option("--trees", default=300, show_default=True, help="Boosting rounds."),
         click.option("--depth", default=4, show_default=True, help="Depth of each tree."),
@@ -170,11 +226,15 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
                 "retrieves for them (~0.5 s a claim; cached in WORK).",
             )
         )
+    data = data_options(
+        claims=claims, out=out, index="Index the tables and evidence come from",
+        cache="Retrieved-evidence", holdout=0.3,
+    )  # fmt: skip
 
     def apply(command: F) -> F:
         for option in reversed(options):
             command = option(command)
-        return command
+        return data(command)
 
     return apply
 
