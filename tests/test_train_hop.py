@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from feverous_es.cli import main
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
+from feverous_es.retrieve.evidence_text import seq2seq_input
 from feverous_es.retrieve.hops import Seq2SeqHop, parse_imagined
 from feverous_es.runtime.seq2seq import Seq2SeqModel
 from feverous_es.training import hop as th
@@ -30,7 +31,6 @@ from feverous_es.training.retrieved import (
     read_retrieved,
     record_candidate,
 )
-from feverous_es.verdict.inputs import seq2seq_input
 
 REPO = Path(__file__).resolve().parents[1]
 # Sample claims whose gold spans two or three pages, and one-page ones.

@@ -12,8 +12,9 @@ import pytest
 from feverous_es.errors import ModelError
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
+from feverous_es.retrieve.evidence_text import seq2seq_input
 from feverous_es.verdict.classifier import ClassifierVerdict
-from feverous_es.verdict.inputs import premise, seq2seq_input
+from feverous_es.verdict.inputs import premise
 from tests.conftest import CLASSIFIER_LABELS as LABELS
 from tests.test_page import ARABINOSE, by_id
 

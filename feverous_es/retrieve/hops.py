@@ -22,8 +22,8 @@ from pathlib import Path
 from feverous_es.index.elements import TABLE_CELL_TYPES, TEXT_TYPES, title_keys
 from feverous_es.index.store import Filters
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
+from feverous_es.retrieve.evidence_text import seq2seq_input
 from feverous_es.runtime.seq2seq import Seq2SeqModel
-from feverous_es.verdict.inputs import seq2seq_input
 
 _WORDS = re.compile(r"\w+")
 _LABEL_WORD = re.compile(r"^\s*(?:supports|refutes|neutral)\b", re.IGNORECASE)

@@ -5,21 +5,21 @@
 * the entailment verdict's premises, one per route: :func:`sentence_premise` (the evidence's
   sentences and list items) and :func:`table_premise` (one table: title, caption, header and the
   rows that share most words with the claim);
-* seq2seq input (Malon 2021, §4): ``missing: <pages> [HYP] <claim> <premise>``.
+* the evidence as one text, and the seq2seq hop's input (Malon 2021, §4), are
+  :mod:`feverous_es.retrieve.evidence_text`'s: the hop stage reads them below the verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from feverous_es.index.dump.linearize import readable_row_parts
 from feverous_es.index.elements import ElementType
 from feverous_es.plugins.interfaces import Candidate, ReadTable
+from feverous_es.retrieve.evidence_text import evidence_text
 from feverous_es.text import marked_words, tokens
 from feverous_es.verdict.math_hints import math_hints
 from feverous_es.verdict.table_facts import Table
 
-_ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
 # The element types a sentence premise reads.
 TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM)
 # Rows a table premise keeps: with the header, 8 rows of a TabFact table fill about 200 of the
@@ -27,44 +27,10 @@ TEXT_TYPES = (ElementType.SENTENCE, ElementType.ITEM)
 TABLE_ROWS = 8
 
 
-def evidence_text(evidence: Sequence[Candidate]) -> str:
-    """The evidence as one text: sentences, list items and captions as their Papelo
-    linearization (``[Title] …``); table cells as their rows in plain text, each row once
-    however many of its cells were selected, grouped by table under one ``Title, caption.``
-    head (``Title, caption. header: value; value | header: value; value``).
-
-    Each cell's linearization is its whole row: joining them as they are repeats a row once per
-    selected cell, and 25 cells of one table filled a 256-token input with two or three rows.
-    """
-    parts: list[str | list[str]] = []  # texts, and each table's list of rows where it began
-    tables: dict[str, list[str]] = {}  # table head -> [head, its rows…]
-    for candidate in evidence:
-        element = candidate.element
-        row = readable_row_parts(element.linearized) if element.type in _ROW_TYPES else None
-        if row is None:
-            parts.append(element.linearized)
-            continue
-        head, body = row
-        if head not in tables:
-            tables[head] = [head]
-            parts.append(tables[head])
-        if body not in tables[head][1:]:
-            tables[head].append(body)
-    return " ".join(
-        part if isinstance(part, str) else f"{part[0]}. {' | '.join(part[1:])}" for part in parts
-    )
-
-
 def premise(claim: str, evidence: Sequence[Candidate], *, hints: bool = False) -> str:
     text = evidence_text(evidence)
     prefix = math_hints(claim, text) if hints else ""
     return f"{prefix} {text}" if prefix else text
-
-
-def seq2seq_input(claim: str, evidence: Sequence[Candidate]) -> str:
-    """What the seq2seq hop reads: ``missing: <pages> [HYP] <claim> <premise>``."""
-    pages = " ".join(dict.fromkeys(c.element.page for c in evidence))
-    return f"missing: {pages} [HYP] {claim} {premise(claim, evidence)}".strip()
 
 
 def sentence_premise(evidence: Sequence[Candidate]) -> str:
