@@ -137,12 +137,16 @@ def test_the_job_reports_each_phase_and_returns_a_loadable_student(
     assert right == pytest.approx(report["student"]["held"]["all"]["accuracy"], abs=0.02)
 
 
+@pytest.fixture
+def device(dry_run: tuple[Path, dict, list], tmp_path: Path) -> Path:
+    """A copy of the dry run's device folder (what the lent machine receives), to spoil."""
+    return Path(shutil.copytree(dry_run[0] / "device", tmp_path / "device"))
+
+
 def test_a_torn_transfer_stops_the_job_before_any_training(
-    dry_run: tuple[Path, dict, list], tmp_path: Path
+    dry_run: tuple[Path, dict, list], device: Path, tmp_path: Path
 ) -> None:
-    root, config, _ = dry_run
-    device = tmp_path / "device"
-    shutil.copytree(root / "device", device)
+    config = dry_run[1]
     part = device / config["teacher"]["parts"][0]
     part.write_bytes(part.read_bytes()[:1000])
     job = run_job(device, tmp_path / "o")
@@ -153,12 +157,7 @@ def test_a_torn_transfer_stops_the_job_before_any_training(
     assert "is missing: was every transfer of the bundle sent?" in job.stderr
 
 
-def test_the_epochs_stop_in_time_for_the_results_to_come_back(
-    dry_run: tuple[Path, dict, list], tmp_path: Path
-) -> None:
-    root, _, _ = dry_run
-    device = tmp_path / "device"
-    shutil.copytree(root / "device", device)
+def test_the_epochs_stop_in_time_for_the_results_to_come_back(device: Path, tmp_path: Path) -> None:
     config = json.loads((device / gpu_job.CONFIG_FILE).read_text())
     config["budget_seconds"] = 0  # already spent: each model trains one epoch, then stops
     config["teacher"]["settings"]["epochs"] = 3
