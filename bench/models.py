@@ -18,8 +18,9 @@ Sections:
   against fp32, and torch fp32 on the GPU.
 
 Pairs are (claim, Papelo linearization) of elements of the claims' gold pages, half FEVEROUS-S
-(sentences) and half TabFact (table cells), from ../shared/data/minifeverous (bench/rerank.py's
-``real_pairs``). The classifier's export is kept in ``--work`` and reused.
+(sentences) and half TabFact (table cells), from ../shared/data/minifeverous
+(``feverous_es.eval.samples.gold_page_pairs``, as bench/rerank.py's). The classifier's export is
+kept in ``--work`` and reused.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from data import MINI  # bench/data.py
 from results import add_record_option, record_if_asked  # bench/results.py
 from tokenizers import Tokenizer
 
+from feverous_es.eval.samples import gold_page_pairs
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.embedder import FP32_FILE, Embedder, ensure_model, export_dir
 from feverous_es.runtime.fetch import ensure_reranker
@@ -46,7 +48,6 @@ from feverous_es.runtime.files import MANIFEST_FILE
 from feverous_es.runtime.session import cuda_device_present
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rerank import real_pairs  # bench/rerank.py
 
 Batch = list[tuple[str, str]]
 
@@ -71,7 +72,7 @@ def load_pairs(db: Path, claim_files: Sequence[Path], n: int, per_claim: int) ->
     share = -(-n // len(claim_files))
     pairs: Batch = []
     for claims in claim_files:
-        pairs += real_pairs(db, claims, share, per_claim)
+        pairs += gold_page_pairs(db, claims, share, per_claim)
     return pairs[:n]
 
 

@@ -16,8 +16,6 @@ reranker plugin's calls do. Prints pairs/s and tokens/s (non-padding tokens, med
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import statistics
 import time
 from pathlib import Path
@@ -25,50 +23,12 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from feverous_es.errors import MalformedPage
-from feverous_es.index.dump.page import parse_page
-from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.eval.samples import gold_page_pairs
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.fetch import ensure_reranker
 from feverous_es.runtime.files import TOKENIZER_FILE
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def claim_pages(claim: dict) -> set[str]:
-    pages = {
-        element_id.split("_", 1)[0]
-        for evidence in claim.get("evidence", [])
-        for element_id in evidence.get("content", [])
-    }
-    # TabFact claims name their table instead: `Page_table_i`.
-    pages |= {table.rsplit("_table_", 1)[0] for table in claim.get("gold_tables", [])}
-    return pages
-
-
-def real_pairs(db_path: Path, claims_path: Path, n: int, per_claim: int) -> list[tuple[str, str]]:
-    rng = random.Random(0)
-    claims = [json.loads(line) for line in claims_path.open() if line.strip()]
-    pairs: list[tuple[str, str]] = []
-    with WikiDB(db_path) as db:
-        for claim in claims:
-            if not claim.get("claim"):
-                continue
-            texts = []
-            for page in sorted(claim_pages(claim)):
-                data = db.page_json(page)
-                if data is None:
-                    continue
-                try:
-                    texts += [e.linearized for e in parse_page(page, data).elements]
-                except MalformedPage:
-                    continue
-            rng.shuffle(texts)
-            pairs += [(claim["claim"], text) for text in texts[:per_claim]]
-            if len(pairs) >= n:
-                break
-    rng.shuffle(pairs)
-    return pairs[:n]
 
 
 def main() -> None:
@@ -87,7 +47,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    pairs = real_pairs(args.db, args.claims, args.pairs, args.per_claim)
+    pairs = gold_page_pairs(args.db, args.claims, args.pairs, args.per_claim)
     if not pairs:
         raise SystemExit(f"no pairs: no claim of {args.claims} has its pages in {args.db}")
     tokenizer = Tokenizer.from_file(str(ensure_reranker() / TOKENIZER_FILE))

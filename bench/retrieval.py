@@ -41,6 +41,7 @@ from typing import Any
 from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
+from feverous_es.eval.ranking import HITS_AT, hits_at
 from feverous_es.eval.samples import gold_sets, gold_table, read_records, seeded_sample
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.elements import ElementType
@@ -48,8 +49,6 @@ from feverous_es.index.store import Filters, Store
 from feverous_es.plugins.config import DEFAULT_PLUGINS, PipelineConfig
 from feverous_es.plugins.interfaces import Candidate, PluginContext
 from feverous_es.verify.pipeline import LazyEmbedder, Pipeline, Retrieval
-
-HITS_AT = (1, 5, 10)
 
 
 def complete(predicted: Sequence[str], sets: Sequence[set[str]]) -> bool:
@@ -64,11 +63,6 @@ def table_order(evidence: Sequence[Candidate]) -> list[tuple[str, int]]:
         if candidate.element.table is not None:
             order.setdefault((candidate.element.page, candidate.element.table), None)
     return list(order)
-
-
-def hits(ranked: Sequence[tuple[str, int]], gold: tuple[str, int]) -> dict[int, bool]:
-    position = ranked.index(gold) if gold in ranked else None
-    return {k: position is not None and position < k for k in HITS_AT}
 
 
 # Plain BM25 baselines.
@@ -242,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         claims = [r["claim"] for r in tabfact]
         golds = [gold_table(r) for r in tabfact]
         results, stats = run_pipeline(pipeline, claims, args.batch)
-        found = [hits(table_order(r.evidence), g) for r, g in zip(results, golds, strict=True)]
+        found = [hits_at(table_order(r.evidence), g) for r, g in zip(results, golds, strict=True)]
         section = {
             "claims": len(claims),
             "pipeline_hits": {k: mean([f[k] for f in found]) for k in HITS_AT},
@@ -257,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         if not args.no_baseline:
             found = [
-                hits([key for key, _ in store.search_tables(c, max(HITS_AT))], g)
+                hits_at([key for key, _ in store.search_tables(c, max(HITS_AT))], g)
                 for c, g in zip(claims, golds, strict=True)
             ]
             section["bm25_hits"] = {k: mean([f[k] for f in found]) for k in HITS_AT}

@@ -32,21 +32,13 @@ import numpy as np
 from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
 
+from feverous_es.eval.ranking import HITS_AT, hits_at, print_hits
 from feverous_es.eval.samples import gold_table, has_gold_table, read_records, seeded_sample
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
 from feverous_es.retrieve.table_scores import best_cells, fuse_row_logits, row_texts
 from feverous_es.runtime.cross_encoder import CrossEncoder
-
-HITS_AT = (1, 5, 10)
-
-
-def print_hits(title: str, hits: dict[str, dict[str, float]]) -> None:
-    """``title``, then each ranking's Hits@1 / 5 / 10 on a line."""
-    print(title)
-    for name, hits_at in hits.items():
-        print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in hits_at.values())}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,8 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, model, weight, tables in variants:
             head, rest = ranked[:tables], ranked[tables:]
             order = fuse_row_logits(head, scores, logits[model], weight) + rest if model else ranked
-            for at in HITS_AT:
-                found[name][at] += gold in order[:at]
+            for at, hit in hits_at(order, gold).items():
+                found[name][at] += hit
         if done % 250 == 0:
             each = (time.perf_counter() - started) / done
             print(f"{done}/{len(records)} claims, {each:.2f} s each", file=sys.stderr, flush=True)

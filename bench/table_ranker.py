@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 from data import MINI  # bench/data.py
 from results import add_record_option, save_figures  # bench/results.py
-from row_ranker import HITS_AT, print_hits  # bench/row_ranker.py
 
+from feverous_es.eval.ranking import HITS_AT, hits_at, print_hits
 from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import TABLE_CELL_TYPES, TABLE_TYPES, ElementType
@@ -162,15 +162,15 @@ def fit_arrays(pools: Pools, columns: list[int]) -> tuple[np.ndarray, np.ndarray
     return x, y, [len(tables) for _, tables, _ in kept]
 
 
-def hits_at(pools: Pools, score: Any, columns: list[int]) -> dict[str, float]:
+def pool_hits(pools: Pools, score: Any, columns: list[int]) -> dict[str, float]:
     """Hits@k of the gold table when each pool is sorted by ``score(features)``, best first."""
     found = dict.fromkeys(HITS_AT, 0)
     for gold, tables, features in pools:
         if not tables:
             continue
         order = np.argsort(-score(features[:, columns]), kind="stable")
-        for at in HITS_AT:
-            found[at] += gold in {tables[i] for i in order[:at]}
+        for at, hit in hits_at([tables[i] for i in order], gold).items():
+            found[at] += hit
     return {str(at): round(100 * n / len(pools), 1) for at, n in found.items()}
 
 
@@ -232,7 +232,7 @@ def main() -> int:
         "features": {"base": BASE, "extended": EXTENDED},
     }
     for what, pools in (("held-out train tables", held), ("tabfact_dev", test)):
-        hits = {name: hits_at(pools, scorer(m), cols) for name, (m, cols) in rankers.items()}
+        hits = {name: pool_hits(pools, scorer(m), cols) for name, (m, cols) in rankers.items()}
         in_pool = round(100 * sum(gold in tables for gold, tables, _ in pools) / len(pools), 1)
         report[what] = {"claims": len(pools), "gold_in_pool": in_pool, "hits": hits}
         print_hits(f"gold-table Hits@1 / 5 / 10, {len(pools)} claims, {what}:", hits)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from feverous_es.eval.ranking import hits_at
 from feverous_es.eval.samples import (
     claim_texts,
     gold_sets,
@@ -60,3 +61,10 @@ def test_gold_tables_and_sets_as_the_index_spells_them(claim_file: Path) -> None
     assert gold_sets(tables[0]) == [{unicodedata.normalize("NFD", "P\u00e1ge 1_sentence_0")}]
     with pytest.raises(ValueError, match="not a table id"):
         gold_table({"gold_tables": ["Page 3_sentence_0"]})
+
+
+def test_hits_at_each_cut_off() -> None:
+    ranked = [("A", 0), ("B", 1), ("C", 2), ("D", 0), ("E", 0), ("F", 0)]
+    assert hits_at(ranked, ("A", 0)) == {1: True, 5: True, 10: True}
+    assert hits_at(ranked, ("F", 0)) == {1: False, 5: False, 10: True}
+    assert hits_at(ranked, ("Z", 9)) == {1: False, 5: False, 10: False}

@@ -1,6 +1,6 @@
-"""Claim files as the benchmarks read them: raw records, seeded samples, and the gold a record
-names (evidence sets, table). One reader for every bench, so that two benches given the same
-file, size and seed measure the same claims.
+"""Claim files as the benchmarks read them: raw records, seeded samples, the gold a record names
+(evidence sets, table), and (claim, element text) pairs from its gold pages. One reader for every
+bench, so that two benches given the same file, size and seed measure the same claims.
 
 Records stay the file's JSON objects (not :class:`~feverous_es.eval.claims.ClaimRecord`): the
 benches write them back out as claim files for ``predict`` and read fields the scorer ignores.
@@ -13,8 +13,12 @@ import os
 import random
 import unicodedata
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
+from feverous_es.errors import MalformedPage
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.element_ids import table_key
 
 Record = dict[str, Any]
@@ -71,3 +75,38 @@ def gold_sets(record: Record) -> list[set[str]]:
 def table_claims(path: str | os.PathLike[str], n: int, seed: int) -> list[Record]:
     """A seeded sample of ``n`` of the file's records that name a gold table (0: all)."""
     return seeded_sample(read_records(path, has_gold_table), n, seed)
+
+
+def gold_pages(record: Record) -> set[str]:
+    """The pages of a record's gold evidence and of its gold tables (TabFact's ``Page_table_i``)."""
+    pages = {
+        element_id.split("_", 1)[0]
+        for group in record.get("evidence") or []
+        for element_id in group.get("content", [])
+    }
+    return pages | {table.rsplit("_table_", 1)[0] for table in record.get("gold_tables", [])}
+
+
+def gold_page_pairs(wiki: Path, claims: Path, n: int, per_claim: int) -> list[tuple[str, str]]:
+    """``n`` (claim, linearization) pairs, up to ``per_claim`` a claim, of the elements of each
+    claim's gold pages in ``wiki`` (a FEVEROUS wiki.db), shuffled with a fixed seed: real inputs
+    of mixed claims and lengths, as a ranker's calls get them."""
+    rng = random.Random(0)
+    pairs: list[tuple[str, str]] = []
+    with WikiDB(wiki) as db:
+        for record in read_records(claims):
+            texts = []
+            for page in sorted(gold_pages(record)):
+                data = db.page_json(page)
+                if data is None:
+                    continue
+                try:
+                    texts += [e.linearized for e in parse_page(page, data).elements]
+                except MalformedPage:
+                    continue
+            rng.shuffle(texts)
+            pairs += [(record["claim"], text) for text in texts[:per_claim]]
+            if len(pairs) >= n:
+                break
+    rng.shuffle(pairs)
+    return pairs[:n]
