@@ -204,9 +204,11 @@ def readme(text: str, conditions: dict[str, Condition]) -> str:
         name, _, table = match.group(2).partition("/")
         if name not in conditions:
             raise SystemExit(f"error: README names no condition {name!r} ({match.group(1)!r})")
-        condition = conditions[name]
+        tables = conditions[name].tables()
+        if table not in tables:
+            raise SystemExit(f"error: condition {name} has no table {table!r} ({match.group(1)!r})")
         record = read_record(RESULTS / f"{name}.json")
-        body = grid(condition.tables()[table], record)
+        body = grid(tables[table], record)
         source = provenance(name, record, "bench/results/")
         return f"{match.group(1)}{body}\n\n{source}\n{match.group(3)}"
 
@@ -224,6 +226,8 @@ def unrecorded(conditions: dict[str, Condition], experiments: dict[str, str]) ->
 
 
 def run(condition: Condition, index: str, wiki: str | None, keep: bool) -> int:
+    """Run ``condition``'s command, print its figures beside what they must reproduce, and with
+    ``keep`` put its record in bench/results/ when every figure holds; 1 when one does not."""
     scratch = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
     argv = condition.argv(index, wiki)
     print(f"$ {shlex.join(argv)}", flush=True)
@@ -234,7 +238,11 @@ def run(condition: Condition, index: str, wiki: str | None, keep: bool) -> int:
     path = scratch / f"{condition.name}.json"
     record = read_record(path)
     for figure in condition.figures:
-        value = figure.value(record["figures"])
+        try:
+            value = figure.value(record["figures"])
+        except KeyError:
+            print(f"  {figure.key:<58} {'missing':>12}")
+            continue
         expected = "" if figure.expect is None else f"expected {figure.expect} ± {figure.tolerance}"
         verdict = "" if figure.expect is None else ("ok" if figure.holds(value) else "DIFFERS")
         print(f"  {figure.key:<58} {figure.shown(value):>12}  {expected} {verdict}")
