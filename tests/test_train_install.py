@@ -11,7 +11,12 @@ from click.testing import CliRunner
 
 from feverous_es.cli import main
 from feverous_es.errors import ModelError, TrainError
-from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, manifest_complete
+from feverous_es.runtime.files import (
+    MANIFEST_FILE,
+    PACKAGED_MODELS_DIR,
+    manifest_complete,
+    sha256_file,
+)
 from feverous_es.training.common import check_out
 from feverous_es.training.install import ROLES, check_model, install_packaged
 from feverous_es.verdict.feature_model import FeatureClassifier
@@ -65,3 +70,15 @@ def test_every_shipped_model_passes_the_install_check() -> None:
     )
     for role in shipped:
         check_model(PACKAGED_MODELS_DIR / role, role)
+
+
+@pytest.mark.parametrize(
+    "role", sorted(d.name for d in PACKAGED_MODELS_DIR.iterdir() if d.is_dir())
+)
+def test_every_packaged_model_file_matches_its_manifest(role: str) -> None:
+    # A card edited without its manifest is a model a user cannot check against what shipped.
+    model_dir = PACKAGED_MODELS_DIR / role
+    files = json.loads((model_dir / MANIFEST_FILE).read_text())["files"]
+    assert manifest_complete(model_dir)
+    for name, entry in files.items():
+        assert sha256_file(model_dir / name) == entry["sha256"], f"{role}/{name}"
