@@ -97,12 +97,12 @@ def build_pairs(item: Retrieved, seed: int, distractors: int = 0) -> list[Pair]:
     gold_pages = list(dict.fromkeys(e["page"] for e in gold))
     rank = {page: i for i, page in enumerate(item.pages)}
     draw = hash_unit(seed, item.source, item.id, "hop-pairs")
+    others = item.others()[:KEPT_CANDIDATES]
 
     def pair(kind: str, given: list[dict[str, Any]], wanted: dict[str, Any] | None) -> Pair:
         shown = {e["page"] for e in given}
         hidden = {e["page"] for e in gold if e["page"] not in shown} if kind in PAGE_KINDS else ()
         # Distractors: the best non-gold candidates of pages not hidden, after the gold.
-        others = item.others()[:KEPT_CANDIDATES]
         extra = [e for e in others if e["page"] not in hidden][:distractors]
         evidence = [*given, *extra]
         text = seq2seq_input(item.claim, [record_candidate(e) for e in evidence])

@@ -43,10 +43,7 @@ class Data:
     def run_options(self, command: str) -> dict[str, Any]:
         """The run options every trainer takes (:class:`~feverous_es.training.common.RunOptions`
         fields), with the command line for the card."""
-        return {
-            "claims": list(self.claims), "index": self.index, "store": self.store, "out": self.out,
-            "work": self.work, "holdout": self.holdout, "limit": self.limit, "command": command,
-        }  # fmt: skip
+        return {**dataclasses.asdict(self), "claims": list(self.claims), "command": command}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,13 +63,10 @@ class Fit:
     device: str
 
     def settings(self, base: Path) -> dict[str, Any]:
-        """The fine-tuning settings, from ``base`` (``--base`` resolved by the command)."""
-        return {
-            "base": base, "epochs": self.epochs, "max_length": self.max_length,
-            "batch_size": self.batch_size, "learning_rate": self.learning_rate, "seed": self.seed,
-            "freeze_embeddings": self.freeze_embeddings,
-            "checkpoint_every": self.checkpoint_every, "threads": self.threads,
-        }  # fmt: skip
+        """The fine-tuning settings (every field but ``device``), from ``base`` (``--base``
+        resolved by the command)."""
+        settings = {k: v for k, v in dataclasses.asdict(self).items() if k != "device"}
+        return {**settings, "base": base}
 
 
 def _grouped(

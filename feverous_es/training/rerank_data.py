@@ -96,11 +96,8 @@ def build_groups(
     other_ids = list(shared)
     groups = []
     for pool in pools:
-        gold_ids = pool.gold_ids()
-        hard = [c for c in pool.ranked if kind_of(c["type"]) == kind and c["id"] not in gold_ids][
-            :negatives
-        ]
-        taken = gold_ids | {c["id"] for c in hard}
+        hard = [c for c in pool.others() if kind_of(c["type"]) == kind][:negatives]
+        taken = pool.gold_ids() | {c["id"] for c in hard}
         for element in pool.gold:
             if kind_of(element["type"]) != kind:
                 continue

@@ -81,25 +81,25 @@ def collect_retrieved(
     store: str = "embedded",
     reranker: str = "retrieval",
     hops: int | None = 0,
+    first_round: bool = True,
     device: str = "cpu",
     batch_size: int = 16,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Retrieved]:
     """Each claim's retrieval, from ``cache`` when it holds it, else from the pipeline (its page
     and candidate stages, ``reranker``, ``hops`` next-hop rounds: None, the pipeline's) and
-    appended to ``cache``; in the order of ``claims``. ``claim.gold`` names the gold ids."""
+    appended to ``cache``; in the order of ``claims``. ``claim.gold`` names the gold ids.
+    ``first_round`` False keeps only the evidence the pipeline ended with: no gold lookups, no
+    first-round candidates (the entailment verdict reads nothing else)."""
 
     def make(pipeline: Any, chunk: Sequence[TrainingClaim]) -> list[Retrieved]:
-        found = datasets.gold_in_index(pipeline, chunk)
+        found = datasets.gold_in_index(pipeline, chunk) if first_round else {}
         results = pipeline.retrieve_many([c.claim for c in chunk])
         return [
             Retrieved(
                 claim.source, claim.id, claim.claim, claim.label,
-                list(dict.fromkeys(hit.page.title for hit in result.pages)),
-                [element_record(found[i]) for i in claim.gold if i in found],
-                [i for i in claim.gold if i not in found],
-                [element_record(c.element, c.score) for c in result.ranked],
-                [element_record(c.element, c.score, c.hop) for c in result.evidence],
+                evidence=[element_record(c.element, c.score, c.hop) for c in result.evidence],
+                **(_first_round(claim, result, found) if first_round else {}),
             )
             for claim, result in zip(chunk, results, strict=True)
         ]  # fmt: skip
@@ -112,3 +112,14 @@ def collect_retrieved(
     return datasets.collect_cached(
         claims, cache, Retrieved, pipeline, make, batch_size=batch_size, on_progress=on_progress
     )
+
+
+def _first_round(claim: TrainingClaim, result: Any, found: dict[str, Element]) -> dict[str, Any]:
+    """A retrieval's pages, the claim's gold elements the index holds and the ids it lacks, and
+    the first-round candidates, as :class:`Retrieved` fields."""
+    return {
+        "pages": list(dict.fromkeys(hit.page.title for hit in result.pages)),
+        "gold": [element_record(found[i]) for i in claim.gold if i in found],
+        "absent": [i for i in claim.gold if i not in found],
+        "ranked": [element_record(c.element, c.score) for c in result.ranked],
+    }

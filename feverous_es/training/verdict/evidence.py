@@ -43,10 +43,10 @@ def collect_evidence(
     device: str = "cpu",
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Retrieved]:
-    """Each claim's retrieval as ``verify`` makes it (the pipeline's reranker and next hops by
+    """Each claim's evidence as ``verify`` retrieves it (the pipeline's reranker and next hops by
     default: a verdict learns from the evidence it will be given), cached in ``cache``; in the
-    order of ``claims``."""
+    order of ``claims``. Only the evidence is kept: the verdict reads nothing else."""
     return collect_retrieved(
-        claims, index, cache, store=store, reranker=reranker, hops=hops, device=device,
-        on_progress=on_progress,
+        claims, index, cache, store=store, reranker=reranker, hops=hops, first_round=False,
+        device=device, on_progress=on_progress,
     )  # fmt: skip
