@@ -17,6 +17,7 @@ import http.server
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,9 +43,8 @@ from feverous_es.index.elastic.config import ElasticConfig, load_config
 from feverous_es.index.elastic.errors import elastic_errors
 from feverous_es.index.elastic.store import ElasticStore
 from feverous_es.index.elastic.writer import ElasticWriter
-from tests.conftest import REPO, SAMPLE_DB
+from tests.conftest import REPO, SAMPLE_DB, write_lines
 from tests.elastic_fake import HashEncoder
-from tests.es_nodes import ScriptNode
 
 NODE_URL = os.environ.get("FEVEROUS_ES_TEST_URL")
 if not NODE_URL and os.environ.get("FEVEROUS_ES_REQUIRE_NODE"):
@@ -109,14 +109,6 @@ def delete_prefix(config: ElasticConfig) -> None:
 @pytest.fixture(scope="module")
 def config() -> Iterator[ElasticConfig]:
     config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}")
-    yield config
-    delete_prefix(config)
-
-
-@pytest.fixture
-def fresh() -> Iterator[ElasticConfig]:
-    """A prefix of its own for one test, deleted after it."""
-    config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
     yield config
     delete_prefix(config)
 
@@ -200,22 +192,22 @@ def test_every_hybrid_mode_and_batch_search(built: ElasticConfig) -> None:
             hybrid_store.close()
 
 
-def test_verify_and_predict_on_elasticsearch(fresh: ElasticConfig, tmp_path: Path) -> None:
-    indexed = feverous_es(fresh, "index", str(SAMPLE_DB), "--store", "elasticsearch", "--json")
-    assert indexed.returncode == 0, indexed.stderr
-    report = json.loads(indexed.stdout)
-    assert report["state"]["complete"] and f"{fresh.elements_alias}-v1" in report["index"]
-    verified = feverous_es(fresh, "verify", CLAIM, "--store", "elasticsearch", "--json")
+def test_verify_and_predict_on_elasticsearch(
+    resumed: tuple[ElasticConfig, dict], tmp_path: Path
+) -> None:
+    sample, report = resumed
+    assert report["state"]["complete"] and f"{sample.elements_alias}-v1" in report["index"]
+    verified = feverous_es(sample, "verify", CLAIM, "--store", "elasticsearch", "--json")
     assert verified.returncode == 0, verified.stderr
     answer = json.loads(verified.stdout)
     assert answer["label"] == "SUPPORTS"
     assert "Henri Schoeman_sentence_2" in [e["id"] for e in answer["evidence"][:5]]
     claims = tmp_path / "claims.jsonl"
     lines = (REPO / "sample" / "claims.jsonl").read_text().splitlines()[:3]
-    claims.write_text("\n".join(lines) + "\n")
+    write_lines(claims, lines)
     out = tmp_path / "predictions.jsonl"
     predicted = feverous_es(
-        fresh, "predict", str(claims), "-o", str(out), "--store", "elasticsearch", "--hops", "1"
+        sample, "predict", str(claims), "-o", str(out), "--store", "elasticsearch", "--hops", "1"
     )
     assert predicted.returncode == 0, predicted.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -292,17 +284,22 @@ def element_ids(config: ElasticConfig) -> list[str]:
         client.close()
 
 
-def test_kill_9_midway_then_resume_holds_every_element_once(fresh: ElasticConfig) -> None:
+@pytest.fixture(scope="module")
+def resumed() -> Iterator[tuple[ElasticConfig, dict]]:
+    """The sample indexed the hard way: ``kill -9`` once two chunks are saved, then the same
+    command again, which resumes; its configuration and the resumed run's ``--json`` report.
+    The verify test reads this build too (one build of the sample serves both)."""
+    sample = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
     args = [sys.executable, "-m", "feverous_es", "index", str(SAMPLE_DB), "--store",
             "elasticsearch", "--chunk-size", "1500"]  # fmt: skip
-    process = subprocess.Popen(args, env=cli_env(fresh), cwd=REPO,
+    process = subprocess.Popen(args, env=cli_env(sample), cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    client = connect(fresh)
+    client = connect(sample)
     try:
         deadline = time.monotonic() + 300
         while process.poll() is None and time.monotonic() < deadline:
             mappings = client.options(ignore_status=404).indices.get_mapping(
-                index=f"{fresh.elements_alias}-v1"
+                index=f"{sample.elements_alias}-v1"
             )
             meta = build_meta(next(iter(mappings.body.values()), {}).get("mappings", {})) or {}
             if meta.get("next_seq", 0) >= 2:  # two chunks saved, the third in flight
@@ -311,14 +308,21 @@ def test_kill_9_midway_then_resume_holds_every_element_once(fresh: ElasticConfig
         assert process.poll() is None, "the build ended before it could be killed"
         process.send_signal(signal.SIGKILL)
         process.wait()
-        assert not client.indices.exists_alias(name=fresh.elements_alias)
+        assert not client.indices.exists_alias(name=sample.elements_alias)
     finally:
         client.close()
-    resumed = feverous_es(fresh, "index", str(SAMPLE_DB), "--store", "elasticsearch", "--json")
-    assert resumed.returncode == 0, resumed.stderr
-    state = json.loads(resumed.stdout)["state"]
-    ids = element_ids(fresh)
-    assert len(ids) == len(set(ids)) == state["elements"]
+    indexed = feverous_es(sample, "index", str(SAMPLE_DB), "--store", "elasticsearch", "--json")
+    assert indexed.returncode == 0, indexed.stderr
+    yield sample, json.loads(indexed.stdout)
+    delete_prefix(sample)
+
+
+def test_kill_9_midway_then_resume_holds_every_element_once(
+    resumed: tuple[ElasticConfig, dict],
+) -> None:
+    sample, report = resumed
+    ids = element_ids(sample)
+    assert len(ids) == len(set(ids)) == report["state"]["elements"]
     with WikiDB(SAMPLE_DB) as db:
         expected = {e.id for _, page, data in db.rows() for e in parse_page(page, data).elements}
     assert set(ids) == expected
@@ -362,16 +366,13 @@ def not_elasticsearch() -> Iterator[str]:
 
 
 @pytest.fixture
-def stopped_node(tmp_path: Path) -> ElasticConfig:
-    """A second node of the test script, started and then stopped: its URL and credentials."""
-    node = ScriptNode(tmp_path / "node.json")
-    exported = node.start()
-    assert "stopped" in node.stop().stderr
-    return replace(
-        node_config("feverous-it-stopped"),
-        url=exported["FEVEROUS_ES_TEST_URL"],
-        password=exported["FEVEROUS_ES_TEST_PASSWORD"],
-    )
+def stopped_node(config: ElasticConfig) -> ElasticConfig:
+    """The test node's credentials at a port nothing listens on any more, as a stopped node
+    leaves it (a node killed under a server: tests/test_serve_node_loss.py)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return replace(config, url=f"http://127.0.0.1:{port}")
 
 
 def test_bad_credentials_wrong_url_and_stopped_node_are_one_line(

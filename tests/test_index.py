@@ -47,15 +47,42 @@ def assert_exactly_once(index: Path, wiki: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def slice_index(mini_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def killed_build(mini_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
+    """The real slice's index, built the hard way: ``kill -9`` once two chunks are saved, then
+    the same command again, which resumes. Returns the index and whether the killed build
+    was left incomplete. The other tests read the resumed index (one build serves all)."""
     out = tmp_path_factory.mktemp("idx") / "index"
-    code, output = run_cli("index", str(mini_slice), "--out", str(out), "--chunk-size", "3000")
+    command = [sys.executable, "-m", "feverous_es.cli", "index", str(mini_slice),
+               "--out", str(out), "--chunk-size", "500"]  # fmt: skip
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            if (out / "elements.sqlite").exists() and EmbeddedStore(out).state().next_seq >= 2:
+                break
+        else:
+            pytest.fail("the build wrote no chunk in time")
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait()
+    killed_incomplete = not EmbeddedStore(out).state().complete
+    code, output = run_cli("index", str(mini_slice), "--out", str(out), "--chunk-size", "500")
     assert code == 0, output
-    return out
+    return out, killed_incomplete
 
 
-def test_real_slice_indexed_exactly_once(slice_index: Path, mini_slice: Path) -> None:
-    assert assert_exactly_once(slice_index, mini_slice) > 10_000
+@pytest.fixture(scope="module")
+def slice_index(killed_build: tuple[Path, bool]) -> Path:
+    return killed_build[0]
+
+
+def test_kill_9_mid_build_then_resume_holds_every_element_once(
+    killed_build: tuple[Path, bool], mini_slice: Path
+) -> None:
+    index, killed_incomplete = killed_build
+    assert killed_incomplete
+    assert assert_exactly_once(index, mini_slice) > 10_000
 
 
 def test_elements_fetched_by_id_are_the_dump_elements(slice_index: Path, mini_slice: Path) -> None:
@@ -190,28 +217,6 @@ def test_limit_indexes_the_first_pages(mini_slice: Path, tmp_path: Path) -> None
     report = json.loads(output)
     assert report["pages"] == 7
     assert EmbeddedStore(tmp_path / "i").state().pages == 7
-
-
-def test_kill_9_mid_build_then_resume(mini_slice: Path, tmp_path: Path) -> None:
-    out = tmp_path / "index"
-    command = [sys.executable, "-m", "feverous_es.cli", "index", str(mini_slice),
-               "--out", str(out), "--chunk-size", "500"]  # fmt: skip
-    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    try:
-        while time.monotonic() < deadline:
-            time.sleep(0.2)
-            if (out / "elements.sqlite").exists() and EmbeddedStore(out).state().next_seq >= 2:
-                break
-        else:
-            pytest.fail("the build wrote no chunk in time")
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.wait()
-    assert not EmbeddedStore(out).state().complete
-    code, output = run_cli("index", str(mini_slice), "--out", str(out), "--chunk-size", "500")
-    assert code == 0, output
-    assert assert_exactly_once(out, mini_slice) > 10_000
 
 
 def test_malformed_page_is_skipped_counted_and_reported(tmp_path: Path) -> None:
