@@ -42,7 +42,20 @@ VECTOR = "vector"
 _MAX_ID_BYTES = 512
 
 
-class ElementDoc(Document):
+class _VectorDoc(Document):
+    """The fields the elements and pages indices share; their ``_source`` leaves the vector out
+    (index_body replaces this placeholder vector with the configured one)."""
+
+    ord = Long()  # order of insertion: an element's position in its page
+    seq = Integer()  # build chunk that wrote it
+    vector = DenseVector(dims=384, similarity="cosine", index_options={"type": "int8_hnsw"})
+
+    class Meta:
+        dynamic = MetaField("strict")
+        source = MetaField(excludes=[VECTOR])
+
+
+class ElementDoc(_VectorDoc):
     """One sentence, list item, table cell, header cell or table caption."""
 
     id = Keyword()  # the FEVEROUS element id, e.g. "Page_cell_0_1_2"
@@ -63,19 +76,12 @@ class ElementDoc(Document):
     # sharing it, so a kNN type filter finds a row by any of its cells' types.
     vector_types = Keyword(multi=True)
     embed_text = Text(index=False)  # the text the vector was computed from
-    ord = Long()  # order of insertion: the element's position in its page
-    seq = Integer()  # build chunk that wrote it
-    vector = DenseVector(dims=384, similarity="cosine", index_options={"type": "int8_hnsw"})
 
     class Index:
         name = "feverous-elements"
 
-    class Meta:
-        dynamic = MetaField("strict")
-        source = MetaField(excludes=[VECTOR])
 
-
-class PageDoc(Document):
+class PageDoc(_VectorDoc):
     """One Wikipedia page: title and intro, for page retrieval."""
 
     title = Text(
@@ -84,16 +90,9 @@ class PageDoc(Document):
     title_keys = Keyword(multi=True)  # accents and case folded, with and without "(…)"
     intro = Text(analyzer=TEXT_ANALYZER)
     links = Keyword(multi=True)
-    ord = Long()
-    seq = Integer()
-    vector = DenseVector(dims=384, similarity="cosine", index_options={"type": "int8_hnsw"})
 
     class Index:
         name = "feverous-pages"
-
-    class Meta:
-        dynamic = MetaField("strict")
-        source = MetaField(excludes=[VECTOR])
 
 
 class TableDoc(Document):
