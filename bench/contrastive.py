@@ -13,13 +13,12 @@ is and gold removed, the gold tables), so models are compared on the same premis
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import bench_parser, record_if_asked  # bench/results.py
 
 from feverous_es.training.contrastive import SOURCES, pairs_from_dump
 from feverous_es.training.entailment_data import Split, read_pairs
@@ -52,7 +51,7 @@ def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("wiki_db", type=Path)
     parser.add_argument(
         "--model",
@@ -64,7 +63,6 @@ def main() -> None:
     parser.add_argument("--holdout", type=float, default=0.35, help="as train verdict's")
     parser.add_argument("--seed", type=int, default=13, help="as train verdict's")
     parser.add_argument("--held-out-pairs", type=Path, help="a train verdict run's pairs.jsonl.gz")
-    add_record_option(parser)
     args = parser.parse_args()
     pairs = pairs_from_dump(args.wiki_db, args.pages, Split(args.seed, args.holdout, 0))
     held = [p for p in pairs if p.held_out]

@@ -13,11 +13,12 @@ writes it in the same commit.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
+
+from results import bench_parser  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DB = REPO / "sample" / "wiki.db"
@@ -52,7 +53,7 @@ def sample_costs(index_root: Path) -> dict[str, dict[str, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__, record=False)
     parser.add_argument("--write", action="store_true", help=f"record the counts in {BUDGET}")
     args = parser.parse_args()
     from feverous_es.verify.budget import over_budget

@@ -9,13 +9,14 @@ for int8: on a GPU the embedder always runs fp32.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 import statistics
 import time
 from contextlib import closing
 from pathlib import Path
+
+from results import bench_parser  # bench/results.py
 
 from feverous_es.runtime.embedder import Embedder, ensure_model, export_dir
 
@@ -43,7 +44,7 @@ def passages(db: Path | None, n: int) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__, record=False)
     parser.add_argument("--db", type=Path, help="FEVEROUS wiki.db (default: synthetic text)")
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)

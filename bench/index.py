@@ -12,7 +12,6 @@ dev claims (p50/p95, the query embedding timed separately).
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import random
 import resource
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.samples import claim_texts
 from feverous_es.index.build.builder import BuildReport, build
@@ -110,14 +109,13 @@ def print_report(report: BuildReport, standalone: float, rss_gb: float, latency:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--wiki", type=Path, help="wiki.db (default: the mini-FEVEROUS dump)")
     parser.add_argument("--out", type=Path, help="index directory (default: a temp dir)")
     parser.add_argument("--limit", type=int, help="index only the first N pages")
     parser.add_argument("--standalone-texts", type=int, default=2000)
     parser.add_argument("--claims", type=int, default=300, help="claims for search latency")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
-    add_record_option(parser)
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="feverous-bench-"))

@@ -14,14 +14,13 @@ held-out share (seed 13, 30 %), next to the majority class.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from data import MINI  # bench/data.py
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import bench_parser, record_if_asked  # bench/results.py
 
 from feverous_es.eval.claims import REFUTES, SUPPORTS
 from feverous_es.index.dump.page import parse_page
@@ -44,11 +43,10 @@ def accuracy(rows: list[tuple[bool, str, int, int]], rule: Callable[[int, int], 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("wiki", type=Path, help="the mini-FEVEROUS wiki.db (gunzipped)")
     parser.add_argument("--claims", type=Path, default=MINI / "feverous_s_dev.jsonl")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    add_record_option(parser)
     args = parser.parse_args()
     if not args.wiki.exists():
         sys.exit(f"{args.wiki}: no such file (gunzip ../shared/data/minifeverous/wiki.db.gz)")

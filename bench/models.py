@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 from data import MINI  # bench/data.py
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import bench_parser, record_if_asked  # bench/results.py
 from tokenizers import Tokenizer
 
 from feverous_es.eval.samples import gold_page_pairs
@@ -322,7 +322,7 @@ def print_table(rows: list[dict], header: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--db", type=Path, default=MINI / "wiki.db.gz", help="wiki.db or .gz")
     parser.add_argument(
         "--claims", type=Path, nargs="+",
@@ -340,7 +340,6 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--no-cuda", action="store_true", help="skip the CUDA section")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    add_record_option(parser)
     args = parser.parse_args()
 
     import torch

@@ -23,7 +23,6 @@ with a CUDA GPU the models run there (device auto); the device is printed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -35,7 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.samples import read_records, seeded_sample
 
@@ -145,7 +144,7 @@ def predict_throughput(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", help="embedded index directory, or the cluster URL / config")
     parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
     parser.add_argument("--verify-claims", type=int, default=20, help="claims of each file")
@@ -157,7 +156,6 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    add_record_option(parser)
     args = parser.parse_args()
     index = "" if args.index == "-" else args.index
 

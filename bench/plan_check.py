@@ -12,9 +12,10 @@ measured on another sample than the dump checked, or the check only repeats the 
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
+
+from results import bench_parser  # bench/results.py
 
 from feverous_es.index.build.plan import BuildRates, TokenCounter, count_dump, file_bytes, project
 from feverous_es.index.dump.wiki import WikiDB
@@ -26,7 +27,7 @@ CHECKED = ("wall_s", "disk_bytes", "peak_rss_bytes", "tokens", "vectors")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, record=False)
     parser.add_argument("wiki", type=Path, help="the dump that was built")
     parser.add_argument("index", type=Path, help="the embedded index bench/index.py built")
     parser.add_argument("build_json", type=Path, help="bench/index.py --json report of it")

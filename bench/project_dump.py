@@ -11,11 +11,11 @@ For sizing before the big dump is at hand: the counts keep the measured dump's m
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from pathlib import Path
 
+from results import bench_parser  # bench/results.py
 from rich.console import Console
 
 from feverous_es.index.build import plan
@@ -23,7 +23,7 @@ from feverous_es.index.build.plan_report import print_plan
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, record=False)
     parser.add_argument("plan_json", type=Path, help="`feverous-es plan WIKI_DB --json` output")
     parser.add_argument("--pages", type=int, required=True, help="pages of the dump to project")
     parser.add_argument("--rates", type=Path, default=plan.RATES_FILE)

@@ -15,12 +15,12 @@ reranker plugin's calls do. Prints pairs/s and tokens/s (non-padding tokens, med
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+from results import bench_parser  # bench/results.py
 from tokenizers import Tokenizer
 
 from feverous_es.eval.samples import gold_page_pairs
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__, record=False)
     parser.add_argument("--db", type=Path, default=REPO / "sample" / "wiki.db")
     parser.add_argument("--claims", type=Path, default=REPO / "sample" / "claims.jsonl")
     parser.add_argument("--pairs", type=int, default=1000)

@@ -2,8 +2,8 @@
 gave them, the commit, the date and the machine, so that the README and docs quote a file, not
 a number copied by hand.
 
-    from results import add_record_option, record_if_asked, save_figures
-    add_record_option(parser)          # every bench's --record NAME
+    from results import bench_parser, record_if_asked, save_figures
+    parser = bench_parser(__doc__)     # every bench's --record NAME
     record_if_asked(args, figures)     # at its end
     save_figures(args, figures)        # instead, at the end of a bench with --json PATH too
 """
@@ -65,13 +65,18 @@ def record(name: str, figures: Any, command: str | None = None) -> Path:
     return path
 
 
-def add_record_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--record",
-        metavar="NAME",
-        help="keep the figures, with the command, commit, date and machine, in "
-        "bench/results/NAME.json",
-    )
+def bench_parser(doc: str | None, *, record: bool = True) -> argparse.ArgumentParser:
+    """A bench's command line: its docstring's first paragraph as the description and, for a
+    bench that keeps figures, ``--record``."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    if record:
+        parser.add_argument(
+            "--record",
+            metavar="NAME",
+            help="keep the figures, with the command, commit, date and machine, in "
+            "bench/results/NAME.json",
+        )
+    return parser
 
 
 def record_if_asked(args: argparse.Namespace, figures: Any) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.ranking import HITS_AT, hits_at
 from feverous_es.eval.samples import gold_sets, gold_table, read_records, seeded_sample
@@ -158,7 +158,7 @@ def mean(values: Sequence[float]) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", help="embedded index directory, or the cluster (see above)")
     parser.add_argument("--store", choices=STORES, default="embedded")
     parser.add_argument("--in-index", action="store_true", help="only claims the index can hold")
@@ -176,7 +176,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
     parser.add_argument("--json", type=Path, help="write the report here too")
-    add_record_option(parser)
     args = parser.parse_args(argv)
 
     store = open_store(args.store, "" if args.index == "-" else args.index)
@@ -266,20 +265,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 def print_report(report: dict[str, Any]) -> None:
     print(f"reranker={report['reranker']} hops={report['hops']} seed={report['seed']} "
           f"options={report['options']}")  # fmt: skip
-    section = report.get("feverous_s")
-    if section:
-        print(f"\nFEVEROUS-S, {section['claims']} claims: complete recall@5 (5 sentences)")
-        if "bm25_complete_recall@5" in section:
-            print(f"  plain BM25 over all sentences  {section['bm25_complete_recall@5']:.3f}")
-        print(f"  pipeline                       {section['pipeline_complete_recall@5']:.3f}")
-        print_common(section)
-    section = report.get("tabfact")
-    if section:
-        print(f"\nTabFact, {section['claims']} claims: gold table Hits@1/5/10")
-        if "bm25_hits" in section:
-            print(f"  plain BM25 over whole tables   {percent(section['bm25_hits'])}")
-        print(f"  pipeline                       {percent(section['pipeline_hits'])}")
-        print(f"  tables in the evidence         {section['tables_in_evidence']:.1f}")
+    three = "{:.3f}".format
+    sections = {
+        "feverous_s": ("FEVEROUS-S, {} claims: complete recall@5 (5 sentences)", [
+            ("plain BM25 over all sentences", "bm25_complete_recall@5", three),
+            ("pipeline", "pipeline_complete_recall@5", three),
+        ]),
+        "tabfact": ("TabFact, {} claims: gold table Hits@1/5/10", [
+            ("plain BM25 over whole tables", "bm25_hits", percent),
+            ("pipeline", "pipeline_hits", percent),
+            ("tables in the evidence", "tables_in_evidence", "{:.1f}".format),
+        ]),
+    }  # fmt: skip
+    for key, (title, rows) in sections.items():
+        section = report.get(key)
+        if not section:
+            continue
+        print("\n" + title.format(section["claims"]))
+        for label, figure, shown in rows:
+            if figure in section:  # the BM25 baselines are optional
+                print(f"  {label:<30} {shown(section[figure])}")
         print_common(section)
 
 

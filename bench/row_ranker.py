@@ -21,7 +21,6 @@ default model reading at most N tokens a pair: what each costs is printed beside
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.ranking import HITS_AT, hits_at, print_hits
 from feverous_es.eval.samples import gold_table, has_gold_table, read_records, seeded_sample
@@ -42,7 +41,7 @@ from feverous_es.runtime.cross_encoder import CrossEncoder
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", help="embedded index directory (or the cluster, see --store)")
     parser.add_argument("--store", choices=STORES, default="embedded")
     parser.add_argument("--model", type=Path, action="append", default=[], help="row model dir")
@@ -55,7 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=303)
     parser.add_argument("--exclude", type=Path, help="jsonl whose `id`s are skipped")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    add_record_option(parser)
     args = parser.parse_args(argv)
 
     exclude = set()

@@ -15,7 +15,6 @@ build's, search p95 growing slower than the dump. The dumps and indexes live und
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 BENCH = Path(__file__).resolve().parent
 LINEAR_TOLERANCE = 0.20
@@ -81,13 +80,12 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("wiki", type=Path, help="the dump to grow (mini-FEVEROUS wiki.db)")
     parser.add_argument("--factors", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--work", type=Path, help="where dumps and indexes go (they are large)")
     parser.add_argument("--claims", type=int, default=200, help="claims for latency and recall")
     parser.add_argument("--json", type=Path, help="also write every figure here")
-    add_record_option(parser)
     parser.add_argument(
         "--reuse",
         type=int,

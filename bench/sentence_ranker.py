@@ -26,7 +26,6 @@ by side.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import sys
@@ -35,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -115,7 +114,7 @@ def pipeline_recall(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("model", type=Path, help="the trained sentence ranker (OUT/sentences)")
     parser.add_argument(
         "--against", type=Path, nargs="*", default=[],
@@ -132,7 +131,6 @@ def main() -> None:
         help="pipeline: the candidate stage's non-cell pool sizes to run the ranker on",
     )  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    add_record_option(parser)
     args = parser.parse_args()
 
     training = json.loads((args.model / "training.json").read_text(encoding="utf-8"))

@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 from data import MINI, REPO  # bench/data.py
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import bench_parser, record_if_asked  # bench/results.py
 
 from feverous_es.eval.samples import claim_texts
 
@@ -217,7 +217,7 @@ def run_soak(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", type=Path, help="embedded index directory")
     parser.add_argument("--warm", type=int, default=60, help="claims for the warm latency")
     parser.add_argument("--clients", type=int, default=20)
@@ -232,7 +232,6 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=float, default=5, help="soak: minutes before memory is expected to be flat"
     )
-    add_record_option(parser)
     args = parser.parse_args()
     if args.soak:
         run_soak(args)

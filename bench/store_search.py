@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.errors import MalformedPage
 from feverous_es.eval.samples import claim_texts
@@ -355,7 +355,7 @@ def run_elastic(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("path", nargs="?", type=Path, help="index directory (built if absent)")
     parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
     parser.add_argument("--keep", action="store_true", help="elasticsearch: keep the build")
@@ -370,7 +370,6 @@ def main() -> None:
         action="store_true",
         help="embed the claims with the real embedder (for an index `feverous-es index` built)",
     )
-    add_record_option(parser)
     args = parser.parse_args()
     if args.store == "elasticsearch":
         run_elastic(args)

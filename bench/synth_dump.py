@@ -19,7 +19,6 @@ disk, latency, recall), never retrieval quality.
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import sys
@@ -138,7 +137,9 @@ def synthesize(db: WikiDB, factor: int) -> Iterator[tuple[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from results import bench_parser  # bench/results.py (here: tests import this module)
+
+    parser = bench_parser(__doc__, record=False)
     parser.add_argument("wiki", type=Path, help="the dump to grow (e.g. mini-FEVEROUS wiki.db)")
     parser.add_argument("factor", type=int, help="N: the new dump holds N times its pages")
     parser.add_argument("out", type=Path, help="where to write the new dump")

@@ -14,28 +14,26 @@ it scored (those it did not train on), beside the features alone on those same c
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from data import MINI  # bench/data.py
-from results import add_record_option, record_if_asked  # bench/results.py
+from results import bench_parser, record_if_asked  # bench/results.py
 
 # The features that compute something on the table (a comparison, a count, an extreme, a sum).
 MATH_PREFIXES = ("number_is", "named_row_is", "comparison", "count_", "ordinal")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", type=Path, help="embedded index of the mini-FEVEROUS wiki.db")
     parser.add_argument("--holdout", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument(
         "--entailment", type=Path, help="a `train verdict` output directory: stack its scores"
     )
-    add_record_option(parser)
     args = parser.parse_args()
 
     from feverous_es.errors import TrainError

@@ -19,7 +19,6 @@ Nothing here changes the pipeline.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import time
@@ -27,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import STORES, open_store
@@ -46,7 +45,7 @@ def in_turn(first: Sequence[TableKey], second: Sequence[TableKey]) -> list[Table
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", help="embedded index directory (or the cluster, see --store)")
     parser.add_argument("--store", choices=STORES, default="embedded")
     parser.add_argument("--claims", type=int, default=1000, help="tabfact_dev claims")
@@ -54,7 +53,6 @@ def main() -> None:
     parser.add_argument("--pools", type=int, nargs="+", default=[50, 100, 200])
     parser.add_argument("--depths", type=int, nargs="+", default=[2000, 5000])
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    add_record_option(parser)
     args = parser.parse_args()
 
     records = table_claims(MINI / "tabfact_dev.jsonl", args.claims, args.seed)

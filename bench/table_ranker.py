@@ -26,7 +26,6 @@ changes the pipeline. Needs ``pip install lightgbm``.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -36,7 +35,7 @@ from typing import Any
 
 import numpy as np
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.ranking import HITS_AT, hits_at, print_hits
 from feverous_es.eval.samples import gold_table, table_claims
@@ -175,14 +174,13 @@ def pool_hits(pools: Pools, score: Any, columns: list[int]) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", help="embedded index of the mini-FEVEROUS wiki.db")
     parser.add_argument("--train", type=int, default=5000, help="tabfact_train claims drawn")
     parser.add_argument("--test", type=int, default=1000, help="tabfact_dev claims measured")
     parser.add_argument("--seed", type=int, default=303, help="the draw of the test claims")
     parser.add_argument("--union", type=int, default=50, help="whole-table BM25 tables added")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    add_record_option(parser)
     args = parser.parse_args()
     import lightgbm
     from sklearn.ensemble import HistGradientBoostingClassifier

@@ -23,7 +23,6 @@ Needs scikit-learn, and torch with transformers for the dense part (``pip instal
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 
 import numpy as np
 from data import MINI  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import open_store
@@ -187,7 +186,7 @@ def fused_hits(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("wiki_db", type=Path, help="the FEVEROUS-format dump the index holds")
     parser.add_argument("index", help="embedded index of that dump")
     parser.add_argument("--train-dense", type=int, default=0, help="claims to fine-tune on")
@@ -195,7 +194,6 @@ def main() -> int:
     parser.add_argument("--test", type=int, default=1000, help="tabfact_dev claims measured")
     parser.add_argument("--seed", type=int, default=303)
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    add_record_option(parser)
     args = parser.parse_args()
 
     texts = table_texts(args.wiki_db)

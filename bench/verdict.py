@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 from data import MINI, REPO  # bench/data.py
-from results import add_record_option, save_figures  # bench/results.py
+from results import bench_parser, save_figures  # bench/results.py
 
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
@@ -423,7 +423,7 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("index", type=Path, help="embedded index of the mini-FEVEROUS wiki.db")
     parser.add_argument(
         "--models",
@@ -451,7 +451,6 @@ def main() -> None:
     parser.add_argument("--nei", type=float, nargs="*", default=[0.3, 0.5, 0.7, 0.9, 1.1])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    add_record_option(parser)
     args = parser.parse_args()
 
     under_test = model_dirs(args.models)
