@@ -3,9 +3,12 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+
+from feverous_es.training.progress import Progress
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"  # what the tests need, shipped (see tests/data/README.md)
@@ -45,6 +48,24 @@ def raw_element_ids(page_id: str, data: dict) -> list[str]:
         elif key.startswith("list_"):
             ids += [f"{page_id}_{item['id']}" for item in value["list"]]
     return ids
+
+
+def write_lines(path: Path, lines: Iterable[str]) -> Path:
+    """``lines`` as a UTF-8 file, one a line (a claims or JSONL file a test reads)."""
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def recorded_steps(stop_after: int | None = None) -> tuple[list[tuple[str, int]], Progress]:
+    """A training run's progress that records each fine-tuning step as ``(phase, step)`` (the
+    counting phases, which report no tokens a second, are left out)."""
+    steps: list[tuple[str, int]] = []
+
+    def update(phase: str, done: int, total: int, tokens_per_second: float | None) -> None:
+        if tokens_per_second is not None:
+            steps.append((phase, done))
+
+    return steps, Progress(update, stop_after)
 
 
 def write_wiki(path: Path, pages: list[tuple[str, str]]) -> Path:

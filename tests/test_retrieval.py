@@ -52,6 +52,13 @@ def scored(element: Element, score: float) -> CellHit:
     )  # fmt: skip
 
 
+def row_cells(page: str, table: int, row: int, texts: Sequence[str], score: float) -> list[CellHit]:
+    """The cells of one table row, from column 0 on, each hit with ``score``."""
+    return [
+        scored(cell(page, table, row, column, text), score) for column, text in enumerate(texts)
+    ]
+
+
 def sentence(page: str, i: int, text: str) -> Element:
     lin = f"[{page}] {text}"
     return Element(f"{page}_sentence_{i}", page, ElementType.SENTENCE, text, lin, lin, lin)
@@ -67,8 +74,7 @@ def test_claim_features_use_the_index_analysis() -> None:
 def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
     claim = "during the third round of the turkish cup there be 54 winner"
     # Table A: one row matches many words, but no pair of them inside one cell.
-    a = [scored(cell("Cup A", 0, 1, 0, "turkish third"), 10.0),
-         scored(cell("Cup A", 0, 1, 1, "round cup"), 10.0)]  # fmt: skip
+    a = row_cells("Cup A", 0, 1, ["turkish third", "round cup"], 10.0)
     # Table B: its best row scores a little lower, but "third round" is a cell and 54 a value.
     b = [scored(cell("Cup B", 1, 3, 0, "third round"), 9.0),
          scored(cell("Cup B", 1, 3, 1, "54"), 9.0),
@@ -90,10 +96,8 @@ def test_bigrams_and_numbers_outrank_a_slightly_better_single_row() -> None:
 def test_a_cell_the_claim_names_whole_counts_over_scattered_words() -> None:
     claim = "süper lig be the most common league to win a round in the turkish cup"
     # A: the claim's words, but split across cells; B: "Süper Lig" (accented, cased) is a cell.
-    a = [scored(cell("Cup A", 0, 1, 0, "super turkish"), 10.0),
-         scored(cell("Cup A", 0, 1, 1, "lig cup"), 10.0)]  # fmt: skip
-    b = [scored(cell("Cup B", 1, 2, 0, "Su\u0308per Lig"), 9.0),
-         scored(cell("Cup B", 1, 2, 1, "be"), 9.0)]  # fmt: skip
+    a = row_cells("Cup A", 0, 1, ["super turkish", "lig cup"], 10.0)
+    b = row_cells("Cup B", 1, 2, ["Su\u0308per Lig", "be"], 9.0)
     parts = table_parts(claim, a + b)
     # Every part is a plugin option (a TableWeights field) and a share in [0, 1].
     for table in parts.values():

@@ -31,7 +31,7 @@ from feverous_es.verdict.feature_model import (
 )
 from feverous_es.verdict.inputs import sentence_premise, table_premise
 from feverous_es.verdict.table_facts import FEATURE_NAMES, Table
-from tests.conftest import REPO
+from tests.conftest import REPO, write_lines
 
 SAMPLE_CLAIMS = REPO / "sample" / "claims.jsonl"
 
@@ -49,9 +49,7 @@ def tabfact_claims(tmp_path_factory: pytest.TempPathFactory) -> Path:
             if '"TabFact"' in line
         )
     ]
-    path = tmp_path_factory.mktemp("claims") / "tabfact_sample.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_lines(tmp_path_factory.mktemp("claims") / "tabfact_sample.jsonl", lines)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import recorded_steps, write_lines
+
 pytest.importorskip("torch")
 pytest.importorskip("optimum.exporters.onnx")
 
@@ -43,9 +45,7 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = {r["id"]: r for r in map(json.loads, (REPO / "sample" / "claims.jsonl").open())}
     lines = [json.dumps({"id": "", "claim": "", "label": "", "evidence": []})]
     lines += [json.dumps(rows[i], ensure_ascii=False) for i in MULTI_PAGE + ONE_PAGE]
-    path = tmp_path_factory.mktemp("claims") / "sample_dev.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_lines(tmp_path_factory.mktemp("claims") / "sample_dev.jsonl", lines)
 
 
 @pytest.fixture(scope="module")
@@ -180,9 +180,12 @@ def test_train_resume_via_the_cli_export_and_generate(
         claims=[claims_file], index=sample_index, out=tmp_path / "hop", work=tmp_path / "work",
         settings=settings, holdout=0.2,
     )  # fmt: skip
-    steps: list[int] = []
-    assert th.run(options, on_step=lambda s, n, r: steps.append(s), stop_after=2) is None
-    assert steps == [1, 2] and (options.work / th.CHECKPOINT_FILE).is_file()
+    steps, progress = recorded_steps(stop_after=2)
+    assert th.run(options, progress) is None
+    assert (
+        steps == [("training", 1), ("training", 2)]
+        and (options.work / th.CHECKPOINT_FILE).is_file()
+    )
 
     args = ["train", "hop", "--claims", str(claims_file), "--index", str(sample_index)]
     args += ["--out", str(options.out), "--work", str(options.work), "--base", str(tiny_t5)]

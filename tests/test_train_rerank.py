@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import recorded_steps, write_lines
+
 pytest.importorskip("torch")
 pytest.importorskip("optimum.exporters.onnx")
 
@@ -61,9 +63,7 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) ->
             lines.append(json.dumps({**row, "evidence": evidence}, ensure_ascii=False))
     finally:
         store.close()
-    path = tmp_path_factory.mktemp("claims") / "mixed_dev.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_lines(tmp_path_factory.mktemp("claims") / "mixed_dev.jsonl", lines)
 
 
 @pytest.fixture(scope="module")
@@ -167,9 +167,9 @@ def test_train_resume_export_and_load(
         claims=[claims_file], index=sample_index, out=out, work=work, settings=settings,
         holdout=0.3,
     )  # fmt: skip
-    steps: list[tuple[str, int]] = []
-    assert tr.run(options, on_step=lambda k, s, n, r: steps.append((k, s)), stop_after=2) is None
-    assert steps == [("cells", 1), ("cells", 2)]
+    steps, progress = recorded_steps(stop_after=2)
+    assert tr.run(options, progress) is None
+    assert steps == [("training cells", 1), ("training cells", 2)]
     assert (work / "cells" / common.CHECKPOINT_FILE).is_file()
 
     args = ["train", "rerank", "--claims", str(claims_file), "--index", str(sample_index)]

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import recorded_steps, write_lines
+
 pytest.importorskip("torch")
 pytest.importorskip("optimum.exporters.onnx")
 
@@ -63,9 +65,7 @@ TABLE_CLAIMS = [
 
 def write_claims(path: Path, records: list[dict]) -> Path:
     lines = [json.dumps({"id": "", "claim": "", "label": "", "evidence": []})]
-    lines += [json.dumps(r) for r in records]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_lines(path, [*lines, *map(json.dumps, records)])
 
 
 def write_pairs(path: Path) -> Path:
@@ -144,9 +144,9 @@ def test_training_evidence_is_what_the_default_pipeline_retrieves(
 
 
 def test_train_resume_export_and_load(options: RunOptions) -> None:
-    steps: list[int] = []
-    assert run_training(options, on_step=lambda s, n, r: steps.append(s), stop_after=2) is None
-    assert steps == [1, 2]
+    steps, progress = recorded_steps(stop_after=2)
+    assert run_training(options, progress) is None
+    assert steps == [("training", 1), ("training", 2)]
     assert (options.work / "fold-0" / CHECKPOINT_FILE).is_file()
     cached = (options.work / EVIDENCE_FILE).read_text().splitlines()
     assert len(cached) == len(CLAIMS)  # the table file is read against its gold tables only
@@ -159,10 +159,10 @@ def test_train_resume_export_and_load(options: RunOptions) -> None:
     assert "venezuela" in gold_tables[0].premise.lower()
     assert not any(p.held_out for p in gold_tables)  # a training-only file is never held out
 
-    steps.clear()
-    report = run_training(options, on_step=lambda s, n, r: steps.append(s))
+    steps, progress = recorded_steps()
+    report = run_training(options, progress)
     assert report is not None
-    assert steps[0] == 3  # resumed, not restarted
+    assert steps[0] == ("training", 3)  # resumed, not restarted
     assert (options.work / EVIDENCE_FILE).read_text().splitlines() == cached  # not redone
 
     out = options.out

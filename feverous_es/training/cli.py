@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from feverous_es.console import print_json, progress_bars, user_errors
+from feverous_es.console import print_json, user_errors
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
@@ -17,8 +17,7 @@ from feverous_es.training.options import (
     data_options,
     feature_verdict_options,
     fit_options,
-    token_rate,
-    training_errors,
+    training_run,
 )
 
 
@@ -165,7 +164,7 @@ def verdict_command(
     from feverous_es.training.verdict.options import RunOptions, TrainSettings
 
     command = command_line(click.get_current_context())
-    with training_errors(data.work), progress_bars() as update:
+    with training_run(data.work) as progress:
         settings = TrainSettings(**fit.settings(bases.resolve_base(fit.base)), device=fit.device)
         options = RunOptions(
             **data.run_options(command), settings=settings, device=fit.device,
@@ -176,15 +175,9 @@ def verdict_command(
             teacher=bases.resolve_base(teacher) if bundle else None,
         )  # fmt: skip
         if bundle is not None:
-            print_json(write_gpu_bundle(
-                options, on_evidence=lambda done, total: update("evidence", done, total)
-            ))  # fmt: skip
+            print_json(write_gpu_bundle(options, progress))
             return
-        report = train_verdict(
-            options,
-            on_evidence=lambda done, total: update("evidence", done, total),
-            on_step=lambda done, total, rate: update("training", done, total, token_rate(rate)),
-        )
+        report = train_verdict(options, progress)
     assert report is not None
     _echo_summary(data.out, report)
 
@@ -205,7 +198,7 @@ def _train_feature_verdict(kind: str, data: Data, **params: Any) -> None:
     from feverous_es.training import feature_verdict as fv
 
     command = command_line(click.get_current_context())
-    with training_errors(data.work), progress_bars() as update:
+    with training_run(data.work) as progress:
         settings = fv.Settings(
             trees=params["trees"], learning_rate=params["learning_rate"],
             depth=params["depth"], seed=params["seed"],
@@ -215,11 +208,7 @@ def _train_feature_verdict(kind: str, data: Data, **params: Any) -> None:
             train_claims=list(params["train_claims"]), retrieved=params.get("retrieved", 0),
             entailment=params["entailment"],
         )  # fmt: skip
-        report = fv.run(
-            options,
-            on_features=lambda done, total: update("gold-table features", done, total),
-            on_evidence=lambda done, total: update("retrieved evidence", done, total),
-        )
+        report = fv.run(options, progress)
     _echo_summary(data.out, report)
 
 
@@ -339,7 +328,7 @@ def rerank_command(
     if layers is not None and teacher is None:
         raise click.UsageError("--layers needs --teacher")
     command = command_line(click.get_current_context())
-    with training_errors(data.work), progress_bars() as update:
+    with training_run(data.work) as progress:
         settings = tr.TrainSettings(
             **fit.settings(bases.resolve_base(fit.base)), negatives=negatives, others=others,
             teacher=teacher, layers=layers,
@@ -348,21 +337,14 @@ def rerank_command(
             **data.run_options(command), settings=settings, device=fit.device,
             kinds=rerank_data.KINDS if kind == "both" else (kind,),
         )  # fmt: skip
-
-        def on_pools(done: int, total: int) -> None:
-            update("candidates", done, total)
-
-        def on_step(name: str, done: int, total: int, rate: float | None) -> None:
-            update(f"training {name}", done, total, token_rate(rate))
-
         if kind == "rows":
             from feverous_es.training import row_ranker
 
-            report = row_ranker.run(options, on_pools=on_pools, on_step=on_step)
+            report = row_ranker.run(options, progress)
             assert report is not None
             print_json(row_ranker.summary(report))
             return
-        reports = tr.run(options, on_pools=on_pools, on_step=on_step)
+        reports = tr.run(options, progress)
     assert reports is not None
     summary = {
         name: {
@@ -411,17 +393,12 @@ def hop_command(data: Data, fit: Fit, target_length: int, distractors: int) -> N
 
     assert fit.base is not None  # --base is required: no seq2seq weights ship
     command = command_line(click.get_current_context())
-    with training_errors(data.work), progress_bars() as update:
+    with training_run(data.work) as progress:
         settings = th.TrainSettings(
             **fit.settings(fit.base), target_length=target_length, distractors=distractors
         )
         options = th.RunOptions(**data.run_options(command), settings=settings, device=fit.device)
-        report = th.run(
-            options,
-            on_retrieval=lambda done, total: update("retrieval", done, total),
-            on_step=lambda done, total, rate: update("training", done, total, token_rate(rate)),
-            on_eval=lambda done, total: update("held-out generation", done, total),
-        )
+        report = th.run(options, progress)
     assert report is not None
     summary = {
         "out": str(data.out),

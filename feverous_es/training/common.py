@@ -23,6 +23,7 @@ from feverous_es.export.card import ModelCard
 from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
 from feverous_es.training import datasets
+from feverous_es.training.progress import NO_STEPS, Steps
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -158,20 +159,19 @@ def fit(
     work: Path,
     items: int,
     batch_loss: BatchLoss,
+    steps: Steps = NO_STEPS,
     *,
-    on_progress: Callable[[int, int, float], None] | None = None,
-    stop_after: int | None = None,
     on_epoch: Callable[[int], None] | None = None,
 ) -> bool:
     """Train ``model`` in place on ``items`` training items, ``settings.batch_size`` a step, with
-    AdamW and a linear warm-up schedule; True when done, False when ``stop_after`` stopped it.
+    AdamW and a linear warm-up schedule; True when done, False when ``steps.stop_after`` stopped
+    it.
 
     Resumes from ``<work>/checkpoint.pt`` when it exists (the batches are a function of the seed
     and the epoch, so a resumed run sees the batches the killed one would have) and writes it
     every ``settings.checkpoint_every`` steps; appends each step's loss to ``<work>/loss.jsonl``.
-    ``stop_after`` stops after that many steps of this call (tests use it to simulate a kill).
-    ``on_progress(step, total, tokens_per_second)``; ``on_epoch(epoch)`` after each whole
-    epoch (1-based), before its checkpoint.
+    ``steps.on_step(step, total, tokens_per_second)`` after each step; ``on_epoch(epoch)`` after
+    each whole epoch (1-based), before its checkpoint.
     """
     if items <= 0:
         raise TrainError("no training examples (every claim is held out?)")
@@ -231,13 +231,13 @@ def fit(
         with (work / LOSS_LOG).open("a", encoding="utf-8") as log:
             log.write(json.dumps({"step": step, "loss": round(loss.item(), 5)}) + "\n")
         tokens += batch_tokens
-        if on_progress:
-            on_progress(step, total, tokens / max(time.perf_counter() - started, 1e-9))
+        if steps.on_step:
+            steps.on_step(step, total, tokens / max(time.perf_counter() - started, 1e-9))
         if on_epoch and step % steps_per_epoch == 0:
             on_epoch(step // steps_per_epoch)
         if step % settings.checkpoint_every == 0 or step == total:
             save()
-        if stop_after is not None and done_here >= stop_after and step < total:
+        if steps.stop_after is not None and done_here >= steps.stop_after and step < total:
             save()
             return False
     model.eval()
@@ -285,25 +285,21 @@ class RunOptions:
         }
 
 
-# on_step(step, total steps, tokens per second)
-ProgressCallback = Callable[[int, int, float], None]
-
-
 def timed_training(
-    train: Callable[..., Path | None], on_step: ProgressCallback | None
+    train: Callable[[Steps], Path | None], steps: Steps
 ) -> tuple[Path | None, dict[str, float]]:
-    """``train(on_progress=…)``'s result, with the seconds it took and its last tokens/s as the
-    report gives them; ``on_step`` sees every step."""
+    """``train(steps)``'s result, with the seconds it took and its last tokens/s as the report
+    gives them; ``steps.on_step`` still sees every step."""
     rate = 0.0
 
     def step(done: int, total: int, tokens_per_second: float) -> None:
         nonlocal rate
         rate = tokens_per_second
-        if on_step:
-            on_step(done, total, tokens_per_second)
+        if steps.on_step:
+            steps.on_step(done, total, tokens_per_second)
 
     started = time.perf_counter()
-    trained = train(on_progress=step)
+    trained = train(Steps(step, steps.stop_after))
     seconds = time.perf_counter() - started
     return trained, {"seconds": round(seconds, 1), "tokens_per_second": round(rate, 1)}
 

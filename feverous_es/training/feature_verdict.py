@@ -43,6 +43,7 @@ from feverous_es.index.element_ids import element_to_triple
 from feverous_es.runtime.files import FP32_FILE, write_manifest
 from feverous_es.training import common, datasets
 from feverous_es.training.datasets import TrainingClaim, is_holdout
+from feverous_es.training.progress import QUIET, Progress
 from feverous_es.training.rerank_data import index_id
 from feverous_es.verdict import sentence_facts, table_facts
 from feverous_es.verdict.feature_model import (
@@ -246,13 +247,9 @@ def evidence_features(
     return (np.stack(rows) if rows else np.zeros((0, width), np.float32)), kept
 
 
-def run(
-    options: RunOptions,
-    *,
-    on_features: Callable[[int, int], None] | None = None,
-    on_evidence: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
-    """Features, fitting, export, held-out accuracy and the model card; returns the report."""
+def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
+    """Features, fitting, export, held-out accuracy and the model card; returns the report.
+    Phases: ``gold-table features``, ``retrieved evidence``."""
     from feverous_es.index.backends import open_store
 
     if not 0.0 <= options.holdout < 1.0:
@@ -271,6 +268,8 @@ def run(
             seed, claim.source, claim.id, options.holdout
         )
 
+    on_features = progress.counter("gold-table features")
+    on_evidence = progress.counter("retrieved evidence")
     store = open_store(options.store, options.index)
     try:
         if tables:

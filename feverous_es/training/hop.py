@@ -48,7 +48,7 @@ torch, transformers and optimum are imported inside functions: the runtime never
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -80,6 +80,7 @@ from feverous_es.training.hop_data import (
     all_pairs,
     read_hop_claims,
 )
+from feverous_es.training.progress import NO_STEPS, QUIET, Progress, Steps
 from feverous_es.training.retrieved import collect_retrieved
 
 __all__ = ["CHECKPOINT_FILE", "TRAINED_DIR", "TrainError"]
@@ -164,15 +165,10 @@ def encode(tokenizer: Any, pairs: Sequence[Pair], settings: TrainSettings) -> li
 
 
 def train(
-    pairs: Sequence[Pair],
-    settings: TrainSettings,
-    work: Path,
-    *,
-    on_progress: Callable[[int, int, float], None] | None = None,
-    stop_after: int | None = None,
+    pairs: Sequence[Pair], settings: TrainSettings, work: Path, steps: Steps = NO_STEPS
 ) -> Path | None:
-    """Fine-tune ``settings.base`` into ``<work>/trained``; None when ``stop_after`` stopped it
-    first. Resumable (:func:`~feverous_es.training.common.fit`)."""
+    """Fine-tune ``settings.base`` into ``<work>/trained``; None when ``steps.stop_after``
+    stopped it first. Resumable (:func:`~feverous_es.training.common.fit`)."""
     torch = import_torch()
     if not pairs:
         raise TrainError("no training pairs (every claim is held out?)")
@@ -190,10 +186,7 @@ def train(
         loss = model(**batch, labels=labels).loss
         return loss, int(batch["attention_mask"].sum() + (labels != -100).sum())
 
-    finished = common.fit(
-        torch, model, settings, work, len(encoded), batch_loss,
-        on_progress=on_progress, stop_after=stop_after,
-    )  # fmt: skip
+    finished = common.fit(torch, model, settings, work, len(encoded), batch_loss, steps)
     return common.save_trained(model, tokenizer, work) if finished else None
 
 
@@ -311,16 +304,10 @@ class RunOptions(common.RunOptions):
     settings: TrainSettings
 
 
-def run(
-    options: RunOptions,
-    *,
-    on_retrieval: Callable[[int, int], None] | None = None,
-    on_step: Callable[[int, int, float], None] | None = None,
-    on_eval: Callable[[int, int], None] | None = None,
-    stop_after: int | None = None,
-) -> dict[str, Any] | None:
+def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | None:
     """Retrieval, pairs, fine-tuning, export, held-out metrics and the model card; returns the
-    report (None when ``stop_after`` interrupted the training)."""
+    report (None when ``progress.stop_after`` interrupted the training). Phases: ``retrieval``,
+    ``training``, ``held-out generation``."""
     options.check()
     settings = options.settings
     check_seq2seq_base(settings.base)
@@ -331,7 +318,7 @@ def run(
         options.work / RETRIEVED_FILE,
         store=options.store,
         device=options.device,
-        on_progress=on_retrieval,
+        on_progress=progress.counter("retrieval"),
     )
     pairs = all_pairs(retrieved, settings.seed, settings.distractors)
     options.work.mkdir(parents=True, exist_ok=True)
@@ -340,7 +327,7 @@ def run(
             out.write(json.dumps(asdict(pair), ensure_ascii=False) + "\n")
     train_set, held = split(pairs, settings.seed, options.holdout)
     trained, timing = common.timed_training(
-        partial(train, train_set, settings, options.work, stop_after=stop_after), on_step
+        partial(train, train_set, settings, options.work), progress.steps()
     )
     if trained is None:
         return None
@@ -349,6 +336,8 @@ def run(
         trained, options.out, options.work, probe, settings.max_length, options.command
     )
     outputs: list[str] = []
+    on_eval = progress.counter("held-out generation")
+    on_eval = progress.counter("held-out generation")
     for start in range(0, len(held), 64):
         chunk = [p.input for p in held[start : start + 64]]
         outputs += generate(options.out, chunk, settings.max_length, settings.target_length)

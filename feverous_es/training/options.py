@@ -7,13 +7,14 @@ import contextlib
 import dataclasses
 import functools
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from feverous_es.console import user_errors
+from feverous_es.console import progress_bars, user_errors
+from feverous_es.training.progress import Progress
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -247,8 +248,16 @@ def training_errors(work: Path) -> contextlib.AbstractContextManager[None]:
     )
 
 
-def token_rate(rate: float | None) -> str:
-    return "" if rate is None else f"{rate:,.0f} tok/s"
+@contextlib.contextmanager
+def training_run(work: Path) -> Iterator[Progress]:
+    """:func:`training_errors`, and the run's phases as bars on stderr (a training's tokens a
+    second beside its bar)."""
+    with training_errors(work), progress_bars() as update:
+        yield Progress(
+            lambda phase, done, total, rate: update(
+                phase, done, total, "" if rate is None else f"{rate:,.0f} tok/s"
+            )
+        )
 
 
 def command_line(context: click.Context) -> str:

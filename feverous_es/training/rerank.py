@@ -53,6 +53,7 @@ from feverous_es.retrieve.selection import CELL_BUDGET, SENTENCE_BUDGET
 from feverous_es.training import common, datasets
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import check_base, import_torch
+from feverous_es.training.progress import NO_STEPS, QUIET, Progress, Steps
 from feverous_es.training.rerank_card import write_card
 from feverous_es.training.rerank_data import (
     CANDIDATES_FILE,
@@ -112,15 +113,11 @@ def prune_layers(model: Any, keep: int) -> None:
 
 
 def train(
-    groups: Sequence[Group],
-    settings: TrainSettings,
-    work: Path,
-    *,
-    on_progress: Callable[[int, int, float], None] | None = None,
-    stop_after: int | None = None,
+    groups: Sequence[Group], settings: TrainSettings, work: Path, steps: Steps = NO_STEPS
 ) -> Path | None:
     """Fine-tune ``settings.base`` on the groups into ``<work>/trained`` and return it (None when
-    ``stop_after`` stopped it first); resumable (:func:`~feverous_es.training.common.fit`)."""
+    ``steps.stop_after`` stopped it first); resumable (:func:`~feverous_es.training.common.fit`).
+    """
     torch = import_torch()
     check_base(settings.base)
     if not groups:
@@ -153,10 +150,7 @@ def train(
         loss = torch.nn.functional.cross_entropy(grid, target)
         return loss, int(batch["attention_mask"].sum())
 
-    finished = common.fit(
-        torch, model, settings, work, len(groups), batch_loss,
-        on_progress=on_progress, stop_after=stop_after,
-    )  # fmt: skip
+    finished = common.fit(torch, model, settings, work, len(groups), batch_loss, steps)
     return common.save_trained(model, tokenizer, work) if finished else None
 
 
@@ -262,16 +256,10 @@ class RunOptions(common.RunOptions):
             )
 
 
-def run(
-    options: RunOptions,
-    *,
-    on_pools: Callable[[int, int], None] | None = None,
-    on_step: Callable[[str, int, int, float], None] | None = None,
-    stop_after: int | None = None,
-) -> dict[str, Any] | None:
+def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | None:
     """Pools, groups, fine-tuning, export, held-out metrics and the card, for each kind;
-    returns ``{kind: report}`` (None when ``stop_after`` interrupted a training).
-    ``on_step(kind, step, total, tokens_per_second)``."""
+    returns ``{kind: report}`` (None when ``progress.stop_after`` interrupted a training).
+    Phases: ``candidates``, then ``training <kind>`` for each kind."""
     options.check()
     unknown = [k for k in options.kinds if k not in KINDS]
     if unknown or not options.kinds:
@@ -286,7 +274,7 @@ def run(
     claims = read_gold_claims(options.claims, limit=options.limit, seed=settings.seed)
     pools = collect_retrieved(
         claims, options.index, options.work / CANDIDATES_FILE,
-        store=options.store, device=options.device, on_progress=on_pools,
+        store=options.store, device=options.device, on_progress=progress.counter("candidates"),
     )  # fmt: skip
     train_pools, held_pools = datasets.split(pools, settings.seed, options.holdout)
     reports: dict[str, Any] = {}
@@ -300,7 +288,7 @@ def run(
             seed=settings.seed,
         )  # fmt: skip
 
-        fitted = fit_and_export(kind, groups, held, options, on_step, stop_after)
+        fitted = fit_and_export(kind, groups, held, options, progress)
         if fitted is None:
             return None
         out, exported, timing, score = fitted
@@ -327,16 +315,15 @@ def fit_and_export(
     groups: Sequence[Group],
     held: Sequence[Group],
     options: RunOptions,
-    on_step: Callable[[str, int, int, float], None] | None,
-    stop_after: int | None,
+    progress: Progress,
 ) -> tuple[Path, dict, dict[str, float], Callable[[list[tuple[str, str]]], np.ndarray]] | None:
-    """Fine-tune on ``groups`` in ``<work>/<kind>``, export to ``<out>/<kind>`` (parity on
-    held-out pairs); returns ``(out, export report, timing, the exported model's scorer)``, or
-    None when ``stop_after`` stopped the training first."""
+    """Fine-tune on ``groups`` in ``<work>/<kind>`` (phase ``training <kind>``), export to
+    ``<out>/<kind>`` (parity on held-out pairs); returns ``(out, export report, timing, the
+    exported model's scorer)``, or None when ``progress.stop_after`` stopped the training
+    first."""
     settings, work = options.settings, options.work / kind
     trained, timing = common.timed_training(
-        partial(train, groups, settings, work, stop_after=stop_after),
-        partial(on_step, kind) if on_step else None,
+        partial(train, groups, settings, work), progress.steps(f"training {kind}")
     )
     if trained is None:
         return None

@@ -32,6 +32,7 @@ from feverous_es.index.element_ids import table_key
 from feverous_es.training import datasets
 from feverous_es.training.common import check_base
 from feverous_es.training.datasets import TrainingClaim
+from feverous_es.training.progress import QUIET, Progress
 from feverous_es.training.rerank import (
     RunOptions,
     fit_and_export,
@@ -152,28 +153,23 @@ def hard_group_metrics(
     return group_metrics(score, hard)
 
 
-def run(
-    options: RunOptions,
-    *,
-    on_pools: Callable[[int, int], None] | None = None,
-    on_step: Callable[[str, int, int, float], None] | None = None,
-    stop_after: int | None = None,
-) -> dict[str, Any] | None:
+def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | None:
     """Row pools, groups, fine-tuning, export, held-out metrics and the card; returns the
-    report (None when ``stop_after`` interrupted the training)."""
+    report (None when ``progress.stop_after`` interrupted the training). Phases: ``candidates``,
+    ``training rows``."""
     options.check()
     settings = options.settings
     check_base(settings.base)
     claims = read_table_claims(options.claims, limit=options.limit, seed=settings.seed)
     pools = collect_row_pools(
         claims, options.index, options.work / GROUPS_FILE, depth=settings.negatives,
-        store=options.store, device=options.device, on_progress=on_pools,
+        store=options.store, device=options.device, on_progress=progress.counter("candidates"),
     )  # fmt: skip
     train_pools, held_pools = datasets.split(pools, settings.seed, options.holdout)
     sizes = {"negatives": settings.negatives, "others": settings.others, "seed": settings.seed}
     groups = build_row_groups(train_pools, **sizes)
     held = build_row_groups(held_pools, **sizes)
-    fitted = fit_and_export(KIND, groups, held, options, on_step, stop_after)
+    fitted = fit_and_export(KIND, groups, held, options, progress)
     if fitted is None:
         return None
     out, exported, timing, score = fitted

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from feverous_es.training import datasets, gpu_bundle
 from feverous_es.training import entailment_data as data
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import check_base
+from feverous_es.training.progress import QUIET, Progress
 from feverous_es.training.verdict.card import write_card
 from feverous_es.training.verdict.fit import train_models, write_scores
 from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions
@@ -20,22 +20,17 @@ from feverous_es.training.verdict.pairs import build_pairs, stacking_pairs, trai
 from feverous_es.training.verdict.scoring import accuracy, probabilities
 
 
-def run(
-    options: RunOptions,
-    *,
-    on_evidence: Callable[[int, int], None] | None = None,
-    on_step: Callable[[int, int, float], None] | None = None,
-    stop_after: int | None = None,
-) -> dict[str, Any] | None:
+def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | None:
     """Evidence, pairs, the cross-fitting and full models, export, held-out accuracy and the
-    model card; returns the report (None when ``stop_after`` interrupted a training)."""
+    model card; returns the report (None when ``progress.stop_after`` interrupted a training).
+    Phases: ``evidence``, ``training``."""
     from feverous_es.export.exporter import export_int8_as_model
 
     options.check()
     settings = options.settings
     check_base(settings.base)
-    pairs = build_pairs(options, on_evidence)
-    trained, record = train_models(pairs, options, on_step=on_step, stop_after=stop_after)
+    pairs = build_pairs(options, progress.counter("evidence"))
+    trained, record = train_models(pairs, options, progress.steps())
     if trained is None:
         return None
     held = [p for p in pairs if p.held_out]
@@ -83,9 +78,7 @@ def run(
     return report
 
 
-def write_gpu_bundle(
-    options: RunOptions, *, on_evidence: Callable[[int, int], None] | None = None
-) -> dict[str, Any]:
+def write_gpu_bundle(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
     """The command's pairs (as :func:`run` builds them) and everything else the GPU job needs,
     written to ``options.bundle`` (:mod:`~feverous_es.training.gpu_bundle`); returns what to
     send: the roles' pair counts and the calls."""
@@ -94,7 +87,7 @@ def write_gpu_bundle(
     settings = options.settings
     check_base(settings.base)
     check_base(options.teacher)
-    pairs = build_pairs(options, on_evidence)
+    pairs = build_pairs(options, progress.counter("evidence"))
     student = gpu_bundle.StudentSettings(
         epochs=max(1, round(settings.epochs)), batch_size=settings.batch_size,
         learning_rate=settings.learning_rate, max_length=settings.max_length,

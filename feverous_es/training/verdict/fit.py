@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from feverous_es.eval.claims import LABELS
 from feverous_es.training import common, datasets, gpu_bundle
 from feverous_es.training import entailment_data as data
 from feverous_es.training.common import TRAINED_DIR, check_base, import_torch
+from feverous_es.training.progress import NO_STEPS, Steps
 from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions, TrainSettings
 from feverous_es.training.verdict.pairs import training_pool
 
@@ -71,12 +72,10 @@ def train(
     held: Sequence[data.Pair],
     settings: TrainSettings,
     work: Path,
-    *,
-    on_progress: Callable[[int, int, float], None] | None = None,
-    stop_after: int | None = None,
+    steps: Steps = NO_STEPS,
 ) -> Path | None:
     """Fine-tune ``settings.base`` on ``pool`` into ``<work>/trained`` and return that
-    directory (None when ``stop_after`` stopped it first); after each epoch the accuracy on
+    directory (None when ``steps.stop_after`` stopped it first); after each epoch the accuracy on
     ``held`` is added to ``<work>/epochs.json``. Resumable
     (:func:`~feverous_es.training.common.fit`)."""
     torch = import_torch()
@@ -108,9 +107,8 @@ def train(
         path.write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")
 
     finished = common.fit(
-        torch, model, settings, work, len(encoded), batch_loss,
-        on_progress=on_progress, stop_after=stop_after, on_epoch=epoch_done,
-    )  # fmt: skip
+        torch, model, settings, work, len(encoded), batch_loss, steps, on_epoch=epoch_done
+    )
     if not finished:
         return None
     model.to("cpu")
@@ -141,9 +139,7 @@ def write_scores(path: Path, pairs: Sequence[data.Pair], probabilities: Any, mod
 def train_models(
     pairs: Sequence[data.Pair],
     options: RunOptions,
-    *,
-    on_step: Callable[[int, int, float], None] | None = None,
-    stop_after: int | None = None,
+    steps: Steps = NO_STEPS,
 ) -> tuple[Path | None, dict[str, Any]]:
     """The cross-fitting models, then the full one; their scores in ``<work>/scores.jsonl``.
     Returns the full model's trained directory (None when stopped) and the training record."""
@@ -160,8 +156,7 @@ def train_models(
         if name in scored:
             continue
         fold_pool = [p for p in pool if p.fold != fold]
-        trained = train(fold_pool, [], settings, options.work / name, on_progress=on_step,
-                        stop_after=stop_after)  # fmt: skip
+        trained = train(fold_pool, [], settings, options.work / name, steps)
         if trained is None:
             return None, record
         out_of_fold = [p for p in pairs if p.fold == fold and not p.held_out]
@@ -174,9 +169,7 @@ def train_models(
         trained, timing = _gpu_student(options.from_gpu, settings.base, work)
         timing_path.write_text(json.dumps(timing) + "\n", encoding="utf-8")
     else:
-        trained, timing = common.timed_training(
-            partial(train, pool, held, settings, work, stop_after=stop_after), on_step
-        )
+        trained, timing = common.timed_training(partial(train, pool, held, settings, work), steps)
         if trained is None:
             return None, record
         timing = {**timing, "device": _device_name(settings.device)}
