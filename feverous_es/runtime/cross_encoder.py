@@ -28,6 +28,7 @@ from feverous_es.runtime.files import (
     model_max_length,
 )
 from feverous_es.runtime.model import OnnxModel
+from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, check_task
 
 # Pairs of the mini-FEVEROUS data are at most ~320 tokens (claim + linearized table row), and
 # length-sorted batches make a pair's cost depend on its own length only, so the limit is the
@@ -77,6 +78,7 @@ class CrossEncoder:
         self.max_length = max_length
 
         directory, onnx_file = _locate(model)
+        check_task(directory, TEXT_CLASSIFICATION, "a cross-encoder (a ranker or a reader)")
         limit = model_max_length(directory)
         if not 8 <= max_length <= limit:
             raise ConfigError(f"max_length must be between 8 and {limit}, not {max_length}")

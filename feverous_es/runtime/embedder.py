@@ -46,6 +46,7 @@ from feverous_es.runtime.files import (
 )
 from feverous_es.runtime.model import OnnxModel
 from feverous_es.runtime.model import load_tokenizer as runtime_tokenizer
+from feverous_es.runtime.tasks import FEATURE_EXTRACTION, check_task
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
@@ -132,6 +133,7 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
             tmp,
             [FP16_FILE, TOKENIZER_FILE],
             model=MODEL_NAME,
+            task=FEATURE_EXTRACTION,
             source={"int8_sha256": listed[INT8_FILE]["sha256"], "dequantized": True},
             fp16=recipe,
         )
@@ -174,6 +176,7 @@ class Embedder:
         model_file: str | None = None,
     ) -> None:
         model_dir = ensure_model(model_dir)
+        check_task(model_dir, FEATURE_EXTRACTION, "the embedder")
         self.batch_size = batch_size
         packaged = model_dir == PACKAGED_MODEL_DIR
         if packaged and model_file is None and not quantized and not _cuda(device):

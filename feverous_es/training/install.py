@@ -33,8 +33,16 @@ def check_model(model_dir: Path, role: str) -> None:
         FeatureClassifier(model_dir, role.removesuffix("-verdict"))
         return
     from feverous_es.runtime.cross_encoder import CrossEncoder
+    from feverous_es.runtime.load import load_model
+    from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, model_task
 
-    width = CrossEncoder(model_dir, device="cpu").num_logits
+    model = load_model(model_dir, device="cpu")
+    if not isinstance(model, CrossEncoder):
+        raise ModelError(
+            f"{model_dir} holds a {model_task(model_dir)} model; the {role} role needs a "
+            f"{TEXT_CLASSIFICATION} one"
+        )
+    width = model.num_logits
     if role == "sentence-ranker":
         if width != 1:
             raise ModelError(
