@@ -54,10 +54,7 @@ def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("wiki_db", type=Path)
     parser.add_argument(
-        "--model",
-        type=Path,
-        action="append",
-        help="a verdict model beside the shipped one (repeat)",
+        "--model", type=Path, action="append", help="a verdict model to compare (repeat)"
     )
     parser.add_argument("--pages", type=int, default=4000, help="as --contrastive-pages")
     parser.add_argument("--holdout", type=float, default=0.35, help="as train verdict's")

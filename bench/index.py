@@ -99,13 +99,9 @@ def print_report(report: BuildReport, standalone: float, rss_gb: float, latency:
           f"{embed_rate / standalone:.1%} of it (target >= 85%)")  # fmt: skip
     print(f"not embedding: {not_embedding:.1%} of wall time (target <= 10%)")
     if latency:
-        print(
-            f"hybrid top-100 over {latency['claims']} claims: "
-            f"p50 {latency['hybrid_p50_ms']:.1f} ms, "
-            f"p95 {latency['hybrid_p95_ms']:.1f} ms (targets 50 / 150); "
-            f"query embedding p50 "
-            f"{latency['query_embed_p50_ms']:.1f} ms"
-        )
+        print(f"hybrid top-100 over {latency['claims']} claims: p50 {latency['hybrid_p50_ms']:.1f} "
+              f"ms, p95 {latency['hybrid_p95_ms']:.1f} ms (targets 50 / 150); query embedding p50 "
+              f"{latency['query_embed_p50_ms']:.1f} ms")  # fmt: skip
 
 
 def main() -> None:
