@@ -47,12 +47,22 @@ def assert_exactly_once(index: Path, wiki: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def killed_build(mini_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
+def third_slice(mini_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every third page of the real slice: 89 pages, 50 with tables (25 captioned), wiki-link
+    markup, 12,776 elements. The build tests index these (the whole slice's embedding alone
+    takes over a minute here)."""
+    with sqlite3.connect(mini_slice) as db:
+        rows = db.execute("SELECT id, data FROM wiki ORDER BY rowid").fetchall()
+    return write_wiki(tmp_path_factory.mktemp("third") / "wiki.db", rows[::3])
+
+
+@pytest.fixture(scope="module")
+def killed_build(third_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
     """The real slice's index, built the hard way: ``kill -9`` once two chunks are saved, then
     the same command again, which resumes. Returns the index and whether the killed build
     was left incomplete. The other tests read the resumed index (one build serves all)."""
     out = tmp_path_factory.mktemp("idx") / "index"
-    command = [sys.executable, "-m", "feverous_es.cli", "index", str(mini_slice),
+    command = [sys.executable, "-m", "feverous_es.cli", "index", str(third_slice),
                "--out", str(out), "--chunk-size", "500"]  # fmt: skip
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
@@ -67,7 +77,7 @@ def killed_build(mini_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     finally:
         process.wait()
     killed_incomplete = not EmbeddedStore(out).state().complete
-    code, output = run_cli("index", str(mini_slice), "--out", str(out), "--chunk-size", "500")
+    code, output = run_cli("index", str(third_slice), "--out", str(out), "--chunk-size", "500")
     assert code == 0, output
     return out, killed_incomplete
 
@@ -78,16 +88,16 @@ def slice_index(killed_build: tuple[Path, bool]) -> Path:
 
 
 def test_kill_9_mid_build_then_resume_holds_every_element_once(
-    killed_build: tuple[Path, bool], mini_slice: Path
+    killed_build: tuple[Path, bool], third_slice: Path
 ) -> None:
     index, killed_incomplete = killed_build
     assert killed_incomplete
-    assert assert_exactly_once(index, mini_slice) > 10_000
+    assert assert_exactly_once(index, third_slice) > 10_000
 
 
-def test_elements_fetched_by_id_are_the_dump_elements(slice_index: Path, mini_slice: Path) -> None:
+def test_elements_fetched_by_id_are_the_dump_elements(slice_index: Path, third_slice: Path) -> None:
     page_id, data = (
-        sqlite3.connect(mini_slice)
+        sqlite3.connect(third_slice)
         .execute("SELECT id, data FROM wiki WHERE data LIKE '%\"caption\"%' LIMIT 1")
         .fetchone()
     )
@@ -105,10 +115,10 @@ def test_elements_fetched_by_id_are_the_dump_elements(slice_index: Path, mini_sl
 
 @pytest.mark.parametrize("mode", ["bm25", "knn", "hybrid"])
 def test_search_finds_a_sentence_by_its_words(
-    slice_index: Path, mini_slice: Path, mode: str
+    slice_index: Path, third_slice: Path, mode: str
 ) -> None:
     page_id, data = (
-        sqlite3.connect(mini_slice)
+        sqlite3.connect(third_slice)
         .execute("SELECT id, data FROM wiki WHERE data LIKE '%[[%' LIMIT 1")
         .fetchone()
     )
@@ -123,9 +133,9 @@ def test_search_finds_a_sentence_by_its_words(
     assert hits[0]["score"] >= hits[-1]["score"]
 
 
-def test_rerun_on_finished_index_is_a_noop(slice_index: Path, mini_slice: Path) -> None:
+def test_rerun_on_finished_index_is_a_noop(slice_index: Path, third_slice: Path) -> None:
     before = EmbeddedStore(slice_index).state()
-    code, output = run_cli("index", str(mini_slice), "--out", str(slice_index))
+    code, output = run_cli("index", str(third_slice), "--out", str(slice_index))
     assert code == 0
     assert "already complete" in output
     assert EmbeddedStore(slice_index).state() == before
@@ -210,8 +220,8 @@ def test_dev_sample_id_formats_round_trip(tmp_path: Path) -> None:
     assert_exactly_once(tmp_path / "index", wiki)
 
 
-def test_limit_indexes_the_first_pages(mini_slice: Path, tmp_path: Path) -> None:
-    code, output = run_cli("index", str(mini_slice), "--out", str(tmp_path / "i"), "--limit", "7",
+def test_limit_indexes_the_first_pages(third_slice: Path, tmp_path: Path) -> None:
+    code, output = run_cli("index", str(third_slice), "--out", str(tmp_path / "i"), "--limit", "7",
                            "--json")  # fmt: skip
     assert code == 0, output
     report = json.loads(output)
