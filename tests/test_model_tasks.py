@@ -60,3 +60,17 @@ def test_a_directory_that_names_no_task_is_opened_as_asked(tmp_path: Path) -> No
     assert CrossEncoder(model, device="cpu").num_logits == 1
     with pytest.raises(ModelError, match="does not say what its model does"):
         load_model(model, device="cpu")
+
+
+def test_a_bare_base_architecture_says_no_task(tmp_path: Path) -> None:
+    # A classifier trained from a sentence-transformers base may keep the base's config
+    # ("BertModel"): that is not a feature extractor, so nothing is refused on its word.
+    model = tmp_path / "model"
+    shutil.copytree(PACKAGED_MODELS_DIR / "sentence-ranker", model)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "architectures": ["BertModel"]}))
+    manifest = json.loads((model / MANIFEST_FILE).read_text())
+    del manifest["files"]["config.json"]
+    (model / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert model_task(model) is None
+    assert CrossEncoder(model, device="cpu").num_logits == 1

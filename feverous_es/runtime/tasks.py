@@ -1,10 +1,12 @@
 """The task a model directory was made for, and the check each model wrapper makes with it.
 
-A directory's task is the one its ``manifest.json`` names (the exporter writes it), else the
-one its ``config.json`` architecture implies (``…ForSequenceClassification``: a classifier),
-the way optimum infers a task for export. A model given for the wrong job (the embedder as a
-reranker, a ranker as the hop model) is then one line naming both tasks, not a shape error
-deep in a run. :mod:`.load` maps each task to the wrapper that runs it.
+A directory's task is the one its ``manifest.json`` names (the exporter and the trainers write
+it), else the one its ``config.json`` architecture implies (``…ForSequenceClassification``: a
+classifier), the way optimum infers a task for export. A bare ``…Model`` architecture says
+nothing: a classifier trained from a sentence-transformers base can keep its base's config. A
+model given for the wrong job (the embedder as a reranker, a ranker as the hop model) is then
+one line naming both tasks, not a shape error deep in a run. :mod:`.load` maps each task to
+the wrapper that runs it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ TASKS = (FEATURE_EXTRACTION, TEXT_CLASSIFICATION, TEXT2TEXT_GENERATION)
 _ARCHITECTURE_TASKS = (
     ("ForSequenceClassification", TEXT_CLASSIFICATION),
     ("ForConditionalGeneration", TEXT2TEXT_GENERATION),
-    ("Model", FEATURE_EXTRACTION),
 )
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.export import card
+from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training import common
 
 
@@ -31,7 +32,7 @@ def save_ranker_card(
         name, about, [("Data", data), command_section(report), metrics],
         card.fine_tuned_licences(base, report["claims"]),
     )  # fmt: skip
-    common.save_card(out, model_card, report, model=name, base=base)
+    common.save_card(out, model_card, report, model=name, task=TEXT_CLASSIFICATION, base=base)
 
 
 def write_card(out: Path, report: dict[str, Any]) -> None:

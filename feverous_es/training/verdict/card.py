@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.export import card
+from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training import common
 
 
@@ -92,5 +93,6 @@ ones."""
         ],
     )
     common.save_card(
-        out, model_card, report, model="feverous-es verdict", base=training["base_name"]
-    )
+        out, model_card, report, model="feverous-es verdict", task=TEXT_CLASSIFICATION,
+        base=training["base_name"],
+    )  # fmt: skip
