@@ -15,7 +15,7 @@ from feverous_es.runtime.embedder import Embedder
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR
 from feverous_es.runtime.load import load_model
 from feverous_es.runtime.tasks import FEATURE_EXTRACTION, TEXT_CLASSIFICATION, model_task
-from feverous_es.training.install import install_packaged
+from feverous_es.training.install import check_model, install_packaged
 
 
 def test_packaged_models_say_their_tasks() -> None:
@@ -74,3 +74,4 @@ def test_a_bare_base_architecture_says_no_task(tmp_path: Path) -> None:
     (model / MANIFEST_FILE).write_text(json.dumps(manifest))
     assert model_task(model) is None
     assert CrossEncoder(model, device="cpu").num_logits == 1
+    check_model(model, "sentence-ranker")  # and it installs, as the GPU job's student must

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from feverous_es.errors import ModelError
 
@@ -176,15 +177,21 @@ def _remember_verified(checked: set[tuple], entry: tuple) -> None:
         pass
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A model directory's JSON file (manifest, config) as a dict: empty when the file is
+    absent or holds no object; :class:`ModelError` when it cannot be read."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path} is unreadable ({exc})") from exc
+    return value if isinstance(value, dict) else {}
+
+
 def manifest_files(directory: Path) -> set[str]:
     """The files a directory's ``manifest.json`` lists with their sha256 (none without one)."""
-    try:
-        manifest = json.loads((directory / MANIFEST_FILE).read_text())
-    except FileNotFoundError:
-        return set()
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{directory / MANIFEST_FILE} is unreadable ({exc})") from exc
-    files = manifest.get("files") if isinstance(manifest, dict) else None
+    files = read_json_object(directory / MANIFEST_FILE).get("files")
     return set(files) if isinstance(files, dict) else set()  # else not a manifest of ours
 
 

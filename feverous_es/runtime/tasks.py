@@ -11,12 +11,10 @@ the wrapper that runs it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from feverous_es.errors import ModelError
-from feverous_es.runtime.files import MANIFEST_FILE
+from feverous_es.runtime.files import MANIFEST_FILE, read_json_object
 
 FEATURE_EXTRACTION = "feature-extraction"
 TEXT_CLASSIFICATION = "text-classification"
@@ -29,23 +27,13 @@ _ARCHITECTURE_TASKS = (
 )
 
 
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{path} is unreadable ({exc})") from exc
-    return value if isinstance(value, dict) else {}
-
-
 def model_task(directory: Path) -> str | None:
     """The task ``directory``'s model was made for; None when neither its manifest nor its
     config says (an export of another tool: the wrapper then tries it as it is)."""
-    task = _json(directory / MANIFEST_FILE).get("task")
+    task = read_json_object(directory / MANIFEST_FILE).get("task")
     if task in TASKS:
         return str(task)
-    for architecture in _json(directory / "config.json").get("architectures") or ():
+    for architecture in read_json_object(directory / "config.json").get("architectures") or ():
         for ending, implied in _ARCHITECTURE_TASKS:
             if str(architecture).endswith(ending):
                 return implied

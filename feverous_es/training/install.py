@@ -33,16 +33,10 @@ def check_model(model_dir: Path, role: str) -> None:
         FeatureClassifier(model_dir, role.removesuffix("-verdict"))
         return
     from feverous_es.runtime.cross_encoder import CrossEncoder
-    from feverous_es.runtime.load import load_model
-    from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, model_task
+    from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, check_task
 
-    model = load_model(model_dir, device="cpu")
-    if not isinstance(model, CrossEncoder):
-        raise ModelError(
-            f"{model_dir} holds a {model_task(model_dir)} model; the {role} role needs a "
-            f"{TEXT_CLASSIFICATION} one"
-        )
-    width = model.num_logits
+    check_task(model_dir, TEXT_CLASSIFICATION, f"the {role} role")  # before loading anything
+    width = CrossEncoder(model_dir, device="cpu").num_logits
     if role == "sentence-ranker":
         if width != 1:
             raise ModelError(
