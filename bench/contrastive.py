@@ -2,11 +2,14 @@
 (``feverous_es.training.contrastive``: the split ``train verdict --contrastive`` uses with the
 same seed, holdout and pages): a page's lead as a claim (SUPPORTS), the same with one attribute
 taken from another page (REFUTES, per kind: nationality, number, description), and the changed
-claim against other subjects' sentences (NOT ENOUGH INFO). Each verdict model reads every pair
-alone (``EntailmentModel``, no retrieval); the figures are each class's recall and where its
-misses went. With ``--held-out-pairs WORK/pairs.jsonl.gz`` (a ``train verdict`` run's pairs),
-the models also read that run's held-out pairs (the claims with their retrieved evidence, as
-is and gold removed, the gold tables), so models are compared on the same premises.
+claim against other subjects' sentences (NOT ENOUGH INFO); and the harder classes of
+``feverous_es.training.attributes``, both ways: a person's nationality, profession (the
+nationality kept) and a year, each true (SUPPORTS) and changed (REFUTES). Each verdict model
+reads every pair alone (``EntailmentModel``, no retrieval); the figures are each class's recall
+and where its misses went. With ``--held-out-pairs WORK/pairs.jsonl.gz`` (a ``train verdict``
+run's pairs), the models also read that run's held-out pairs (the claims with their retrieved
+evidence, as is and gold removed, the gold tables), so models are compared on the same
+premises.
 
     python bench/contrastive.py wiki.db [--model DIR …] [--held-out-pairs PAIRS] --record NAME
 """
@@ -20,9 +23,12 @@ from typing import Any
 
 from results import bench_parser, record_if_asked  # bench/results.py
 
-from feverous_es.training.contrastive import SOURCES, pairs_from_dump
+from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.training.attributes import CLASSES, attribute_pairs
+from feverous_es.training.contrastive import SOURCES, contrastive_pairs, read_leads
 from feverous_es.training.entailment_data import Split, read_pairs
-from feverous_es.verdict.entailment import DEFAULT_MODEL, EntailmentModel
+from feverous_es.verdict.entailment import EntailmentModel
+from feverous_es.verdict.readers import reader_dir
 
 
 def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
@@ -40,7 +46,7 @@ def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"ms_per_pair": round(1000 * seconds / len(pairs), 1)}
     for source, answers in sorted(by_source.items()):
         total = sum(answers.values())
-        if source in SOURCES:  # one label a source: its recall, and where the misses went
+        if source in SOURCES or source in CLASSES:  # one label: its recall, where misses went
             label = next(p.label for p in pairs if p.source == source)
             result[source] = {"pairs": total, "expected": label,
                               "recall": round(answers[label] / total, 3),
@@ -61,14 +67,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13, help="as train verdict's")
     parser.add_argument("--held-out-pairs", type=Path, help="a train verdict run's pairs.jsonl.gz")
     args = parser.parse_args()
-    pairs = pairs_from_dump(args.wiki_db, args.pages, Split(args.seed, args.holdout, 0))
+    split = Split(args.seed, args.holdout, 0)
+    leads = read_leads(WikiDB(args.wiki_db).rows())
+    pairs = [*contrastive_pairs(leads, args.pages, split), *attribute_pairs(leads, split)]
     held = [p for p in pairs if p.held_out]
     if args.held_out_pairs:  # the run's own contrastive pairs are the ones made above
         run_pairs = read_pairs(args.held_out_pairs)
         held += [p for p in run_pairs if p.held_out and p.train and p.source not in SOURCES]
     figures: dict[str, Any] = {"held_out_pairs": dict(Counter(p.source for p in held))}
-    for model_dir in [DEFAULT_MODEL, *(args.model or [])]:  # the shipped model first
-        name = "shipped" if model_dir == DEFAULT_MODEL else str(model_dir)
+    shipped = reader_dir(None)
+    for model_dir in [shipped, *(args.model or [])]:  # the shipped model first
+        name = "shipped" if model_dir == shipped else str(model_dir)
         figures[name] = measure(model_dir, held)
         print(name)
         for source, row in figures[name].items():

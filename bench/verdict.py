@@ -241,6 +241,12 @@ def nei_table(nei: dict, gold: list[str], thresholds: list[float]) -> list[dict]
     ]
 
 
+def refutes_recall(confusion: dict) -> float | None:
+    """The share of gold REFUTES claims called REFUTES (the confusion is gold -> predicted)."""
+    row = confusion.get("REFUTES", {})
+    return round(row.get("REFUTES", 0) / sum(row.values()), 4) if row else None
+
+
 def score(submissions: list[bytes], gold: Path) -> dict:
     from feverous_es.eval.scoring import score_files
 
@@ -253,6 +259,7 @@ def score(submissions: list[bytes], gold: Path) -> dict:
         "feverous_score": report.overall.feverous_score,
         "evidence_recall": report.overall.evidence_recall,
         "confusion": report.confusion,
+        "refutes_recall": refutes_recall(report.confusion),
     }
     if report.tables is not None:
         result["table_hits"] = report.tables.hits

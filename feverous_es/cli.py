@@ -21,10 +21,16 @@ from feverous_es.index.elastic.cli import es_group
 from feverous_es.index.search import MODES
 from feverous_es.serve.cli import ServeOptions, run_server, serve_options
 from feverous_es.training.cli import train_group
+from feverous_es.verdict.readers import READERS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_INDEX = "feverous-index"
+READER_OPTION = click.option(
+    "--reader", type=click.Choice(list(READERS)), default=None,
+    help="The verdict's reader: default (MiniLM, fast) or large (mpnet 110 M: better on FM2, "
+    "~3x the verdict's time; joined from its parts on first use). Default: the configuration's.",
+)  # fmt: skip
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -280,6 +286,7 @@ def _pipeline_options(command: F) -> F:
             "--hops", type=click.IntRange(min=0), help="Next-hop rounds (default 7; 0: none)."
         ),
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto"),
+        READER_OPTION,
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -287,7 +294,7 @@ def _pipeline_options(command: F) -> F:
 
 def _open_pipeline(
     index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
-    hops: int | None, device: str,
+    hops: int | None, device: str, reader: str | None,
 ):  # fmt: skip
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
@@ -298,7 +305,7 @@ def _open_pipeline(
         if not sep or not name:
             fail(f"--plugin takes STAGE=NAME, not {item!r}", 2)
         chosen[stage.strip()] = name.strip()
-    config = load_config(config_path, plugins=chosen, hops=hops)
+    config = load_config(config_path, plugins=chosen, hops=hops, reader=reader)
     return Pipeline.open(index_dir, store=store, config=config, device=device)
 
 
@@ -310,7 +317,7 @@ def _open_pipeline(
 @user_errors()
 def verify(
     claim: str, index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
-    hops: int | None, device: str, explain: bool, as_json: bool,
+    hops: int | None, device: str, reader: str | None, explain: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Verify CLAIM: a verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), its confidence, and the
     evidence that decided it."""
@@ -318,7 +325,7 @@ def verify(
 
     if not claim.strip():
         fail("the claim is empty", 2)
-    with _open_pipeline(index_dir, store, config_path, plugins, hops, device) as pipeline:
+    with _open_pipeline(index_dir, store, config_path, plugins, hops, device, reader) as pipeline:
         result = pipeline.verify(claim)
     if as_json:
         print_json(result_to_dict(result))
@@ -341,7 +348,8 @@ def verify(
 @user_errors()
 def predict(
     claims: Path, out: Path, index_dir: Path, store: str, config_path: Path | None,
-    plugins: tuple[str, ...], hops: int | None, device: str, batch_size: int, as_json: bool,
+    plugins: tuple[str, ...], hops: int | None, device: str, reader: str | None,
+    batch_size: int, as_json: bool,
 ) -> None:  # fmt: skip
     """Predict every claim of CLAIMS (official FEVEROUS jsonl, dummy first line or not) into
     official submission lines: predicted_label and predicted_evidence."""
@@ -349,7 +357,7 @@ def predict(
 
     done, total = [0], [0]
     with (
-        _open_pipeline(index_dir, store, config_path, plugins, hops, device) as pipeline,
+        _open_pipeline(index_dir, store, config_path, plugins, hops, device, reader) as pipeline,
         progress_bars(disable=as_json) as update,
     ):
 
@@ -383,7 +391,7 @@ def predict(
 @serve_options
 def serve(
     index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
-    hops: int | None, device: str, **service: Any,
+    hops: int | None, device: str, reader: str | None, **service: Any,
 ) -> None:  # fmt: skip
     """Serve the verifier over HTTP: a JSON API (POST /v1/verify, /v1/verify/batch,
     /v1/search, /v1/entail; GET /v1/health; OpenAPI at /openapi.json) and a page at / where a
@@ -397,7 +405,7 @@ def serve(
     returned), and on SIGTERM a drain: no new connections, the requests in flight finish
     (--drain-timeout), exit 0."""
     run_server(
-        lambda: _open_pipeline(index_dir, store, config_path, plugins, hops, device),
+        lambda: _open_pipeline(index_dir, store, config_path, plugins, hops, device, reader),
         store=store, location=index_dir, options=ServeOptions(**service),
     )  # fmt: skip
 
@@ -419,14 +427,15 @@ def serve(
     "--model",
     type=click.Path(path_type=Path),
     default=None,
-    help="Entailment model directory [default: the package's verdict model].",
+    help="Entailment model directory (instead of --reader).",
 )
+@READER_OPTION
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @user_errors()
 def entail(
-    claim: str, evidence: tuple[str, ...], title: str, model: Path | None, device: str,
-    as_json: bool,
+    claim: str, evidence: tuple[str, ...], title: str, model: Path | None, reader: str | None,
+    device: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Read CLAIM against evidence you give, without an index or retrieval: the verdict
     model's probabilities of SUPPORTS, REFUTES and NOT ENOUGH INFO (no threshold: the
@@ -441,7 +450,7 @@ def entail(
     pieces = [p for e in evidence for p in (sys.stdin.read().splitlines() if e == "-" else [e])]
     if not any(p.strip() for p in pieces):
         fail("the evidence is empty", 2)
-    result = EntailmentModel(model, device=device).entail(claim, pieces, title=title)
+    result = EntailmentModel(model or reader, device=device).entail(claim, pieces, title=title)
     if as_json:
         print_json(result.to_dict())
         return

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from feverous_es.console import console, fail, print_json, user_errors
 from feverous_es.export import PRECISIONS, TASKS
+from feverous_es.export.int8 import RECIPES
 
 
 @click.command("export")
@@ -30,11 +31,18 @@ from feverous_es.export import PRECISIONS, TASKS
     "--max-length", type=click.IntRange(min=8, max=512), default=256, show_default=True,
     help="Tokens per pair (per text for feature-extraction) in the parity check.",
 )  # fmt: skip
+@click.option(
+    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="dynamic", show_default=True,
+    help="How the int8 graph is made: dynamic (int8 arithmetic: fastest), weight-only (int8 "
+    "weights, fp32 arithmetic: fp32's answers at int8's size), mixed (dynamic, the feed-forward "
+    "outputs weight-only).",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @user_errors()
 def export_command(
-    model_dir: Path, out: Path, task: str, precision: str | None, max_length: int, as_json: bool
-) -> None:
+    model_dir: Path, out: Path, task: str, precision: str | None, max_length: int,
+    int8_recipe: str, as_json: bool,
+) -> None:  # fmt: skip
     """Export MODEL_DIR, a local Hugging Face torch model, to ONNX: model.onnx (fp32),
     model.fp16.onnx (CUDA), model.int8.onnx (CPU), the tokenizer, manifest.json (sha256 of each
     file) and a model card, after a parity check of each graph against torch on real claim /
@@ -51,14 +59,14 @@ def export_command(
     words = ["feverous-es", "export", str(model_dir), "-o", str(out), "--task", task]
     if precision is not None:
         words += ["--precision", precision]
-    words += ["--max-length", str(max_length)]
+    words += ["--max-length", str(max_length), "--int8", int8_recipe]
     from feverous_es.export.exporter import export_model
     from feverous_es.export.parity import probe_size
 
     with console.status(f"exporting {model_dir} ({task})"):
         manifest = export_model(
             model_dir, out, task=task, precisions=precisions, max_length=max_length,
-            command=shlex.join(words),
+            command=shlex.join(words), int8_recipe=int8_recipe,
         )  # fmt: skip
     if as_json:
         print_json(manifest)

@@ -78,6 +78,7 @@ def export_model(
     name: str | None = None,
     package: str | None = None,
     int8_max_bytes: int | None = MAX_MODEL_BYTES,
+    int8_recipe: str = "dynamic",
     about: str = "",
 ) -> dict[str, Any]:
     """Export ``source`` (a local HF torch model directory) to ``out``; returns the manifest.
@@ -86,7 +87,8 @@ def export_model(
     the parity reference); default all three, fp32 alone for text2text-generation. ``name``
     (default: the config's ``_name_or_path``, else the directory's name) titles the card;
     ``package``, the PyPI distribution that installed ``source``, is recorded instead of its
-    local path; ``int8_max_bytes`` and ``about`` go to :func:`quantize_int8` and the card.
+    local path; ``int8_max_bytes`` and ``int8_recipe`` go to :func:`quantize_int8`, ``about``
+    to the card.
     Raises :class:`ExportError` (one line) for a directory that is not a model, a missing
     export extra, a failed export, or a graph that drifts from torch.
     """
@@ -103,7 +105,7 @@ def export_model(
                 recipes["fp16"] = to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
             if "int8" in chosen:
                 recipes["int8"] = quantize_int8(
-                    tmp / FP32_FILE, tmp / INT8_FILE, max_bytes=int8_max_bytes
+                    tmp / FP32_FILE, tmp / INT8_FILE, max_bytes=int8_max_bytes, recipe=int8_recipe
                 )
             checks = parity(source, tmp, task, chosen, probe, max_length)
             check_parity(checks, source)

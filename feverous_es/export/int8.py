@@ -1,15 +1,38 @@
-"""Dynamic int8 quantization of an fp32 graph, for ONNX Runtime's CPU provider."""
+"""int8 graphs of an fp32 graph, for ONNX Runtime's CPU provider: three recipes.
+
+* ``dynamic`` (:func:`quantize_int8`'s default): int8 weights and activations quantized per
+  batch at run time: the fastest, with the activations' rounding in every answer;
+* ``weight-only``: the weights stored int8 (one scale per output channel) behind
+  ``DequantizeLinear``, the arithmetic fp32: fp32's answers (to the weights' rounding) at int8's
+  size and about fp32's speed;
+* ``mixed``: ``dynamic``, except the feed-forward output matmuls (post-GELU inputs: the widest
+  range, the largest error), which are weight-only.
+
+Which recipe a model ships with is measured (bench/quantization.py, docs/verdict.md).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 # Largest int8 graph the package may carry (the shipped rankers and verdict models).
 MAX_MODEL_BYTES = 30 * 1024 * 1024
+RECIPES = ("dynamic", "weight-only", "mixed")
+# Smaller weights stay fp32 (biases, layer norms): their bytes do not matter.
+WEIGHT_ONLY_MIN_ELEMENTS = 65_536
 
 
-def quantize_int8(fp32: Path, int8: Path, *, max_bytes: int | None = MAX_MODEL_BYTES) -> dict:
-    """Quantize ``fp32`` into ``int8``; returns the recipe for the manifest.
+def quantize_int8(
+    fp32: Path,
+    int8: Path,
+    *,
+    max_bytes: int | None = MAX_MODEL_BYTES,
+    recipe: str = "dynamic",
+) -> dict:
+    """Quantize ``fp32`` into ``int8`` by ``recipe`` (see the module); returns the recipe for
+    the manifest. ``max_bytes`` applies to ``dynamic`` (below).
 
     Per-channel int8 weight scales over every MatMul and the embedding Gather, except, in a
     6-layer BERT, the six feed-forward output matmuls, kept fp32 (:func:`_ffn_output_matmuls`).
@@ -38,6 +61,16 @@ def quantize_int8(fp32: Path, int8: Path, *, max_bytes: int | None = MAX_MODEL_B
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if recipe == "weight-only":
+        return {"method": "weight-only", **quantize_weights(fp32, int8)}
+    if recipe == "mixed":
+        kept = _ffn_output_matmuls(fp32, layers=None)
+        quantize_dynamic(fp32, int8, per_channel=True, weight_type=QuantType.QInt8,
+                         nodes_to_exclude=kept)  # fmt: skip
+        return {"method": "mixed", "weight_only_nodes": kept, **quantize_weights(int8, int8)}
+    if recipe != "dynamic":
+        raise ValueError(f"unknown int8 recipe {recipe!r} (recipes: {', '.join(RECIPES)})")
+
     def quantize(fp32_nodes: list[str]) -> None:
         quantize_dynamic(
             fp32, int8, per_channel=True, weight_type=QuantType.QInt8,
@@ -57,9 +90,9 @@ def quantize_int8(fp32: Path, int8: Path, *, max_bytes: int | None = MAX_MODEL_B
     }
 
 
-def _ffn_output_matmuls(fp32: Path) -> list[str]:
-    """The feed-forward output matmul of each layer of a 6-layer BERT as optimum names them;
-    none for any other graph."""
+def _ffn_output_matmuls(fp32: Path, layers: int | None = 6) -> list[str]:
+    """The feed-forward output matmul of each layer as optimum names them, when the graph has
+    ``layers`` of them (None: any number); none otherwise."""
     import onnx
 
     graph = onnx.load(str(fp32), load_external_data=False).graph
@@ -68,4 +101,48 @@ def _ffn_output_matmuls(fp32: Path) -> list[str]:
         for n in graph.node
         if n.op_type == "MatMul" and "/output/dense/" in n.name and "/attention/" not in n.name
     ]
-    return names if len(names) == 6 else []
+    return names if layers is None or len(names) == layers else []
+
+
+def quantize_weights(source: Path, out: Path) -> dict:
+    """Write ``source`` with every large fp32 weight of a MatMul (scales per output column) or
+    a Gather (per row: an embedding's token) stored as symmetric int8 behind a
+    ``DequantizeLinear``; the arithmetic stays fp32. Returns what was quantized."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(source))
+    graph = model.graph
+    weights = {i.name: i for i in graph.initializer}
+    uses: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            uses[name] = uses.get(name, 0) + 1
+    nodes = []
+    for node in list(graph.node):
+        slot = {"MatMul": 1, "Gather": 0}.get(node.op_type)
+        name = node.input[slot] if slot is not None else ""
+        if name not in weights or uses[name] != 1:
+            continue
+        value = numpy_helper.to_array(weights[name])
+        if value.dtype != np.float32 or value.ndim != 2 or value.size < WEIGHT_ONLY_MIN_ELEMENTS:
+            continue
+        axis = 1 if node.op_type == "MatMul" else 0  # MatMul's [in, out]; Gather's [token, dim]
+        peak = np.abs(value).max(axis=1 - axis)
+        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        shaped = scale[None, :] if axis == 1 else scale[:, None]
+        quantized = np.clip(np.rint(value / shaped), -127, 127).astype(np.int8)
+        graph.initializer.remove(weights[name])
+        graph.initializer.extend([
+            numpy_helper.from_array(quantized, f"{name}_int8"),
+            numpy_helper.from_array(scale, f"{name}_scale"),
+            numpy_helper.from_array(np.zeros_like(quantized[0] if axis == 1 else quantized[:, 0]),
+                                    f"{name}_zero"),
+        ])  # fmt: skip
+        graph.node.insert(list(graph.node).index(node), helper.make_node(
+            "DequantizeLinear", [f"{name}_int8", f"{name}_scale", f"{name}_zero"], [name],
+            name=f"{name}_dequantize", axis=axis,
+        ))  # fmt: skip
+        nodes.append(node.name)
+    onnx.save(model, str(out))
+    return {"weight_only": len(nodes), "per_channel": True, "weight_type": "QInt8"}

@@ -50,6 +50,12 @@ class PipelineConfig:
     def stage_options(self, stage: str) -> dict[str, Any]:
         return dict(self.options.get(stage, {}))
 
+    def with_reader(self, reader: str) -> PipelineConfig:
+        """The configuration with the verdict's reader (its ``model`` option) set: ``default``,
+        ``large`` (:mod:`feverous_es.verdict.readers`) or a model directory."""
+        verdict = {**self.stage_options("verdict"), "model": reader}
+        return replace(self, options={**self.options, "verdict": verdict})
+
     def with_plugins(self, **names: str) -> PipelineConfig:
         unknown = set(names) - set(STAGES)
         if unknown:
@@ -81,9 +87,12 @@ def load_config(
     *,
     plugins: Mapping[str, str] | None = None,
     hops: int | None = None,
+    reader: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> PipelineConfig:
-    """Defaults, then the file, then the environment, then the arguments (the flags)."""
+    """Defaults, then the file, then the environment, then the arguments (the flags).
+    ``reader``: the verdict's reader (``default``, ``large`` or a model directory), what
+    ``[options.verdict] model`` sets in a file."""
     environ = os.environ if environ is None else environ
     config = PipelineConfig()
     path = path or (Path(environ[ENV_CONFIG]) if environ.get(ENV_CONFIG) else None)
@@ -102,4 +111,4 @@ def load_config(
         if hops < 0:
             raise PluginError(f"hops must be 0 (no next hop) or more, not {hops}")
         config = replace(config, hops=hops)
-    return config
+    return config if reader is None else config.with_reader(reader)

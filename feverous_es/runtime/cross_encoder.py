@@ -21,8 +21,8 @@ from tokenizers import Encoding, Tokenizer
 from feverous_es.errors import ConfigError, ModelError
 from feverous_es.runtime.fetch import ensure_reranker
 from feverous_es.runtime.files import (
-    INT8_FILES,
     TOKENIZER_FILE,
+    batch_dependent,
     choose_model_file,
     graph_files,
     model_max_length,
@@ -56,8 +56,9 @@ class CrossEncoder:
     here than fp32); the default is fp32. On a CUDA device ``model.fp16.onnx`` runs when the
     directory has one, else fp32 (a directory with only an int8 graph runs it everywhere:
     ``runtime.files.choose_model_file``). ``batch_size``: pairs a model run reads, default 32,
-    and 1 for an int8 graph: its activations are quantized per batch, so in a batch a score
-    moves with the other pairs in it (by up to ~0.4 logits).
+    and 1 for a dynamic int8 graph: its activations are quantized per batch, so in a batch a
+    score moves with the other pairs in it (by up to ~0.4 logits); a weight-only int8 graph
+    computes in fp32 and batches (``runtime.files.batch_dependent``).
     ``device``: ``"auto"``, ``"cuda"`` or ``"cpu"``. ``max_length`` bounds a pair's tokens;
     only the passage is truncated.
     ``tokens`` counts the non-padding tokens scored so far (for throughput figures).
@@ -92,7 +93,8 @@ class CrossEncoder:
             quantized=quantized,
             graph=graph,
             tokenizer=TOKENIZER_FILE,
-            side_by_side=cpu_graph in INT8_FILES and batch_size in (None, INT8_BATCH_SIZE),
+            side_by_side=batch_dependent(directory, cpu_graph)
+            and batch_size in (None, INT8_BATCH_SIZE),
         )
         self._tokenizer = self._model.tokenizer(max_length, "only_second")
         # For the rare pair whose query alone leaves no room for the passage; loaded when one
@@ -100,8 +102,8 @@ class CrossEncoder:
         self._fallback: Tokenizer | None = None
         self.provider: str = self._model.provider
         self.model_path: Path = self._model.path
-        int8 = self.model_path.name in INT8_FILES
-        self.batch_size = batch_size or (INT8_BATCH_SIZE if int8 else DEFAULT_BATCH_SIZE)
+        per_batch = batch_dependent(directory, self.model_path.name)
+        self.batch_size = batch_size or (INT8_BATCH_SIZE if per_batch else DEFAULT_BATCH_SIZE)
         outputs = self._model.session.get_outputs()
         missing = [name for name in REQUIRED_INPUTS if name not in self._model.inputs]
         if missing or not outputs:

@@ -189,6 +189,16 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def batch_dependent(directory: Path, graph: str) -> bool:
+    """Whether ``graph`` quantizes its activations per batch (a dynamic int8 graph: a pair's
+    score moves with the other pairs of its batch); a weight-only int8 graph, whose manifest
+    says so, computes in fp32 and batches like one."""
+    if graph not in INT8_FILES:
+        return False
+    recipe = read_json_object(directory / MANIFEST_FILE).get("int8")
+    return not (isinstance(recipe, dict) and recipe.get("method") == "weight-only")
+
+
 def manifest_files(directory: Path) -> set[str]:
     """The files a directory's ``manifest.json`` lists with their sha256 (none without one)."""
     files = read_json_object(directory / MANIFEST_FILE).get("files")

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from feverous_es.console import print_json, user_errors
+from feverous_es.console import console, print_json, user_errors
+from feverous_es.export.int8 import RECIPES
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
@@ -18,6 +19,7 @@ from feverous_es.training.options import (
     feature_verdict_options,
     fit_options,
     training_run,
+    work_dir,
 )
 
 
@@ -86,6 +88,11 @@ def train_group() -> None:
     "--contrastive-pages", default=4000, show_default=True, help="Pages --contrastive reads."
 )
 @click.option(
+    "--attributes", is_flag=True,
+    help="With --contrastive: claims about one attribute of every person's lead too, true "
+    "(SUPPORTS) and changed (REFUTES): nationality, profession, a year (training/attributes.py).",
+)  # fmt: skip
+@click.option(
     "--reranker",
     default=DEFAULT_PLUGINS["reranker"],
     show_default=True,
@@ -141,6 +148,7 @@ def verdict_command(
     hops: int | None,
     contrastive: Path | None,
     contrastive_pages: int,
+    attributes: bool,
     bundle: Path | None,
     teacher: str,
     device_wheels: bool,
@@ -170,7 +178,7 @@ def verdict_command(
             **data.run_options(command), settings=settings, device=fit.device,
             reranker=reranker, hops=hops, train_claims=list(train_claims), pairs=list(pairs),
             folds=folds, stack_share=stack_share, per_source=per_source, retrieved=retrieved,
-            contrastive=contrastive, contrastive_pages=contrastive_pages,
+            contrastive=contrastive, contrastive_pages=contrastive_pages, attributes=attributes,
             bundle=bundle, from_gpu=from_gpu, device_wheels=device_wheels,
             teacher=bases.resolve_base(teacher) if bundle else None,
         )  # fmt: skip
@@ -234,6 +242,48 @@ def sentence_verdict_command(data: Data, **params: Any) -> None:
     checks it against scikit-learn and prints the held-out label accuracy per claim file.
     """
     _train_feature_verdict("sentence", data, **params)
+
+
+@train_group.command("verdict-large")
+@click.option(
+    "--from-gpu", "weights", required=True,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The teacher fetched from the GPU machine (int8-rows parts and SHA256SUMS).",
+)  # fmt: skip
+@click.option(
+    "--job", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The same GPU job's results (report.json: the device, seconds, held-out accuracy).",
+)  # fmt: skip
+@click.option(
+    "--student", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The student that job distilled, as `train verdict --from-gpu` wrote it (its claims "
+    "split is the teacher's).",
+)  # fmt: skip
+@click.option(
+    "--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+    help="Model directory to write (never the installed package's).",
+)  # fmt: skip
+@click.option(
+    "--work", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="The read-back weights and the full export [default: OUT.work beside --out].",
+)  # fmt: skip
+@click.option(
+    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="weight-only", show_default=True,
+    help="The int8 graph's recipe (bench/quantization.py compares them).",
+)  # fmt: skip
+def verdict_large_command(
+    weights: Path, job: Path, student: Path, out: Path, work: Path | None, int8_recipe: str
+) -> None:
+    """Take the GPU job's teacher as the large reader: read its weights back, export them
+    (parity against torch), write the card; then `train install OUT --as verdict-large`."""
+    from feverous_es.training.verdict.teacher import take_teacher
+
+    with user_errors(), console.status(f"reading back and exporting {weights}"):
+        report = take_teacher(
+            weights, job, student, out, work_dir(out, work), int8_recipe=int8_recipe,
+            command=command_line(click.get_current_context()),
+        )  # fmt: skip
+    print_json({"out": str(out), "export": report["export"], "read_back": report["read_back"]})
 
 
 @train_group.command("install")

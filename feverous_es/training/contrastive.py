@@ -25,7 +25,6 @@ import random
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
 from feverous_es.index.dump.linearize import sentence, strip_links
@@ -199,9 +198,3 @@ def contrastive_pairs(leads: Sequence[Lead], pages: int, split: Split) -> list[P
                               held_out=held))  # fmt: skip
     return pairs
 
-
-def pairs_from_dump(wiki_db: Path, pages: int, split: Split) -> list[Pair]:
-    """:func:`contrastive_pairs` over the leads of a FEVEROUS dump."""
-    from feverous_es.index.dump.wiki import WikiDB
-
-    return contrastive_pairs(read_leads(WikiDB(wiki_db).rows()), pages, split)

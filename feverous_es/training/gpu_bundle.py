@@ -296,3 +296,66 @@ def install_student(results: Path, student_base: Path, into: Path) -> dict[str, 
         if name != "config.json" and (student_base / name).is_file():
             shutil.copyfile(student_base / name, into / name)
     return report
+
+
+TEACHER_PARTS = "teacher.int8rows.safetensors"  # + ".00", ".01", … (byte slices of one file)
+SUMS_FILE = "SHA256SUMS"
+SCALE_SUFFIX = ".__scale__"
+
+
+def read_teacher(results: Path, into: Path) -> dict[str, Any]:
+    """The teacher a GPU job left on its machine, as fetched into ``results`` (its weights in the
+    transfer format of ``../shared/gpu/README.md``: every large matrix int8 with one fp16 scale
+    per row, the rest fp16, in byte slices), written to ``into`` as a Hugging Face model with
+    fp32 weights, its config and tokenizer. Every file is checked against ``SHA256SUMS`` first.
+    Returns what was read: the tensors restored from int8 and the parts' bytes."""
+    import numpy as np
+    from safetensors.numpy import load, save_file
+
+    sums = _read_sums(results)
+    parts = sorted(n for n in sums if n.startswith(TEACHER_PARTS + "."))
+    if not parts or "config.json" not in sums:
+        raise TrainError(
+            f"{results} names no {TEACHER_PARTS}.NN parts and config.json in {SUMS_FILE}"
+        )
+    for name, expected in sums.items():
+        path = results / name
+        if not path.is_file():
+            raise TrainError(f"{results} lacks {name} (named in {SUMS_FILE})")
+        if sha256_file(path) != expected:
+            raise TrainError(f"{path} does not match its sha256 in {SUMS_FILE}: fetch it again")
+    stored = load(b"".join((results / n).read_bytes() for n in parts))
+    tensors: dict[str, Any] = {}
+    restored = 0
+    for name, value in stored.items():
+        if name.endswith(SCALE_SUFFIX):
+            continue
+        scale = stored.get(name + SCALE_SUFFIX)
+        if scale is not None:  # int8 rows: weight = q * scale[row]
+            restored += 1
+            value = value.astype(np.float32) * scale.astype(np.float32)[:, None]
+        tensors[name] = value.astype(np.float32) if value.dtype == np.float16 else value
+    into.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(into / "model.safetensors"))
+    for name in MODEL_FILES:
+        if (results / name).is_file():
+            shutil.copyfile(results / name, into / name)
+    return {
+        "from": str(results),
+        "tensors": len(tensors),
+        "int8_rows_tensors": restored,
+        "parts_bytes": sum((results / n).stat().st_size for n in parts),
+    }
+
+
+def _read_sums(results: Path) -> dict[str, str]:
+    """``SHA256SUMS`` (``sha256  name`` lines) as name -> sha256."""
+    path = results / SUMS_FILE
+    if not path.is_file():
+        raise TrainError(f"{results} holds no {SUMS_FILE}: not a fetched GPU teacher")
+    sums: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.strip().partition("  ")
+        if digest and name:
+            sums[name] = digest
+    return sums

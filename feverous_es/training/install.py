@@ -19,8 +19,18 @@ from feverous_es.runtime.files import (
     staged_model_dir,
     write_manifest,
 )
+from feverous_es.runtime.parts import (
+    JOINED_KEY,
+    PART_BYTES,
+    is_split,
+    joined_model_dir,
+    split_file,
+)
 
-ROLES = ("verdict", "table-verdict", "sentence-verdict", "sentence-ranker")
+ROLES = ("verdict", "verdict-large", "table-verdict", "sentence-verdict", "sentence-ranker")
+# The large reader's graph (~110 MB in int8) ships as parts the runtime joins on first use
+# (runtime/parts.py): the repository keeps files under 50 MB.
+SPLIT_ROLES = ("verdict-large",)
 
 
 def check_model(model_dir: Path, role: str) -> None:
@@ -34,6 +44,9 @@ def check_model(model_dir: Path, role: str) -> None:
         return
     from feverous_es.runtime.cross_encoder import CrossEncoder
     from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, check_task
+
+    if is_split(model_dir):  # a shipped large reader: its parts, joined and checked
+        model_dir = joined_model_dir(model_dir)
 
     check_task(model_dir, TEXT_CLASSIFICATION, f"the {role} role")  # before loading anything
     width = CrossEncoder(model_dir, device="cpu").num_logits
@@ -64,9 +77,17 @@ def install_packaged(model_dir: Path, role: str, *, into: Path = PACKAGED_MODELS
     # scores.jsonl is kept for the next training step (stacking), not for the runtime.
     names = [name for name in manifest["files"] if name != SCORES_FILE]
     out = Path(into) / role
+    meta = {k: v for k, v in manifest.items() if k != "files"}
     with staged_model_dir(out) as staging:
+        joined = {}
         for name in names:
-            shutil.copyfile(model_dir / name, staging / name)
-        meta = {k: v for k, v in manifest.items() if k != "files"}
+            if role in SPLIT_ROLES and (model_dir / name).stat().st_size > PART_BYTES:
+                joined[name] = split_file(model_dir / name, staging, part_bytes=PART_BYTES)
+            else:
+                shutil.copyfile(model_dir / name, staging / name)
+        if joined:
+            meta[JOINED_KEY] = joined
+            names = [n for n in names if n not in joined]
+            names += [part for entry in joined.values() for part in entry["parts"]]
         write_manifest(staging, names, **meta)
     return out

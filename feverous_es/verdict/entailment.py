@@ -21,11 +21,8 @@ import numpy as np
 from feverous_es.errors import EmptyClaimError, ModelError
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.cross_encoder import CrossEncoder
-from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 from feverous_es.verdict.math_hints import math_hints
-
-# The verdict model shipped with the package; any model directory replaces it.
-DEFAULT_MODEL = PACKAGED_MODELS_DIR / "verdict"
+from feverous_es.verdict.readers import reader_dir
 
 _LABEL_NAMES = {
     "supports": Label.SUPPORTS,
@@ -96,8 +93,9 @@ class Entailment:
 
 
 class EntailmentModel:
-    """An entailment model directory (ONNX + tokenizer.json + config.json; default the
-    package's verdict model). ``max_length`` and ``math_hints`` default to what the model was
+    """An entailment model: a reader's name (``"default"``, the package's verdict model, also
+    when None; ``"large"``: :mod:`~feverous_es.verdict.readers`) or a model directory (ONNX +
+    tokenizer.json + config.json). ``max_length`` and ``math_hints`` default to what the model was
     trained with (its ``training.json``), else 256 and no hints; ``device``: ``auto``, ``cpu``
     or ``cuda``. The ONNX session loads on first use."""
 
@@ -109,7 +107,7 @@ class EntailmentModel:
         max_length: int | None = None,
         math_hints: bool | None = None,
     ) -> None:
-        model_dir = Path(model) if model else DEFAULT_MODEL
+        model_dir = reader_dir(model or None)
         if not model_dir.exists():
             raise ModelError(
                 f"no verdict model at {model_dir}: train one with `feverous-es train verdict` "

@@ -142,13 +142,18 @@ class Pipeline:
         store: str = "embedded",
         config: PipelineConfig | str | Path | None = None,
         device: str = "auto",
+        reader: str | None = None,
     ) -> Pipeline:
         """A pipeline over ``index``: an embedded index directory, or for
         ``store="elasticsearch"`` the cluster's URL or config file (``""``: the environment's).
         ``config``: a :class:`PipelineConfig`, a TOML file, or None for the defaults and
-        ``$FEVEROUS_ES_CONFIG``. ``device``: ``"auto"``, ``"cpu"`` or ``"cuda"``."""
+        ``$FEVEROUS_ES_CONFIG``. ``device``: ``"auto"``, ``"cpu"`` or ``"cuda"``. ``reader``:
+        the verdict's reader over the configuration's: ``"default"``, ``"large"`` (the 110 M
+        tier: slower, better on FM2) or a model directory."""
         if not isinstance(config, PipelineConfig):
             config = load_config(Path(config) if config is not None else None)
+        if reader is not None:
+            config = config.with_reader(reader)
         opened = CountedStore(open_store(store, index))
         try:
             return cls(config, PluginContext(opened, LazyEmbedder(device), device))

@@ -10,6 +10,13 @@ from feverous_es.export import card
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training import common
 
+NLI_PAIRS_LICENCES = (
+    "NLI pairs: CAD-SNLI (Kaushik et al. 2020; Apache-2.0, SNLI CC BY-SA 4.0), "
+    "Climate-FEVER (Diggelmann et al. 2020), FEVER-Symmetric (Schuster et al. 2019), "
+    "SufficientFacts (Atanasova et al. 2022; FEVER, HoVer, VitaminC claims): CC BY-SA; "
+    "InfoTabS (Gupta et al. 2020) and SciTab (Lu et al. 2023): MIT."
+)
+
 
 def write_card(out: Path, report: dict[str, Any]) -> None:
     """The model card, ``README.md`` beside the model."""
@@ -86,10 +93,7 @@ ones."""
         ],
         licences=[
             *card.fine_tuned_licences(training["base_name"], report["claims"]),
-            "NLI pairs: CAD-SNLI (Kaushik et al. 2020; Apache-2.0, SNLI CC BY-SA 4.0), "
-            "Climate-FEVER (Diggelmann et al. 2020), FEVER-Symmetric (Schuster et al. 2019), "
-            "SufficientFacts (Atanasova et al. 2022; FEVER, HoVer, VitaminC claims): CC BY-SA; "
-            "InfoTabS (Gupta et al. 2020) and SciTab (Lu et al. 2023): MIT.",
+            NLI_PAIRS_LICENCES,
         ],
     )
     common.save_card(

@@ -53,6 +53,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
         "train_claims": [Path(p).name for p in options.train_claims],
         "pairs": [Path(p).name for p in options.pairs],
         "contrastive_pages": options.contrastive_pages if options.contrastive else 0,
+        "attributes": bool(options.contrastive and options.attributes),
         "reranker": options.reranker,
         "retrieved": options.retrieved,
         "per_source": options.per_source,

@@ -38,6 +38,7 @@ class RunOptions(common.RunOptions):
     retrieved: int = 1500
     contrastive: Path | None = None  # a wiki.db whose lead sentences make contrastive pairs
     contrastive_pages: int = 4000
+    attributes: bool = False  # with contrastive: the person-attribute classes too (attributes.py)
     bundle: Path | None = None  # write the GPU job's bundle here instead of training
     from_gpu: Path | None = None  # the GPU job's results: their student is the model
     teacher: Path | None = None  # the GPU job's teacher base (a model directory)

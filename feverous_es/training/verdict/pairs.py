@@ -7,8 +7,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training import contrastive, datasets
 from feverous_es.training import entailment_data as data
+from feverous_es.training.attributes import attribute_pairs
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
 from feverous_es.training.verdict.options import EVIDENCE_FILE, PAIRS_FILE, RunOptions
 
@@ -61,7 +63,10 @@ def build_pairs(
     for path in options.pairs:
         pairs += data.nli_pairs(path)
     if options.contrastive is not None:
-        pairs += contrastive.pairs_from_dump(options.contrastive, options.contrastive_pages, split)
+        leads = contrastive.read_leads(WikiDB(options.contrastive).rows())
+        pairs += contrastive.contrastive_pairs(leads, options.contrastive_pages, split)
+        if options.attributes:
+            pairs += attribute_pairs(leads, split)
     data.write_pairs(cache, pairs)
     return pairs
 

@@ -1,0 +1,107 @@
+"""Which int8 graph keeps a reader's answers: fp32 beside each int8 recipe, on held-out pairs.
+
+Each EXPORT is a reader's export directory (`feverous-es export` or a trainer's `work/onnx`:
+`model.onnx` fp32, the tokenizer, config.json). Its int8 graphs are made here by every recipe
+of `feverous_es.export.int8` (dynamic, weight-only, mixed) and each graph, fp32 included, reads
+the same held-out pairs through the runtime's `EntailmentModel` (a dynamic graph one pair a
+run, as the runtime runs it, since its activations are quantized per batch; the others in
+batches of 32). Figures per graph: label accuracy against the gold labels (all, and per
+source), argmax agreement with fp32, ms a pair on this CPU, and the graph's MB.
+
+    python bench/quantization.py EXPORT [EXPORT …] --pairs WORK/pairs.jsonl.gz [--limit 1200]
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from results import bench_parser, record_if_asked  # bench/results.py
+
+from feverous_es.export.int8 import RECIPES, quantize_int8
+from feverous_es.runtime.files import FP32_FILE, INT8_FILE
+from feverous_es.training.datasets import hash_unit
+from feverous_es.training.entailment_data import Pair, read_pairs
+from feverous_es.verdict.entailment import EntailmentModel
+
+BATCHED = 32
+COPIED = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+          "vocab.txt", "training.json")  # fmt: skip
+
+
+def held_out_sample(path: Path, limit: int, seed: int) -> list[Pair]:
+    """Up to ``limit`` held-out pairs of a `train verdict` run (claims and NLI pairs no model
+    trained on), a seeded sample spread over the sources in proportion."""
+    held = [p for p in read_pairs(path) if p.held_out]
+    held.sort(key=lambda p: hash_unit(seed, p.source, p.key, salt="bench-quantization"))
+    return held[:limit]
+
+
+def read_with(graph: Path, pairs: list[Pair], batch_size: int) -> tuple[np.ndarray, float]:
+    model = EntailmentModel(graph, device="cpu")
+    model.model.batch_size = batch_size
+    started = time.perf_counter()
+    rows = model.probabilities([p.claim for p in pairs], [p.premise for p in pairs])
+    labels = np.array([model.labels[i].value for i in rows.argmax(axis=1)])
+    return labels, 1000 * (time.perf_counter() - started) / len(pairs)
+
+
+def measure(export: Path, pairs: list[Pair], work: Path) -> dict[str, Any]:
+    folder = work / export.name
+    folder.mkdir()
+    for name in COPIED:
+        if (export / name).is_file():
+            shutil.copyfile(export / name, folder / name)
+    graphs = {"fp32": (folder / FP32_FILE, BATCHED)}
+    shutil.copyfile(export / FP32_FILE, folder / FP32_FILE)
+    for recipe in RECIPES:
+        graph = folder / f"{recipe}.{INT8_FILE}"
+        quantize_int8(folder / FP32_FILE, graph, max_bytes=None, recipe=recipe)
+        graphs[f"int8 {recipe}"] = (graph, 1 if recipe == "dynamic" else BATCHED)
+    gold = np.array([p.label for p in pairs])
+    sources = np.array([p.measured_as for p in pairs])
+    result: dict[str, Any] = {}
+    reference: np.ndarray | None = None
+    for name, (graph, batch_size) in graphs.items():
+        labels, ms = read_with(graph, pairs, batch_size)
+        reference = labels if reference is None else reference
+        result[name] = {
+            "accuracy": round(float((labels == gold).mean()), 4),
+            "agreement_with_fp32": round(float((labels == reference).mean()), 4),
+            "ms_per_pair": round(ms, 1),
+            "batch_size": batch_size,
+            "mb": round(graph.stat().st_size / 1e6, 1),
+            "by_source": {
+                s: round(float((labels[sources == s] == gold[sources == s]).mean()), 4)
+                for s in sorted(set(sources))
+            },
+        }
+        print(f"{export.name:<24} {name:<18} accuracy {result[name]['accuracy']:.3f}  "
+              f"agreement {result[name]['agreement_with_fp32']:.3f}  {ms:6.1f} ms/pair  "
+              f"{result[name]['mb']:.0f} MB", flush=True)  # fmt: skip
+    return result
+
+
+def main() -> None:
+    parser = bench_parser(__doc__)
+    parser.add_argument("exports", type=Path, nargs="+", help="readers' export directories")
+    parser.add_argument("--pairs", type=Path, required=True, help="a train verdict run's pairs")
+    parser.add_argument("--limit", type=int, default=1200, help="held-out pairs read")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    pairs = held_out_sample(args.pairs, args.limit, args.seed)
+    figures: dict[str, Any] = {"pairs": len(pairs),
+                               "sources": dict(Counter(p.measured_as for p in pairs))}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bench-quantization-") as tmp:
+        for export in args.exports:
+            figures[str(export)] = measure(export, pairs, Path(tmp))
+    record_if_asked(args, figures)
+
+
+if __name__ == "__main__":
+    main()

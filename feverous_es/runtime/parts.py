@@ -1,0 +1,91 @@
+"""Models that ship split into parts, joined into the user cache on first use.
+
+A graph over the repository's file limit (the large reader's int8 graph: ~110 MB) ships as byte
+slices ``NAME.part-00``, ``NAME.part-01``, … of at most :data:`PART_BYTES`. The packaged
+directory's manifest hashes every part as any file, and names under ``joined`` each whole
+file's parts, sha256 and size. :func:`joined_model_dir` checks the parts, joins them, checks the
+whole, and installs a plain model directory (the joined graph, the other files, its own
+manifest) as ``<cache>/models/<name>-<sha256[:12]>`` with one rename: a later call finds it
+there, and a new ship (another sha256) gets its own directory instead of a stale one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+from feverous_es.errors import ModelError
+from feverous_es.runtime.files import (
+    MANIFEST_FILE,
+    manifest_complete,
+    models_dir,
+    read_json_object,
+    staged_model_dir,
+    verified,
+    write_manifest,
+)
+
+MIB = 1 << 20
+PART_BYTES = 48 * MIB  # under the 50 MB a file the repository keeps
+JOINED_KEY = "joined"
+
+
+def part_names(name: str, count: int) -> list[str]:
+    return [f"{name}.part-{i:02d}" for i in range(count)]
+
+
+def split_file(path: Path, out_dir: Path, *, part_bytes: int = PART_BYTES) -> dict[str, Any]:
+    """Write ``path`` into ``out_dir`` as parts of at most ``part_bytes``; returns its
+    ``joined`` entry (the parts in order, the whole file's sha256 and size)."""
+    digest = hashlib.sha256()
+    parts: list[str] = []
+    with path.open("rb") as src:
+        while chunk := src.read(part_bytes):
+            name = part_names(path.name, len(parts) + 1)[-1]
+            (out_dir / name).write_bytes(chunk)
+            digest.update(chunk)
+            parts.append(name)
+    return {"parts": parts, "sha256": digest.hexdigest(), "bytes": path.stat().st_size}
+
+
+def is_split(model_dir: Path) -> bool:
+    """Whether ``model_dir``'s manifest names files shipped as parts."""
+    return bool(read_json_object(model_dir / MANIFEST_FILE).get(JOINED_KEY))
+
+
+def joined_model_dir(packaged: Path, *, cache: Path | None = None) -> Path:
+    """The model directory of ``packaged`` with its split files whole (see the module's
+    docstring); joined and checked on the first call, found in ``cache`` (default the user
+    cache's models) afterwards. Raises :class:`ModelError` (one line) for a missing or altered
+    part or a whole that does not match its sha256."""
+    packaged = Path(packaged)
+    manifest = read_json_object(packaged / MANIFEST_FILE)
+    joined: dict[str, dict[str, Any]] = manifest.get(JOINED_KEY) or {}
+    if not joined:
+        raise ModelError(f"{packaged} ships no split files (no '{JOINED_KEY}' in its manifest)")
+    key = hashlib.sha256("".join(e["sha256"] for e in joined.values()).encode()).hexdigest()
+    out = (cache or models_dir()) / f"{packaged.name}-{key[:12]}"
+    if manifest_complete(out):
+        return out
+    remedy = "restore it from the repository (git checkout) or reinstall the package"
+    parts = {part for entry in joined.values() for part in entry["parts"]}
+    with staged_model_dir(out, replace=False) as tmp:
+        for name, entry in joined.items():
+            digest = hashlib.sha256()
+            with (tmp / name).open("wb") as whole:
+                for part in entry["parts"]:
+                    with verified(packaged, part, remedy=remedy).open("rb") as src:
+                        while chunk := src.read(MIB):
+                            digest.update(chunk)
+                            whole.write(chunk)
+            if digest.hexdigest() != entry["sha256"]:
+                raise ModelError(f"the parts of {packaged / name} do not join into its sha256")
+        others = [n for n in manifest["files"] if n not in parts]
+        for name in others:
+            shutil.copyfile(verified(packaged, name, remedy=remedy), tmp / name)
+        meta = {k: v for k, v in manifest.items() if k not in ("files", JOINED_KEY)}
+        meta["joined_from"] = str(packaged.resolve())
+        write_manifest(tmp, [*others, *joined], **meta)
+    return out

@@ -1,0 +1,124 @@
+"""Claims about one attribute of a person's lead, true and changed: the failure classes a
+distilled reader showed on held-out pages (a true restatement called false, a shifted year let
+through), measured both ways.
+
+From a lead ``X is a D`` whose description names a nationality and a profession
+(``Immanuel Kant was a German philosopher.``), each class a claim of one kind, read against the
+page's first two sentences and a donor page's lead, shuffled (as the verdict reads retrieved
+sentences; the donor states the changed attribute about another subject):
+
+* ``attribute-true-nationality`` (SUPPORTS) ``X was German.`` and ``attribute-nationality``
+  (REFUTES) ``X was Italian.``;
+* ``attribute-true-profession`` (SUPPORTS) ``X was a philosopher.`` and
+  ``attribute-profession`` (REFUTES) ``X was a German composer.``: two attributes, one changed;
+* ``attribute-true-year`` (SUPPORTS) a lead sentence cut after a year it states, and
+  ``attribute-year`` (REFUTES) the same with the year shifted by 1 to 30.
+
+Pages are held out as :mod:`~feverous_es.training.contrastive` holds them out (the same source
+name and seed), so a page held out there is held out here.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from feverous_es.training.contrastive import REFUTES, SOURCE, SUPPORTS, Lead
+from feverous_es.training.entailment_data import SENTENCE, Pair, Split
+
+PREFIX = "attribute"
+CLASSES = {
+    f"{PREFIX}-true-nationality": SUPPORTS,
+    f"{PREFIX}-nationality": REFUTES,
+    f"{PREFIX}-true-profession": SUPPORTS,
+    f"{PREFIX}-profession": REFUTES,
+    f"{PREFIX}-true-year": SUPPORTS,
+    f"{PREFIX}-year": REFUTES,
+}
+# The description's last word, where it is one of these, is the person's profession.
+PROFESSIONS = frozenset((
+    "philosopher", "politician", "poet", "writer", "composer", "mathematician", "painter",
+    "physicist", "actor", "novelist", "player", "singer", "statesman", "actress", "general",
+    "filmmaker", "chemist", "polymath", "footballer", "officer", "artist", "engineer",
+    "author", "director", "revolutionary", "playwright", "architect", "inventor",
+    "psychologist", "economist", "astronomer", "biologist", "historian", "theologian",
+    "sculptor", "pianist", "violinist", "conductor", "journalist", "lawyer", "diplomat",
+    "explorer", "businessman", "entrepreneur", "scientist", "physician", "surgeon",
+    "sociologist", "linguist", "botanist", "geologist", "photographer", "cyclist", "swimmer",
+    "athlete", "boxer", "wrestler", "cricketer", "rapper", "songwriter", "musician",
+    "guitarist", "drummer", "dancer", "comedian", "model", "soldier", "admiral", "bishop",
+    "monk", "priest", "king", "queen", "emperor", "prince", "princess", "activist", "critic",
+    "essayist", "illustrator", "cartoonist", "designer", "producer", "screenwriter",
+    "broadcaster", "presenter", "mystic", "scholar",
+))  # fmt: skip
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-2][0-9])\b")
+
+
+def profession(lead: Lead) -> str:
+    last = lead.description.split()[-1]
+    return last if last.lower() in PROFESSIONS else ""
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _year_claims(lead: Lead, rng: random.Random) -> tuple[str, str] | None:
+    """(true, shifted) claims: a lead sentence cut after a year it states; None without one."""
+    for text in lead.sentences[:2]:
+        found = list(_YEAR.finditer(text))
+        if found and lead.subject in text:
+            year = found[0]  # the first: the claim stops early, no copy of the sentence
+            cut = text[: year.end()].rstrip(" ,;(")
+            shifted = int(year.group(1)) + rng.choice([-1, 1]) * rng.randint(1, 30)
+            return cut + ".", text[: year.start()] + str(shifted) + "."
+    return None
+
+
+def attribute_claims(
+    lead: Lead, donors: Sequence[Lead], rng: random.Random
+) -> list[tuple[str, str, Lead]]:
+    """(class, claim, donor) for every class ``lead`` gives: the donor's lead goes into the
+    evidence (for a changed attribute, the donor states it)."""
+    claims: list[tuple[str, str, Lead]] = []
+    job = profession(lead)
+    if not (lead.demonym and job):
+        return claims
+    subject = f"{lead.subject} {lead.verb}"
+    others = [d for d in donors if d.demonym and d.demonym != lead.demonym]
+    if others:
+        donor = rng.choice(others)
+        claims += [
+            (f"{PREFIX}-true-nationality", f"{subject} {lead.demonym}.", donor),
+            (f"{PREFIX}-nationality", f"{subject} {donor.demonym}.", donor),
+        ]  # fmt: skip
+    jobs = [d for d in donors if profession(d) and profession(d).lower() != job.lower()]
+    if jobs:
+        donor = rng.choice(jobs)
+        other = profession(donor)
+        claims += [
+            (f"{PREFIX}-true-profession", f"{subject} {_article(job)} {job}.", donor),
+            (f"{PREFIX}-profession",
+             f"{subject} {_article(lead.demonym)} {lead.demonym} {other}.", donor),
+        ]  # fmt: skip
+    if (years := _year_claims(lead, rng)) is not None:
+        donor = rng.choice(donors)
+        claims += [(f"{PREFIX}-true-year", years[0], donor), (f"{PREFIX}-year", years[1], donor)]
+    return claims
+
+
+def attribute_pairs(leads: Sequence[Lead], split: Split) -> list[Pair]:
+    """Every class of :func:`attribute_claims` for every person's lead of ``leads``, against
+    the page's first two sentences and the donor's lead, shuffled."""
+    rng = random.Random(split.seed)
+    pairs: list[Pair] = []
+    for lead in leads:
+        donors = [d for d in rng.sample(leads, min(200, len(leads))) if d.page != lead.page]
+        held, fold = split.held_out(SOURCE, lead.page), split.fold(SOURCE, lead.page)
+        for source, claim, donor in attribute_claims(lead, donors, rng):
+            evidence = [*lead.evidence(), *donor.evidence(1)]
+            rng.shuffle(evidence)
+            pairs.append(Pair(source, lead.page, claim, " ".join(evidence), CLASSES[source],
+                              SENTENCE, fold=fold, held_out=held))  # fmt: skip
+    return pairs

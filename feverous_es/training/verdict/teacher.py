@@ -1,0 +1,128 @@
+"""The GPU job's teacher as the large reader (``feverous-es train verdict-large``).
+
+The job fine-tunes all-mpnet-base-v2 (110 M) on the verdict's pairs and distils the default
+reader from it; its weights come back in a transfer format (:func:`~feverous_es.training.
+gpu_bundle.read_teacher`). This step reads them back, exports them (fp32 for the parity check,
+the int8 graph the package carries, by a recipe of :mod:`feverous_es.export.int8`) and writes the
+card: the GPU, the job's seconds and the teacher's held-out accuracy from the job's report.
+``feverous-es train install OUT --as verdict-large`` then ships it in parts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from feverous_es.errors import TrainError
+from feverous_es.export import card
+from feverous_es.export.exporter import export_model, install_subset
+from feverous_es.runtime.files import INT8_FILE
+from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
+from feverous_es.training import common, gpu_bundle, gpu_job
+from feverous_es.training.verdict.card import NLI_PAIRS_LICENCES
+
+SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json")
+
+
+def take_teacher(
+    weights: Path,
+    job: Path,
+    student: Path,
+    out: Path,
+    work: Path,
+    *,
+    int8_recipe: str = "weight-only",
+    command: str = "",
+) -> dict[str, Any]:
+    """``weights``: the fetched teacher (its parts and SHA256SUMS); ``job``: the same job's
+    results (``report.json``); ``student``: the student that job distilled, taken in by
+    ``train verdict --from-gpu`` (its ``training.json`` names the claims split, which the
+    teacher shares). Writes ``out`` (int8 graph, tokenizer, config, card, training.json,
+    manifest); returns the report."""
+    report = _read_json(job / gpu_job.REPORT_FILE, "a GPU job's results")
+    like = _read_json(student / "training.json", "a model of `train verdict`")
+    hf = work / "hf"
+    read = gpu_bundle.read_teacher(weights, hf)
+    max_length = int(like["training"]["max_length"])
+    manifest = export_model(
+        hf, work / "onnx", task=TEXT_CLASSIFICATION, precisions=("fp32", "int8"),
+        max_length=max_length, int8_max_bytes=None, int8_recipe=int8_recipe,
+    )  # fmt: skip
+    install_subset(work / "onnx", out, {name: name for name in (INT8_FILE, *SIDE_FILES)})
+    teacher = report["teacher"]
+    training = {
+        **{k: like["training"][k] for k in ("max_length", "math_hints", "seed", "folds")},
+        "base_name": report["bases"]["teacher"],
+        "best_epoch": teacher["best_epoch"],
+        "curve": teacher["curve"],
+        "seconds": report["seconds"]["teacher"],
+        "device": f"cuda ({report['device']})",
+        "versions": report["versions"],
+        "held": teacher["held"],
+        "valid": teacher["valid"],
+    }
+    result = {
+        **{k: v for k, v in like.items() if k not in ("training", "export", "holdout_accuracy")},
+        "command": command,
+        "read_back": read,
+        "training": training,
+        "export": {
+            "int8": manifest["int8"],
+            "parity": manifest["parity"],
+            "bytes": (out / INT8_FILE).stat().st_size,
+        },
+    }
+    _write_card(out, result)
+    return result
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise TrainError(f"{path.parent} holds no {path.name}: not {what}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write_card(out: Path, report: dict[str, Any]) -> None:
+    training = report["training"]
+    held = "\n".join(
+        f"| {name} | {r['pairs']:,} | {r['accuracy']:.1%} |" for name, r in training["held"].items()
+    )
+    curve = ", ".join(f"epoch {e['epoch']} {e['score']:.3f}" for e in training["curve"])
+    int8 = report["export"]["int8"]
+    about = f"""
+The large tier of the verdict's reader (`--reader large`; docs/verdict.md says what it costs and
+wins): a 3-way (SUPPORTS / REFUTES / NOT ENOUGH INFO) cross-encoder fine-tuned from
+`{training["base_name"]}` (110 M) on a GPU, the teacher the default reader was distilled from.
+It reads what the default reader reads (max_length {training["max_length"]}). int8 graph
+`model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB, recipe `{int8["method"]}`), shipped
+in parts that the runtime joins and checks on first use."""
+    run = f"""
+Fine-tuned by the GPU job of docs/gpu-training.md on {training["device"]} in
+{training["seconds"]:.0f} s (bf16, batch 64, {len(training["curve"])} epochs; validation score
+{curve}; epoch {training["best_epoch"]} kept), weights fetched in the transfer format of
+`../shared/gpu/README.md` (int8 rows + fp16 scales) and read back here."""
+    metrics = f"""
+Torch bf16 on the GPU, the job's held-out pairs (claims held out of every model):
+
+| source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
+|---|---|---|
+{held}
+
+{card.classifier_parity(report["export"]["parity"])}"""
+    model_card = card.ModelCard(
+        title="feverous-es large verdict reader",
+        about=about,
+        sections=[
+            card.command_section(report["command"], run),
+            ("Metrics", metrics),
+        ],
+        licences=[
+            *card.fine_tuned_licences(training["base_name"], report["claims"]),
+            NLI_PAIRS_LICENCES,
+        ],
+    )
+    common.save_card(
+        out, model_card, report, model="feverous-es verdict-large", task=TEXT_CLASSIFICATION,
+        base=training["base_name"],
+    )  # fmt: skip

@@ -1,0 +1,174 @@
+"""The large reader tier: a graph shipped in parts is joined and checked on first use, found
+again afterwards, refused when a part is altered; the GPU teacher's transfer format reads back;
+the weight-only int8 recipe keeps fp32's answers; one word (`--reader large`) turns it on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from feverous_es.cli import main
+from feverous_es.errors import ModelError, TrainError
+from feverous_es.plugins.config import load_config
+from feverous_es.runtime import parts
+from feverous_es.runtime.files import FP32_FILE, MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
+from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
+from feverous_es.training import install
+from feverous_es.verdict.entailment import EntailmentModel
+from feverous_es.verdict.readers import LARGE_READER, reader_dir
+
+CLAIMS = ["The Eiffel Tower is in Paris.", "The Eiffel Tower is in Rome."]
+PREMISES = ["[Eiffel Tower] The Eiffel Tower is a tower in Paris."] * 2
+
+
+@pytest.fixture
+def model_dir(tiny_classifier: tuple[Path, object], tmp_path: Path) -> Path:
+    """A trained-model directory as `train` writes one: the tiny classifier's fp32 graph,
+    tokenizer, config and manifest."""
+    out = tmp_path / "trained"
+    shutil.copytree(tiny_classifier[0], out)
+    names = sorted(p.name for p in out.iterdir() if p.is_file())
+    write_manifest(out, names, task=TEXT_CLASSIFICATION)
+    return out
+
+
+@pytest.fixture
+def packaged(model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``model_dir`` installed as the large reader, its graph split into three parts."""
+    size = (model_dir / FP32_FILE).stat().st_size
+    monkeypatch.setattr(install, "PART_BYTES", size // 3 + 1)
+    return install.install_packaged(model_dir, "verdict-large", into=tmp_path / "package")
+
+
+def test_install_ships_the_graph_in_parts_that_join_into_the_same_model(
+    model_dir: Path, packaged: Path, tmp_path: Path
+) -> None:
+    names = {p.name for p in packaged.iterdir()}
+    assert FP32_FILE not in names
+    assert {f"{FP32_FILE}.part-0{i}" for i in range(3)} <= names
+    joined = parts.joined_model_dir(packaged, cache=tmp_path / "cache")
+    original = (model_dir / FP32_FILE).read_bytes()
+    assert (joined / FP32_FILE).read_bytes() == original
+    manifest = json.loads((joined / MANIFEST_FILE).read_text())
+    assert manifest["files"][FP32_FILE]["sha256"] == hashlib.sha256(original).hexdigest()
+    np.testing.assert_allclose(
+        EntailmentModel(joined, device="cpu").probabilities(CLAIMS, PREMISES),
+        EntailmentModel(model_dir, device="cpu").probabilities(CLAIMS, PREMISES),
+        atol=1e-6,
+    )
+    # Found again, not joined again; a new process reads the same directory.
+    stamp = (joined / FP32_FILE).stat().st_mtime_ns
+    assert parts.joined_model_dir(packaged, cache=tmp_path / "cache") == joined
+    assert (joined / FP32_FILE).stat().st_mtime_ns == stamp
+
+
+def test_an_altered_part_is_refused_in_one_line(packaged: Path, tmp_path: Path) -> None:
+    part = packaged / f"{FP32_FILE}.part-01"
+    data = bytearray(part.read_bytes())
+    data[100] ^= 0xFF
+    part.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match=r"part-01 does not match its manifest"):
+        parts.joined_model_dir(packaged, cache=tmp_path / "cache")
+    assert not list((tmp_path / "cache").glob("verdict-large-*"))  # nothing half-joined
+
+
+def test_a_directory_without_parts_is_not_split(model_dir: Path) -> None:
+    assert not parts.is_split(model_dir)
+    with pytest.raises(ModelError, match="ships no split files"):
+        parts.joined_model_dir(model_dir)
+
+
+def write_transfer(folder: Path, tensors: dict[str, np.ndarray]) -> None:
+    """The GPU teacher's transfer format (../shared/gpu/README.md): large matrices as int8
+    rows with fp16 scales, the rest fp16, in byte slices, with SHA256SUMS."""
+    from safetensors.numpy import save
+
+    stored: dict[str, np.ndarray] = {}
+    for name, value in tensors.items():
+        if value.ndim == 2:
+            scale = (np.abs(value).max(axis=1) / 127).astype(np.float16)
+            stored[name] = np.rint(value / scale.astype(np.float32)[:, None]).astype(np.int8)
+            stored[name + ".__scale__"] = scale
+        else:
+            stored[name] = value.astype(np.float16)
+    blob = save(stored, metadata={"format": "int8-rows"})
+    folder.mkdir()
+    third = len(blob) // 3 + 1
+    names = []
+    for i in range(3):
+        names.append(f"teacher.int8rows.safetensors.0{i}")
+        (folder / names[-1]).write_bytes(blob[i * third : (i + 1) * third])
+    (folder / "config.json").write_text("{}")
+    names.append("config.json")
+    sums = [f"{hashlib.sha256((folder / n).read_bytes()).hexdigest()}  {n}" for n in names]
+    (folder / "SHA256SUMS").write_text("\n".join(sums) + "\n")
+
+
+def test_the_teachers_transfer_format_reads_back(tmp_path: Path) -> None:
+    from safetensors.numpy import load_file
+
+    from feverous_es.training.gpu_bundle import read_teacher
+
+    rng = np.random.default_rng(0)
+    tensors = {"layer.weight": rng.normal(size=(8, 16)).astype(np.float32),
+               "layer.bias": rng.normal(size=16).astype(np.float32)}  # fmt: skip
+    write_transfer(tmp_path / "fetched", tensors)
+    read = read_teacher(tmp_path / "fetched", tmp_path / "hf")
+    assert read["int8_rows_tensors"] == 1 and read["tensors"] == 2
+    back = load_file(str(tmp_path / "hf" / "model.safetensors"))
+    for name, value in tensors.items():
+        assert back[name].dtype == np.float32
+        # int8 rows: within half a step of each row's scale; fp16: within its rounding
+        step = np.abs(value).max(axis=-1, keepdims=True) / 127 if value.ndim == 2 else 1e-2
+        assert np.all(np.abs(back[name] - value) <= step / 2 + 1e-3)
+    assert (tmp_path / "hf" / "config.json").is_file()
+
+
+def test_a_torn_teacher_transfer_is_one_line(tmp_path: Path) -> None:
+    from feverous_es.training.gpu_bundle import read_teacher
+
+    write_transfer(tmp_path / "fetched", {"w": np.ones((4, 4), dtype=np.float32)})
+    part = tmp_path / "fetched" / "teacher.int8rows.safetensors.01"
+    part.write_bytes(part.read_bytes()[:-1])
+    with pytest.raises(TrainError, match=r"safetensors\.01 does not match its sha256"):
+        read_teacher(tmp_path / "fetched", tmp_path / "hf")
+
+
+def test_weight_only_int8_keeps_fp32s_answers(tiny_classifier: tuple[Path, object],
+                                              tmp_path: Path) -> None:  # fmt: skip
+    import onnx
+
+    from feverous_es.export.int8 import quantize_int8
+
+    folder = tmp_path / "graphs"
+    shutil.copytree(tiny_classifier[0], folder)
+    recipe = quantize_int8(folder / FP32_FILE, folder / "weight-only.onnx", recipe="weight-only")
+    assert recipe["method"] == "weight-only" and recipe["weight_only"] >= 1  # the embeddings
+    ops = {n.op_type for n in onnx.load(str(folder / "weight-only.onnx")).graph.node}
+    assert "DequantizeLinear" in ops and "DynamicQuantizeLinear" not in ops
+    assert (folder / "weight-only.onnx").stat().st_size < (folder / FP32_FILE).stat().st_size / 2
+    fp32 = EntailmentModel(folder / FP32_FILE, device="cpu").probabilities(CLAIMS, PREMISES)
+    wo = EntailmentModel(folder / "weight-only.onnx", device="cpu").probabilities(CLAIMS, PREMISES)
+    np.testing.assert_allclose(wo, fp32, atol=1e-3)
+    with pytest.raises(ValueError, match="unknown int8 recipe"):
+        quantize_int8(folder / FP32_FILE, folder / "x.onnx", recipe="static")
+
+
+def test_one_word_chooses_the_reader_in_the_configuration() -> None:
+    assert load_config(environ={}).stage_options("verdict") == {}
+    chosen = load_config(environ={}, reader=LARGE_READER).stage_options("verdict")
+    assert chosen == {"model": "large"}
+    assert reader_dir(None) == PACKAGED_MODELS_DIR / "verdict"
+    assert reader_dir("default") == PACKAGED_MODELS_DIR / "verdict"
+    assert reader_dir("/some/model") == Path("/some/model")
+
+
+def test_a_bad_reader_name_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["entail", "x", "-e", "y", "--reader", "huge"])
+    assert result.exit_code == 2 and "'huge' is not one of 'default', 'large'" in result.output
