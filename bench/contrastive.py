@@ -11,16 +11,19 @@ run's pairs), the models also read that run's held-out pairs (the claims with th
 evidence, as is and gold removed, the gold tables), so models are compared on the same
 premises.
 
-    python bench/contrastive.py wiki.db [--model DIR …] [--held-out-pairs PAIRS] --record NAME
+    python bench/contrastive.py wiki.db [--model NAME|DIR …] [--commit REV …]
+                                        [--held-out-pairs PAIRS] --record NAME
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from data import models_at  # bench/data.py
 from results import bench_parser, record_if_asked  # bench/results.py
 
 from feverous_es.index.dump.wiki import WikiDB
@@ -60,8 +63,13 @@ def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("wiki_db", type=Path)
     parser.add_argument(
-        "--model", type=Path, action="append", help="a verdict model to compare (repeat)"
-    )
+        "--model", action="append", default=[],
+        help="a verdict model to compare: a reader's name (large) or a directory (repeat)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--commit", action="append", default=[],
+        help="the package's verdict model at this git commit, to compare (repeat)",
+    )  # fmt: skip
     parser.add_argument("--pages", type=int, default=4000, help="as --contrastive-pages")
     parser.add_argument("--holdout", type=float, default=0.35, help="as train verdict's")
     parser.add_argument("--seed", type=int, default=13, help="as train verdict's")
@@ -75,17 +83,23 @@ def main() -> None:
         run_pairs = read_pairs(args.held_out_pairs)
         held += [p for p in run_pairs if p.held_out and p.train and p.source not in SOURCES]
     figures: dict[str, Any] = {"held_out_pairs": dict(Counter(p.source for p in held))}
-    shipped = reader_dir(None)
-    for model_dir in [shipped, *(args.model or [])]:  # the shipped model first
-        name = "shipped" if model_dir == shipped else str(model_dir)
-        figures[name] = measure(model_dir, held)
-        print(name)
-        for source, row in figures[name].items():
-            if isinstance(row, dict) and "recall" in row:
-                print(f"  {source:<32} recall {row['recall']:.3f}  answered {row['answered']}")
-            elif isinstance(row, dict):
-                print(f"  {source:<32} accuracy {row['accuracy']:.3f}  ({row['pairs']} pairs)")
+    with contextlib.ExitStack() as stack:
+        models = {"shipped": reader_dir(None), **{m: reader_dir(m) for m in args.model}}
+        for commit in args.commit:
+            models[commit] = stack.enter_context(models_at(commit)) / "verdict"
+        for name, model_dir in models.items():  # the shipped model first
+            figures[name] = report(name, measure(model_dir, held))
     record_if_asked(args, figures)
+
+
+def report(name: str, figures: dict[str, Any]) -> dict[str, Any]:
+    print(name)
+    for source, row in figures.items():
+        if isinstance(row, dict) and "recall" in row:
+            print(f"  {source:<32} recall {row['recall']:.3f}  answered {row['answered']}")
+        elif isinstance(row, dict):
+            print(f"  {source:<32} accuracy {row['accuracy']:.3f}  ({row['pairs']} pairs)")
+    return figures
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 `predict` throughput.
 
     python bench/pipeline.py INDEX [--verify-claims 20] [--warm-claims 200]
-                             [--predict-claims 200] [--json OUT]
+                             [--predict-claims 200] [--reader NAME|COMMIT …] [--json OUT]
     python bench/pipeline.py - --store elasticsearch   # the cluster of FEVEROUS_ES_URL
     python bench/pipeline.py - --store elasticsearch --against indexes/mini   # side by side
 
@@ -13,6 +13,8 @@
   `verify` per claim: p50 / p95 of the whole call and of each stage.
 * predict: `predict` over real dev claims in one process, batched; claims/s and where the time
   goes per stage (seconds per claim).
+* with `--reader`: the warm profile again per verdict reader (`default`, `large`, or a git
+  commit's shipped reader), on the same claims in the same process: what a reader costs.
 
 Each figure is given per dev file (FEVEROUS-S, FM2, TabFact: their claims differ in what they
 cost, tables most) and over all of them; the ``--*-claims`` counts are claims of each file,
@@ -23,6 +25,8 @@ with a CUDA GPU the models run there (device auto); the device is printed.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -33,10 +37,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from data import MINI  # bench/data.py
+from data import MINI, models_at  # bench/data.py
 from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.samples import read_records, seeded_sample
+from feverous_es.verdict.readers import READERS
 
 FILES = ("feverous_s_dev.jsonl", "fm2_dev.jsonl", "tabfact_dev.jsonl")
 
@@ -74,13 +79,16 @@ def verify_latency(store: str, index: str, claims: dict[str, list[dict]]) -> dic
     }
 
 
-def warm_profile(store: str, index: str, claims: dict[str, list[dict]]) -> dict:
-    """``Pipeline.open``, a first claim, then the whole call and each stage per claim."""
+def warm_profile(
+    store: str, index: str, claims: dict[str, list[dict]], reader: str | None = None
+) -> dict:
+    """``Pipeline.open``, a first claim, then the whole call and each stage per claim (with
+    the verdict's ``reader`` when given: a name or a model directory)."""
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
 
     started = time.perf_counter()
-    pipeline = Pipeline.open(index, store=store, config=load_config())
+    pipeline = Pipeline.open(index, store=store, config=load_config(reader=reader))
     opened = time.perf_counter() - started
     files: dict[str, dict] = {}
     everything: list[float] = []
@@ -155,10 +163,23 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reader", action="append", default=[],
+        help="also the warm profile with this verdict reader, side by side: default, large, or "
+        "a git commit (the reader it shipped); repeat",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     index = "" if args.index == "-" else args.index
+    with contextlib.ExitStack() as stack:
+        readers = {
+            name: name if name in READERS else str(stack.enter_context(models_at(name)) / "verdict")
+            for name in args.reader
+        }
+        run(args, index, readers)
 
+
+def run(args: argparse.Namespace, index: str, readers: dict[str, str]) -> None:
     figures: dict[str, object] = {}
     if args.verify_claims:
         claims = dev_claims(args.verify_claims, args.seed)
@@ -193,6 +214,19 @@ def main() -> None:
                     f"    {stage:12s} p50 {q['p50_s'] * 1000:8.1f} ms  "
                     f"p95 {q['p95_s'] * 1000:8.1f} ms  {read}"
                 )
+    if readers:
+        claims = dev_claims(args.warm_claims or 50, args.seed + 2)
+        figures["warm_by_reader"] = by_reader = {}
+        for name, reader in readers.items():
+            by_reader[name] = one = warm_profile(args.store, index, claims, reader)
+            verdict = [
+                f["stages"].get("verdict", {}).get("p50_s", 0.0) for f in one["files"].values()
+            ]
+            print(
+                f"warm API, reader {name}: p50 {one['all']['p50_s'] * 1000:.0f} ms, p95 "
+                f"{one['all']['p95_s'] * 1000:.0f} ms; verdict stage p50 per file "
+                + ", ".join(f"{v * 1000:.0f} ms" for v in verdict)
+            )
     if args.predict_claims:
         claims = dev_claims(args.predict_claims, args.seed + 1)
         figures["predict"] = result = predict_throughput(args.store, index, claims, args.batch_size)

@@ -1,14 +1,15 @@
 """Which int8 graph keeps a reader's answers: fp32 beside each int8 recipe, on held-out pairs.
 
-Each EXPORT is a reader's export directory (`feverous-es export` or a trainer's `work/onnx`:
-`model.onnx` fp32, the tokenizer, config.json). Its int8 graphs are made here by every recipe
-of `feverous_es.export.int8` (dynamic, weight-only, mixed) and each graph, fp32 included, reads
+Each EXPORT (named NAME in the figures) is a reader's export directory (`feverous-es export`
+or a trainer's `work/onnx`: `model.onnx` fp32, the tokenizer, config.json, training.json). Its
+int8 graphs are made here by every recipe of `feverous_es.export.int8` (dynamic, weight-only,
+mixed) and each graph, fp32 included, reads
 the same held-out pairs through the runtime's `EntailmentModel` (a dynamic graph one pair a
 run, as the runtime runs it, since its activations are quantized per batch; the others in
 batches of 32). Figures per graph: label accuracy against the gold labels (all, and per
 source), argmax agreement with fp32, ms a pair on this CPU, and the graph's MB.
 
-    python bench/quantization.py EXPORT [EXPORT …] --pairs WORK/pairs.jsonl.gz [--limit 1200]
+    python bench/quantization.py NAME=EXPORT … --pairs WORK/pairs.jsonl.gz [--limit 1200]
 """
 
 from __future__ import annotations
@@ -51,26 +52,26 @@ def read_with(graph: Path, pairs: list[Pair], batch_size: int) -> tuple[np.ndarr
     return labels, 1000 * (time.perf_counter() - started) / len(pairs)
 
 
-def measure(export: Path, pairs: list[Pair], work: Path) -> dict[str, Any]:
-    folder = work / export.name
+def measure(name: str, export: Path, pairs: list[Pair], work: Path) -> dict[str, Any]:
+    folder = work / name
     folder.mkdir()
-    for name in COPIED:
-        if (export / name).is_file():
-            shutil.copyfile(export / name, folder / name)
+    for file in COPIED:
+        if (export / file).is_file():
+            shutil.copyfile(export / file, folder / file)
     graphs = {"fp32": (folder / FP32_FILE, BATCHED)}
     shutil.copyfile(export / FP32_FILE, folder / FP32_FILE)
     for recipe in RECIPES:
         graph = folder / f"{recipe}.{INT8_FILE}"
-        quantize_int8(folder / FP32_FILE, graph, max_bytes=None, recipe=recipe)
+        quantize_int8(folder / FP32_FILE, graph, recipe=recipe)  # as the trainers export
         graphs[f"int8 {recipe}"] = (graph, 1 if recipe == "dynamic" else BATCHED)
     gold = np.array([p.label for p in pairs])
     sources = np.array([p.measured_as for p in pairs])
     result: dict[str, Any] = {}
     reference: np.ndarray | None = None
-    for name, (graph, batch_size) in graphs.items():
+    for graph_name, (graph, batch_size) in graphs.items():
         labels, ms = read_with(graph, pairs, batch_size)
         reference = labels if reference is None else reference
-        result[name] = {
+        result[graph_name] = row = {
             "accuracy": round(float((labels == gold).mean()), 4),
             "agreement_with_fp32": round(float((labels == reference).mean()), 4),
             "ms_per_pair": round(ms, 1),
@@ -81,15 +82,16 @@ def measure(export: Path, pairs: list[Pair], work: Path) -> dict[str, Any]:
                 for s in sorted(set(sources))
             },
         }
-        print(f"{export.name:<24} {name:<18} accuracy {result[name]['accuracy']:.3f}  "
-              f"agreement {result[name]['agreement_with_fp32']:.3f}  {ms:6.1f} ms/pair  "
-              f"{result[name]['mb']:.0f} MB", flush=True)  # fmt: skip
+        print(f"{name:<10} {graph_name:<18} accuracy {row['accuracy']:.3f}  "
+              f"agreement {row['agreement_with_fp32']:.3f}  {ms:6.1f} ms/pair  "
+              f"{row['mb']:.0f} MB", flush=True)  # fmt: skip
     return result
 
 
 def main() -> None:
     parser = bench_parser(__doc__)
-    parser.add_argument("exports", type=Path, nargs="+", help="readers' export directories")
+    parser.add_argument("exports", nargs="+", metavar="NAME=EXPORT",
+                        help="a reader's name and export directory")  # fmt: skip
     parser.add_argument("--pairs", type=Path, required=True, help="a train verdict run's pairs")
     parser.add_argument("--limit", type=int, default=1200, help="held-out pairs read")
     parser.add_argument("--seed", type=int, default=0)
@@ -98,8 +100,9 @@ def main() -> None:
     figures: dict[str, Any] = {"pairs": len(pairs),
                                "sources": dict(Counter(p.measured_as for p in pairs))}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-quantization-") as tmp:
-        for export in args.exports:
-            figures[str(export)] = measure(export, pairs, Path(tmp))
+        for given in args.exports:
+            name, _, export = given.partition("=")
+            figures[name] = measure(name, Path(export), pairs, Path(tmp))
     record_if_asked(args, figures)
 
 

@@ -1,6 +1,8 @@
 """Verdict accuracy through the whole pipeline on the claims the verdict models were not trained on.
 
-    python bench/verdict.py INDEX [--models DIR] [--baseline-models DIR …] [--per-file N]
+    python bench/verdict.py INDEX [--models DIR] [--reader NAME] [--baseline-models DIR …]
+                                  [--baseline-commit REV …] [--baseline-reader NAME …]
+                                  [--per-file N]
                                   [--held-out-by MODEL …] [--config TOML]
                                   [--files STEM …] [--nei 0.3 0.5 0.7 0.9] [--json OUT]
 
@@ -12,7 +14,10 @@ retrieved evidence, next hops) with the verdict under test (`--models`: a direct
 holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones; a route whose
 feature model is missing is read by the entailment model alone). On the same
 evidence, side by side: the entailment model alone (feature models off), and with
-`--baseline-models` the verdict of another models directory (e.g. an earlier commit's).
+`--baseline-models` the verdict of another models directory, with `--baseline-commit` the
+package's models as an earlier commit shipped them, with `--baseline-reader large` the same
+models with the large reader. `--reader large` puts the large reader under test (its held-out
+claims are the default reader's: one GPU job trained both).
 Predictions are scored with the official metric (`feverous-es score`): label accuracy per claim
 file next to its majority class, on FEVEROUS-S's balanced subset too (within each gold-evidence
 count as many SUPPORTS as REFUTES claims, the first in file order: there, counting evidence
@@ -31,6 +36,7 @@ claims not turned into NEI.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import sys
@@ -43,8 +49,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from data import MINI, REPO  # bench/data.py
+from data import MINI, REPO, models_at  # bench/data.py
 from results import bench_parser, save_figures  # bench/results.py
+
+from feverous_es.verdict.readers import reader_dir
 
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
@@ -290,13 +298,19 @@ def model_options(models: Path) -> dict:
     }
 
 
+def reader_options(models: Path, reader: str | None) -> dict:
+    """:func:`model_options`, the entailment model replaced by ``reader`` when given."""
+    options = model_options(models)
+    return {**options, "model": str(reader_dir(reader))} if reader else options
+
+
 def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
     from feverous_es.plugins.config import load_config
     from feverous_es.plugins.registry import load
     from feverous_es.verify.pipeline import Pipeline
 
     config = load_config(args.config)
-    options = {**config.stage_options("verdict"), **model_options(args.models)}
+    options = {**config.stage_options("verdict"), **reader_options(args.models, args.reader)}
     config = replace(config, options={**config.options, "verdict": options})
     pipeline = Pipeline.open(args.index, config=config)
     context = pipeline.context
@@ -306,9 +320,9 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
             {**options, "table_model": "", "sentence_model": "", "nei_above": 1.1},
         ),
     }  # fmt: skip
-    for models in args.baseline_models:
-        verdicts[f"baseline {models}"] = load(
-            "verdict", "classifier", context, model_options(models)
+    for name, models, reader in args.baselines:
+        verdicts[name] = load(
+            "verdict", "classifier", context, reader_options(models, reader)
         )
     # nei_above 1.0: the probe reads the NEI probability on every route as the verdict under
     # test does (a threshold over 1 skips it where no feature model needs the entailment model).
@@ -446,6 +460,23 @@ def main() -> None:
         help="another models directory, side by side (repeat for several)",
     )
     parser.add_argument(
+        "--baseline-commit",
+        action="append",
+        default=[],
+        help="the package's models at this git commit, side by side (repeat for several)",
+    )
+    parser.add_argument(
+        "--baseline-reader",
+        action="append",
+        default=[],
+        help="--models with this reader (default, large), side by side (repeat for several)",
+    )
+    parser.add_argument(
+        "--reader",
+        help="the verdict's reader under test: default, large or a model directory "
+        "(default: --models' verdict/)",
+    )
+    parser.add_argument(
         "--held-out-by",
         type=Path,
         action="append",
@@ -459,9 +490,25 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        args.baselines = [(f"baseline {m}", m, None) for m in args.baseline_models]
+        args.baselines += [
+            (f"baseline {c}", stack.enter_context(models_at(c)), None)
+            for c in args.baseline_commit
+        ]
+        args.baselines += [(f"reader {r}", args.models, r) for r in args.baseline_reader]
+        run(args)
 
+
+def run(args: argparse.Namespace) -> None:
     under_test = model_dirs(args.models)
-    baselines = [d for models in args.baseline_models for d in model_dirs(models)[1:]]
+    if args.reader:
+        under_test[0] = reader_dir(args.reader)
+    baselines = [
+        d
+        for _, models, reader in args.baselines
+        for d in ([reader_dir(reader)] if reader else model_dirs(models)[1:])
+    ]
     trainings = [training_report(d) for d in [*under_test, *baselines, *args.held_out_by]]
     # The files the models under test, or the --held-out-by ones, were trained and split on.
     tested = [*trainings[: len(under_test)], *trainings[len(under_test) + len(baselines) :]]

@@ -54,3 +54,33 @@ def test_the_pairs_and_their_split_are_the_same_on_every_run() -> None:
     assert pairs_by_page(13) == pairs_by_page(13)
     held = {page for page, pairs in pairs_by_page(13).items() if pairs[0].held_out}
     assert 0 < len(held) < len(pairs_by_page(13))
+
+
+def test_a_persons_attributes_are_claimed_true_and_changed() -> None:
+    from feverous_es.training.attributes import CLASSES, attribute_pairs
+
+    leads = contrastive.read_leads(WikiDB(SAMPLE_DB).rows())
+    pairs = attribute_pairs(leads, Split(13, 0.3, 0))
+    assert {p.source for p in pairs} == set(CLASSES)
+    by_page = defaultdict(dict)
+    for pair in pairs:
+        assert pair.label == CLASSES[pair.source] and f"[{pair.id}]" in pair.premise
+        by_page[pair.id][pair.source] = pair
+    held = dict(pairs_by_page_held())
+    assert set(by_page) & set(held)
+    for page, classes in by_page.items():
+        true, changed = classes["attribute-true-nationality"], classes["attribute-nationality"]
+        new = changed.claim.rsplit(" ", 1)[-1].rstrip(".")
+        # the changed nationality is stated in the evidence, of another subject
+        assert new not in true.claim and new in changed.premise
+        # the profession changes, the nationality stays: two attributes, one changed
+        nationality = true.claim.rsplit(" ", 1)[-1].rstrip(".")
+        assert nationality in classes["attribute-profession"].claim
+        year, shifted = classes["attribute-true-year"], classes["attribute-year"]
+        assert year.claim != shifted.claim and year.claim.count("(") == year.claim.count(")")
+        if page in held:  # held out with the page's contrastive pairs
+            assert {p.held_out for p in classes.values()} == {held[page]}
+
+
+def pairs_by_page_held() -> list[tuple[str, bool]]:
+    return [(page, pairs[0].held_out) for page, pairs in pairs_by_page().items()]

@@ -172,3 +172,48 @@ def test_one_word_chooses_the_reader_in_the_configuration() -> None:
 def test_a_bad_reader_name_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["entail", "x", "-e", "y", "--reader", "huge"])
     assert result.exit_code == 2 and "'huge' is not one of 'default', 'large'" in result.output
+
+
+SOURCE = "[Henri Schoeman] Henri Schoeman is a South African triathlete."
+
+
+def test_the_large_reader_joins_from_a_fresh_cache_in_the_cli(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FEVEROUS_ES_CACHE=str(tmp_path / "cache"))
+    answers = {}
+    for claim in ("Henri Schoeman is a triathlete.", "Henri Schoeman is a swimmer."):
+        printed = subprocess.run(
+            [sys.executable, "-m", "feverous_es", "entail", claim, "-e", SOURCE, "--reader",
+             "large", "--json"],
+            capture_output=True, text=True, check=True, env=env,
+        ).stdout  # fmt: skip
+        answers[claim] = json.loads(printed)["label"]
+    assert answers == {
+        "Henri Schoeman is a triathlete.": "SUPPORTS",
+        "Henri Schoeman is a swimmer.": "REFUTES",
+    }
+    (joined,) = (tmp_path / "cache" / "models").glob("verdict-large-*")
+    manifest = json.loads((joined / MANIFEST_FILE).read_text())
+    assert manifest["files"]["model.int8.onnx"]["bytes"] > 50_000_000  # whole, not a part
+
+
+def test_the_large_reader_in_the_api_and_the_service(sample_index: Path) -> None:
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from feverous_es import Pipeline
+    from tests.serve_server import running_server
+
+    with Pipeline.open(sample_index, reader="large") as pipeline:
+        result = pipeline.verify("Gold medalist Henri Schoeman won bronze at Rio in 2016.")
+        reader = pipeline.verdict.model_dirs()["verdict"]
+    assert reader.name.startswith("verdict-large-") and result.verdict.label.value == "SUPPORTS"
+    with running_server(sample_index, args=("--reader", "large")) as server:
+        client = httpx.Client(base_url=server.url, timeout=120)
+        body = {"claim": "Henri Schoeman is a swimmer.", "evidence": [SOURCE]}
+        assert client.post("/v1/entail", json=body).json()["label"] == "REFUTES"
+        models = {m["name"]: m for m in client.get("/v1/health").json()["models"]}
+        assert "verdict-large-" in models["verdict"]["path"]

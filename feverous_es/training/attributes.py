@@ -70,9 +70,11 @@ def _year_claims(lead: Lead, rng: random.Random) -> tuple[str, str] | None:
         found = list(_YEAR.finditer(text))
         if found and lead.subject in text:
             year = found[0]  # the first: the claim stops early, no copy of the sentence
-            cut = text[: year.end()].rstrip(" ,;(")
             shifted = int(year.group(1)) + rng.choice([-1, 1]) * rng.randint(1, 30)
-            return cut + ".", text[: year.start()] + str(shifted) + "."
+            true, changed = text[: year.end()], text[: year.start()] + str(shifted)
+            # a year inside "(born …": the parenthesis closes after it
+            close = ")" if true.count("(") > true.count(")") else ""
+            return f"{true}{close}.", f"{changed}{close}."
     return None
 
 

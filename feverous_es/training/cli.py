@@ -88,7 +88,7 @@ def train_group() -> None:
     "--contrastive-pages", default=4000, show_default=True, help="Pages --contrastive reads."
 )
 @click.option(
-    "--attributes", is_flag=True,
+    "--attributes/--no-attributes", default=False, show_default=True,
     help="With --contrastive: claims about one attribute of every person's lead too, true "
     "(SUPPORTS) and changed (REFUTES): nationality, profession, a year (training/attributes.py).",
 )  # fmt: skip

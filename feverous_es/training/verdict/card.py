@@ -98,5 +98,5 @@ ones."""
     )
     common.save_card(
         out, model_card, report, model="feverous-es verdict", task=TEXT_CLASSIFICATION,
-        base=training["base_name"],
+        base=training["base_name"], int8=report["export"]["int8"],
     )  # fmt: skip

@@ -124,5 +124,5 @@ Torch bf16 on the GPU, the job's held-out pairs (claims held out of every model)
     )
     common.save_card(
         out, model_card, report, model="feverous-es verdict-large", task=TEXT_CLASSIFICATION,
-        base=training["base_name"],
+        base=training["base_name"], int8=report["export"]["int8"],
     )  # fmt: skip
