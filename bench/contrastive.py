@@ -31,11 +31,10 @@ from feverous_es.training.attributes import CLASSES, attribute_pairs
 from feverous_es.training.contrastive import SOURCES, contrastive_pairs, read_leads
 from feverous_es.training.entailment_data import Split, read_pairs
 from feverous_es.verdict.entailment import EntailmentModel
-from feverous_es.verdict.readers import reader_dir
 
 
-def measure(model_dir: Path, pairs: list[Any]) -> dict[str, Any]:
-    model = EntailmentModel(model_dir, device="cpu")
+def measure(reader: str | Path | None, pairs: list[Any]) -> dict[str, Any]:
+    model = EntailmentModel(reader, device="cpu")
     started = time.perf_counter()
     rows = model.probabilities([p.claim for p in pairs], [p.premise for p in pairs])
     seconds = time.perf_counter() - started
@@ -84,11 +83,11 @@ def main() -> None:
         held += [p for p in run_pairs if p.held_out and p.train and p.source not in SOURCES]
     figures: dict[str, Any] = {"held_out_pairs": dict(Counter(p.source for p in held))}
     with contextlib.ExitStack() as stack:
-        models = {"shipped": reader_dir(None), **{m: reader_dir(m) for m in args.model}}
+        models: dict[str, str | Path | None] = {"shipped": None, **{m: m for m in args.model}}
         for commit in args.commit:
             models[commit] = stack.enter_context(models_at(commit)) / "verdict"
-        for name, model_dir in models.items():  # the shipped model first
-            figures[name] = report(name, measure(model_dir, held))
+        for name, model in models.items():  # the shipped model first
+            figures[name] = report(name, measure(model, held))
     record_if_asked(args, figures)
 
 

@@ -45,7 +45,8 @@ def held_out_sample(path: Path, limit: int, seed: int) -> list[Pair]:
 
 def read_with(graph: Path, pairs: list[Pair], batch_size: int) -> tuple[np.ndarray, float]:
     model = EntailmentModel(graph, device="cpu")
-    model.model.batch_size = batch_size
+    for encoder in model.models:
+        encoder.batch_size = batch_size
     started = time.perf_counter()
     rows = model.probabilities([p.claim for p in pairs], [p.premise for p in pairs])
     labels = np.array([model.labels[i].value for i in rows.argmax(axis=1)])

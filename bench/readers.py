@@ -27,7 +27,7 @@ from feverous_es.training.datasets import hash_unit
 from feverous_es.training.entailment_data import Pair, capped, read_pairs
 from feverous_es.training.gpu_bundle import VALID_SHARE
 from feverous_es.verdict.entailment import EntailmentModel
-from feverous_es.verdict.readers import DEFAULT_READER, LARGE_READER
+from feverous_es.verdict.readers import packaged_model
 
 CLAIM_FILES = ("fm2_dev", "feverous_s_dev", "tabfact_dev")
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1.01)
@@ -71,8 +71,13 @@ def cascade(first: np.ndarray, second: np.ndarray, threshold: float) -> tuple[np
 def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--pairs", type=Path, required=True, help="a train verdict run's pairs")
-    parser.add_argument("--default", default=DEFAULT_READER, help="the default reader")
-    parser.add_argument("--large", default=LARGE_READER, help="the large reader")
+    parser.add_argument(
+        "--default",
+        default="verdict",
+        help="the default reader's model: a packaged role or a directory",
+    )
+    parser.add_argument("--large", default="verdict-large", help="the large model: a packaged "
+                        "role or a directory")  # fmt: skip
     parser.add_argument("--seed", type=int, default=13, help="the run's seed")
     parser.add_argument("--within", type=float, default=0.005, help="of the best, on valid")
     parser.add_argument("--per-source", type=int, default=600, help="pairs a source and split")
@@ -84,7 +89,8 @@ def main() -> None:
     read_rows: dict[str, dict[str, np.ndarray]] = {}
     labels: list[str] = []
     ms: dict[str, float] = {}
-    for name, reader in (("default", args.default), ("large", args.large)):
+    for name, given in (("default", args.default), ("large", args.large)):
+        reader = given if Path(given).is_dir() else packaged_model(given)
         read_rows[name] = {}
         for split, pairs in sets.items():
             labels, read_rows[name][split], ms[f"{name}_{split}"] = read(reader, pairs)
@@ -97,7 +103,8 @@ def main() -> None:
         combos.setdefault("averaged", {})[split] = accuracy(labels, (first + second) / 2, pairs)
         for t in THRESHOLDS:
             rows, share = cascade(first, second, t)
-            entry = combos.setdefault(f"cascade {t}", {"threshold": t})
+            # named by the threshold in hundredths: a record's keys hold no dot
+            entry = combos.setdefault(f"cascade {round(t * 100)}", {"threshold": t})
             entry[split] = accuracy(labels, rows, pairs)
             entry[f"{split}_large_share"] = round(share, 4)
     combos["default"]["ms_per_pair"] = round(ms_default, 1)

@@ -80,6 +80,14 @@ class Figure:
         return f"{text} {self.unit}" if self.unit else text
 
 
+# What a condition's command may name, filled by `run`'s options of the same names.
+PLACES = {
+    "index": "the mini index",
+    "wiki": "the gunzipped mini-FEVEROUS wiki.db",
+    "pairs": "a `train verdict` run's WORK/pairs.jsonl.gz (the readers' held-out pairs)",
+}
+
+
 @dataclass(frozen=True)
 class Condition:
     name: str
@@ -88,11 +96,15 @@ class Condition:
     command: str
     figures: tuple[Figure, ...] = field(default_factory=tuple)
 
-    def argv(self, index: str, wiki: str | None) -> list[str]:
-        """The command to run, ``python`` being this interpreter, with ``--record NAME``."""
-        if "{wiki}" in self.command and not wiki:
-            raise SystemExit(f"error: {self.name} needs --wiki (the gunzipped wiki.db)")
-        words = shlex.split(self.command.replace("{index}", index).replace("{wiki}", wiki or ""))
+    def argv(self, places: dict[str, str | None]) -> list[str]:
+        """The command to run, its placeholders (``{index}``, ``{wiki}``, ``{pairs}``) filled
+        from ``places``, ``python`` being this interpreter, with ``--record NAME``."""
+        command = self.command
+        for name, value in places.items():
+            if "{" + name + "}" in command and not value:
+                raise SystemExit(f"error: {self.name} needs --{name} ({PLACES[name]})")
+            command = command.replace("{" + name + "}", value or "")
+        words = shlex.split(command)
         if words[0] == "python":
             words[0] = sys.executable
         return [*words, "--record", self.name]
@@ -225,11 +237,11 @@ def unrecorded(conditions: dict[str, Condition], experiments: dict[str, str]) ->
         yield f"experiment {name}: no bench/results/{name}.json"
 
 
-def run(condition: Condition, index: str, wiki: str | None, keep: bool) -> int:
+def run(condition: Condition, places: dict[str, str | None], keep: bool) -> int:
     """Run ``condition``'s command, print its figures beside what they must reproduce, and with
     ``keep`` put its record in bench/results/ when every figure holds; 1 when one does not."""
     scratch = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
-    argv = condition.argv(index, wiki)
+    argv = condition.argv(places)
     print(f"$ {shlex.join(argv)}", flush=True)
     env = {**os.environ, "FEVEROUS_ES_BENCH_RESULTS": str(scratch)}
     if subprocess.run(argv, cwd=REPO, env=env, check=False).returncode != 0:
@@ -266,9 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rerun.add_argument(
         "--index", default="indexes/mini", help="the mini index (default: %(default)s)"
     )
-    rerun.add_argument(
-        "--wiki", help="the gunzipped mini-FEVEROUS wiki.db, for the conditions that read it"
-    )
+    for name in ("wiki", "pairs"):
+        rerun.add_argument(f"--{name}", help=f"{PLACES[name]}, for the conditions that read it")
     commands.add_parser("check", help="every kept record against its condition; no run")
     generate = commands.add_parser("page", help="write docs/benchmarks.md and the README tables")
     generate.add_argument("--check", action="store_true", help="exit 1 if either is stale")
@@ -285,7 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         unknown = [name for name in args.names if name not in conditions]
         if unknown:
             parser.error(f"no condition {', '.join(unknown)} (see `python bench/run.py list`)")
-        failed = [n for n in args.names if run(conditions[n], args.index, args.wiki, args.record)]
+        places = {"index": args.index, "wiki": args.wiki, "pairs": args.pairs}
+        failed = [n for n in args.names if run(conditions[n], places, args.record)]
         return 1 if failed else 0
     if args.command == "check":
         found = list(unrecorded(conditions, experiments))

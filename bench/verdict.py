@@ -52,7 +52,7 @@ import numpy as np
 from data import MINI, REPO, models_at  # bench/data.py
 from results import bench_parser, save_figures  # bench/results.py
 
-from feverous_es.verdict.readers import reader_dir
+from feverous_es.verdict.readers import reader_dirs
 
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
@@ -301,7 +301,7 @@ def model_options(models: Path) -> dict:
 def reader_options(models: Path, reader: str | None) -> dict:
     """:func:`model_options`, the entailment model replaced by ``reader`` when given."""
     options = model_options(models)
-    return {**options, "model": str(reader_dir(reader))} if reader else options
+    return {**options, "model": reader} if reader else options
 
 
 def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
@@ -503,11 +503,11 @@ def main() -> None:
 def run(args: argparse.Namespace) -> None:
     under_test = model_dirs(args.models)
     if args.reader:
-        under_test[0] = reader_dir(args.reader)
+        under_test[0:1] = reader_dirs(args.reader)
     baselines = [
         d
         for _, models, reader in args.baselines
-        for d in ([reader_dir(reader)] if reader else model_dirs(models)[1:])
+        for d in (reader_dirs(reader) if reader else model_dirs(models)[1:])
     ]
     trainings = [training_report(d) for d in [*under_test, *baselines, *args.held_out_by]]
     # The files the models under test, or the --held-out-by ones, were trained and split on.

@@ -76,9 +76,18 @@ def test_a_rerun_is_kept_only_when_its_figures_hold(
         name="probe", area="Verdict", about="", command=RECORDING,
         figures=(run.Figure(row="share", key="share", expect=0.5, tolerance=0.01),),
     )  # fmt: skip
-    status = run.run(condition, index=measured, wiki=None, keep=True)
+    status = run.run(condition, {"index": measured, "wiki": None, "pairs": None}, keep=True)
     assert status == (0 if kept else 1)
     assert (tmp_path / "probe.json").is_file() is kept
+
+
+def test_a_placeholder_the_rerun_was_not_given_is_one_line(tmp_path: Path) -> None:
+    condition = run.Condition(name="p", area="Verdict", about="", command="python x.py {pairs}")
+    with pytest.raises(SystemExit, match=r"p needs --pairs \(a `train verdict` run's"):
+        condition.argv({"index": "i", "wiki": None, "pairs": None})
+    assert condition.argv({"index": "i", "pairs": "w/pairs.jsonl.gz"})[1:] == [
+        "x.py", "w/pairs.jsonl.gz", "--record", "p",
+    ]  # fmt: skip
 
 
 def test_a_readme_block_is_regenerated_from_its_record() -> None:

@@ -21,7 +21,7 @@ from feverous_es.runtime.files import FP32_FILE, MANIFEST_FILE, PACKAGED_MODELS_
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training import install
 from feverous_es.verdict.entailment import EntailmentModel
-from feverous_es.verdict.readers import LARGE_READER, reader_dir
+from feverous_es.verdict.readers import LARGE_READER, reader_dirs
 
 CLAIMS = ["The Eiffel Tower is in Paris.", "The Eiffel Tower is in Rome."]
 PREMISES = ["[Eiffel Tower] The Eiffel Tower is a tower in Paris."] * 2
@@ -164,9 +164,8 @@ def test_one_word_chooses_the_reader_in_the_configuration() -> None:
     assert load_config(environ={}).stage_options("verdict") == {}
     chosen = load_config(environ={}, reader=LARGE_READER).stage_options("verdict")
     assert chosen == {"model": "large"}
-    assert reader_dir(None) == PACKAGED_MODELS_DIR / "verdict"
-    assert reader_dir("default") == PACKAGED_MODELS_DIR / "verdict"
-    assert reader_dir("/some/model") == Path("/some/model")
+    assert reader_dirs(None) == reader_dirs("default") == [PACKAGED_MODELS_DIR / "verdict"]
+    assert reader_dirs("/some/model") == [Path("/some/model")]
 
 
 def test_a_bad_reader_name_is_a_usage_error() -> None:
@@ -209,8 +208,11 @@ def test_the_large_reader_in_the_api_and_the_service(sample_index: Path) -> None
 
     with Pipeline.open(sample_index, reader="large") as pipeline:
         result = pipeline.verify("Gold medalist Henri Schoeman won bronze at Rio in 2016.")
-        reader = pipeline.verdict.model_dirs()["verdict"]
-    assert reader.name.startswith("verdict-large-") and result.verdict.label.value == "SUPPORTS"
+        readers = pipeline.verdict.model_dirs()
+    # the large model, averaged with the default one
+    assert readers["verdict"].name.startswith("verdict-large-")
+    assert readers["verdict-averaged"] == PACKAGED_MODELS_DIR / "verdict"
+    assert result.verdict.label.value == "SUPPORTS"
     with running_server(sample_index, args=("--reader", "large")) as server:
         client = httpx.Client(base_url=server.url, timeout=120)
         body = {"claim": "Henri Schoeman is a swimmer.", "evidence": [SOURCE]}

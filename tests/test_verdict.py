@@ -118,8 +118,8 @@ def test_classifier_reads_its_input_settings_from_training_json(
     )
     context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
     verdict = ClassifierVerdict(context, model=str(trained))
-    assert (verdict.reader.model.max_length, verdict.reader.hints) == (384, True)
+    assert (verdict.reader.models[0].max_length, verdict.reader.hints) == (384, True)
     given = ClassifierVerdict(context, model=str(trained), math_hints=False, max_length=128)
-    assert (given.reader.model.max_length, given.reader.hints) == (128, False)
+    assert (given.reader.models[0].max_length, given.reader.hints) == (128, False)
     plain = ClassifierVerdict(context, model=str(model_dir))  # no training.json
-    assert (plain.reader.model.max_length, plain.reader.hints) == (256, False)
+    assert (plain.reader.models[0].max_length, plain.reader.hints) == (256, False)

@@ -3,7 +3,7 @@
 * :mod:`~feverous_es.export.exporter`: :func:`export_model` (``feverous-es export``, the
   trainers, the embedder) writes fp32 / fp16 / int8 graphs, tokenizer, manifest and model card
   into a directory with one rename, after a parity check against torch;
-* :mod:`~feverous_es.export.int8`: the dynamic int8 recipe;
+* :mod:`~feverous_es.export.int8`: the int8 recipes (dynamic, weight-only, mixed);
 * :mod:`~feverous_es.export.parity`: the probe (real claim / evidence pairs) and the checks;
 * :mod:`~feverous_es.export.card`: the model card;
 * :mod:`~feverous_es.export.embedder`: the shipped embedder, all-MiniLM-L6-v2 from its wheel

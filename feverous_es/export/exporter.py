@@ -4,7 +4,8 @@
 
 * ``model.onnx`` (fp32: the reference, and the fallback every runtime can load),
 * ``model.fp16.onnx`` (fp16 with fp32 inputs and outputs, for the CUDA provider),
-* ``model.int8.onnx`` (dynamic int8, for the CPU provider),
+* ``model.int8.onnx`` (int8 by one of :mod:`~feverous_es.export.int8`'s recipes, for the CPU
+  provider),
 * the tokenizer and config files, ``manifest.json`` (sha256 of each file, the recipes, the
   parity) and ``README.md`` (the model card),
 

@@ -177,6 +177,9 @@ class ClassifierVerdict:
     def model_dirs(self) -> dict[str, Path]:
         """The directories of the models this verdict runs, by role."""
         dirs = {"verdict": self.reader.model_dir}
+        # a reader that averages several models (the large reader): the others too
+        for i, directory in enumerate(self.reader.model_dirs[1:]):
+            dirs["verdict-averaged" + (f"-{i + 1}" if i else "")] = directory
         for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):
             if model is not None:
                 dirs[kind] = model.model_dir

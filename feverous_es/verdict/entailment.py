@@ -22,7 +22,7 @@ from feverous_es.errors import EmptyClaimError, ModelError
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.verdict.math_hints import math_hints
-from feverous_es.verdict.readers import reader_dir
+from feverous_es.verdict.readers import reader_dirs
 
 _LABEL_NAMES = {
     "supports": Label.SUPPORTS,
@@ -95,9 +95,10 @@ class Entailment:
 class EntailmentModel:
     """An entailment model: a reader's name (``"default"``, the package's verdict model, also
     when None; ``"large"``: :mod:`~feverous_es.verdict.readers`) or a model directory (ONNX +
-    tokenizer.json + config.json). ``max_length`` and ``math_hints`` default to what the model was
-    trained with (its ``training.json``), else 256 and no hints; ``device``: ``auto``, ``cpu``
-    or ``cuda``. The ONNX session loads on first use."""
+    tokenizer.json + config.json). A reader of several models averages their probabilities.
+    ``max_length`` and ``math_hints`` default to what the (first) model was trained with (its
+    ``training.json``), else 256 and no hints; ``device``: ``auto``, ``cpu`` or ``cuda``. The
+    ONNX sessions load on first use."""
 
     def __init__(
         self,
@@ -107,23 +108,30 @@ class EntailmentModel:
         max_length: int | None = None,
         math_hints: bool | None = None,
     ) -> None:
-        model_dir = reader_dir(model or None)
-        if not model_dir.exists():
+        self.model_dirs = reader_dirs(model or None)
+        missing = [d for d in self.model_dirs if not d.exists()]
+        if missing:
             raise ModelError(
-                f"no verdict model at {model_dir}: train one with `feverous-es train verdict` "
+                f"no verdict model at {missing[0]}: train one with `feverous-es train verdict` "
                 "and give it as options.verdict.model in the pipeline configuration"
             )
-        self.model_dir = model_dir
-        directory = model_dir if model_dir.is_dir() else model_dir.parent
-        self.labels = read_labels(directory)
-        trained = trained_inputs(directory)
-        self.max_length = max_length or trained.get("max_length", 256)
-        self.hints = trained.get("math_hints", False) if math_hints is None else math_hints
+        self.model_dir = self.model_dirs[0]
+        directories = [d if d.is_dir() else d.parent for d in self.model_dirs]
+        self.labels = read_labels(directories[0])
+        if any(read_labels(d) != self.labels for d in directories[1:]):
+            raise ModelError(f"the models of reader {model} name different labels: not averaged")
+        trained = [trained_inputs(d) for d in directories]
+        self.max_lengths = [max_length or t.get("max_length", 256) for t in trained]
+        self.max_length = self.max_lengths[0]
+        self.hints = trained[0].get("math_hints", False) if math_hints is None else math_hints
         self.device = device
 
     @cached_property
-    def model(self) -> CrossEncoder:
-        return CrossEncoder(self.model_dir, device=self.device, max_length=self.max_length)
+    def models(self) -> list[CrossEncoder]:
+        return [
+            CrossEncoder(directory, device=self.device, max_length=length)
+            for directory, length in zip(self.model_dirs, self.max_lengths, strict=True)
+        ]
 
     def probabilities(self, claims: Sequence[str], premises: Sequence[str]) -> np.ndarray:
         """The label probabilities (in :attr:`labels` order) of each (claim, premise) pair."""
@@ -132,7 +140,8 @@ class EntailmentModel:
                 f"{hints} {text}" if (hints := math_hints(claim, text)) else text
                 for claim, text in zip(claims, premises, strict=True)
             ]
-        probabilities = softmax(self.model.logits(list(zip(claims, premises, strict=True))))
+        pairs = list(zip(claims, premises, strict=True))
+        probabilities = np.mean([softmax(model.logits(pairs)) for model in self.models], axis=0)
         if probabilities.shape[1] != len(self.labels):
             raise ModelError(
                 f"the verdict model has {probabilities.shape[1]} outputs but config.json names "

@@ -1,11 +1,16 @@
 """The verdict's readers by name, the one word a user turns the large tier on with.
 
-* ``default``: the packaged ``verdict`` model (all-MiniLM-L6-v2, 22 M, int8): fast on 2 cores;
-* ``large``: the packaged ``verdict-large`` model (all-mpnet-base-v2, 110 M), the teacher the
-  default was distilled from; it ships as parts joined into the user cache on first use
-  (:mod:`~feverous_es.runtime.parts`). Its cost and figures: docs/verdict.md.
+A reader is one packaged model, or several whose label probabilities are averaged:
 
-Anything else a reader option takes is a model directory.
+* ``default``: the ``verdict`` model (all-MiniLM-L6-v2, 22 M, int8), distilled on a GPU from
+  the large model: fast on 2 cores;
+* ``large``: the ``verdict-large`` model (all-mpnet-base-v2, 110 M: the teacher the default was
+  distilled from) averaged with the default one. Chosen on validation claims over the large
+  model alone and over a cascade (the large model reading only what the default one is unsure
+  of): ``bench/readers.py``, docs/verdict.md. ``verdict-large`` ships as parts joined into the
+  user cache on first use (:mod:`~feverous_es.runtime.parts`).
+
+Anything else a reader option takes is one model directory.
 """
 
 from __future__ import annotations
@@ -18,18 +23,27 @@ from feverous_es.runtime.parts import is_split, joined_model_dir
 
 DEFAULT_READER = "default"
 LARGE_READER = "large"
-READERS = {DEFAULT_READER: "verdict", LARGE_READER: "verdict-large"}
+# A reader's packaged models (roles), whose probabilities it averages.
+READERS: dict[str, tuple[str, ...]] = {
+    DEFAULT_READER: ("verdict",),
+    LARGE_READER: ("verdict-large", "verdict"),
+}
 
 
-def reader_dir(reader: str | Path | None) -> Path:
-    """The model directory of a reader: a name of :data:`READERS` (None: the default), else
-    the directory itself. A packaged reader shipped as parts is joined first."""
+def packaged_model(role: str) -> Path:
+    """The directory of the package's ``role`` model, joined first if it ships as parts."""
+    packaged = PACKAGED_MODELS_DIR / role
+    if not packaged.is_dir():
+        raise ModelError(
+            f"the {role} model is not installed ({packaged} is missing): it ships in the "
+            "repository, not in the wheel; install from a clone (`pip install -e .`)"
+        )
+    return joined_model_dir(packaged) if is_split(packaged) else packaged
+
+
+def reader_dirs(reader: str | Path | None) -> list[Path]:
+    """The model directories a reader averages: those of a name of :data:`READERS` (None: the
+    default), else the one directory given."""
     if reader is None or str(reader) in READERS:
-        packaged = PACKAGED_MODELS_DIR / READERS[str(reader or DEFAULT_READER)]
-        if not packaged.is_dir():
-            raise ModelError(
-                f"the {reader} reader is not installed ({packaged} is missing): reinstall the "
-                "package from a complete checkout"
-            )
-        return joined_model_dir(packaged) if is_split(packaged) else packaged
-    return Path(reader)
+        return [packaged_model(role) for role in READERS[str(reader or DEFAULT_READER)]]
+    return [Path(reader)]
