@@ -219,3 +219,51 @@ def test_the_large_reader_in_the_api_and_the_service(sample_index: Path) -> None
         assert client.post("/v1/entail", json=body).json()["label"] == "REFUTES"
         models = {m["name"]: m for m in client.get("/v1/health").json()["models"]}
         assert "verdict-large-" in models["verdict"]["path"]
+
+
+def test_train_verdict_large_takes_a_fetched_teacher_in(
+    tiny_classifier: tuple[Path, object], tmp_path: Path
+) -> None:
+    from safetensors.numpy import load_file
+
+    torch_dir = tiny_classifier[0].parent / "torch"
+    weights = load_file(str(torch_dir / "model.safetensors"))
+    fetched = tmp_path / "fetched"
+    write_transfer(fetched, weights)
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copyfile(torch_dir / name, fetched / name)
+    sums = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}"
+            for p in sorted(fetched.iterdir()) if p.name != "SHA256SUMS"]  # fmt: skip
+    (fetched / "SHA256SUMS").write_text("\n".join(sums) + "\n")
+    held = {"all": {"pairs": 10, "accuracy": 0.7}, "fm2_dev": {"pairs": 4, "accuracy": 0.5}}
+    (tmp_path / "job").mkdir()
+    curve = [{"epoch": 1, "score": 0.7}, {"epoch": 2, "score": 0.75}]
+    (tmp_path / "job" / "report.json").write_text(json.dumps({
+        "device": "NVIDIA H200", "versions": {"torch": "2.11.0"}, "seconds": {"teacher": 149.6},
+        "bases": {"teacher": "sentence-transformers/all-mpnet-base-v2"},
+        "teacher": {"best_epoch": 2, "curve": curve, "held": held, "valid": held},
+    }))  # fmt: skip
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "training.json").write_text(json.dumps({
+        "claims": ["fm2_dev.jsonl"], "holdout": 0.35, "claims_per_file": None,
+        "training": {"max_length": 128, "math_hints": False, "seed": 13, "folds": 0},
+    }))  # fmt: skip
+    out = tmp_path / "large"
+    result = CliRunner().invoke(main, [
+        "train", "verdict-large", "--from-gpu", str(fetched), "--job", str(tmp_path / "job"),
+        "--student", str(tmp_path / "student"), "--out", str(out),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    assert manifest["int8"]["method"] == "weight-only" and manifest["task"] == TEXT_CLASSIFICATION
+    training = json.loads((out / "training.json").read_text())
+    assert training["holdout"] == 0.35 and training["training"]["device"] == "cuda (NVIDIA H200)"
+    card = (out / "README.md").read_text()
+    assert "NVIDIA H200" in card and "150 s" in card and "| fm2_dev | 4 | 50.0% |" in card
+    # the weights read back are the model's to the int8 rows' rounding: the same answers
+    np.testing.assert_allclose(
+        EntailmentModel(out, device="cpu").probabilities(CLAIMS, PREMISES),
+        EntailmentModel(tiny_classifier[0], device="cpu", max_length=128).probabilities(
+            CLAIMS, PREMISES),
+        atol=2e-2,
+    )  # fmt: skip

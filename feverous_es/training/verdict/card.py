@@ -82,21 +82,34 @@ ones."""
 {rows}
 
 {card.classifier_parity(report["export"]["parity"])}"""
-    model_card = card.ModelCard(
-        title="feverous-es entailment verdict model",
-        about=about,
-        sections=[
+    save_reader_card(
+        out, report, "feverous-es verdict", title="feverous-es entailment verdict model",
+        about=about, sections=[
             ("Data", data),
             card.command_section(report["command"], run),
             ("Held-out accuracy after each epoch (torch, pairs the verdict reads)", curve),
             ("Metrics (held-out claims, this int8 model)", metrics),
         ],
+    )  # fmt: skip
+
+
+def save_reader_card(
+    out: Path, report: dict[str, Any], model: str, *, title: str, about: str,
+    sections: list[tuple[str, str]],
+) -> None:  # fmt: skip
+    """A reader's card (``sections`` under ``about``; the licences of its base, its claims
+    and the NLI pairs), its training report and its manifest (with the int8 recipe)."""
+    training = report["training"]
+    model_card = card.ModelCard(
+        title=title,
+        about=about,
+        sections=sections,
         licences=[
             *card.fine_tuned_licences(training["base_name"], report["claims"]),
             NLI_PAIRS_LICENCES,
         ],
     )
     common.save_card(
-        out, model_card, report, model="feverous-es verdict", task=TEXT_CLASSIFICATION,
+        out, model_card, report, model=model, task=TEXT_CLASSIFICATION,
         base=training["base_name"], int8=report["export"]["int8"],
     )  # fmt: skip

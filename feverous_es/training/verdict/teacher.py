@@ -19,8 +19,8 @@ from feverous_es.export import card
 from feverous_es.export.exporter import export_model, install_subset
 from feverous_es.runtime.files import INT8_FILE
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
-from feverous_es.training import common, gpu_bundle, gpu_job
-from feverous_es.training.verdict.card import NLI_PAIRS_LICENCES
+from feverous_es.training import gpu_bundle, gpu_job
+from feverous_es.training.verdict.card import save_reader_card
 
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json")
 
@@ -110,19 +110,7 @@ Torch bf16 on the GPU, the job's held-out pairs (claims held out of every model)
 {held}
 
 {card.classifier_parity(report["export"]["parity"])}"""
-    model_card = card.ModelCard(
-        title="feverous-es large verdict reader",
-        about=about,
-        sections=[
-            card.command_section(report["command"], run),
-            ("Metrics", metrics),
-        ],
-        licences=[
-            *card.fine_tuned_licences(training["base_name"], report["claims"]),
-            NLI_PAIRS_LICENCES,
-        ],
-    )
-    common.save_card(
-        out, model_card, report, model="feverous-es verdict-large", task=TEXT_CLASSIFICATION,
-        base=training["base_name"], int8=report["export"]["int8"],
+    save_reader_card(
+        out, report, "feverous-es verdict-large", title="feverous-es large verdict reader",
+        about=about, sections=[card.command_section(report["command"], run), ("Metrics", metrics)],
     )  # fmt: skip
