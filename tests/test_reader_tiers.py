@@ -92,7 +92,8 @@ def write_transfer(folder: Path, tensors: dict[str, np.ndarray]) -> None:
     stored: dict[str, np.ndarray] = {}
     for name, value in tensors.items():
         if value.ndim == 2:
-            scale = (np.abs(value).max(axis=1) / 127).astype(np.float16)
+            peak = np.abs(value).max(axis=1)
+            scale = np.where(peak > 0, peak / 127, 1).astype(np.float16)
             stored[name] = np.rint(value / scale.astype(np.float32)[:, None]).astype(np.int8)
             stored[name + ".__scale__"] = scale
         else:
