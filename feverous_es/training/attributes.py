@@ -12,7 +12,9 @@ sentences; the donor states the changed attribute about another subject):
 * ``attribute-true-profession`` (SUPPORTS) ``X was a philosopher.`` and
   ``attribute-profession`` (REFUTES) ``X was a German composer.``: two attributes, one changed;
 * ``attribute-true-year`` (SUPPORTS) a lead sentence cut after a year it states, and
-  ``attribute-year`` (REFUTES) the same with the year shifted by 1 to 30.
+  ``attribute-year`` (REFUTES) the same with the year shifted by 1 to 30;
+* ``attribute-true-country`` (SUPPORTS) ``X was from Germany.`` and ``attribute-country``
+  (REFUTES) ``X was from Italy.``: the nationality paraphrased, not in the lead's words.
 
 Pages are held out as :mod:`~feverous_es.training.contrastive` holds them out (the same source
 name and seed), so a page held out there is held out here.
@@ -35,7 +37,22 @@ CLASSES = {
     f"{PREFIX}-profession": REFUTES,
     f"{PREFIX}-true-year": SUPPORTS,
     f"{PREFIX}-year": REFUTES,
+    f"{PREFIX}-true-country": SUPPORTS,
+    f"{PREFIX}-country": REFUTES,
 }
+# The nationality said another way (a paraphrase, not the lead's words): "X was from France."
+COUNTRIES = {
+    "American": "the United States", "French": "France", "German": "Germany",
+    "English": "England", "Italian": "Italy", "Russian": "Russia", "British": "Britain",
+    "Indian": "India", "Greek": "Greece", "Chinese": "China", "Japanese": "Japan",
+    "Irish": "Ireland", "Scottish": "Scotland", "Canadian": "Canada", "Austrian": "Austria",
+    "Dutch": "the Netherlands", "Spanish": "Spain", "Swiss": "Switzerland", "Polish": "Poland",
+    "Swedish": "Sweden", "Argentine": "Argentina", "Australian": "Australia",
+    "Mexican": "Mexico", "Nigerian": "Nigeria", "Danish": "Denmark", "Norwegian": "Norway",
+    "Portuguese": "Portugal", "Romanian": "Romania", "Hungarian": "Hungary",
+    "Belgian": "Belgium", "South African": "South Africa", "Welsh": "Wales",
+    "Brazilian": "Brazil", "Turkish": "Turkey", "Iranian": "Iran", "Korean": "Korea",
+}  # fmt: skip
 # The description's last word, where it is one of these, is the person's profession.
 PROFESSIONS = frozenset((
     "philosopher", "politician", "poet", "writer", "composer", "mathematician", "painter",
@@ -107,6 +124,14 @@ def attribute_claims(
     if (years := _year_claims(lead, rng)) is not None:
         donor = rng.choice(donors)
         claims += [(f"{PREFIX}-true-year", years[0], donor), (f"{PREFIX}-year", years[1], donor)]
+    # its own draw, seeded by the page: the classes above keep the pairs they had before it
+    abroad = [d for d in others if d.demonym in COUNTRIES]
+    if lead.demonym in COUNTRIES and abroad:
+        donor = random.Random(f"country\0{lead.page}").choice(abroad)
+        claims += [
+            (f"{PREFIX}-true-country", f"{subject} from {COUNTRIES[lead.demonym]}.", donor),
+            (f"{PREFIX}-country", f"{subject} from {COUNTRIES[donor.demonym]}.", donor),
+        ]  # fmt: skip
     return claims
 
 
@@ -120,7 +145,8 @@ def attribute_pairs(leads: Sequence[Lead], split: Split) -> list[Pair]:
         held, fold = split.held_out(SOURCE, lead.page), split.fold(SOURCE, lead.page)
         for source, claim, donor in attribute_claims(lead, donors, rng):
             evidence = [*lead.evidence(), *donor.evidence(1)]
-            rng.shuffle(evidence)
+            # each pair's own order, seeded by its page and class: adding a class moves no other
+            random.Random(f"{split.seed}\0{lead.page}\0{source}").shuffle(evidence)
             pairs.append(Pair(source, lead.page, claim, " ".join(evidence), CLASSES[source],
                               SENTENCE, fold=fold, held_out=held))  # fmt: skip
     return pairs
