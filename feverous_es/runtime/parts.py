@@ -32,10 +32,6 @@ PART_BYTES = 48 * MIB  # under the 50 MB a file the repository keeps
 JOINED_KEY = "joined"
 
 
-def part_names(name: str, count: int) -> list[str]:
-    return [f"{name}.part-{i:02d}" for i in range(count)]
-
-
 def split_file(path: Path, out_dir: Path, *, part_bytes: int = PART_BYTES) -> dict[str, Any]:
     """Write ``path`` into ``out_dir`` as parts of at most ``part_bytes``; returns its
     ``joined`` entry (the parts in order, the whole file's sha256 and size)."""
@@ -43,7 +39,7 @@ def split_file(path: Path, out_dir: Path, *, part_bytes: int = PART_BYTES) -> di
     parts: list[str] = []
     with path.open("rb") as src:
         while chunk := src.read(part_bytes):
-            name = part_names(path.name, len(parts) + 1)[-1]
+            name = f"{path.name}.part-{len(parts):02d}"
             (out_dir / name).write_bytes(chunk)
             digest.update(chunk)
             parts.append(name)
@@ -53,6 +49,11 @@ def split_file(path: Path, out_dir: Path, *, part_bytes: int = PART_BYTES) -> di
 def is_split(model_dir: Path) -> bool:
     """Whether ``model_dir``'s manifest names files shipped as parts."""
     return bool(read_json_object(model_dir / MANIFEST_FILE).get(JOINED_KEY))
+
+
+def whole_model_dir(model_dir: Path) -> Path:
+    """``model_dir`` itself, or, where it ships files as parts, its joined directory."""
+    return joined_model_dir(model_dir) if is_split(model_dir) else model_dir
 
 
 def joined_model_dir(packaged: Path, *, cache: Path | None = None) -> Path:

@@ -22,9 +22,8 @@ from feverous_es.runtime.files import (
 from feverous_es.runtime.parts import (
     JOINED_KEY,
     PART_BYTES,
-    is_split,
-    joined_model_dir,
     split_file,
+    whole_model_dir,
 )
 
 ROLES = ("verdict", "verdict-large", "table-verdict", "sentence-verdict", "sentence-ranker")
@@ -45,8 +44,7 @@ def check_model(model_dir: Path, role: str) -> None:
     from feverous_es.runtime.cross_encoder import CrossEncoder
     from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, check_task
 
-    if is_split(model_dir):  # a shipped large reader: its parts, joined and checked
-        model_dir = joined_model_dir(model_dir)
+    model_dir = whole_model_dir(model_dir)  # a shipped large reader: its parts joined, checked
 
     check_task(model_dir, TEXT_CLASSIFICATION, f"the {role} role")  # before loading anything
     width = CrossEncoder(model_dir, device="cpu").num_logits

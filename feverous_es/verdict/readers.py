@@ -19,7 +19,7 @@ from pathlib import Path
 
 from feverous_es.errors import ModelError
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
-from feverous_es.runtime.parts import is_split, joined_model_dir
+from feverous_es.runtime.parts import whole_model_dir
 
 DEFAULT_READER = "default"
 LARGE_READER = "large"
@@ -38,7 +38,7 @@ def packaged_model(role: str) -> Path:
             f"the {role} model is not installed ({packaged} is missing): it ships in the "
             "repository, not in the wheel; install from a clone (`pip install -e .`)"
         )
-    return joined_model_dir(packaged) if is_split(packaged) else packaged
+    return whole_model_dir(packaged)
 
 
 def reader_dirs(reader: str | Path | None) -> list[Path]:
