@@ -25,7 +25,7 @@ from results import bench_parser, record_if_asked  # bench/results.py
 
 from feverous_es.training.datasets import hash_unit
 from feverous_es.training.entailment_data import Pair, capped, read_pairs
-from feverous_es.training.gpu_bundle import VALID_SHARE
+from feverous_es.training.gpu.jobs import VALID_SHARE
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.readers import packaged_model
 

@@ -30,7 +30,6 @@ from feverous_es.training.bases import base_name
 from feverous_es.training.common import CHECKPOINT_FILE, TRAINED_DIR
 from feverous_es.training.retrieved import read_retrieved
 from feverous_es.training.verdict.command import run as run_training
-from feverous_es.training.verdict.command import write_gpu_bundle
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
 from feverous_es.training.verdict.options import (
     EVIDENCE_FILE,
@@ -273,30 +272,34 @@ def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
         run_training(RunOptions(**{**vars(options), "folds": 2}))
 
 
-def test_the_gpu_bundle_trains_elsewhere_and_ships_through_the_same_command(
+def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
     options: RunOptions, tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--bundle writes the command's own pairs for the GPU job; the job's student, read back
-    with --from-gpu, is exported, measured and carded as a CPU-trained model is."""
+    """The GPU queue's reader job made of the command's own pairs; its student, read back with
+    --from-gpu, is exported, measured and carded as a CPU-trained model is."""
     import subprocess
     import sys
 
-    from feverous_es.training import gpu_bundle
+    from feverous_es.training.gpu import bundle as gpu_bundle
+    from feverous_es.training.gpu.jobs import reader_job
 
     monkeypatch.chdir(tmp_path)
-    options.folds, options.bundle, options.teacher = 0, Path("bundle"), tiny_base
-    options.device_wheels = False
-    summary = write_gpu_bundle(options)
-    pairs = data.read_pairs(options.work / PAIRS_FILE)
-    assert sum(summary["pairs"].values()) == len([p for p in pairs if p.train or not p.held_out])
-    assert summary["pairs"]["held"] == len([p for p in pairs if p.held_out and p.train])
-    job = subprocess.run(
-        [sys.executable, f"bundle/{gpu_bundle.JOB_FILE}", "bundle", "results", "--device", "cpu"],
-        capture_output=True, text=True, check=False,
+    options.folds = 0
+    pairs = build_pairs(options)
+    job = reader_job(pairs, training_pool(pairs, options), seed=3, max_length=64,
+                     from_teacher=False, options={})  # fmt: skip
+    assert {"train", "held"} <= {p["role"] for p in job.pairs}
+    assert sum(p["role"] == "held" for p in job.pairs) == len(
+        [p for p in pairs if p.held_out and p.train])
+    gpu_bundle.write_bundle(Path("bundle"), [job], {"mpnet": {"dir": tiny_base},
+                            "minilm": {"dir": tiny_base}}, wheels=False)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "bundle/job.py", "bundle", "results", "--device", "cpu", "--work",
+         "machine"], capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert job.returncode == 0, job.stderr[-2000:]
+    assert run.returncode == 0, run.stderr[-2000:]
 
-    options.bundle, options.from_gpu = None, tmp_path / "results"
+    options.from_gpu = tmp_path / "results" / "reader"
     report = run_training(options)
     assert report is not None
     assert report["training"]["device"] == "cpu"  # the job's device (a GPU's name there)

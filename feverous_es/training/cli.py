@@ -101,33 +101,12 @@ def train_group() -> None:
 )
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
 @click.option(
-    "--bundle",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Instead of training: write the GPU job's bundle here (relative to the repository "
-    "root, git-ignored): the pairs, the teacher's and the student's (--base) weights in parts, "
-    "the job script and the calls that send it (docs/gpu-training.md). Needs --folds 0.",
-)
-@click.option(
-    "--teacher",
-    default="mpnet",
-    show_default=True,
-    help="The GPU job's teacher, as --base takes it (with --bundle).",
-)
-@click.option(
-    "--wheels/--no-wheels",
-    "device_wheels",
-    default=True,
-    show_default=True,
-    help="Bundle this machine's transformers/tokenizers/huggingface_hub wheels for the GPU's "
-    "Python (with --bundle).",
-)
-@click.option(
     "--from-gpu",
     type=click.Path(path_type=Path, exists=True, file_okay=False),
     default=None,
-    help="The GPU job's results folder: its student is the model; then export, scores and card "
-    "as after a CPU training. Needs --folds 0 and the --bundle run's other options.",
+    help="A reader job's results folder (the GPU queue's `reader`, docs/gpu-training.md): its "
+    "student is the model; then export, scores and card as after a CPU training. Needs "
+    "--folds 0 and the options the queue's bundle used.",
 )
 @fit_options(
     max_length=(256, "Tokens of claim + premise."),
@@ -149,9 +128,6 @@ def verdict_command(
     contrastive: Path | None,
     contrastive_pages: int,
     attributes: bool,
-    bundle: Path | None,
-    teacher: str,
-    device_wheels: bool,
     from_gpu: Path | None,
 ) -> None:
     """Train the entailment verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), export it to int8.
@@ -162,13 +138,11 @@ def verdict_command(
     their scores (OUT/scores.jsonl, for `train table-verdict --entailment`), exports the model,
     checks ONNX against torch, and prints the held-out accuracy per source.
 
-    On a GPU, in one prepared job: --bundle writes everything a large teacher and its
-    distilled student need (the machine never reads the index), and --from-gpu takes the
-    student it returns (docs/gpu-training.md).
+    On a GPU: `feverous-es gpu bundle` prepares the reader job among the queue's, and
+    --from-gpu takes the student it returns (docs/gpu-training.md).
     """
     from feverous_es.training import bases
     from feverous_es.training.verdict.command import run as train_verdict
-    from feverous_es.training.verdict.command import write_gpu_bundle
     from feverous_es.training.verdict.options import RunOptions, TrainSettings
 
     command = command_line(click.get_current_context())
@@ -179,12 +153,8 @@ def verdict_command(
             reranker=reranker, hops=hops, train_claims=list(train_claims), pairs=list(pairs),
             folds=folds, stack_share=stack_share, per_source=per_source, retrieved=retrieved,
             contrastive=contrastive, contrastive_pages=contrastive_pages, attributes=attributes,
-            bundle=bundle, from_gpu=from_gpu, device_wheels=device_wheels,
-            teacher=bases.resolve_base(teacher) if bundle else None,
+            from_gpu=from_gpu,
         )  # fmt: skip
-        if bundle is not None:
-            print_json(write_gpu_bundle(options, progress))
-            return
         report = train_verdict(options, progress)
     assert report is not None
     _echo_summary(data.out, report)

@@ -53,6 +53,7 @@ from feverous_es.retrieve.selection import CELL_BUDGET, SENTENCE_BUDGET
 from feverous_es.training import common, datasets
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import check_base, import_torch
+from feverous_es.training.gpu import job as gpu_job
 from feverous_es.training.progress import NO_STEPS, QUIET, Progress, Steps
 from feverous_es.training.rerank_card import write_card
 from feverous_es.training.rerank_data import (
@@ -101,7 +102,7 @@ def kept_layers(total: int, keep: int) -> list[int]:
     student initialisation of DistilBERT)."""
     if not 1 <= keep <= total:
         raise TrainError(f"--layers must be between 1 and {total}, not {keep}")
-    return [i * total // keep for i in range(keep)]
+    return gpu_job.kept_layers(total, keep)  # the GPU queue's ranker students keep the same
 
 
 def prune_layers(model: Any, keep: int) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from feverous_es.errors import ModelError
 from feverous_es.plugins.interfaces import (
     Candidate,
     Label,
@@ -28,6 +29,7 @@ from feverous_es.plugins.interfaces import (
     ReadTable,
     Verdict,
 )
+from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
@@ -49,6 +51,7 @@ from feverous_es.verdict.table_facts import claim_features as table_claim_featur
 # with an NEI label only), chosen by bench/verdict.py's gold-removed measurement: the table of
 # `nei_above` values in docs/verdict.md.
 DEFAULT_NEI_ABOVE = 0.9
+TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 
 
 class ClassifierVerdict:
@@ -66,6 +69,11 @@ class ClassifierVerdict:
     with ``feverous-es train install`` is used too), ``""`` to let the entailment model answer
     alone.
 
+    ``table_reader``: the entailment model of the claims routed to a table (a table reader of
+    the GPU queue's ``table`` job); default the package's ``table-reader`` model when one is
+    installed (``feverous-es train install … --as table-reader``), else the reader reads both
+    routes; ``""``: the reader, whatever is installed. Its labels must be the reader's.
+
     ``nei_above``: the entailment model's NOT ENOUGH INFO probability at or above which the
     verdict is NEI (``1.0`` or more: never; the default is chosen in ``bench/verdict.py``'s
     gold-removed measurement, see docs/verdict.md). ``nei_below``: a verdict's own probability under
@@ -82,11 +90,18 @@ class ClassifierVerdict:
         table_model: str | None = None,
         sentence_model: str | None = None,
         nei_above: float = DEFAULT_NEI_ABOVE,
+        table_reader: str | None = None,
     ) -> None:
         self.reader = EntailmentModel(
             model, device=context.device, max_length=max_length, math_hints=math_hints
         )
         self.labels = self.reader.labels
+        self.table_reader = _table_reader(table_reader, context.device)
+        if self.table_reader is not None and self.table_reader.labels != self.labels:
+            raise ModelError(
+                f"the table reader {self.table_reader.model_dir} names the labels "
+                f"{self.table_reader.labels}, the reader {self.labels}: they must agree"
+            )
         self.nei_below = nei_below
         self.nei_above = nei_above
         self.store = context.store
@@ -142,7 +157,8 @@ class ClassifierVerdict:
         pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
         if not pairs:
             return {}, {}
-        rows = self.entailment([claim for claim, _ in pairs], [premise for _, premise in pairs])
+        on_table = [n < len(reads) and tables[reads[n]] is not None for n in range(len(pairs))]
+        rows = self._read_routes(pairs, on_table)
         return (
             dict(zip(reads, rows[: len(reads)], strict=True)),
             dict(zip(sentences, rows[len(reads) :], strict=True)),
@@ -180,6 +196,8 @@ class ClassifierVerdict:
         # a reader that averages several models (the large reader): the others too
         for i, directory in enumerate(self.reader.model_dirs[1:]):
             dirs["verdict-averaged" + (f"-{i + 1}" if i else "")] = directory
+        if self.table_reader is not None:
+            dirs["table-reader"] = self.table_reader.model_dir
         for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):
             if model is not None:
                 dirs[kind] = model.model_dir
@@ -189,6 +207,22 @@ class ClassifierVerdict:
         """The entailment model's label probabilities (in :attr:`labels` order) per pair; the
         model loads on first use: with stacking off and NEI never called, no claim reads it."""
         return self.reader.probabilities(claims, premises)
+
+    def _read_routes(
+        self, pairs: Sequence[tuple[str, str]], on_table: Sequence[bool]
+    ) -> np.ndarray:
+        """The probabilities of each (claim, premise): a table premise read by the table reader
+        when there is one, every other by the reader."""
+        readers = [(self.table_reader, True), (self.reader, False)] if self.table_reader else [
+            (self.reader, None)]  # fmt: skip
+        rows = np.zeros((len(pairs), len(self.labels)), dtype=np.float32)
+        for reader, table in readers:
+            chosen = [n for n in range(len(pairs)) if table is None or on_table[n] == table]
+            if chosen:
+                rows[chosen] = reader.probabilities(
+                    [pairs[n][0] for n in chosen], [pairs[n][1] for n in chosen]
+                )
+        return rows
 
     def _entailment_verdict(self, row: np.ndarray) -> Verdict:
         """The entailment model's own verdict: SUPPORTS or REFUTES, whichever is likelier
@@ -236,6 +270,16 @@ def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:
         return FeatureClassifier(Path(option), kind)
     if option is None and DEFAULT_MODELS[kind].is_dir():
         return FeatureClassifier(DEFAULT_MODELS[kind], kind)
+    return None
+
+
+def _table_reader(option: str | None, device: str) -> EntailmentModel | None:
+    """The table route's reader an option names; by default the package's ``table-reader`` when
+    one is installed; none for ``""``."""
+    if option:
+        return EntailmentModel(option, device=device)
+    if option is None and (PACKAGED_MODELS_DIR / TABLE_READER).is_dir():
+        return EntailmentModel(PACKAGED_MODELS_DIR / TABLE_READER, device=device)
     return None
 
 

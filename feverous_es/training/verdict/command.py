@@ -1,14 +1,12 @@
-"""``feverous-es train verdict``: every step of a run in order (:func:`run`), or the GPU job's
-bundle in place of the training (:func:`write_gpu_bundle`)."""
+"""``feverous-es train verdict``: every step of a run in order (:func:`run`)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
-from feverous_es.training import datasets, gpu_bundle
+from feverous_es.training import datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import check_base
@@ -77,33 +75,3 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
     }
     write_card(options.out, report)
     return report
-
-
-def write_gpu_bundle(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
-    """The command's pairs (as :func:`run` builds them) and everything else the GPU job needs,
-    written to ``options.bundle`` (:mod:`~feverous_es.training.gpu_bundle`); returns what to
-    send: the roles' pair counts and the calls."""
-    options.check()
-    assert options.bundle is not None and options.teacher is not None
-    settings = options.settings
-    check_base(settings.base)
-    check_base(options.teacher)
-    pairs = build_pairs(options, progress.counter("evidence"))
-    student = gpu_bundle.StudentSettings(
-        epochs=max(1, round(settings.epochs)), batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate, max_length=settings.max_length,
-        freeze_embeddings=settings.freeze_embeddings,
-    )  # fmt: skip
-    config = gpu_bundle.write_bundle(
-        options.bundle, pairs, training_pool(pairs, options), teacher=options.teacher,
-        student=settings.base, teacher_settings=gpu_bundle.TeacherSettings(
-            max_length=settings.max_length),
-        student_settings=student, seed=settings.seed, wheels=options.device_wheels,
-    )  # fmt: skip
-    calls = json.loads((options.bundle / gpu_bundle.TRANSFERS_FILE).read_text(encoding="utf-8"))
-    return {
-        "bundle": str(options.bundle),
-        "pairs": config["roles"],
-        "calls": [{"call": c["call"], "carry": c["carry"], "bytes": c["bytes"]} for c in calls],
-        "transfers": str(options.bundle / gpu_bundle.TRANSFERS_FILE),
-    }

@@ -13,9 +13,10 @@ from typing import Any
 
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS
-from feverous_es.training import common, datasets, gpu_bundle
+from feverous_es.training import common, datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.common import TRAINED_DIR, check_base, import_torch
+from feverous_es.training.gpu import results as gpu_results
 from feverous_es.training.progress import NO_STEPS, Steps
 from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions, TrainSettings
 from feverous_es.training.verdict.pairs import training_pool
@@ -184,8 +185,8 @@ def _gpu_student(results: Path, base: Path, work: Path) -> tuple[Path, dict[str,
     """The GPU job's student installed as ``<work>/trained``, its epochs curve (validation
     accuracy per source, the pairs that chose the epoch) as ``train`` writes it, and its
     timing with the teacher's record."""
-    report = gpu_bundle.install_student(results, base, work / TRAINED_DIR)
-    student, teacher = report["student"], report["teacher"]
+    report = gpu_results.install_student(results, base, work / TRAINED_DIR)
+    student, teacher = report["students"]["student"], report["teacher"]
     curve = [
         {"epoch": int(epoch), "held_out": {k: v for k, v in sets["valid"].items() if k != "all"}}
         for epoch, sets in sorted(student["curve_by_source"].items(), key=lambda e: int(e[0]))
@@ -197,7 +198,7 @@ def _gpu_student(results: Path, base: Path, work: Path) -> tuple[Path, dict[str,
         "device": "cpu" if report["device"] == "cpu" else f"cuda ({report['device']})",
         "gpu_job": {"seconds": report["seconds"], "versions": report["versions"]},
         "teacher": {
-            "base": report["bases"]["teacher"],
+            "base": teacher["base"],
             **{k: teacher[k] for k in ("best_epoch", "valid", "held")},
         },
         "student_best_epoch": student["best_epoch"],

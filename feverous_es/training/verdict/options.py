@@ -39,10 +39,7 @@ class RunOptions(common.RunOptions):
     contrastive: Path | None = None  # a wiki.db whose lead sentences make contrastive pairs
     contrastive_pages: int = 4000
     attributes: bool = False  # with contrastive: the person-attribute classes too (attributes.py)
-    bundle: Path | None = None  # write the GPU job's bundle here instead of training
-    from_gpu: Path | None = None  # the GPU job's results: their student is the model
-    teacher: Path | None = None  # the GPU job's teacher base (a model directory)
-    device_wheels: bool = True  # bundle the pinned transformers/tokenizers wheels
+    from_gpu: Path | None = None  # a GPU reader job's results: their student is the model
 
     def check(self) -> None:
         super().check()
@@ -50,8 +47,5 @@ class RunOptions(common.RunOptions):
             raise TrainError(f"--folds must be 0 or at least 2, not {self.folds}")
         if not 0.0 <= self.stack_share < 1.0 or (self.stack_share and self.folds):
             raise TrainError("--stack-share must be in [0, 1), and given with --folds 0")
-        if (self.bundle or self.from_gpu) and self.folds:
+        if self.from_gpu and self.folds:
             raise TrainError("the GPU job trains no cross-fitting models: give --folds 0")
-        if self.bundle and self.from_gpu:
-            raise TrainError("--bundle writes the GPU job's inputs, --from-gpu reads its results: "
-                             "give one")  # fmt: skip

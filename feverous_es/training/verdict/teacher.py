@@ -2,7 +2,7 @@
 
 The job fine-tunes all-mpnet-base-v2 (110 M) on the verdict's pairs and distils the default
 reader from it; its weights come back in a transfer format (:func:`~feverous_es.training.
-gpu_bundle.read_teacher`). This step reads them back, exports them (fp32 for the parity check,
+gpu.results.read_teacher`). This step reads them back, exports them (fp32 for the parity check,
 the int8 graph the package carries, by a recipe of :mod:`feverous_es.export.int8`) and writes the
 card: the GPU, the job's seconds and the teacher's held-out accuracy from the job's report.
 ``feverous-es train install OUT --as verdict-large`` then ships it in parts.
@@ -19,7 +19,7 @@ from feverous_es.export import card
 from feverous_es.export.exporter import export_model, install_subset
 from feverous_es.runtime.files import INT8_FILE
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
-from feverous_es.training import gpu_bundle, gpu_job
+from feverous_es.training.gpu import results as gpu_results
 from feverous_es.training.verdict.card import save_reader_card
 
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json")
@@ -40,10 +40,10 @@ def take_teacher(
     ``train verdict --from-gpu`` (its ``training.json`` names the claims split, which the
     teacher shares). Writes ``out`` (int8 graph, tokenizer, config, card, training.json,
     manifest); returns the report."""
-    report = _read_json(job / gpu_job.REPORT_FILE, "a GPU job's results")
+    report = gpu_results.read_report(job)
     like = _read_json(student / "training.json", "a model of `train verdict`")
     hf = work / "hf"
-    read = gpu_bundle.read_teacher(weights, hf)
+    read = gpu_results.read_teacher(weights, hf)
     max_length = int(like["training"]["max_length"])
     manifest = export_model(
         hf, work / "onnx", task=TEXT_CLASSIFICATION, precisions=("fp32", "int8"),
@@ -53,7 +53,7 @@ def take_teacher(
     teacher = report["teacher"]
     training = {
         **{k: like["training"][k] for k in ("max_length", "math_hints", "seed", "folds")},
-        "base_name": report["bases"]["teacher"],
+        "base_name": report["teacher"]["base"],
         "best_epoch": teacher["best_epoch"],
         "curve": teacher["curve"],
         "seconds": report["seconds"]["teacher"],

@@ -1,0 +1,125 @@
+"""``feverous-es gpu …``: the GPU queue's bundle, and each job's results taken in."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from feverous_es.console import console, print_json, user_errors
+from feverous_es.training.gpu.command import JOBS
+from feverous_es.training.options import training_run, work_dir
+
+
+@click.group("gpu")
+def gpu_group() -> None:
+    """Prepare the GPU queue's bundle, and take in what a lend returned (docs/gpu-training.md).
+
+    Needs the `export` extra (torch, transformers, optimum)."""
+
+
+@gpu_group.command("bundle")
+@click.option(
+    "--index", required=True, type=click.Path(path_type=Path, exists=True),
+    help="The index the jobs' evidence and candidates are retrieved from (the mini index).",
+)  # fmt: skip
+@click.option(
+    "--data", "data_dir", default=Path("../shared/data"), show_default=True,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The data folder (minifeverous/ claim files, nli/ pairs).",
+)  # fmt: skip
+@click.option(
+    "--wiki", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+    help="The wiki.db whose people make the reader's contrastive and attribute pairs.",
+)  # fmt: skip
+@click.option(
+    "--teacher-from", type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None, help="The fetched large reader (int8 rows, SHA256SUMS) the reader job's "
+    "teacher continues from [default: all-mpnet-base-v2, 4 epochs].",
+)  # fmt: skip
+@click.option(
+    "--jobs", default=",".join(JOBS), show_default=True,
+    help="The jobs to bundle, comma-separated; they run in the queue's order.",
+)  # fmt: skip
+@click.option(
+    "--work", required=True, type=click.Path(path_type=Path, file_okay=False),
+    help="Cache of the retrievals (a rerun reads them back); keep it outside the repository.",
+)  # fmt: skip
+@click.option(
+    "--out", "bundle", default=Path("gpu-bundle"), show_default=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The bundle folder, relative to the repository root (git-ignored).",
+)  # fmt: skip
+@click.option("--limit", type=int, default=None, help="Claims per file (a seeded sample).")
+@click.option(
+    "--wheels/--no-wheels", default=True, show_default=True,
+    help="Bundle this machine's transformers/tokenizers wheels for the GPU machine's Python.",
+)  # fmt: skip
+def bundle_command(
+    index: Path, data_dir: Path, wiki: Path | None, teacher_from: Path | None, jobs: str,
+    work: Path, bundle: Path, limit: int | None, wheels: bool,
+) -> None:  # fmt: skip
+    """Write the GPU queue: every job's pairs, the bases once, the runner and the plan.
+
+    The jobs, in order: ranker (a cross-encoder teacher and students of 6 and 3 layers),
+    reader (the verdict's reader, second version), table (a reader of table rows). Prints the
+    plan: the calls of a lend in order, what each carries and runs, the expected seconds.
+    """
+    from feverous_es.training.gpu.command import QueueOptions, write_queue
+    from feverous_es.training.gpu.jobs import claim_files
+
+    files = claim_files(data_dir)
+    options = QueueOptions(
+        index=index, work=work, bundle=bundle,
+        claims=[files["fm2"], files["feverous_s"], files["tabfact"]],
+        train_claims=[files["tabfact_train"]], pairs=[files["text_pairs"], files["table_pairs"]],
+        contrastive=wiki, teacher_from=teacher_from,
+        jobs=[j.strip() for j in jobs.split(",") if j.strip()], limit=limit, wheels=wheels,
+    )  # fmt: skip
+    with training_run(work) as progress:
+        plan = write_queue(options, progress)
+    print_json(plan)
+    if not plan["fits_lend"]:
+        console.print(
+            f"[yellow]the plan takes {plan['seconds']} s, over a lend's {plan['lend_seconds']} s: "
+            "the last jobs wait for the next lend[/yellow]"
+        )
+
+
+@gpu_group.command("intake")
+@click.argument("results", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--student", default="student", show_default=True,
+    help="Which of the job's students (the ranker's: student, student-3).",
+)  # fmt: skip
+@click.option(
+    "--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+    help="Model directory to write (never the installed package's).",
+)  # fmt: skip
+@click.option(
+    "--work", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="The read-back weights and the full export [default: OUT.work beside --out].",
+)  # fmt: skip
+@click.option(
+    "--tokenizer-from", default="minilm", show_default=True,
+    help="The student's base, whose tokenizer it reads (as --base takes it).",
+)  # fmt: skip
+def intake_command(
+    results: Path, student: str, out: Path, work: Path | None, tokenizer_from: str
+) -> None:
+    """Take one student of a job's RESULTS folder (OUT/<job>/ of the lend's calls) as a model:
+    weights checked, int8 export with parity, a card naming the GPU; then
+    `feverous-es train install OUT --as ROLE`."""
+    from feverous_es.training.bases import resolve_base
+    from feverous_es.training.gpu.intake import intake
+
+    with user_errors(), console.status(f"reading back and exporting {results}"):
+        report = intake(
+            results, out, work_dir(out, work), resolve_base(tokenizer_from), student=student,
+            command=shlex.join(["feverous-es", *sys.argv[1:]]),
+        )  # fmt: skip
+    training = report["training"]
+    print_json({"out": str(out), "role": training["role"], "device": training["device"],
+                "held": training["held"], "export": report["export"]})  # fmt: skip

@@ -1,0 +1,143 @@
+"""``feverous-es gpu bundle``: the queue's jobs built from the data and written as one bundle."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from feverous_es.errors import TrainError
+from feverous_es.training import bases as base_models
+from feverous_es.training.gpu import bundle as gpu_bundle
+from feverous_es.training.gpu import jobs as gpu_jobs
+from feverous_es.training.gpu.results import int8_rows_weights
+from feverous_es.training.progress import QUIET, Progress
+
+JOBS = ("ranker", "reader", "table")  # the queue's order: what moves the figures most first
+SEED = 13  # the split every shipped model and benchmark shares (35 % held out by claim id)
+HOLDOUT = 0.35
+
+
+@dataclass
+class QueueOptions:
+    """What the queue's jobs are built from. ``claims``: the claim files split into training
+    and held-out claims (FM2, FEVEROUS-S, TabFact dev; the ranker reads those with gold
+    sentences); ``train_claims`` and ``pairs`` as ``train verdict`` takes them; ``contrastive``:
+    the wiki.db whose lead sentences (and person attributes) make contrastive reader pairs;
+    ``teacher_from``: the fetched large reader (int8 rows) the reader's teacher continues from,
+    None to start from all-mpnet-base-v2."""
+
+    index: Path
+    work: Path
+    bundle: Path
+    claims: list[Path]
+    train_claims: list[Path] = field(default_factory=list)
+    pairs: list[Path] = field(default_factory=list)
+    contrastive: Path | None = None
+    teacher_from: Path | None = None
+    jobs: Sequence[str] = JOBS
+    store: str = "embedded"
+    limit: int | None = None  # claims per file (a seeded sample), for a quick bundle
+    retrieved: int = 300  # table-file claims read against retrieved evidence
+    per_source: int = 6000
+    max_length: int = 192  # the reader's (what the shipped readers read)
+    wheels: bool = True
+    part_bytes: int = gpu_bundle.SEND_PART_BYTES
+    base_dirs: dict[str, Path] = field(default_factory=dict)  # key -> model dir (tests: tiny)
+
+    def check(self) -> None:
+        unknown = [j for j in self.jobs if j not in JOBS]
+        if unknown or not self.jobs:
+            raise TrainError(f"--jobs takes {', '.join(JOBS)}, not {', '.join(unknown) or '—'}")
+        for path in [*self.claims, *self.train_claims, *self.pairs]:
+            if not Path(path).is_file():
+                raise TrainError(f"{path} is not a file: the queue's data is missing")
+
+
+def build_jobs(options: QueueOptions, progress: Progress = QUIET) -> list[gpu_bundle.Job]:
+    """The queue's jobs in order (phases ``candidates`` and ``evidence``: the retrievals,
+    cached in ``work`` so that a rerun reads them back)."""
+    options.check()
+    wanted = [name for name in JOBS if name in options.jobs]
+    jobs: list[gpu_bundle.Job] = []
+    recipe = {"claims": [Path(p).name for p in options.claims], "holdout": HOLDOUT,
+              "seed": SEED, "limit": options.limit}  # fmt: skip
+    if "ranker" in wanted:
+        from feverous_es.training.rerank_data import read_gold_claims
+        from feverous_es.training.retrieved import collect_retrieved
+
+        with_gold = [p for p in options.claims if not _names_gold_tables(p)]
+        claims = read_gold_claims(with_gold, limit=options.limit, seed=SEED)
+        pools = collect_retrieved(
+            claims, options.index, options.work / "candidates.jsonl", store=options.store,
+            on_progress=progress.counter("candidates"),
+        )  # fmt: skip
+        jobs.append(gpu_jobs.ranker_job(pools, seed=SEED, holdout=HOLDOUT, options=recipe))
+    if {"reader", "table"} & set(wanted):
+        pairs, train, verdict = _verdict_pairs(options, progress)
+        if "reader" in wanted:
+            jobs.append(gpu_jobs.reader_job(
+                pairs, train, seed=SEED, max_length=options.max_length,
+                from_teacher=options.teacher_from is not None, options=verdict,
+            ))  # fmt: skip
+        if "table" in wanted:
+            jobs.append(gpu_jobs.table_job(pairs, train, seed=SEED, options=verdict))
+    return jobs
+
+
+def _names_gold_tables(path: Path) -> bool:
+    """Whether a claim file is a TabFact one (its claims name ``gold_tables``; no gold
+    sentences for the ranker)."""
+    from feverous_es.eval.claims import read_claims
+
+    return any(getattr(record, "gold_tables", None) for record in read_claims(path))
+
+
+def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, list, dict]:
+    """The verdict trainer's pairs and training pool, built as ``train verdict --folds 0``
+    builds them (docs/gpu-training.md names the options), and those options."""
+    from feverous_es.training.verdict.options import RunOptions, TrainSettings
+    from feverous_es.training.verdict.pairs import build_pairs, training_pool
+
+    settings = TrainSettings(base=_base_dir(options, "minilm"), max_length=options.max_length,
+                             seed=SEED)  # fmt: skip
+    run = RunOptions(
+        claims=list(options.claims), index=options.index, out=options.work / "verdict-out",
+        work=options.work / "verdict", settings=settings, holdout=HOLDOUT, limit=options.limit,
+        store=options.store, train_claims=list(options.train_claims), pairs=list(options.pairs),
+        folds=0, per_source=options.per_source, retrieved=options.retrieved,
+        contrastive=options.contrastive, attributes=options.contrastive is not None,
+    )  # fmt: skip
+    run.check()
+    pairs = build_pairs(run, progress.counter("evidence"))
+    recipe = {
+        "claims": [Path(p).name for p in run.claims],
+        "train_claims": [Path(p).name for p in run.train_claims],
+        "pairs": [Path(p).name for p in run.pairs], "holdout": HOLDOUT, "seed": SEED,
+        "limit": options.limit, "per_source": run.per_source, "retrieved": run.retrieved,
+        "contrastive": bool(run.contrastive), "attributes": run.attributes,
+        "max_length": options.max_length,
+    }  # fmt: skip
+    return pairs, training_pool(pairs, run), recipe
+
+
+def _base_dir(options: QueueOptions, key: str) -> Path:
+    return options.base_dirs.get(key) or base_models.resolve_base(key)
+
+
+def write_queue(options: QueueOptions, progress: Progress = QUIET) -> dict[str, Any]:
+    """Build the jobs and write the bundle; returns its plan."""
+    jobs = build_jobs(options, progress)
+    bases: dict[str, dict[str, Any]] = {
+        key: {"dir": _base_dir(options, key)}
+        for key in {m.base for j in jobs for m in (j.teacher, *j.students)} - {"verdict-large"}
+    }
+    if options.teacher_from is not None and any(j.teacher.base == "verdict-large" for j in jobs):
+        bases["verdict-large"] = {
+            "dir": options.teacher_from, "weights": int8_rows_weights(options.teacher_from),
+            "format": "int8-rows",
+        }  # fmt: skip
+    return gpu_bundle.write_bundle(
+        options.bundle, jobs, bases, wheels=options.wheels, part_bytes=options.part_bytes
+    )

@@ -1,0 +1,307 @@
+"""The GPU queue's dry run on this CPU: the three jobs built from real claims over the sample
+index (tiny random BERTs as teachers and students, a few steps), the bundle sent call by call as
+its plan says (each call's own command, run by bash), the runner run twice as a short lend would
+(the first call ends before the last jobs), the rest fetched, and each job's students taken in
+as installable models. The GPU run is then the second run of this script."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_lines
+
+pytest.importorskip("torch")
+pytest.importorskip("optimum.exporters.onnx")
+
+from feverous_es.errors import TrainError
+from feverous_es.training.gpu import bundle as gpu_bundle
+from feverous_es.training.gpu import job as gpu_job
+from feverous_es.training.gpu import plan as gpu_plan
+from feverous_es.training.gpu.command import QueueOptions, build_jobs
+from feverous_es.training.gpu.intake import ROLES, intake
+from feverous_es.training.gpu.results import install_student, read_report
+from feverous_es.training.install import check_model
+
+REPO = Path(__file__).resolve().parents[1]
+MIB = 1 << 20
+PART_BYTES = MIB  # the tiny model's 2 MB of fp16 weights go in parts, as MiniLM's 45 MB do
+# This CPU's pace, shared with other tests: the budgets leave the dry run's epochs whole.
+CPU = gpu_plan.Rates(teacher_tokens=2_000, student_tokens=4_000, load=5, first_epoch=5)
+
+
+def claim_files(root: Path) -> tuple[Path, Path, Path]:
+    """The sample's FEVEROUS-S claims (sentence gold), its TabFact claims (gold tables), and
+    a few NLI pairs of both kinds."""
+    rows = [json.loads(line) for line in (REPO / "sample" / "claims.jsonl").open()][1:]
+    dummy = json.dumps({"id": "", "claim": "", "label": "", "evidence": []})
+    sentences = [json.dumps(r) for r in rows if not r.get("gold_tables")]
+    tables = [json.dumps(r) for r in rows if r.get("gold_tables")]
+    pairs = root / "nli.jsonl.gz"
+    with gzip.open(pairs, "wt", encoding="utf-8") as out:
+        for n in range(12):
+            out.write(json.dumps({
+                "source": "nli-table", "id": f"b{n}", "claim": f"It was released in {2000 + n}.",
+                "label": ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")[n % 3],
+                "table": {"title": "Album", "caption": "", "header": ["", ""],
+                          "rows": [["Released", f"{2000 + n - n % 3}"]]},
+            }) + "\n")  # fmt: skip
+    return (
+        write_lines(root / "sentences_dev.jsonl", [dummy, *sentences]),
+        write_lines(root / "tables_dev.jsonl", [dummy, *tables]),
+        pairs,
+    )
+
+
+def shrink(job: gpu_bundle.Job) -> gpu_bundle.Job:
+    """The job with a dry run's settings: 2 teacher epochs, 1 student epoch, short pairs."""
+
+    def small(model: gpu_bundle.Model, epochs: int) -> gpu_bundle.Model:
+        settings = replace(model.settings, epochs=epochs, batch_size=16, max_length=64,
+                           score_batch_size=64)  # fmt: skip
+        return replace(model, settings=settings)
+
+    return replace(job, teacher=small(job.teacher, 2),
+                   students=tuple(small(s, 1) for s in job.students))  # fmt: skip
+
+
+def run_call(call: dict, root: Path, out: Path, call_seconds: float | None = None) -> str:
+    """One call of the plan as the device tool makes it, in ``root`` (the repository root): its
+    own command, the machine's folders moved under ``root``, the job on this CPU."""
+    command = call["command"].replace(gpu_plan.DEVICE_DIR, str(root / "device"))
+    command = command.replace("python3 ", f"{sys.executable} ").replace("$OUT", str(out))
+    if "job.py" in command:
+        command += f" --device cpu --work {root / 'machine'}"
+        if call_seconds is not None:
+            command += f" --call-seconds {call_seconds}"
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def queue(
+    tiny_base: Path, sample_index: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict, list[dict]]:
+    """The bundle, sent and run in two calls (the first with time for the first job only), and
+    what every call brought back gathered per job as ``results/<job>``."""
+    root = tmp_path_factory.mktemp("gpu-queue")
+    sentences, tables, pairs = claim_files(root)
+    options = QueueOptions(
+        index=sample_index, work=root / "work", bundle=Path("bundle"),
+        claims=[sentences, tables], pairs=[pairs], limit=24, retrieved=12, wheels=False,
+        part_bytes=PART_BYTES, base_dirs={"mpnet": tiny_base, "minilm": tiny_base},
+    )  # fmt: skip
+    jobs = [shrink(job) for job in build_jobs(options)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        plan = gpu_bundle.write_bundle(
+            Path("bundle"), jobs, {"mpnet": {"dir": tiny_base}, "minilm": {"dir": tiny_base}},
+            wheels=False, part_bytes=PART_BYTES, rates=CPU,
+        )  # fmt: skip
+    calls = plan["calls"]
+    first_run = next(i for i, c in enumerate(calls) if c["what"] == "carry and run")
+    for call in calls[:first_run]:
+        run_call(call, root, root / "out" / str(call["call"]))
+    # A short first call: time for the ranker only; the second runs the rest.
+    config = json.loads((root / "bundle" / gpu_job.CONFIG_FILE).read_text())
+    ranker_budget = config["jobs"][0]["budget_seconds"]
+    run_call(calls[first_run], root, root / "out" / "run-1", call_seconds=ranker_budget + 1)
+    second = dict(calls[first_run], command=gpu_plan.run_command(wheels=False))
+    run_call(second, root, root / "out" / "run-2")
+    reports = [json.loads((root / "out" / f"run-{n}" / gpu_job.QUEUE_REPORT).read_text())
+               for n in (1, 2)]  # fmt: skip
+    for n, report in enumerate(reports, 1):
+        for number, fetch in enumerate(report["fetch"]):
+            run_call(fetch, root, root / "out" / f"fetch-{n}-{number}")
+    results = root / "results"
+    for folder in (root / "out").iterdir():
+        for path in folder.glob("*/*"):
+            (results / path.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, results / path.parent.name / path.name)
+    return root, plan, reports
+
+
+def test_the_plan_sends_each_base_once_within_the_limits(
+    queue: tuple[Path, dict, list[dict]],
+) -> None:
+    root, plan, _ = queue
+    config = json.loads((root / "bundle" / gpu_job.CONFIG_FILE).read_text())
+    assert [j["name"] for j in config["jobs"]] == ["ranker", "reader", "table"]
+    # mpnet is every job's teacher and minilm every student's base: each travels once.
+    assert set(config["bases"]) == {"mpnet", "minilm"}
+    carried = [Path(p).relative_to("bundle").as_posix() for c in plan["calls"] for p in c["carry"]]
+    assert len(carried) == len(set(carried))
+    assert all(part in carried for base in config["bases"].values() for part in base["parts"])
+    assert {"ranker", "reader", "table", "job.py", "queue.json"} <= set(carried)
+    assert all(len(c["carry"]) <= gpu_plan.MAX_CARRY for c in plan["calls"])
+    assert all(c.get("bytes", 0) <= PART_BYTES for c in plan["calls"])
+    assert all(len(c["command"]) <= 2000 for c in plan["calls"])  # the device tool's limit
+    assert [c["what"] for c in plan["calls"]].count("carry and run") == 1
+    # Each job states its own estimate, and the plan its total against a lend.
+    assert set(plan["jobs"]) == {"ranker", "reader", "table"}
+    assert all(j["budget_seconds"] > sum(j["seconds"].values()) for j in plan["jobs"].values())
+    assert plan["seconds"] >= sum(j["budget_seconds"] for j in plan["jobs"].values())
+
+
+def test_a_short_call_runs_the_first_job_whole_and_leaves_the_rest_for_the_next(
+    queue: tuple[Path, dict, list[dict]],
+) -> None:
+    _, _, (first, second) = queue
+    assert {name: job["state"] for name, job in first["jobs"].items()} == {
+        "ranker": "done", "reader": "waiting", "table": "waiting"}  # fmt: skip
+    assert {name: job["state"] for name, job in second["jobs"].items()} == {
+        "ranker": "done before", "reader": "done", "table": "done"}  # fmt: skip
+    for report in (first, second):
+        assert report["device"] == "cpu"
+        assert len(report["returned"]) <= gpu_job.RETURN_FILES - 2
+    # Nothing comes back twice: the second call lists only the jobs it ran.
+    returned = [*first["returned"], *second["returned"]]
+    fetched = [f for r in (first, second) for call in r["fetch"] for f in call["files"]]
+    assert len(returned + fetched) == len(set(returned + fetched))
+    assert all(len(call["files"]) <= gpu_job.RETURN_FILES for r in (first, second)
+               for call in r["fetch"])  # fmt: skip
+
+
+def test_each_job_reports_its_phases_and_held_out_figures(
+    queue: tuple[Path, dict, list[dict]],
+) -> None:
+    results = queue[0] / "results"
+    ranker = read_report(results / "ranker")
+    assert set(ranker["students"]) == {"student", "student-3"}
+    assert ranker["students"]["student-3"]["layers"] == 3
+    assert set(ranker["seconds"]) == {"teacher", "teacher_scores", "student", "student-3"}
+    assert [e["epoch"] for e in ranker["teacher"]["curve"]] == [1, 2]
+    held = ranker["teacher"]["held"]["all"]  # recall of the gold among each claim's best
+    assert held["claims"] > 0 and 0.0 <= held["accuracy"] <= 1.0
+    for name in ("reader", "table"):
+        report = read_report(results / name)
+        assert report["labels"] == ["SUPPORTS", "REFUTES", "NOT ENOUGH INFO"]
+        assert report["students"]["student"]["held"]["all"]["pairs"] > 0
+    table = read_report(results / "table")
+    assert set(table["pairs"]) == {"train", "valid", "held", "distill"}
+    assert all(f.stat().st_size <= 16 * MIB for f in results.rglob("*"))
+
+
+@pytest.mark.parametrize(("job", "student"), [("ranker", "student-3"), ("reader", "student"),
+                                              ("table", "student")])  # fmt: skip
+def test_intake_turns_each_student_into_an_installable_model(
+    queue: tuple[Path, dict, list[dict]], tiny_base: Path, tmp_path: Path, job: str, student: str
+) -> None:
+    results = queue[0] / "results" / job
+    out = tmp_path / "model"
+    report = intake(results, out, tmp_path / "work", tiny_base, student=student)
+    check_model(out, ROLES[job])  # what `train install --as ROLE` checks first
+    assert report["export"]["parity"]["fp32"]["max_abs_diff"] < 1e-4
+    card = (out / "README.md").read_text()
+    assert "on cpu" in card.lower() and f"--as {ROLES[job]}" in card
+
+
+def test_the_table_reader_reads_the_table_route(
+    queue: tuple[Path, dict, list[dict]], tiny_base: Path, sample_index: Path, tmp_path: Path
+) -> None:
+    """Installed as the table reader, the table job's student reads the claims the verdict
+    routes to a table; the reader keeps the sentence route."""
+    from feverous_es.index.backends import open_store
+    from feverous_es.plugins.interfaces import PluginContext
+    from feverous_es.verdict.classifier import ClassifierVerdict
+
+    out = tmp_path / "table-reader"
+    intake(queue[0] / "results" / "table", out, tmp_path / "work", tiny_base)
+    store = open_store("embedded", sample_index)
+    try:
+        context = PluginContext(store=store, embed=lambda texts: None, device="cpu")
+        verdict = ClassifierVerdict(context, table_reader=str(out))
+        assert verdict.model_dirs()["table-reader"] == out
+        claims, premises = ["a claim", "another"], ["[Page] a sentence", "[Page] a row"]
+        rows = verdict._read_routes(list(zip(claims, premises, strict=True)), [False, True])
+        assert rows[0] == pytest.approx(verdict.reader.probabilities(claims[:1], premises[:1])[0])
+        assert rows[1] == pytest.approx(
+            verdict.table_reader.probabilities(claims[1:], premises[1:])[0], abs=1e-6)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def device(queue: tuple[Path, dict, list[dict]], tmp_path: Path) -> Path:
+    """A copy of the machine's bundle folder (what the lent machine received), to spoil."""
+    return Path(shutil.copytree(queue[0] / "device", tmp_path / "device"))
+
+
+def run_job(device: Path, out: Path, work: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(device / "job.py"), str(device), str(out), "--device", "cpu",
+         "--work", str(work)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_a_torn_transfer_stops_the_call_before_any_training(device: Path, tmp_path: Path) -> None:
+    config = json.loads((device / gpu_job.CONFIG_FILE).read_text())
+    part = device / config["bases"]["mpnet"]["parts"][0]
+    part.write_bytes(part.read_bytes()[:1000])
+    job = run_job(device, tmp_path / "o", tmp_path / "machine")
+    assert job.returncode != 0
+    assert f"{part} does not match its sha256" in job.stderr
+    (device / config["bases"]["minilm"]["parts"][0]).unlink()
+    job = run_job(device, tmp_path / "o", tmp_path / "machine")
+    assert "is missing: was every transfer of the bundle sent?" in job.stderr
+    assert not (tmp_path / "machine" / "results").exists()
+
+
+def test_the_epochs_stop_in_time_for_the_results_to_come_back(device: Path, tmp_path: Path) -> None:
+    config = json.loads((device / gpu_job.CONFIG_FILE).read_text())
+    config["jobs"] = config["jobs"][:1]
+    config["jobs"][0]["budget_seconds"] = 0  # already spent: each model trains one epoch
+    config["jobs"][0]["teacher"]["settings"]["epochs"] = 3
+    (device / gpu_job.CONFIG_FILE).write_text(json.dumps(config))
+    out = tmp_path / "results"
+    job = run_job(device, out, tmp_path / "machine")
+    assert job.returncode == 0, job.stderr[-2000:]
+    assert "stopping after epoch 1: the next would pass the time budget" in job.stdout
+    report = json.loads((out / "ranker" / gpu_job.REPORT_FILE).read_text())
+    assert [e["epoch"] for e in report["teacher"]["curve"]] == [1]
+    assert report["students"]["student"]["parts"]  # the results still come back
+
+
+def test_the_plan_packs_every_file_once_within_the_limits_and_runs_the_queue_last() -> None:
+    sizes = {f"bases/mpnet.safetensors.{n:02d}": 56 * MIB for n in range(3)}
+    sizes |= {"bases/mpnet.safetensors.03": 30 * MIB, "bases/minilm.safetensors.00": 43 * MIB}
+    sizes |= {"reader": 20 * MIB, "ranker": 9 * MIB, "wheels": 16 * MIB, "job.py": 30_000,
+              "queue.json": 9_000}  # fmt: skip
+    sizes |= {f"bases/mpnet-file-{n}": 100_000 for n in range(9)}
+    last = [gpu_plan.JOB_FILE, gpu_job.CONFIG_FILE]
+    groups = gpu_plan.group_files(sizes, last, 56 * MIB)
+    assert sorted(name for group in groups for name in group) == sorted(sizes)
+    assert all(sum(sizes[n] for n in g) <= 56 * MIB and len(g) <= 8 for g in groups)
+    assert set(last) <= set(groups[-1])
+
+
+def test_the_first_reader_jobs_results_read_as_the_queues(tmp_path: Path) -> None:
+    """The reader job of 2026-11-27 ran before the queue (one student at the top of its
+    report): its results read back as a queue job's."""
+    old = {"device": "NVIDIA H200", "versions": {}, "seconds": {}, "seconds_total": 1.0,
+           "bases": {"teacher": "mpnet", "student": "minilm"},
+           "teacher": {"best_epoch": 4}, "student": {"best_epoch": 3},
+           "student_parts": ["student.safetensors.00"], "student_sha256": "x"}  # fmt: skip
+    (tmp_path / gpu_job.REPORT_FILE).write_text(json.dumps(old))
+    report = read_report(tmp_path)
+    assert report["students"]["student"]["parts"] == ["student.safetensors.00"]
+    assert report["students"]["student"]["best_epoch"] == 3
+    assert report["teacher"]["base"] == "mpnet"
+    with pytest.raises(TrainError, match=r"lacks student\.safetensors\.00"):
+        install_student(tmp_path, tmp_path, tmp_path / "student")
+
+
+def test_results_without_a_report_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(TrainError, match="not a GPU job's results"):
+        install_student(tmp_path, tmp_path, tmp_path / "student")
