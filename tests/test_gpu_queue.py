@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
 PART_BYTES = MIB  # the tiny model's 2 MB of fp16 weights go in parts, as MiniLM's 45 MB do
 # This CPU's pace, shared with other tests: the budgets leave the dry run's epochs whole.
-CPU = gpu_plan.Rates(teacher_tokens=2_000, student_tokens=4_000, load=5, first_epoch=5)
+CPU = gpu_plan.Rates(teacher_tokens=500, student_tokens=1_000, load=5, first_epoch=5)
 
 
 def claim_files(root: Path) -> tuple[Path, Path, Path]:
@@ -92,7 +92,7 @@ def run_call(call: dict, root: Path, out: Path, call_seconds: float | None = Non
 def queue(
     tiny_base: Path, sample_index: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, dict, list[dict]]:
-    """The bundle, sent and run in two calls (the first with time for the first job only), and
+    """The bundle, sent and run in two calls (the first with time for its first job only), and
     what every call brought back gathered per job as ``results/<job>``."""
     root = tmp_path_factory.mktemp("gpu-queue")
     sentences, tables, pairs = claim_files(root)
@@ -102,6 +102,10 @@ def queue(
         part_bytes=PART_BYTES, base_dirs={"mpnet": tiny_base, "minilm": tiny_base},
     )  # fmt: skip
     jobs = [shrink(job) for job in build_jobs(options)]
+    assert [job.name for job in jobs] == ["ranker", "reader", "table"]  # the queue's order
+    # Bundled with the reader first: its budget, a short first call's, is under the ranker's,
+    # so the ranker cannot start in that call whatever the reader's pace.
+    jobs = [jobs[1], jobs[0], jobs[2]]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         plan = gpu_bundle.write_bundle(
@@ -112,10 +116,11 @@ def queue(
     first_run = next(i for i, c in enumerate(calls) if c["what"] == "carry and run")
     for call in calls[:first_run]:
         run_call(call, root, root / "out" / str(call["call"]))
-    # A short first call: time for the ranker only; the second runs the rest.
+    # A short first call: time for the first job only; the second runs the rest.
     config = json.loads((root / "bundle" / gpu_job.CONFIG_FILE).read_text())
-    ranker_budget = config["jobs"][0]["budget_seconds"]
-    run_call(calls[first_run], root, root / "out" / "run-1", call_seconds=ranker_budget + 1)
+    first_budget = config["jobs"][0]["budget_seconds"]
+    assert config["jobs"][1]["budget_seconds"] > first_budget + 1
+    run_call(calls[first_run], root, root / "out" / "run-1", call_seconds=first_budget + 1)
     second = dict(calls[first_run], command=gpu_plan.run_command(wheels=False))
     run_call(second, root, root / "out" / "run-2")
     reports = [json.loads((root / "out" / f"run-{n}" / gpu_job.QUEUE_REPORT).read_text())
@@ -136,7 +141,7 @@ def test_the_plan_sends_each_base_once_within_the_limits(
 ) -> None:
     root, plan, _ = queue
     config = json.loads((root / "bundle" / gpu_job.CONFIG_FILE).read_text())
-    assert [j["name"] for j in config["jobs"]] == ["ranker", "reader", "table"]
+    assert [j["name"] for j in config["jobs"]] == ["reader", "ranker", "table"]
     # mpnet is every job's teacher and minilm every student's base: each travels once.
     assert set(config["bases"]) == {"mpnet", "minilm"}
     carried = [Path(p).relative_to("bundle").as_posix() for c in plan["calls"] for p in c["carry"]]
@@ -158,9 +163,9 @@ def test_a_short_call_runs_the_first_job_whole_and_leaves_the_rest_for_the_next(
 ) -> None:
     _, _, (first, second) = queue
     assert {name: job["state"] for name, job in first["jobs"].items()} == {
-        "ranker": "done", "reader": "waiting", "table": "waiting"}  # fmt: skip
+        "reader": "done", "ranker": "waiting", "table": "waiting"}  # fmt: skip
     assert {name: job["state"] for name, job in second["jobs"].items()} == {
-        "ranker": "done before", "reader": "done", "table": "done"}  # fmt: skip
+        "reader": "done before", "ranker": "done", "table": "done"}  # fmt: skip
     for report in (first, second):
         assert report["device"] == "cpu"
         assert len(report["returned"]) <= gpu_job.RETURN_FILES - 2
@@ -170,6 +175,23 @@ def test_a_short_call_runs_the_first_job_whole_and_leaves_the_rest_for_the_next(
     assert len(returned + fetched) == len(set(returned + fetched))
     assert all(len(call["files"]) <= gpu_job.RETURN_FILES for r in (first, second)
                for call in r["fetch"])  # fmt: skip
+    # The teachers stay on the machine, each listed for a later fetch where its call ran it.
+    teachers = {f.split("/")[0] for r in (first, second) for c in r["fetch_teachers"]
+                for f in c["files"]}  # fmt: skip
+    assert teachers == {"ranker", "reader", "table"}
+
+
+def test_a_call_without_time_for_a_job_starts_none(device: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job = subprocess.run(
+        [sys.executable, str(device / "job.py"), str(device), str(out), "--device", "cpu",
+         "--work", str(tmp_path / "machine"), "--call-seconds", "5"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr[-2000:]
+    report = json.loads((out / gpu_job.QUEUE_REPORT).read_text())
+    assert {j["state"] for j in report["jobs"].values()} == {"waiting"}
+    assert not report["returned"] and not (tmp_path / "machine" / "results").exists()
 
 
 def test_each_job_reports_its_phases_and_held_out_figures(
@@ -180,7 +202,9 @@ def test_each_job_reports_its_phases_and_held_out_figures(
     assert set(ranker["students"]) == {"student", "student-3"}
     assert ranker["students"]["student-3"]["layers"] == 3
     assert set(ranker["seconds"]) == {"teacher", "teacher_scores", "student", "student-3"}
-    assert [e["epoch"] for e in ranker["teacher"]["curve"]] == [1, 2]
+    # Epochs by the budget (this CPU's pace varies with what else runs): at least one, kept.
+    epochs = [e["epoch"] for e in ranker["teacher"]["curve"]]
+    assert epochs[0] == 1 and ranker["teacher"]["best_epoch"] in epochs
     held = ranker["teacher"]["held"]["all"]  # recall of the gold among each claim's best
     assert held["claims"] > 0 and 0.0 <= held["accuracy"] <= 1.0
     for name in ("reader", "table"):
@@ -204,6 +228,10 @@ def test_intake_turns_each_student_into_an_installable_model(
     assert report["export"]["parity"]["fp32"]["max_abs_diff"] < 1e-4
     card = (out / "README.md").read_text()
     assert "on cpu" in card.lower() and f"--as {ROLES[job]}" in card
+    # The split the benchmarks hold the same claims out by (bench/sentence_ranker.py reads it).
+    training = json.loads((out / "training.json").read_text())
+    assert training["holdout"] == 0.35 and training["training"]["seed"] == 13
+    assert training["claims"][0] == "sentences_dev.jsonl"
 
 
 def test_the_table_reader_reads_the_table_route(
@@ -268,7 +296,7 @@ def test_the_epochs_stop_in_time_for_the_results_to_come_back(device: Path, tmp_
     job = run_job(device, out, tmp_path / "machine")
     assert job.returncode == 0, job.stderr[-2000:]
     assert "stopping after epoch 1: the next would pass the time budget" in job.stdout
-    report = json.loads((out / "ranker" / gpu_job.REPORT_FILE).read_text())
+    report = json.loads((out / config["jobs"][0]["name"] / gpu_job.REPORT_FILE).read_text())
     assert [e["epoch"] for e in report["teacher"]["curve"]] == [1]
     assert report["students"]["student"]["parts"]  # the results still come back
 

@@ -37,7 +37,9 @@ def intake(
     max_length = int(entry["settings"]["max_length"])
     exported = export_int8_as_model(trained, out, work, probe, max_length)
     job = report.get("job", "reader")
+    recipe = report.get("options", {})  # how the job's pairs were made: the split
     training = {
+        "seed": recipe.get("seed"),
         "job": job,
         "student": student,
         "role": ROLES.get(job),
@@ -55,7 +57,15 @@ def intake(
         "valid": entry["valid"],
         "teacher": {k: report["teacher"][k] for k in ("base", "best_epoch", "held")},
     }
-    result = {"command": command, "from": str(results), "training": training, "export": exported}
+    result = {
+        "command": command,
+        "from": str(results),
+        "claims": recipe.get("claims", []),
+        "holdout": recipe.get("holdout"),
+        "claims_per_file": recipe.get("limit"),
+        "training": training,
+        "export": exported,
+    }
     _write_card(out, result, report.get("labels", []))
     return result
 
@@ -99,7 +109,7 @@ Torch bf16 on the GPU, held-out claims ({measure}):
         f"feverous-es {training['role']} ({training['job']} job, {training['student']})",
         about,
         [card.command_section(report["command"], run), ("Metrics", metrics)],
-        card.fine_tuned_licences(training["base_name"], ["fm2_dev.jsonl"]),
+        card.fine_tuned_licences(training["base_name"], report["claims"]),
     )
     common.save_card(
         out, model_card, report, model=f"feverous-es {training['role']}",

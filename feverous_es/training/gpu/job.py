@@ -497,7 +497,7 @@ def run_job(
     since = time.perf_counter()
     teacher = Trainer(torch, bases[teacher_job["base"]], teacher_job["settings"], device, labels)
     report: dict[str, Any] = {
-        "job": job["name"], "labels": labels, "seconds": seconds,
+        "job": job["name"], "labels": labels, "seconds": seconds, "options": job["options"],
         "pairs": {role: len(p) for role, p in pairs.items()},
         "teacher": {"base": teacher_job["base_name"], "settings": teacher_job["settings"],
                     **fit_measured(
@@ -612,19 +612,24 @@ def run(
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     log(f"device {name}, torch {torch.__version__}, transformers {transformers.__version__}")
     check_files(bundle, config["files"])
+    work.mkdir(parents=True, exist_ok=True)
     results = work / "results"
     call_ends = log.started + call_seconds
     states: dict[str, Any] = {}
+    waiting = False
     for job in config["jobs"]:
         folder = results / job["name"]
         if (folder / REPORT_FILE).is_file():
             states[job["name"]] = "done before"
             continue
         left = call_ends - time.perf_counter()
-        if job["budget_seconds"] > left:
+        if waiting or job["budget_seconds"] > left:
+            # In order: a later job never runs before one that waits (a lend that ends early
+            # has run the first jobs whole).
             log(f"{job['name']}: planned {job['budget_seconds']} s, {left:.0f} s left in this "
                 "call: left for the next call")  # fmt: skip
             states[job["name"]] = "waiting"
+            waiting = True
             continue
         since = time.perf_counter()
         bases = {
@@ -664,6 +669,17 @@ def run(
         shutil.copyfile(results / name_, out / name_)
     returned_list.write_text("\n".join(sorted(returned | {n for n, _ in now})))
     calls = [{"files": [n for n, _ in c], "command": fetch_command(results, c)} for c in later]
+    # The teachers stay on the machine; fetching one is worth its calls only where its held-out
+    # figures beat its students' by a margin (docs/gpu-training.md).
+    teachers = work / "teachers"
+    teacher_calls = [
+        {"files": [n for n, _ in c], "command": fetch_command(teachers, c)}
+        for c in pack([
+            (f"{j['name']}/{p.name}", p.stat().st_size)
+            for j in config["jobs"] if states[j["name"]] == "done"
+            for p in sorted((teachers / j["name"]).iterdir())
+        ])
+    ]  # fmt: skip
     queue_report = {
         "device": name,
         "jobs": {
@@ -672,6 +688,7 @@ def run(
         },
         "returned": [n for n, _ in now],
         "fetch": calls,
+        "fetch_teachers": teacher_calls,
         "seconds": round(time.perf_counter() - log.started, 1),
     }
     (out / QUEUE_REPORT).write_text(json.dumps(queue_report, indent=2) + "\n", encoding="utf-8")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from feverous_es.errors import TrainError
 from feverous_es.training.gpu import job as gpu_job
 
 if TYPE_CHECKING:
@@ -197,6 +198,12 @@ def lay_out(
         calls.append({"what": "carry", "carry": carry, "bytes": sum(paths[n] for n in group),
                       "seconds": rates.call,
                       "command": f"{copy_command(carry, bundle)} && ls {DEVICE_DIR}"})  # fmt: skip
+    too_long = [j["name"] for j in jobs if j["budget_seconds"] > gpu_job.CALL_SECONDS - rates.call]
+    if too_long:
+        raise TrainError(
+            f"the {too_long[0]} job's budget passes a call's {gpu_job.CALL_SECONDS} s: give it "
+            "fewer epochs or pairs (no call could finish it)"
+        )
     runs: list[list[dict[str, Any]]] = [[]]
     room = gpu_job.CALL_SECONDS - rates.call  # the first run call also copies and installs
     for job in jobs:
