@@ -60,7 +60,7 @@ from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics
 from feverous_es.serve.readiness import Readiness
 from feverous_es.serve.request_log import RequestLog, add_fields, claim_fields
 from feverous_es.serve.schema import BatchAnswer, VerifyAnswer
-from feverous_es.serve.worker import PipelineWorker, QueueFull
+from feverous_es.serve.worker import PipelineWorker, QueueFull, RequestTimeout, WorkerStopped
 from feverous_es.verdict.entailment import Entailment
 from feverous_es.verdict.inputs import TEXT_TYPES
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
@@ -75,6 +75,9 @@ MAX_BODY_BYTES = 256 * 1024  # a full batch of the longest claims is 64 kB
 STATIC = Path(__file__).with_name("static")
 
 log = logging.getLogger("feverous_es.serve")
+# A request's deadline: above the Elasticsearch client's own (60 s, FEVEROUS_ES_TIMEOUT), so a
+# store that answers late is reported as the store's error; a store that hangs, by this one.
+REQUEST_TIMEOUT = 120.0
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 Claim = Annotated[Text, StringConstraints(max_length=MAX_CLAIM_CHARS)]
@@ -133,10 +136,12 @@ def create_app(
     max_queue: int = 64,
     max_batch: int = 16,
     log_claims: bool = False,
+    request_timeout: float | None = REQUEST_TIMEOUT,
 ) -> FastAPI:
     """The application over an open ``pipeline`` (closed when the app shuts down; its models
     loaded: the server warms them first). ``health``: what ``/v1/health`` reports of the store
-    and models (:func:`describe`). ``log_claims``: put the claims' text in the request log."""
+    and models (:func:`describe`). ``log_claims``: put the claims' text in the request log.
+    ``request_timeout``: seconds a request may wait for its answer (then 504)."""
     worker = PipelineWorker(pipeline, max_queue=max_queue, max_batch=max_batch)
     metrics = ServiceMetrics(
         version=__version__, models=health.get("models", ()),
@@ -157,8 +162,9 @@ def create_app(
         try:
             yield
         finally:
-            worker.stop()
-            pipeline.close()
+            # A batch outliving the request deadline would hold the exit: it is left behind.
+            if worker.stop(timeout=request_timeout):
+                pipeline.close()
 
     def authorized(request: Request) -> None:
         if token is None:
@@ -177,6 +183,7 @@ def create_app(
         docs_url=None,  # its page loads scripts from a CDN; the service works offline
         redoc_url=None,
     )
+    app.state.worker = worker  # what an operator's tooling (and the fault tests) reach
     api = [Depends(authorized)]
 
     def logged(request: Request, results: list[ClaimResult]) -> None:
@@ -189,17 +196,19 @@ def create_app(
     @app.post("/v1/verify", dependencies=api, summary="Verify one claim",
               responses={200: {"model": VerifyAnswer}})  # fmt: skip
     async def verify(body: VerifyRequest, request: Request) -> dict[str, Any]:
-        [result] = await worker.verify([body.claim], body.hops)
+        [result] = await worker.verify([body.claim], body.hops, timeout=request_timeout)
         logged(request, [result])
         answer = result_to_dict(result)
         if body.evidence_scores:
-            answer["decided"]["scores"] = await worker.run(partial(evidence_scores, result))
+            answer["decided"]["scores"] = await worker.run(
+                partial(evidence_scores, result), timeout=request_timeout
+            )
         return answer
 
     @app.post("/v1/verify/batch", dependencies=api, summary="Verify many claims, batched",
               responses={200: {"model": BatchAnswer}})  # fmt: skip
     async def verify_batch(body: BatchRequest, request: Request) -> dict[str, Any]:
-        results = await worker.verify(body.claims, body.hops)
+        results = await worker.verify(body.claims, body.hops, timeout=request_timeout)
         logged(request, results)
         return {"results": [result_to_dict(r) for r in results]}
 
@@ -211,7 +220,7 @@ def create_app(
             hits = search(p.context.store, p.context.embed, body.query, body.k, body.mode, filters)
             return [hit_to_dict(h) for h in hits]
 
-        result: list[dict[str, Any]] = await worker.run(run)
+        result: list[dict[str, Any]] = await worker.run(run, timeout=request_timeout)
         return result
 
     @app.post("/v1/entail", dependencies=api, summary="Read a claim against given evidence")
@@ -223,7 +232,7 @@ def create_app(
             result: Entailment = reader.entail(body.claim, body.evidence, title=body.title)
             return result.to_dict()
 
-        answer: dict[str, Any] = await worker.run(run)
+        answer: dict[str, Any] = await worker.run(run, timeout=request_timeout)
         return answer
 
     @app.get("/v1/health", dependencies=api, summary="Readiness, store, index build, models")
@@ -234,8 +243,10 @@ def create_app(
         body = {**status, "version": __version__, **health, "queue": queue}
         return JSONResponse(body, status_code=503 if unready else 200)
 
-    @app.get("/v1/health/live", summary="Liveness: the process answers")
+    @app.get("/v1/health/live", summary="Liveness: the process answers, its pipeline thread runs")
     async def live() -> dict[str, str]:
+        if worker.failure is not None:  # only a restart brings the thread back
+            raise ServeError(503, f"not alive: {worker.failure}")
         return {"status": "alive"}
 
     @app.get("/v1/health/ready", summary="Readiness: the store answers, the models are loaded")
@@ -295,6 +306,10 @@ def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
     async def failed(_: Request, error: FeverousError) -> JSONResponse:
         if isinstance(error, EmptyClaimError):
             return _error(422, str(error))
+        if isinstance(error, RequestTimeout):
+            return _error(504, str(error))
+        if isinstance(error, WorkerStopped):
+            return _error(503, str(error))
         status = 500
         if isinstance(error, StoreError):
             status = 503

@@ -27,6 +27,7 @@ class ServeOptions:
     max_batch: int = 16
     log_claims: bool = False
     drain_timeout: int = 30
+    request_timeout: int = 120
 
 
 def serve_options(command):  # type: ignore[no-untyped-def]
@@ -47,6 +48,10 @@ def serve_options(command):  # type: ignore[no-untyped-def]
                      show_default=True,
                      help="On SIGTERM, seconds the requests in flight and queued may take to "
                           "finish before they are cut off; then the server exits 0."),
+        click.option("--request-timeout", type=click.IntRange(min=1), default=120,
+                     show_default=True,
+                     help="Seconds a request may wait for its answer, queue included; then "
+                          "504. Keep it above the store's own timeout (FEVEROUS_ES_TIMEOUT)."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -83,6 +88,7 @@ def run_server(
     app = create_app(
         pipeline, health=health, token=token, max_queue=options.max_queue,
         max_batch=options.max_batch, log_claims=options.log_claims,
+        request_timeout=options.request_timeout,
     )  # fmt: skip
     _log_requests_as_lines()
     console.print(

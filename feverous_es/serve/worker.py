@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -27,6 +28,15 @@ class QueueFull(FeverousError):
     """The worker's queue holds as many requests as it may: try again shortly."""
 
 
+class WorkerStopped(FeverousError):
+    """The pipeline's thread has ended: no request can be answered (liveness says so, and the
+    orchestrator restarts the process)."""
+
+
+class RequestTimeout(FeverousError):
+    """A request was not answered within the service's deadline."""
+
+
 @dataclass
 class _Job:
     """A request for the worker: claims to verify (with their hop setting), or a call."""
@@ -38,15 +48,19 @@ class _Job:
 
 
 _STOP = object()
+log = logging.getLogger("feverous_es.serve")
 
 
 class PipelineWorker:
     """Runs ``pipeline`` on its own thread. ``max_queue``: requests that may wait (more are
     refused); ``max_batch``: claims verified together, across requests with the same hops;
-    ``on_batch(claims, stage_seconds)``: told of each verified batch, on the worker thread.
+    ``on_batch(claims, stage_seconds)``: told of each verified batch, on the worker thread (an
+    error it raises is logged; it neither fails the batch nor ends the thread).
 
     A request whose client went away (its future cancelled, as when a drain's timeout ends
-    the requests still waiting) is dropped unread."""
+    the requests still waiting, or its deadline passed) is dropped unread. If the thread ends
+    anyway (a plugin raising ``BaseException``), :attr:`failure` says why, every request in
+    flight or waiting is answered :class:`WorkerStopped`, and so is every later one."""
 
     def __init__(
         self,
@@ -63,29 +77,43 @@ class PipelineWorker:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
         self._held: _Job | None = None  # taken while batching, but for another hop setting
         self._thread = threading.Thread(target=self._run, name="feverous-es-pipeline", daemon=True)
+        self._in_flight: list[_Job] = []
         self.batches = 0
+        self.failure: str | None = None  # why the thread ended, if it did
 
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Finish the jobs already queued, then end the thread."""
+    def stop(self, timeout: float | None = None) -> bool:
+        """Finish the jobs already queued, then end the thread; wait at most ``timeout``
+        seconds (a batch stuck on a hung store must not hold the process: the thread is a
+        daemon, and goes with it). Whether the thread ended."""
         self._queue.put(_STOP)
-        self._thread.join()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("the pipeline worker did not finish within %g s; leaving it", timeout)
+        return not self._thread.is_alive()
 
     @property
     def waiting(self) -> int:
         return self._queue.qsize()
 
-    async def verify(self, claims: Sequence[str], hops: int | None = None) -> list[ClaimResult]:
-        """The results of ``claims`` (``hops``: next-hop rounds, None for the pipeline's)."""
-        return await self._submit(lambda future: _Job(future, claims=claims, hops=hops))
+    async def verify(
+        self, claims: Sequence[str], hops: int | None = None, *, timeout: float | None = None
+    ) -> list[ClaimResult]:
+        """The results of ``claims`` (``hops``: next-hop rounds, None for the pipeline's),
+        within ``timeout`` seconds (:class:`RequestTimeout` after)."""
+        return await self._submit(lambda f: _Job(f, claims=claims, hops=hops), timeout)
 
-    async def run(self, call: Callable[[Pipeline], Any]) -> Any:
+    async def run(self, call: Callable[[Pipeline], Any], *, timeout: float | None = None) -> Any:
         """``call(pipeline)`` on the worker thread (searches and other reads of the store)."""
-        return await self._submit(lambda future: _Job(future, call=call))
+        return await self._submit(lambda future: _Job(future, call=call), timeout)
 
-    async def _submit(self, make: Callable[[asyncio.Future[Any]], _Job]) -> Any:
+    async def _submit(
+        self, make: Callable[[asyncio.Future[Any]], _Job], timeout: float | None
+    ) -> Any:
+        if self.failure is not None:
+            raise WorkerStopped(self.failure)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
             self._queue.put_nowait(make(future))
@@ -93,9 +121,24 @@ class PipelineWorker:
             raise QueueFull(
                 f"the server is busy ({self.max_queue} requests waiting): try again shortly"
             ) from None
-        return await future
+        try:
+            # wait_for cancels the future at the deadline: the worker then drops the request
+            # unread if it has not begun it (a batch begun runs on; its answer is discarded).
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"no answer within {timeout:g} s (the store or the queue is slow): try again"
+            ) from None
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as error:  # the thread ends: every request hears why
+            self.failure = f"the pipeline worker stopped: {type(error).__name__}: {error}"
+            log.critical(self.failure, exc_info=error)
+            self._fail_all(WorkerStopped(self.failure))
+
+    def _serve(self) -> None:
         while True:
             job = self._held or self._queue.get()
             self._held = None
@@ -103,10 +146,11 @@ class PipelineWorker:
                 return
             if job.future.cancelled():
                 continue
+            self._in_flight = [job]
             if job.call is not None:
                 _settle(job.future, partial(job.call, self.pipeline))
                 continue
-            batch = self._batch(job)
+            batch = self._in_flight = self._batch(job)
             claims = [claim for j in batch for claim in j.claims]
             before = dict(self.pipeline.seconds)
             try:
@@ -115,14 +159,30 @@ class PipelineWorker:
                 for j in batch:
                     _settle(j.future, _raiser(error))
                 continue
-            self.batches += 1
-            self.on_batch(len(claims), _spent(before, self.pipeline.seconds))
-            _release_free_memory()
             start = 0
             for j in batch:
                 chunk = results[start : start + len(j.claims)]
                 _settle(j.future, partial(list, chunk))
                 start += len(j.claims)
+            self._in_flight = []
+            self.batches += 1
+            try:  # bookkeeping: its failure is logged, never the requests' nor the thread's
+                self.on_batch(len(claims), _spent(before, self.pipeline.seconds))
+                _release_free_memory()
+            except Exception:
+                log.exception("the pipeline worker's after-batch hook failed")
+
+    def _fail_all(self, error: Exception) -> None:
+        """Answer every request in flight, held or waiting with ``error``."""
+        jobs = [*self._in_flight, *([self._held] if self._held else [])]
+        while True:
+            try:
+                jobs.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        for job in jobs:
+            if job is not _STOP and not job.future.done():
+                _settle(job.future, _raiser(error))
 
     def _batch(self, first: _Job) -> list[_Job]:
         """``first`` and the verify jobs queued behind it with the same hops, up to
@@ -192,7 +252,7 @@ def _settle(future: asyncio.Future[Any], compute: Callable[[], Any]) -> None:
         value, error = None, raised
 
     def deliver() -> None:
-        if future.cancelled():
+        if future.done():  # cancelled (the client went away), or answered when the thread died
             return
         if error is not None:
             future.set_exception(error)

@@ -1,0 +1,98 @@
+"""Faults inside the service: a hook that raises, a pipeline that ends its thread, a store that
+hangs. Each is injected into the application as it runs (its lifespan starts the real worker
+thread), and answered with one JSON line: the worker survives what it can, says when it cannot
+(liveness 503, so the orchestrator restarts it), and no caller waits past its deadline."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from fastapi.testclient import TestClient
+
+from feverous_es.plugins.interfaces import Label, Verdict
+from feverous_es.serve.app import create_app
+from feverous_es.verify.pipeline import ClaimResult
+
+
+class Stopped(BaseException):
+    """What a plugin might raise that is not an Exception (as SystemExit or a C extension's
+    interrupt would be)."""
+
+
+class FaultyPipeline:
+    """Stands in for the pipeline: answers each claim, or fails as ``fault`` says."""
+
+    def __init__(self, fault: str = "") -> None:
+        self.fault = fault
+        self.release = threading.Event()
+        self.config = type("Config", (), {"hops": 7})()
+        self.seconds: dict[str, float] = {}
+        self.context = type("Context", (), {"store": self})()
+        self.calls = 0
+
+    def verify_many(self, claims: list[str]) -> list[Any]:
+        self.calls += 1
+        if self.fault == "base-exception":
+            raise Stopped("a plugin ended the thread")
+        if self.fault == "hang":
+            self.release.wait(30)  # a store that neither answers nor fails
+        return [ClaimResult(claim, Verdict(Label.SUPPORTS, 0.9, {}), [], []) for claim in claims]
+
+    def ping(self, timeout: float) -> None:
+        return None
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def client(pipeline: FaultyPipeline, **options: Any) -> TestClient:
+    app = create_app(pipeline, health={}, **options)  # type: ignore[arg-type]
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def test_a_raising_metrics_hook_neither_fails_the_request_nor_ends_the_worker() -> None:
+    pipeline = FaultyPipeline()
+    with client(pipeline) as http:
+        http.app.state.worker.on_batch = _raise  # type: ignore[attr-defined]
+        first = http.post("/v1/verify", json={"claim": "One claim."})
+        second = http.post("/v1/verify", json={"claim": "Another claim."})
+        live = http.get("/v1/health/live")
+    assert first.status_code == 200 and second.status_code == 200
+    assert live.status_code == 200 and pipeline.calls == 2
+
+
+def _raise(*_: Any) -> None:
+    raise RuntimeError("the metrics hook broke")
+
+
+def test_a_pipeline_that_ends_its_thread_is_a_503_and_liveness_says_why() -> None:
+    with client(FaultyPipeline("base-exception")) as http:
+        failed = http.post("/v1/verify", json={"claim": "One claim."})
+        later = http.post("/v1/verify", json={"claim": "Another claim."})
+        live = http.get("/v1/health/live")
+    assert failed.status_code == 503
+    assert failed.json() == {
+        "error": "the pipeline worker stopped: Stopped: a plugin ended the thread"
+    }
+    assert later.status_code == 503  # refused at once: nothing would ever answer it
+    assert live.status_code == 503 and "Stopped" in live.json()["error"]
+
+
+def test_a_store_that_hangs_is_a_504_within_the_deadline_and_does_not_hold_the_exit() -> None:
+    import time
+
+    pipeline = FaultyPipeline("hang")
+    with client(pipeline, request_timeout=0.5) as http:
+        answer = http.post("/v1/verify", json={"claim": "One claim."})
+        live = http.get("/v1/health/live")
+        leaving = time.monotonic()
+    assert time.monotonic() - leaving < 5  # the stuck batch is left to the daemon thread
+    pipeline.release.set()
+    assert answer.status_code == 504
+    assert answer.json()["error"].startswith("no answer within 0.5 s")
+    assert live.status_code == 200  # a slow store is not a dead process
