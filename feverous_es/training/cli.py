@@ -16,6 +16,7 @@ from feverous_es.training.options import (
     Fit,
     command_line,
     data_options,
+    export_options,
     feature_verdict_options,
     fit_options,
     training_run,
@@ -229,14 +230,7 @@ def sentence_verdict_command(data: Data, **params: Any) -> None:
     help="The student that job distilled, as `train verdict --from-gpu` wrote it (its claims "
     "split is the teacher's).",
 )  # fmt: skip
-@click.option(
-    "--out", required=True, type=click.Path(path_type=Path, file_okay=False),
-    help="Model directory to write (never the installed package's).",
-)  # fmt: skip
-@click.option(
-    "--work", type=click.Path(path_type=Path, file_okay=False), default=None,
-    help="The read-back weights and the full export [default: OUT.work beside --out].",
-)  # fmt: skip
+@export_options
 @click.option(
     "--int8", "int8_recipe", type=click.Choice(RECIPES), default="weight-only", show_default=True,
     help="The int8 graph's recipe (bench/quantization.py compares them).",

@@ -234,6 +234,19 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
     return apply
 
 
+def export_options(command: F) -> F:
+    """``--out`` (the model directory to write) and ``--work`` (the read-back weights and the
+    full export), for the commands that take a model made elsewhere in."""
+    command = click.option(
+        "--work", type=click.Path(path_type=Path, file_okay=False), default=None,
+        help="The read-back weights and the full export [default: OUT.work beside --out].",
+    )(command)  # fmt: skip
+    return click.option(
+        "--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+        help="Model directory to write (never the installed package's).",
+    )(command)  # fmt: skip
+
+
 def work_dir(out: Path, work: Path | None) -> Path:
     """The training's cache and checkpoint directory: ``work``, by default OUT.work beside
     ``out``."""

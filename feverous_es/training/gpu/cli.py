@@ -10,7 +10,7 @@ import click
 
 from feverous_es.console import console, print_json, user_errors
 from feverous_es.training.gpu.command import JOBS
-from feverous_es.training.options import training_run, work_dir
+from feverous_es.training.options import export_options, training_run, work_dir
 
 
 @click.group("gpu")
@@ -94,14 +94,7 @@ def bundle_command(
     "--student", default="student", show_default=True,
     help="Which of the job's students (the ranker's: student, student-3).",
 )  # fmt: skip
-@click.option(
-    "--out", required=True, type=click.Path(path_type=Path, file_okay=False),
-    help="Model directory to write (never the installed package's).",
-)  # fmt: skip
-@click.option(
-    "--work", type=click.Path(path_type=Path, file_okay=False), default=None,
-    help="The read-back weights and the full export [default: OUT.work beside --out].",
-)  # fmt: skip
+@export_options
 @click.option(
     "--tokenizer-from", default="minilm", show_default=True,
     help="The student's base, whose tokenizer it reads (as --base takes it).",

@@ -18,9 +18,8 @@ from typing import Any
 from feverous_es.errors import TrainError
 from feverous_es.runtime.files import sha256_file
 from feverous_es.training.gpu import job as gpu_job
+from feverous_es.training.gpu.bundle import MODEL_FILES
 
-MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json",
-               "special_tokens_map.json", "vocab.txt")  # fmt: skip
 TEACHER_PARTS = "teacher.int8rows.safetensors"  # + ".00", ".01", … (byte slices of one file)
 SUMS_FILE = "SHA256SUMS"
 
