@@ -212,16 +212,14 @@ class ClassifierVerdict:
         self, pairs: Sequence[tuple[str, str]], on_table: Sequence[bool]
     ) -> np.ndarray:
         """The probabilities of each (claim, premise): a table premise read by the table reader
-        when there is one, every other by the reader."""
-        readers = [(self.table_reader, True), (self.reader, False)] if self.table_reader else [
-            (self.reader, None)]  # fmt: skip
+        when there is one, every other by the reader (:meth:`entailment`)."""
+        tables = [n for n in range(len(pairs)) if self.table_reader and on_table[n]]
+        others = [n for n in range(len(pairs)) if n not in set(tables)]
         rows = np.zeros((len(pairs), len(self.labels)), dtype=np.float32)
-        for reader, table in readers:
-            chosen = [n for n in range(len(pairs)) if table is None or on_table[n] == table]
-            if chosen:
-                rows[chosen] = reader.probabilities(
-                    [pairs[n][0] for n in chosen], [pairs[n][1] for n in chosen]
-                )
+        for chosen, read in ((tables, getattr(self.table_reader, "probabilities", None)),
+                             (others, self.entailment)):  # fmt: skip
+            if chosen and read is not None:
+                rows[chosen] = read([pairs[n][0] for n in chosen], [pairs[n][1] for n in chosen])
         return rows
 
     def _entailment_verdict(self, row: np.ndarray) -> Verdict:
