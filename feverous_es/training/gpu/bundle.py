@@ -36,7 +36,10 @@ from feverous_es.training.gpu import plan
 from feverous_es.training.gpu.plan import JOB_FILE, PLAN_FILE
 
 MIB = 1 << 20
-SEND_PART_BYTES = 56 * MIB  # a call carries 64 MiB with the working tree (~5 MiB without models)
+# A call carries 64 MiB with the working tree (4.6 MiB without the models, which the calls leave
+# out); the 2026-11-27 lend carried 58 MiB calls. Weights go in half-call parts, so that the
+# bases, pairs and wheels pack into as few calls as their bytes need.
+SEND_PART_BYTES = 58 * MIB
 RETURN_PART_BYTES = 16 * MIB  # a file that comes back: at most 16 MiB
 PAIRS_FILE = "pairs.jsonl.gz"
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json",
@@ -112,17 +115,18 @@ def write_base(
     model_dir: Path, bundle: Path, key: str, part_bytes: int, *, weights: bytes | None = None,
     weights_format: str = "fp16",
 ) -> dict[str, Any]:  # fmt: skip
-    """A base model's small files and weight parts into ``bundle/bases``; its queue entry.
-    ``weights``: the bytes to send (default: the model's weights in fp16)."""
+    """A base model's small files and weight parts (of half ``part_bytes``, a call's load) into
+    ``bundle/bases``; its queue entry. ``weights``: the bytes to send (default: the model's
+    weights in fp16)."""
     folder = bundle / "bases"
-    folder.mkdir(exist_ok=True)
+    (folder / "files").mkdir(parents=True, exist_ok=True)  # the small files: one carried path
     files = {}  # name in the bundle -> name in the model directory
     for name in MODEL_FILES:
         if (model_dir / name).is_file():
-            shutil.copyfile(model_dir / name, folder / f"{key}-{name}")
-            files[f"bases/{key}-{name}"] = name
+            shutil.copyfile(model_dir / name, folder / "files" / f"{key}-{name}")
+            files[f"bases/files/{key}-{name}"] = name
     data = fp16_weights(model_dir) if weights is None else weights
-    parts = gpu_job.write_parts(folder / f"{key}.safetensors", data, part_bytes)
+    parts = gpu_job.write_parts(folder / f"{key}.safetensors", data, part_bytes // 2)
     return {
         "name": base_name(model_dir),
         "files": files,

@@ -42,7 +42,9 @@ class Rates:
     start: float = 30.0  # the machine's start
     call: float = 15.0  # a call that carries or fetches files, turn included
     load: float = 10.0  # loading a model onto the GPU
-    first_epoch: float = 30.0  # a student's first epoch ran 30 s slower (the H200 log)
+    # The student's first epoch ran 30 s slower than its others (the H200 log; the teacher's did
+    # not): counted once per job and hidden size, as the kernels of a shape are tuned once.
+    first_epoch: float = 30.0
 
     def seconds_per_token(self, layers: int, hidden: int) -> float:
         """Training time of one token for a model of ``layers`` x ``hidden``."""
@@ -104,10 +106,14 @@ def estimate_jobs(jobs: Sequence[Job], bases: dict[str, Path], rates: Rates) -> 
             "teacher_scores": per_token * pool / rates.scoring_speedup
             * len({s.settings.temperature for s in job.students}),
         }  # fmt: skip
+        warmed: set[int] = set()
         for student in job.students:
-            per_token = rates.seconds_per_token(*shape(bases[student.base], student.layers))
-            seconds[student.name] = rates.load + rates.first_epoch + student.settings.epochs * (
-                per_token * (pool + measured / rates.scoring_speedup))  # fmt: skip
+            layers, hidden = shape(bases[student.base], student.layers)
+            first = 0.0 if hidden in warmed else rates.first_epoch
+            warmed.add(hidden)
+            seconds[student.name] = rates.load + first + student.settings.epochs * (
+                rates.seconds_per_token(layers, hidden) * (pool + measured / rates.scoring_speedup)
+            )  # fmt: skip
         seconds = {k: round(v, 1) for k, v in seconds.items()}
         total = sum(seconds.values())
         budget = math.ceil(total * MARGIN + gpu_job.WRITE_SECONDS)
@@ -148,12 +154,12 @@ def group_files(sizes: dict[str, int], last: Sequence[str], part_bytes: int) -> 
 
 
 def carried_paths(sizes: dict[str, int]) -> dict[str, int]:
-    """The paths a call carries: each base's file on its own (the parts fill calls), each other
-    folder (a job's pairs, the wheels) as one path (a call carries 8 paths at most)."""
+    """The paths a call carries (8 at most): each weight part on its own (the parts fill the
+    calls), each folder as one path (a job's pairs, the wheels, the bases' small files)."""
     paths: dict[str, int] = {}
     for name, size in sizes.items():
-        top = name.split("/")[0]
-        key = name if top == "bases" else top
+        folders = name.split("/")[:-1]
+        key = "/".join(folders[:2]) if folders and folders != ["bases"] else name
         paths[key] = paths.get(key, 0) + size
     return paths
 
@@ -184,8 +190,9 @@ def lay_out(
     bundle: Path, jobs: Sequence[dict[str, Any]], part_bytes: int, *, wheels: bool, rates: Rates
 ) -> dict[str, Any]:
     """The lend's calls in order — the transfers (the last one runs the queue), more runs while
-    jobs wait, the fetches — each with its carry list, command and expected seconds; each job's
-    estimate; the total against :data:`LEND_SECONDS`."""
+    jobs wait, the fetches — each with its carry list, command and expected seconds (a run call:
+    its jobs' estimates, and at their budgets); each job's estimate; the expected total against
+    :data:`LEND_SECONDS`, and the total if every job ran to its budget."""
     sizes = {
         str(p.relative_to(bundle)): p.stat().st_size
         for p in sorted(bundle.rglob("*")) if p.is_file() and p.name != PLAN_FILE
@@ -198,28 +205,32 @@ def lay_out(
         calls.append({"what": "carry", "carry": carry, "bytes": sum(paths[n] for n in group),
                       "seconds": rates.call,
                       "command": f"{copy_command(carry, bundle)} && ls {DEVICE_DIR}"})  # fmt: skip
-    too_long = [j["name"] for j in jobs if j["budget_seconds"] > gpu_job.CALL_SECONDS - rates.call]
+    too_long = [j["name"] for j in jobs if j["budget_seconds"] > gpu_job.CALL_SECONDS]
     if too_long:
         raise TrainError(
             f"the {too_long[0]} job's budget passes a call's {gpu_job.CALL_SECONDS} s: give it "
             "fewer epochs or pairs (no call could finish it)"
         )
+    # As the runner decides (its clock starts after the copies): a job joins a call while the
+    # budgets so far leave it room.
     runs: list[list[dict[str, Any]]] = [[]]
-    room = gpu_job.CALL_SECONDS - rates.call  # the first run call also copies and installs
     for job in jobs:
-        if runs[-1] and sum(j["budget_seconds"] for j in runs[-1]) + job["budget_seconds"] > room:
+        used = sum(j["budget_seconds"] for j in runs[-1])
+        if runs[-1] and used + job["budget_seconds"] > gpu_job.CALL_SECONDS:
             runs.append([])
-            room = gpu_job.CALL_SECONDS
         runs[-1].append(job)
     first = calls[-1]
     first["what"] = "carry and run"
     first["command"] = f"{copy_command(first['carry'], bundle)} && {run_command(wheels)}"
-    first["runs"] = [j["name"] for j in runs[0]]
-    first["seconds"] = rates.call + sum(j["budget_seconds"] for j in runs[0])
-    for more in runs[1:]:
-        calls.append({"what": "run", "carry": [], "command": run_command(wheels),
-                      "runs": [j["name"] for j in more],
-                      "seconds": sum(j["budget_seconds"] for j in more)})  # fmt: skip
+    for number, run in enumerate(runs):
+        if number:
+            calls.append({"what": "run", "carry": [], "command": run_command(wheels)})
+        expected = sum(sum(j["plan"]["seconds"].values()) for j in run)
+        calls[-1].update({
+            "runs": [j["name"] for j in run],
+            "seconds": round(rates.call + expected),
+            "budget_seconds": round(rates.call + sum(j["budget_seconds"] for j in run)),
+        })  # fmt: skip
     calls += [
         {"what": "fetch", "carry": [], "seconds": rates.call,
          "command": "the next entry of the last run's queue-report.json `fetch` list"}
@@ -228,10 +239,12 @@ def lay_out(
     for number, call in enumerate(calls, 1):
         call["call"] = number
     total = rates.start + sum(c["seconds"] for c in calls)
+    worst = rates.start + sum(c.get("budget_seconds", c["seconds"]) for c in calls)
     return {
         "calls": calls,
         "jobs": {j["name"]: {"budget_seconds": j["budget_seconds"], **j["plan"]} for j in jobs},
-        "seconds": round(total),
+        "seconds": round(total),  # expected: the jobs' estimates
+        "seconds_at_budgets": round(worst),  # every job running to its budget
         "lend_seconds": LEND_SECONDS,
         "fits_lend": total <= LEND_SECONDS,
     }
