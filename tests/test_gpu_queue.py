@@ -32,7 +32,7 @@ from feverous_es.training.install import check_model
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
-PART_BYTES = 2 * MIB  # the tiny model's 2 MB of fp16 weights go in half-call parts, as MiniLM's 45 MB do
+PART_BYTES = 2 * MIB  # the tiny model's 2 MB of fp16 weights go in parts, as MiniLM's 45 MB do
 # This CPU's pace, shared with other tests: the budgets leave the dry run's epochs whole.
 CPU = gpu_plan.Rates(teacher_tokens=500, student_tokens=1_000, load=5, first_epoch=5)
 
