@@ -59,6 +59,7 @@ USER = "elastic"
 HEAP = "1g"
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 60.0
+KILL_TIMEOUT = 10.0  # seconds a SIGKILLed node has to be gone before stop says it is not
 
 
 class NodeError(Exception):
@@ -208,13 +209,19 @@ def request(url: str, password: str, timeout: float = 5.0) -> dict:
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is not a zombie (a zombie has exited; only its
+    parent's wait, or a container's init that never reaps, keeps its entry)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by another user
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc: the signal's answer is all there is
         return True
-    return True
+    return state != "Z"
 
 
 def node_env(work: Path) -> dict[str, str]:
@@ -334,7 +341,8 @@ def restart() -> None:
 
 
 def stop() -> bool:
-    """Stop the node started by ``start`` and delete its directory; False when none runs."""
+    """Stop the node started by ``start`` (SIGTERM, then SIGKILL) and delete its directory once
+    it is gone; False when none runs. A node that survives SIGKILL is a :class:`NodeError`."""
     if not state_file().is_file():
         return False
     node = json.loads(state_file().read_text())
@@ -346,6 +354,14 @@ def stop() -> bool:
             time.sleep(0.5)
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + KILL_TIMEOUT
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        if alive(pid):  # nothing is deleted: a node still running keeps its data and state
+            raise NodeError(
+                f"the test node (pid {pid}) is still running after SIGKILL; its data and state "
+                f"({state_file()}) are kept: stop it by hand"
+            )
     shutil.rmtree(node["dir"], ignore_errors=True)
     state_file().unlink()
     say("stopped the test node")
