@@ -106,11 +106,10 @@ def kept_layers(total: int, keep: int) -> list[int]:
 
 
 def prune_layers(model: Any, keep: int) -> None:
-    """Keep ``keep`` evenly spaced encoder layers of a BERT-style ``model``, in place."""
-    encoder = model.base_model.encoder
-    chosen = kept_layers(len(encoder.layer), keep)
-    encoder.layer = type(encoder.layer)([encoder.layer[i] for i in chosen])
-    model.config.num_hidden_layers = keep
+    """Keep ``keep`` evenly spaced encoder layers of a BERT-style ``model``, in place (as the
+    GPU queue's ranker students do)."""
+    kept_layers(len(model.base_model.encoder.layer), keep)  # the bounds, as a TrainError
+    gpu_job.prune_layers(model, keep)
 
 
 def train(

@@ -213,8 +213,9 @@ class ClassifierVerdict:
     ) -> np.ndarray:
         """The probabilities of each (claim, premise): a table premise read by the table reader
         when there is one, every other by the reader (:meth:`entailment`)."""
-        tables = [n for n in range(len(pairs)) if self.table_reader and on_table[n]]
-        others = [n for n in range(len(pairs)) if n not in set(tables)]
+        by_table = [self.table_reader is not None and on_table[n] for n in range(len(pairs))]
+        tables = [n for n, table in enumerate(by_table) if table]
+        others = [n for n, table in enumerate(by_table) if not table]
         rows = np.zeros((len(pairs), len(self.labels)), dtype=np.float32)
         for chosen, read in ((tables, getattr(self.table_reader, "probabilities", None)),
                              (others, self.entailment)):  # fmt: skip

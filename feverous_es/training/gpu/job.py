@@ -154,6 +154,14 @@ def kept_layers(total: int, keep: int) -> list[int]:
     return [i * total // keep for i in range(keep)]
 
 
+def prune_layers(model: Any, keep: int) -> None:
+    """Keep ``keep`` evenly spaced encoder layers of a BERT-style ``model``, in place."""
+    encoder = model.base_model.encoder
+    chosen = kept_layers(len(encoder.layer), keep)
+    encoder.layer = type(encoder.layer)([encoder.layer[i] for i in chosen])
+    model.config.num_hidden_layers = keep
+
+
 class Trainer:
     """Fine-tuning and scoring of one sequence-classification model on one device: ``labels``
     its classes (softmax, cross-entropy), or one label: a relevance logit (sigmoid, binary
@@ -183,10 +191,7 @@ class Trainer:
             torch_dtype=torch.float32,
         )  # fmt: skip
         if layers:
-            encoder = self.model.base_model.encoder
-            chosen = kept_layers(len(encoder.layer), layers)
-            encoder.layer = type(encoder.layer)([encoder.layer[i] for i in chosen])
-            self.model.config.num_hidden_layers = layers
+            prune_layers(self.model, layers)
         self.model.to(device)
         if settings.get("freeze_embeddings"):
             self.model.get_input_embeddings().weight.requires_grad_(False)
@@ -478,8 +483,9 @@ def run_job(
     part_bytes: int,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
-    """One job's teacher, scores and students; its results written to ``results``, the
-    teacher's weights to ``teachers`` (a later call may fetch them). Each phase
+    """One job's teacher, scores and students; the students' files written to ``results``,
+    the teacher's weights to ``teachers`` (a later call may fetch them); returns the job's
+    report (the caller writes it). Each phase
     ends by its share of the time to ``deadline`` (the job's ``shares``, cumulative)."""
     started = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -547,7 +553,6 @@ def run_job(
         "parts": write_parts(teachers / "teacher.safetensors", teacher_weights, part_bytes),
     }
     report["seconds_total"] = round(time.perf_counter() - started, 1)
-    (results / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 
 
