@@ -401,11 +401,13 @@ def serve(
     requests queue for one pipeline and are batched. With $FEVEROUS_ES_SERVE_TOKEN set, API
     requests need "Authorization: Bearer <token>".
 
-    For operators: GET /v1/health/live (the process answers) and /v1/health/ready (the store
-    answers and the models are loaded; 503 with the reason otherwise), Prometheus metrics at
-    /metrics, one JSON log line a request on standard error (X-Request-ID honoured and
-    returned), and on SIGTERM a drain: no new connections, the requests in flight finish
-    (--drain-timeout), exit 0."""
+    For operators: GET /v1/health/live (the process answers, its pipeline runs) and
+    /v1/health/ready (the store answers; 503 with the reason's category otherwise),
+    Prometheus metrics at /metrics, one JSON log line a request on standard error
+    (X-Request-ID honoured and returned), a deadline a request (--request-timeout, then 504),
+    and on SIGTERM a drain: no new connections, the requests in flight finish, those still
+    queued at --drain-timeout get 503, exit 0. Bound to loopback, it answers only loopback
+    Host names (--allowed-host)."""
     run_server(
         lambda: _open_pipeline(index_dir, store, config_path, plugins, hops, device, reader),
         store=store, location=index_dir, options=ServeOptions(**service),

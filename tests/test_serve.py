@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import unicodedata
+from collections import Counter
 
 import httpx
 import pytest
@@ -18,7 +19,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from feverous_es.serve.app import MAX_BODY_BYTES, MAX_CLAIM_CHARS, _without_credentials
-from feverous_es.serve.schema import BatchAnswer, VerifyAnswer
+from feverous_es.serve.schema import BatchAnswer, EntailAnswer, SearchHit, VerifyAnswer
 from feverous_es.serve.worker import PipelineWorker, QueueFull
 from tests.serve_server import running_server
 
@@ -111,6 +112,7 @@ def test_entail_reads_the_claim_against_the_evidence_given(server, sample_index)
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert got == json.loads(printed)  # the pipeline's verdict model, as the command reads it
+    EntailAnswer.model_validate(got)  # the answer is what the OpenAPI document says
     assert got["premise"] == "[Henri Schoeman] " + " [Henri Schoeman] ".join(body["evidence"])
     assert got["label"] == max(got["probabilities"], key=got["probabilities"].get)
     assert sum(got["probabilities"].values()) == pytest.approx(1, abs=1e-3)
@@ -126,9 +128,12 @@ def test_search_and_health(server) -> None:
     ).json()
     assert len(hits) == 3 and all(h["type"] == "sentence" for h in hits)
     assert hits[0]["page"] == "Henri Schoeman" and hits[0]["score"] >= hits[-1]["score"]
+    for hit in hits:
+        SearchHit.model_validate(hit)
     health = server.get("/v1/health").json()
     assert health["status"] == "ok" and health["store"]["kind"] == "embedded"
     assert health["store"]["complete"] and health["store"]["elements"] > 1000
+    assert health["store"]["location"] and all(m["path"] for m in health["models"])  # token held
     names = {m["name"] for m in health["models"]}
     assert {"embedder", "verdict"} <= names
     for model in health["models"]:
@@ -137,6 +142,21 @@ def test_search_and_health(server) -> None:
     assert "/v1/verify" in openapi["paths"]
     answer = openapi["components"]["schemas"]["VerifyAnswer"]["properties"]
     assert "entry in `probabilities`" in answer["probability"]["description"]
+    error = {"$ref": "#/components/schemas/ErrorAnswer"}
+    for path, method, statuses in [
+        ("/v1/verify", "post", ("400", "401", "413", "422", "503", "504")),
+        ("/v1/entail", "post", ("401", "413", "422", "501", "503", "504")),
+        ("/v1/health/ready", "get", ("503",)),
+    ]:
+        responses = openapi["paths"][path][method]["responses"]
+        for status in statuses:  # every error a route answers, with the body it really has
+            assert responses[status]["content"]["application/json"]["schema"] == error, status
+        assert "security" in openapi["paths"][path][method] or path.startswith("/v1/health/")
+    assert "HTTPValidationError" not in openapi["components"]["schemas"]  # no {"detail": ...}
+    assert openapi["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    search = openapi["paths"]["/v1/search"]["post"]["responses"]["200"]["content"]
+    hit = {"$ref": "#/components/schemas/SearchHit"}
+    assert search["application/json"]["schema"]["items"] == hit
 
 
 def test_every_api_route_needs_the_token(server) -> None:
@@ -190,10 +210,12 @@ def test_bad_requests_are_one_line_4xx(server) -> None:
     assert server.get("/v1/health").status_code == 200  # nothing above took the server down
 
 
-def test_without_a_token_the_api_is_open(sample_index) -> None:
+def test_without_a_token_the_api_is_open_and_tells_no_paths(sample_index) -> None:
     with running_server(sample_index, args=("--max-queue", "4")) as server:
         health = httpx.get(server.url + "/v1/health", timeout=30)
     assert health.status_code == 200 and health.json()["queue"]["max"] == 4
+    assert str(sample_index) not in health.text and "location" not in health.json()["store"]
+    assert all("path" not in model for model in health.json()["models"])
 
 
 def test_store_credentials_never_leave_the_server() -> None:
@@ -212,6 +234,7 @@ class BlockingPipeline:
         self.release = threading.Event()
         self.config = type("Config", (), {"hops": 7})()
         self.seconds: dict[str, float] = {}
+        self.costs: dict[str, Counter[str]] = {}
 
     def verify_many(self, claims):
         self.release.wait(10)

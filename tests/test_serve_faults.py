@@ -6,6 +6,7 @@ thread), and answered with one JSON line: the worker survives what it can, says 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -14,8 +15,11 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient
 
+from feverous_es.errors import StoreUnreachable
 from feverous_es.plugins.interfaces import Label, Verdict
 from feverous_es.serve.app import create_app
+from feverous_es.serve.cli import ServeOptions
+from feverous_es.serve.worker import SHUTDOWN_GRACE
 from feverous_es.verify.pipeline import ClaimResult
 
 
@@ -32,6 +36,7 @@ class FaultyPipeline:
         self.release = threading.Event()
         self.config = type("Config", (), {"hops": 7})()
         self.seconds: dict[str, float] = {}
+        self.costs: dict[str, Counter[str]] = {}
         self.context = type("Context", (), {"store": self})()
         self.calls = 0
 
@@ -44,14 +49,15 @@ class FaultyPipeline:
         return [ClaimResult(claim, Verdict(Label.SUPPORTS, 0.9, {}), [], []) for claim in claims]
 
     def ping(self, timeout: float) -> None:
-        return None
+        if self.fault == "store-down":
+            raise StoreUnreachable("cannot reach Elasticsearch at http://es-7.internal:9200")
 
     def close(self) -> None:
         self.release.set()
 
 
 def client(pipeline: FaultyPipeline, **options: Any) -> TestClient:
-    app = create_app(pipeline, health={}, **options)  # type: ignore[arg-type]
+    app = create_app(pipeline, **{"health": {}, **options})  # type: ignore[arg-type]
     return TestClient(app, raise_server_exceptions=False)
 
 
@@ -91,8 +97,63 @@ def test_a_store_that_hangs_is_a_504_within_the_deadline_and_does_not_hold_the_e
         answer = http.post("/v1/verify", json={"claim": "One claim."})
         live = http.get("/v1/health/live")
         leaving = time.monotonic()
-    assert time.monotonic() - leaving < 5  # the stuck batch is left to the daemon thread
+    # The stuck batch is left to the daemon thread after the grace.
+    assert time.monotonic() - leaving < SHUTDOWN_GRACE + 2
     pipeline.release.set()
     assert answer.status_code == 504
     assert answer.json()["error"].startswith("no answer within 0.5 s")
     assert live.status_code == 200  # a slow store is not a dead process
+
+
+HEALTH = {
+    "store": {"kind": "elasticsearch", "location": "http://es-7.internal:9200", "elements": 9},
+    "models": [{"name": "verdict", "path": "/srv/models/verdict", "files": {}}],
+}
+
+
+def test_strangers_read_a_category_and_the_token_holder_the_detail() -> None:
+    with client(FaultyPipeline("store-down"), health=HEALTH, token="t0k") as http:
+        ready = http.get("/v1/health/ready")
+        detailed = http.get("/v1/health", headers={"Authorization": "Bearer t0k"})
+    assert ready.status_code == 503 and ready.json() == {"error": "not ready: store unreachable"}
+    assert detailed.status_code == 503
+    assert detailed.json()["detail"] == "cannot reach Elasticsearch at http://es-7.internal:9200"
+    assert detailed.json()["models"][0]["path"] == "/srv/models/verdict"
+    with client(FaultyPipeline("store-down"), health=HEALTH) as http:  # no token: all may read
+        public = http.get("/v1/health")
+    assert public.status_code == 503 and public.json()["reason"] == "store unreachable"
+    assert "es-7" not in public.text and "/srv/" not in public.text
+
+
+def test_a_stopped_pipeline_is_not_ready_either() -> None:
+    with client(FaultyPipeline("base-exception")) as http:
+        http.post("/v1/verify", json={"claim": "One claim."})
+        ready = http.get("/v1/health/ready")
+    assert ready.status_code == 503 and ready.json() == {"error": "not ready: pipeline stopped"}
+
+
+def test_readiness_is_measured_from_the_start_without_a_probe() -> None:
+    import time
+
+    with client(FaultyPipeline("store-down")) as http:
+        deadline = time.monotonic() + 5
+        while "feverous_es_ready 0.0" not in (page := http.get("/metrics").text):
+            assert time.monotonic() < deadline, page
+            time.sleep(0.05)
+        down = [line for line in page.splitlines() if line.startswith("feverous_es_store_errors_t")]
+    assert down == ['feverous_es_store_errors_total{kind="unreachable"} 1.0']
+
+
+def test_a_loopback_service_answers_only_loopback_host_names() -> None:
+    hosts = ServeOptions(host="127.0.0.1").allowed_hosts()
+    assert hosts == ["127.0.0.1", "[::1]", "localhost"]
+    assert ServeOptions(host="0.0.0.0").allowed_hosts() is None  # reached by any name: a token
+    assert ServeOptions(host="::1").allowed_hosts() == hosts
+    with client(FaultyPipeline(), allowed_hosts=hosts) as http:
+        answers = {
+            host: http.get("/v1/health/live", headers={"Host": host}).status_code
+            for host in ("localhost:8080", "127.0.0.1:8080", "[::1]:8080", "evil.example:8080")
+        }
+    assert answers == {
+        "localhost:8080": 200, "127.0.0.1:8080": 200, "[::1]:8080": 200, "evil.example:8080": 400,
+    }  # fmt: skip

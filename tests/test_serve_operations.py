@@ -21,7 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from feverous_es import __version__
 from feverous_es.errors import StoreUnreachable
-from feverous_es.serve.readiness import Readiness
+from feverous_es.serve.app import MAX_BODY_BYTES
+from feverous_es.serve.readiness import Check, Readiness
+from feverous_es.serve.worker import SHUTDOWN_GRACE
 from tests.serve_server import running_server
 
 TOKEN = "ops-token-77c1"
@@ -79,7 +81,13 @@ def test_metrics_are_prometheus_text_and_move_with_requests(server) -> None:
     assert after[("feverous_es_batch_claims_count", ())] >= 2
     assert after[("feverous_es_queue_waiting", ())] == 0
     assert after[("feverous_es_queue_capacity", ())] == 64
-    assert after[("feverous_es_ready", ())] == 1  # the readiness test above checked it
+    assert after[("feverous_es_ready", ())] == 1  # set at start, and by the background probe
+    for model in ("embedder", "verdict"):  # each model's runs and tokens, as the meter counts
+        for kind in ("runs", "tokens"):
+            runs = (f"feverous_es_model_{kind}_total", (("model", model),))
+            assert after[runs] - before.get(runs, 0) >= 2, (model, kind)
+    searched = [k for k in after if k[0] == "feverous_es_store_calls_total"]
+    assert searched and all(after[k] > 0 for k in searched)
     assert after[("feverous_es_build_info", (("version", __version__),))] == 1
     health = http.get("/v1/health").json()
     running = {
@@ -95,7 +103,12 @@ def test_metrics_are_prometheus_text_and_move_with_requests(server) -> None:
                  (("method", "GET"), ("route", "unmatched"), ("status", "404")))  # fmt: skip
     http.get("/v1/no-such-route-1")
     http.get("/v1/no-such-route-2")
-    assert samples(http.get("/metrics").text)[unmatched] - after.get(unmatched, 0) == 2
+    too_large = ("feverous_es_requests_total",
+                 (("method", "POST"), ("route", "/v1/verify"), ("status", "413")))  # fmt: skip
+    assert http.post("/v1/verify", content=b"x" * (MAX_BODY_BYTES + 1)).status_code == 413
+    last = samples(http.get("/metrics").text)
+    assert last[unmatched] - after.get(unmatched, 0) == 2
+    assert last[too_large] - after.get(too_large, 0) == 1  # labelled by the route it was sent to
 
 
 def request_lines(server) -> list[dict]:
@@ -168,6 +181,36 @@ def test_sigterm_drains_the_requests_in_flight_then_exits_0(sample_index) -> Non
     assert code == 0 and len(logged) == len(claims)
 
 
+def test_past_the_drain_timeout_the_queued_get_503_and_the_exit_is_bounded(sample_index) -> None:
+    claims = [f"Claim {i}: Henri Schoeman won bronze at Rio in {1990 + i}." for i in range(40)]
+    args = ("--max-batch", "1", "--drain-timeout", "1")
+    with running_server(sample_index, args=args) as server:
+
+        async def cut_off() -> tuple[list[httpx.Response], float]:
+            async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+                sent = [
+                    asyncio.ensure_future(http.post("/v1/verify", json={"claim": c}))
+                    for c in claims
+                ]
+                await asyncio.sleep(0.3)  # all sent: one claim running, the rest queued
+                server.process.send_signal(signal.SIGTERM)
+                signalled = time.monotonic()
+                answers = await asyncio.gather(*sent)
+                await asyncio.to_thread(server.process.wait, 60)
+                return answers, time.monotonic() - signalled
+
+        answers, exit_seconds = asyncio.run(cut_off())
+        code = server.process.returncode
+    statuses = [a.status_code for a in answers]
+    assert 200 in statuses and 503 in statuses and set(statuses) == {200, 503}, statuses
+    pairs = zip(answers, claims, strict=True)
+    assert all(a.json()["claim"] == c for a, c in pairs if a.status_code == 200)  # the verified
+    assert {a.json()["error"] for a in answers if a.status_code == 503} == {
+        "the server is shutting down (its 1 s drain is over)"
+    }
+    assert code == 0 and exit_seconds < 1 + 2 * SHUTDOWN_GRACE  # the drain, plus the grace
+
+
 class FlakyStore:
     """A store whose ping fails while ``down`` is set, counting the pings it got."""
 
@@ -181,27 +224,35 @@ class FlakyStore:
             raise StoreUnreachable("cannot reach Elasticsearch at http://es:9200")
 
 
-def test_readiness_is_cached_and_follows_the_store() -> None:
+def test_readiness_is_cached_and_follows_the_store(caplog) -> None:
     store = FlakyStore()
     seen = []
     readiness = Readiness(store, ttl=0.3, on_store_error=seen.append)  # type: ignore[arg-type]
 
-    async def scenario() -> list[dict[str, str]]:
-        first = [(await readiness.check()).to_dict() for _ in range(5)]
+    async def scenario() -> list[Check]:
+        first = [await readiness.check() for _ in range(5)]
         store.down.set()
-        cached = (await readiness.check()).to_dict()  # within the ttl: the last answer
+        cached = await readiness.check()  # within the ttl: the last answer
         await asyncio.sleep(0.35)
-        down = (await readiness.check()).to_dict()
+        down = await readiness.check()
+        await asyncio.sleep(0.35)
+        still_down = await readiness.check()
         store.down.clear()
         await asyncio.sleep(0.35)
-        back = (await readiness.check()).to_dict()
-        return [first[0], cached, down, back]
+        back = await readiness.check()
+        return [first[0], cached, down, still_down, back]
 
-    ready, cached, down, back = asyncio.run(scenario())
-    assert ready == cached == back == {"status": "ready"}
-    assert down == {
+    with caplog.at_level("WARNING", logger="feverous_es.serve"):
+        ready, cached, down, still_down, back = asyncio.run(scenario())
+    assert ready.to_dict() == cached.to_dict() == back.to_dict() == {"status": "ready"}
+    # What anyone may read names no host; the detail is for the log and the token holder.
+    assert down.to_dict() == still_down.to_dict() == {
         "status": "unavailable",
-        "reason": "cannot reach Elasticsearch at http://es:9200",
+        "reason": "store unreachable",
     }
-    assert store.pings == 3  # five probes in a row cost one ping
-    assert len(seen) == 1 and isinstance(seen[0], StoreUnreachable)
+    assert down.to_dict(detail=True)["detail"] == "cannot reach Elasticsearch at http://es:9200"
+    assert [r.getMessage() for r in caplog.records] == [
+        "not ready: store unreachable (cannot reach Elasticsearch at http://es:9200)"
+    ]  # logged once, not at every probe
+    assert store.pings == 4  # five probes in a row cost one ping
+    assert len(seen) == 2 and isinstance(seen[0], StoreUnreachable)

@@ -10,18 +10,24 @@ Routes (their OpenAPI description at ``/openapi.json``):
   prints: the verdict's entailment model on evidence the caller gives (no retrieval);
 * ``GET /v1/health`` → readiness (below) with the details: the store, the index build, each
   model with its files' sha256, the queue; 503 with ``"status": "unavailable"`` and the
-  ``reason`` while not ready;
-* ``GET /v1/health/live`` → 200 ``{"status": "alive"}`` while the process answers (liveness);
+  ``reason`` while not ready. With a token set it also gives the store's location, the models'
+  paths and the failure's ``detail``; without one (anyone may read it then), neither;
+* ``GET /v1/health/live`` → 200 ``{"status": "alive"}`` while the process answers and its
+  pipeline thread runs (liveness), else 503 with why;
 * ``GET /v1/health/ready`` → 200 ``{"status": "ready"}`` while the store answers a cheap query
-  and the models are loaded, else 503 with the reason (readiness:
-  :mod:`feverous_es.serve.readiness`);
+  and the pipeline runs, else 503 with the reason's category, e.g. ``store unreachable`` (no
+  host, port or path: :mod:`feverous_es.serve.readiness`);
 * ``GET /metrics`` → Prometheus' text format (:mod:`feverous_es.serve.metrics`).
 
 Each request is logged as one JSON line (:mod:`feverous_es.serve.request_log`).
 
 Every error is 4xx/5xx with one line of JSON, ``{"error": "..."}``: malformed JSON 400, a
 missing or wrong token 401, unknown route 404, a body over ``MAX_BODY_BYTES`` 413, fields that
-are unknown, missing or out of their limits 422, a full queue 503 (with ``Retry-After``).
+are unknown, missing or out of their limits 422, a full queue, a failing store or a stopped
+pipeline 503 (a full queue with ``Retry-After``), no answer within the request's deadline 504.
+With ``allowed_hosts`` set (``serve --allowed-host``; bound to loopback, the loopback names by
+default), a request whose ``Host`` is none of them gets Starlette's plain-text 400: a page on
+another site cannot reach a loopback service by DNS rebinding.
 
 With a token (``FEVEROUS_ES_SERVE_TOKEN``), every API route, ``/metrics`` and the OpenAPI
 description need ``Authorization: Bearer <token>``. The page and its static files carry no data
@@ -32,10 +38,11 @@ without it too: a probe should need no secret, and they tell nothing but a statu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -45,9 +52,11 @@ from fastapi import Depends, FastAPI, Request
 from fastapi import HTTPException as FastAPIHTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feverous_es import __version__
@@ -59,8 +68,20 @@ from feverous_es.output.report import result_to_dict
 from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics
 from feverous_es.serve.readiness import Readiness
 from feverous_es.serve.request_log import RequestLog, add_fields, claim_fields
-from feverous_es.serve.schema import BatchAnswer, VerifyAnswer
-from feverous_es.serve.worker import PipelineWorker, QueueFull, RequestTimeout, WorkerStopped
+from feverous_es.serve.schema import (
+    BatchAnswer,
+    EntailAnswer,
+    ErrorAnswer,
+    SearchHit,
+    VerifyAnswer,
+)
+from feverous_es.serve.worker import (
+    SHUTDOWN_GRACE,
+    PipelineWorker,
+    QueueFull,
+    RequestTimeout,
+    WorkerStopped,
+)
 from feverous_es.verdict.entailment import Entailment
 from feverous_es.verdict.inputs import TEXT_TYPES
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
@@ -120,6 +141,29 @@ class SearchRequest(_Strict):
     types: list[ElementType] = Field(default_factory=list)
 
 
+ERROR_MEANINGS = {
+    400: "Malformed JSON.",
+    401: "The server has a token and the request lacks it (or has another).",
+    413: f"The request body is over {MAX_BODY_BYTES} bytes.",
+    422: "A field is unknown, missing or out of its limits.",
+    501: "The configured verdict plugin reads no entailment model.",
+    503: "The queue is full (Retry-After), the store fails, the pipeline stopped, or the "
+    "server is shutting down; from a probe: not alive, or not ready and why.",
+    504: "No answer within the request's deadline (serve --request-timeout).",
+}
+API_ERRORS = (400, 401, 413, 422, 503, 504)
+
+
+def _documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI responses of these error statuses: each is one ``{"error": ...}`` line."""
+    return {s: {"model": ErrorAnswer, "description": ERROR_MEANINGS[s]} for s in statuses}
+
+
+def _api_answers(answer: Any, *errors: int) -> dict[int | str, dict[str, Any]]:
+    """An API route's OpenAPI responses: ``answer``'s model, and every error it may answer."""
+    return {200: {"model": answer}, **_documented(*API_ERRORS, *errors)}
+
+
 class ServeError(Exception):
     """An error answered as ``{"error": message}`` with ``status``."""
 
@@ -137,40 +181,45 @@ def create_app(
     max_batch: int = 16,
     log_claims: bool = False,
     request_timeout: float | None = REQUEST_TIMEOUT,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
     """The application over an open ``pipeline`` (closed when the app shuts down; its models
     loaded: the server warms them first). ``health``: what ``/v1/health`` reports of the store
     and models (:func:`describe`). ``log_claims``: put the claims' text in the request log.
-    ``request_timeout``: seconds a request may wait for its answer (then 504)."""
+    ``request_timeout``: seconds a request may wait for its answer (then 504).
+    ``allowed_hosts``: the ``Host`` names served (None: any)."""
     worker = PipelineWorker(pipeline, max_queue=max_queue, max_batch=max_batch)
     metrics = ServiceMetrics(
         version=__version__, models=health.get("models", ()),
         queue_waiting=lambda: worker.waiting, queue_capacity=max_queue,
     )  # fmt: skip
-    worker.on_batch = metrics.observe_batch
-    readiness = Readiness(pipeline.context.store, on_store_error=metrics.observe_store_error)
-
-    async def ready() -> dict[str, str] | None:
-        """None when ready, else the check's reason (``metrics`` learn either way)."""
-        check = await readiness.check()
-        metrics.ready.set(1 if check.ready else 0)
-        return None if check.ready else check.to_dict()
+    worker.on_batch, worker.on_costs = metrics.observe_batch, metrics.observe_costs
+    readiness = Readiness(
+        pipeline.context.store, stopped=lambda: worker.failure,
+        on_store_error=metrics.observe_store_error,
+        on_check=lambda check: metrics.ready.set(1 if check.ready else 0),
+    )  # fmt: skip
+    public_health = health if token is not None else _without_paths(health)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         worker.start()
+        watching = asyncio.create_task(readiness.watch())
         try:
             yield
         finally:
-            # A batch outliving the request deadline would hold the exit: it is left behind.
-            if worker.stop(timeout=request_timeout):
+            watching.cancel()
+            # A batch stuck on a hung store would hold the exit: it is left behind.
+            if worker.stop(timeout=SHUTDOWN_GRACE):
                 pipeline.close()
 
-    def authorized(request: Request) -> None:
+    def authorized(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
+    ) -> None:
         if token is None:
             return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(given.encode(), token.encode()):
+        given = credentials.credentials if credentials is not None else ""
+        if not secrets.compare_digest(given.encode(), token.encode()):
             raise ServeError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
 
     app = FastAPI(
@@ -191,10 +240,11 @@ def create_app(
         labels = [r.verdict.label.value for r in results]
         add_fields(request, claim_fields(claims, labels, with_text=log_claims))
 
-    # The answers are documented by their models but returned as they are (what `verify
-    # --json` prints); the tests check them against these models.
-    @app.post("/v1/verify", dependencies=api, summary="Verify one claim",
-              responses={200: {"model": VerifyAnswer}})  # fmt: skip
+    # The answers are documented by their models (``responses``) but returned as they are
+    # (what the CLI's --json prints); the tests check them against these models.
+    api_post = partial(app.post, dependencies=api, response_model=None)
+
+    @api_post("/v1/verify", summary="Verify one claim", responses=_api_answers(VerifyAnswer))
     async def verify(body: VerifyRequest, request: Request) -> dict[str, Any]:
         [result] = await worker.verify([body.claim], body.hops, timeout=request_timeout)
         logged(request, [result])
@@ -205,14 +255,15 @@ def create_app(
             )
         return answer
 
-    @app.post("/v1/verify/batch", dependencies=api, summary="Verify many claims, batched",
-              responses={200: {"model": BatchAnswer}})  # fmt: skip
+    @api_post("/v1/verify/batch", summary="Verify many claims, batched",
+              responses=_api_answers(BatchAnswer))  # fmt: skip
     async def verify_batch(body: BatchRequest, request: Request) -> dict[str, Any]:
         results = await worker.verify(body.claims, body.hops, timeout=request_timeout)
         logged(request, results)
         return {"results": [result_to_dict(r) for r in results]}
 
-    @app.post("/v1/search", dependencies=api, summary="Search the index's elements")
+    @api_post("/v1/search", summary="Search the index's elements",
+              responses=_api_answers(list[SearchHit]))  # fmt: skip
     async def search_elements(body: SearchRequest) -> list[dict[str, Any]]:
         filters = Filters(pages=tuple(body.pages), types=tuple(body.types))
 
@@ -223,7 +274,8 @@ def create_app(
         result: list[dict[str, Any]] = await worker.run(run, timeout=request_timeout)
         return result
 
-    @app.post("/v1/entail", dependencies=api, summary="Read a claim against given evidence")
+    @api_post("/v1/entail", summary="Read a claim against given evidence",
+              responses=_api_answers(EntailAnswer, 501))  # fmt: skip
     async def entail(body: EntailRequest) -> dict[str, Any]:
         def run(p: Pipeline) -> dict[str, Any]:
             reader = getattr(p.verdict, "reader", None)
@@ -235,25 +287,28 @@ def create_app(
         answer: dict[str, Any] = await worker.run(run, timeout=request_timeout)
         return answer
 
-    @app.get("/v1/health", dependencies=api, summary="Readiness, store, index build, models")
+    @app.get("/v1/health", dependencies=api, summary="Readiness, store, index build, models",
+             responses=_documented(401, 503))  # fmt: skip
     async def health_route() -> JSONResponse:
         queue = {"waiting": worker.waiting, "max": worker.max_queue, "batches": worker.batches}
-        unready = await ready()
-        status = unready or {"status": "ok"}
-        body = {**status, "version": __version__, **health, "queue": queue}
-        return JSONResponse(body, status_code=503 if unready else 200)
+        check = await readiness.check()
+        status = check.to_dict(detail=token is not None) if not check.ready else {"status": "ok"}
+        body = {**status, "version": __version__, **public_health, "queue": queue}
+        return JSONResponse(body, status_code=200 if check.ready else 503)
 
-    @app.get("/v1/health/live", summary="Liveness: the process answers, its pipeline thread runs")
+    @app.get("/v1/health/live", summary="Liveness: the process answers, its pipeline thread runs",
+             responses=_documented(503))  # fmt: skip
     async def live() -> dict[str, str]:
         if worker.failure is not None:  # only a restart brings the thread back
             raise ServeError(503, f"not alive: {worker.failure}")
         return {"status": "alive"}
 
-    @app.get("/v1/health/ready", summary="Readiness: the store answers, the models are loaded")
+    @app.get("/v1/health/ready", summary="Readiness: the store answers, the pipeline runs",
+             responses=_documented(503))  # fmt: skip
     async def ready_route() -> dict[str, str]:
-        unready = await ready()
-        if unready:
-            raise ServeError(503, f"not ready: {unready['reason']}", {"Retry-After": "5"})
+        check = await readiness.check()
+        if not check.ready:
+            raise ServeError(503, f"not ready: {check.category}", {"Retry-After": "5"})
         return {"status": "ready"}
 
     @app.get("/metrics", dependencies=api, include_in_schema=False)
@@ -271,8 +326,23 @@ def create_app(
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _install_error_handlers(app, metrics)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-    app.add_middleware(RequestLog, metrics=metrics)  # outermost: it sees every answer, 413 too
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts),
+                           www_redirect=False)  # fmt: skip
+    # Outermost: it sees every answer, a 413 or a wrong host's 400 too.
+    app.add_middleware(RequestLog, metrics=metrics, routes=app.routes)
     return app
+
+
+BEARER = HTTPBearer(auto_error=False, description="FEVEROUS_ES_SERVE_TOKEN, when the server "
+                    "has one: every API route, /metrics and /openapi.json need it.")  # fmt: skip
+
+
+def _without_paths(health: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/health``'s details as anyone may read them: no store location, no model path."""
+    store = {k: v for k, v in health.get("store", {}).items() if k != "location"}
+    models = [{k: v for k, v in m.items() if k != "path"} for m in health.get("models", ())]
+    return {**health, "store": store, "models": models}
 
 
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,9 @@ import click
 from feverous_es.console import console, fail, user_errors
 
 TOKEN_ENV = "FEVEROUS_ES_SERVE_TOKEN"
+# The names a loopback-bound service answers to by default (DNS rebinding: a page elsewhere
+# resolving its own name to 127.0.0.1 sends its own name as the Host).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,17 @@ class ServeOptions:
     log_claims: bool = False
     drain_timeout: int = 30
     request_timeout: int = 120
+    allowed_host: tuple[str, ...] = ()
+
+    def allowed_hosts(self) -> list[str] | None:
+        """The ``Host`` names served: those given; else, bound to loopback, the loopback names
+        (and the bound address); else any (None)."""
+        if self.allowed_host:
+            return list(self.allowed_host)
+        if _loopback(self.host):
+            bound = f"[{self.host}]" if ":" in self.host else self.host
+            return sorted({*LOOPBACK_HOSTS, bound})
+        return None
 
 
 def serve_options(command):  # type: ignore[no-untyped-def]
@@ -47,11 +60,16 @@ def serve_options(command):  # type: ignore[no-untyped-def]
         click.option("--drain-timeout", type=click.IntRange(min=0), default=30,
                      show_default=True,
                      help="On SIGTERM, seconds the requests in flight and queued may take to "
-                          "finish before they are cut off; then the server exits 0."),
+                          "finish; then those still queued get 503, the running batch has 5 s "
+                          "more, and the server exits 0 (within the timeout + 10 s)."),
         click.option("--request-timeout", type=click.IntRange(min=1), default=120,
                      show_default=True,
                      help="Seconds a request may wait for its answer, queue included; then "
                           "504. Keep it above the store's own timeout (FEVEROUS_ES_TIMEOUT)."),
+        click.option("--allowed-host", multiple=True, metavar="NAME",
+                     help="A Host name the service answers (repeat for more; '*' for any); "
+                          "others get 400. Default: bound to loopback, the loopback names "
+                          "only; else any."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -65,9 +83,8 @@ def run_server(
     warm its models with one claim, then serve until Ctrl-C, or drain and exit 0 on
     SIGTERM."""
     try:
-        import uvicorn
-
         from feverous_es.serve.app import create_app, describe
+        from feverous_es.serve.server import serve
     except ImportError as missing:
         fail(f"serving needs the serve extra: pip install 'feverous-es[serve]' ({missing.name})")
     token = os.environ.get(TOKEN_ENV) or None
@@ -88,22 +105,14 @@ def run_server(
     app = create_app(
         pipeline, health=health, token=token, max_queue=options.max_queue,
         max_batch=options.max_batch, log_claims=options.log_claims,
-        request_timeout=options.request_timeout,
+        request_timeout=options.request_timeout, allowed_hosts=options.allowed_hosts(),
     )  # fmt: skip
     _log_requests_as_lines()
     console.print(
         f"serving on http://{options.host}:{options.port}/ (API under /v1, metrics at "
         "/metrics; Ctrl-C stops, SIGTERM drains)"
     )
-    # uvicorn drains on SIGTERM (stops listening, waits for the requests in flight up to the
-    # timeout, shuts the app down: the worker finishes what is queued), then raises the signal
-    # again once its own handler is gone: this handler makes that a clean exit.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(
-        app, host=options.host, port=options.port, log_level="info",
-        access_log=False,  # the request log replaces it: one JSON line a request
-        timeout_graceful_shutdown=options.drain_timeout,
-    )  # fmt: skip
+    serve(app, host=options.host, port=options.port, drain_timeout=options.drain_timeout)
 
 
 def _log_requests_as_lines() -> None:

@@ -11,9 +11,15 @@ never share counts. What is measured:
 * ``feverous_es_queue_waiting`` / ``feverous_es_queue_capacity``: requests waiting for the
   pipeline, and how many may; ``feverous_es_queue_rejected_total``: requests answered 503
   because the queue was full;
+* ``feverous_es_model_runs_total{model}``, ``feverous_es_model_rows_total{model}``,
+  ``feverous_es_model_tokens_total{model}``: each model's runs, the inputs they read and their
+  non-padding tokens (what :mod:`feverous_es.runtime.costs` counts), over verify, search and
+  entail alike; ``feverous_es_store_calls_total{method}`` and
+  ``feverous_es_store_hits_total{method}``: the store's calls and what they returned;
 * ``feverous_es_store_errors_total{kind}``: failed store calls (``unreachable``,
   ``unauthorized``, ``incompatible``, ``other``);
-* ``feverous_es_ready``: 1 while the last readiness check passed;
+* ``feverous_es_ready``: 1 while the last readiness check passed (checked at start and every
+  few seconds: :mod:`feverous_es.serve.readiness`);
 * ``feverous_es_build_info{version}`` and ``feverous_es_model_info{model, file, sha256}``: what
   is running.
 """
@@ -96,6 +102,22 @@ class ServiceMetrics:
             f"{PREFIX}_store_errors", "Store calls that failed, by kind.", ["kind"],
             registry=registry,
         )  # fmt: skip
+        self.model_counts = {
+            kind: Counter(
+                f"{PREFIX}_model_{kind}", f"Model {help}, by model.", ["model"], registry=registry
+            )
+            for kind, help in (("runs", "runs"), ("rows", "inputs read"),
+                               ("tokens", "non-padding tokens read"))
+        }  # fmt: skip
+        self.store_counts = {
+            kind: Counter(
+                f"{PREFIX}_store_{kind}",
+                f"Store {kind}, by method.",
+                ["method"],
+                registry=registry,
+            )
+            for kind in ("calls", "hits")
+        }
         self.ready = Gauge(
             f"{PREFIX}_ready", "1 while the last readiness check passed, else 0.",
             registry=registry,
@@ -119,6 +141,17 @@ class ServiceMetrics:
         self.batch_claims.observe(claims)
         for stage, seconds in stage_seconds.items():
             self.stage_seconds.labels(stage=stage).observe(seconds)
+
+    def observe_costs(self, counts: Mapping[str, int]) -> None:
+        """Count what a request's work cost: the meter's ``"<model> runs|rows|tokens"`` and
+        ``"store <method> calls|hits"`` names."""
+        for name, count in counts.items():
+            subject, _, kind = name.rpartition(" ")
+            method = subject.removeprefix("store ")
+            if method != subject and kind in self.store_counts:
+                self.store_counts[kind].labels(method=method).inc(count)
+            elif kind in self.model_counts:
+                self.model_counts[kind].labels(model=subject).inc(count)
 
     def observe_store_error(self, error: StoreError) -> None:
         self.store_errors.labels(kind=store_error_kind(error)).inc()

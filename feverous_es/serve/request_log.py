@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feverous_es.serve.metrics import UNMATCHED, ServiceMetrics
@@ -54,10 +55,12 @@ def claim_fields(claims: list[str], verdicts: list[str], *, with_text: bool) -> 
 
 
 class RequestLog:
-    """Times each HTTP request, gives it an id, logs its line and counts it in ``metrics``."""
+    """Times each HTTP request, gives it an id, logs its line and counts it in ``metrics``.
+    A request refused before routing (a body over the limit, a wrong ``Host``) is labelled
+    with the route of ``routes`` its path would have reached."""
 
-    def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
-        self.app, self.metrics = app, metrics
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics, routes: list[BaseRoute]) -> None:
+        self.app, self.metrics, self.routes = app, metrics, routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -80,7 +83,7 @@ class RequestLog:
             await self.app(scope, receive, send_with_id)
         finally:
             seconds = time.perf_counter() - started
-            route = getattr(scope.get("route"), "path", UNMATCHED)
+            route = getattr(scope.get("route") or self._route(scope), "path", UNMATCHED)
             self.metrics.observe_request(route, scope["method"], status, seconds)
             client = scope.get("client")
             line = {
@@ -94,3 +97,6 @@ class RequestLog:
                 **scope.get("state", {}).get(_FIELDS, {}),
             }
             log.info(json.dumps(line, ensure_ascii=False))
+
+    def _route(self, scope: Scope) -> BaseRoute | None:
+        return next((r for r in self.routes if r.matches(scope)[0] is Match.FULL), None)

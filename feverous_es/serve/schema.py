@@ -1,8 +1,10 @@
-"""The verify answer's JSON schema, for the OpenAPI description (``/openapi.json``).
+"""The answers' JSON schemas, for the OpenAPI description (``/openapi.json``).
 
-The routes answer :func:`feverous_es.output.report.result_to_dict` as it is (what ``verify
---json`` prints); these models document that shape field by field and are checked against real
-answers in the tests (``extra="forbid"``: a field added to the answer must be named here).
+The routes answer what the CLI's ``--json`` prints (:func:`feverous_es.output.report.
+result_to_dict`, :func:`feverous_es.index.search.hit_to_dict`, ``Entailment.to_dict``) as it
+is; these models document those shapes field by field and are checked against real answers in
+the tests (``extra="forbid"``: a field added to an answer must be named here). Every error is
+:class:`ErrorAnswer`.
 """
 
 from __future__ import annotations
@@ -74,3 +76,35 @@ class VerifyAnswer(_Answer):
 
 class BatchAnswer(_Answer):
     results: list[VerifyAnswer] = Field(description="One answer a claim, in request order.")
+
+
+class ErrorAnswer(_Answer):
+    error: str = Field(description="What went wrong, in one line.")
+
+
+class SearchHit(_Answer):
+    score: float = Field(description="The search's score (BM25, cosine or their fusion).")
+    id: str = Field(description="FEVEROUS element id.")
+    page: str
+    type: Literal["sentence", "cell", "header_cell", "table_caption", "item"]
+    text: str
+    linearized: str = Field(description="What BM25 reads: a cell with its row and headers.")
+    vector_key: str = Field(description="The key of the element's vector (a table row's cells "
+                            "share one).")  # fmt: skip
+    embed_text: str = Field(description="The text the vector was computed from.")
+    links: list[str] = Field(description="Pages the element links to.")
+    section_path: list[str] = Field(description="The section headings above the element.")
+    context: list[str] = Field(description="Context the element is read with (e.g. the "
+                               "section's title).")  # fmt: skip
+    table: int | None
+    row: int | None
+    column: int | None
+    list_index: int | None
+    level: int | None
+
+
+class EntailAnswer(_Answer):
+    claim: str
+    premise: str = Field(description="The evidence as the model read it, joined.")
+    label: LabelName
+    probabilities: dict[LabelName, float]

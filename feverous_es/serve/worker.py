@@ -15,12 +15,14 @@ import ctypes
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from feverous_es.errors import FeverousError
+from feverous_es.runtime.costs import METER
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
 
 
@@ -31,6 +33,11 @@ class QueueFull(FeverousError):
 class WorkerStopped(FeverousError):
     """The pipeline's thread has ended: no request can be answered (liveness says so, and the
     orchestrator restarts the process)."""
+
+
+class ShuttingDown(WorkerStopped):
+    """The server is shutting down and its drain time is over: requests still waiting are
+    refused (retry on another instance)."""
 
 
 class RequestTimeout(FeverousError):
@@ -48,14 +55,16 @@ class _Job:
 
 
 _STOP = object()
+SHUTDOWN_GRACE = 5.0  # seconds a batch may run past the drain's end, and the thread after that
 log = logging.getLogger("feverous_es.serve")
 
 
 class PipelineWorker:
     """Runs ``pipeline`` on its own thread. ``max_queue``: requests that may wait (more are
     refused); ``max_batch``: claims verified together, across requests with the same hops;
-    ``on_batch(claims, stage_seconds)``: told of each verified batch, on the worker thread (an
-    error it raises is logged; it neither fails the batch nor ends the thread).
+    ``on_batch(claims, stage_seconds)``: told of each verified batch, ``on_costs(counts)`` of
+    what each job counted (:mod:`feverous_es.runtime.costs`), on the worker thread (an error
+    either raises is logged; it neither fails the job nor ends the thread).
 
     A request whose client went away (its future cancelled, as when a drain's timeout ends
     the requests still waiting, or its deadline passed) is dropped unread. If the thread ends
@@ -69,17 +78,19 @@ class PipelineWorker:
         max_queue: int = 64,
         max_batch: int = 16,
         on_batch: Callable[[int, dict[str, float]], None] = lambda claims, seconds: None,
+        on_costs: Callable[[Mapping[str, int]], None] = lambda counts: None,
     ) -> None:
         self.pipeline = pipeline
         self.max_queue = max_queue
         self.max_batch = max_batch
-        self.on_batch = on_batch
+        self.on_batch, self.on_costs = on_batch, on_costs
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
         self._held: _Job | None = None  # taken while batching, but for another hop setting
         self._thread = threading.Thread(target=self._run, name="feverous-es-pipeline", daemon=True)
         self._in_flight: list[_Job] = []
         self.batches = 0
         self.failure: str | None = None  # why the thread ended, if it did
+        self.closing: str | None = None  # set by cut_off: why waiting requests are refused
 
     def start(self) -> None:
         self._thread.start()
@@ -93,6 +104,23 @@ class PipelineWorker:
         if self._thread.is_alive():
             log.warning("the pipeline worker did not finish within %g s; leaving it", timeout)
         return not self._thread.is_alive()
+
+    def cut_off(self, reason: str) -> None:
+        """The drain's end: every request still waiting, and every later one, is answered
+        :class:`ShuttingDown` with ``reason`` at once; the batch running finishes."""
+        self.closing = reason
+        stop = False
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is _STOP:
+                stop = True
+            elif not job.future.done():
+                _settle(job.future, _raiser(ShuttingDown(reason)))
+        if stop:
+            self._queue.put(_STOP)
 
     @property
     def waiting(self) -> int:
@@ -114,6 +142,8 @@ class PipelineWorker:
     ) -> Any:
         if self.failure is not None:
             raise WorkerStopped(self.failure)
+        if self.closing is not None:
+            raise ShuttingDown(self.closing)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
             self._queue.put_nowait(make(future))
@@ -146,13 +176,19 @@ class PipelineWorker:
                 return
             if job.future.cancelled():
                 continue
+            if self.closing is not None:  # taken before cut_off could: refused all the same
+                _settle(job.future, _raiser(ShuttingDown(self.closing)))
+                continue
             self._in_flight = [job]
             if job.call is not None:
-                _settle(job.future, partial(job.call, self.pipeline))
+                with METER.tally() as counted:
+                    _settle(job.future, partial(job.call, self.pipeline))
+                self._in_flight = []
+                self._after(partial(self.on_costs, counted))
                 continue
             batch = self._in_flight = self._batch(job)
             claims = [claim for j in batch for claim in j.claims]
-            before = dict(self.pipeline.seconds)
+            seconds, costs = dict(self.pipeline.seconds), _total(self.pipeline.costs)
             try:
                 results = self._verify(claims, job.hops)
             except Exception as error:  # every waiting request hears of it; the thread goes on
@@ -166,11 +202,23 @@ class PipelineWorker:
                 start += len(j.claims)
             self._in_flight = []
             self.batches += 1
-            try:  # bookkeeping: its failure is logged, never the requests' nor the thread's
-                self.on_batch(len(claims), _spent(before, self.pipeline.seconds))
-                _release_free_memory()
-            except Exception:
-                log.exception("the pipeline worker's after-batch hook failed")
+            self._after(partial(self._observe, len(claims), seconds, costs))
+
+    def _observe(self, claims: int, seconds: dict[str, float], costs: Counter[str]) -> None:
+        """Tell the hooks what a batch took: the pipeline's totals now less ``seconds`` and
+        ``costs``, read before it."""
+        self.on_batch(claims, _spent(seconds, self.pipeline.seconds))
+        self.on_costs(_total(self.pipeline.costs) - costs)
+
+    @staticmethod
+    def _after(hook: Callable[[], object]) -> None:
+        """Bookkeeping after a job: its failure is logged, never the requests' nor the
+        thread's; the memory the job freed goes back to the system."""
+        try:
+            hook()
+            _release_free_memory()
+        except Exception:
+            log.exception("the pipeline worker's after-job hook failed")
 
     def _fail_all(self, error: Exception) -> None:
         """Answer every request in flight, held or waiting with ``error``."""
@@ -218,6 +266,11 @@ def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float
     """Seconds per stage between two readings of ``Pipeline.seconds``."""
     return {stage: total - before.get(stage, 0.0) for stage, total in after.items()
             if total > before.get(stage, 0.0)}  # fmt: skip
+
+
+def _total(costs: Mapping[str, Counter[str]]) -> Counter[str]:
+    """``Pipeline.costs`` summed over its stages."""
+    return sum(costs.values(), Counter())
 
 
 def _glibc_malloc_trim() -> Callable[[], object]:

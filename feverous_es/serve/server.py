@@ -1,0 +1,53 @@
+"""Running the app under uvicorn with a bounded shutdown.
+
+On SIGTERM (or Ctrl-C) uvicorn stops listening and waits for the requests in flight. The drain
+has ``drain_timeout`` seconds: then the requests still queued for the pipeline are answered 503
+at once (:meth:`PipelineWorker.cut_off`), the batch running gets ``SHUTDOWN_GRACE`` more
+seconds to finish before uvicorn cancels it, and the app's shutdown waits at most as long again
+for the pipeline's thread. So the process exits within ``drain_timeout + 2 * SHUTDOWN_GRACE``
+seconds of the signal, whatever the queue or the store does.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from feverous_es.serve.worker import SHUTDOWN_GRACE, PipelineWorker
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server that, on the first exit signal, starts the drain's clock: after
+    ``drain_timeout`` seconds ``worker`` refuses what is still waiting."""
+
+    def __init__(self, config: uvicorn.Config, worker: PipelineWorker, drain_timeout: float):
+        super().__init__(config)
+        self.worker, self.drain_timeout = worker, drain_timeout
+        self._clock: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._clock is None:
+            reason = f"the server is shutting down (its {self.drain_timeout:g} s drain is over)"
+            self._clock = threading.Timer(self.drain_timeout, self.worker.cut_off, (reason,))
+            self._clock.daemon = True
+            self._clock.start()
+        super().handle_exit(sig, frame)
+
+
+def serve(app: FastAPI, *, host: str, port: int, drain_timeout: float) -> None:
+    """Serve ``app`` (made by :func:`~feverous_es.serve.app.create_app`) until a signal, then
+    drain as the module says and return."""
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="info",
+        access_log=False,  # the request log replaces it: one JSON line a request
+        timeout_graceful_shutdown=int(drain_timeout + SHUTDOWN_GRACE),
+    )  # fmt: skip
+    # uvicorn raises the signal again once its own handler is gone: this makes that a clean
+    # exit (status 0) after the drain.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    DrainingServer(config, app.state.worker, drain_timeout).run()
