@@ -421,10 +421,16 @@ def serve(
     "-e",
     "evidence",
     multiple=True,
-    required=True,
     metavar="TEXT",
-    help="Evidence to read CLAIM against; repeat for several pieces, read in order "
-    "(-: standard input, a piece a line).",
+    help="Evidence to read CLAIM against, of any length; repeat for several pieces, read in "
+    "order as one source (-: the whole of standard input).",
+)
+@click.option(
+    "--evidence-file",
+    "evidence_files",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="A document to read CLAIM against (UTF-8 text); repeat for several.",
 )
 @click.option("--title", default="", help="The page the evidence is from ([Title] text).")
 @click.option(
@@ -438,32 +444,50 @@ def serve(
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @user_errors()
 def entail(
-    claim: str, evidence: tuple[str, ...], title: str, model: Path | None, reader: str | None,
-    device: str, as_json: bool,
+    claim: str, evidence: tuple[str, ...], evidence_files: tuple[Path, ...], title: str,
+    model: Path | None, reader: str | None, device: str, as_json: bool,
 ) -> None:  # fmt: skip
-    """Read CLAIM against evidence you give, without an index or retrieval: the verdict
-    model's probabilities of SUPPORTS, REFUTES and NOT ENOUGH INFO (no threshold: the
-    likeliest label is shown first). Checks a generated text against its source, or the model
-    alone."""
+    """Check CLAIM against a source you give, without an index or retrieval.
+
+    The source (-e texts, --evidence-file documents: a web page, an article, of any length) is
+    read in windows of its sentences. CLAIM is SUPPORTS when one window supports it (its
+    P(SUPPORTS) reaches the reader's threshold, chosen on WiCE dev), REFUTES when a window
+    contradicts it, else NOT ENOUGH INFO; the answer shows the window that decided it.
+
+    A CLAIM of several sentences (a generated answer, a summary) is checked sentence by
+    sentence, with a summary of which are not supported."""
     import sys
 
+    from feverous_es.output.entail_view import print_entailment, print_text_check
     from feverous_es.verdict.entailment import EntailmentModel
+    from feverous_es.verdict.windows import sentence_spans
 
     if not claim.strip():
         fail("the claim is empty", 2)
-    pieces = [p for e in evidence for p in (sys.stdin.read().splitlines() if e == "-" else [e])]
+    pieces = [sys.stdin.read() if e == "-" else e for e in evidence]
+    pieces += [_read_document(path) for path in evidence_files]
     if not any(p.strip() for p in pieces):
-        fail("the evidence is empty", 2)
-    result = EntailmentModel(model or reader, device=device).entail(claim, pieces, title=title)
-    if as_json:
-        print_json(result.to_dict())
-        return
+        fail("the evidence is empty: give it with -e TEXT, -e - or --evidence-file PATH", 2)
+    reading = EntailmentModel(model or reader, device=device)
     out = Console()
-    out.print(f"claim: {result.claim}", highlight=False)
-    out.print(f"[bold]{result.label.value}[/]  ({result.probabilities[result.label]:.2f})")
-    for label, p in sorted(result.probabilities.items(), key=lambda item: -item[1]):
-        out.print(f"  {label.value:<16} {p:6.3f}  {'█' * round(p * 20)}", highlight=False)
-    out.print(f"premise read: {result.premise}", highlight=False, style="dim")
+    if len(sentence_spans(claim)) > 1:
+        check = reading.check_text(claim, pieces, title=title)
+        print_json(check.to_dict()) if as_json else print_text_check(out, check)
+        return
+    result = reading.entail(claim, pieces, title=title)
+    print_json(result.to_dict()) if as_json else print_entailment(out, result)
+
+
+def _read_document(path: Path) -> str:
+    """A document's text; one error line for a file that is not text."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        fail(f"{path} is not UTF-8 text (byte {error.start}): give a text document", 2)
+    if "\x00" in text:
+        fail(f"{path} is binary, not a text document", 2)
+    return text
 
 
 @main.command("plugins")

@@ -3,6 +3,7 @@ gives, no index; the same answer from the command, the API and a batch; one-line
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 from feverous_es import EntailmentModel, Label
 from feverous_es.cli import main
+from feverous_es.verdict.windows import Source
 
 CLAIM = "Henri Schoeman is a South African triathlete."
 EVIDENCE = ["Henri Schoeman (born 3 December 1991) is a South African triathlete."]
@@ -48,3 +50,68 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     result = runner.invoke(main, ["entail", CLAIM, "-e", "x", "--model", str(tmp_path / "no")])
     assert result.exit_code == 1
     assert result.output.count("\n") == 1 and "no verdict model at" in result.output
+
+
+FILLER = [
+    f"The market town of Aldbury{i} holds a fair every spring, and its mill dates from {1700 + i}."
+    for i in range(60)
+]  # ~900 words about something else
+FACT = "Henri Schoeman won the bronze medal in the triathlon at the 2016 Summer Olympics."
+
+
+def test_windows_cover_a_source_in_overlapping_sentence_runs() -> None:
+    source = Source.of(["  First piece.  It has two sentences. ", "", "Second   piece here."])
+    assert source.text == "First piece. It has two sentences.\nSecond piece here."
+    assert [s.text for s in source.sentences] == [
+        "First piece.", "It has two sentences.", "Second piece here."
+    ]  # fmt: skip
+    assert all(source.text[s.start : s.end] == s.text for s in source.sentences)
+    long = Source.of([" ".join(FILLER)])
+    windows = long.windows(120)
+    assert all(len(span.text.split()) <= 120 for span, _ in windows)
+    assert all(long.text[span.start : span.end] == span.text for span, _ in windows)
+    covered = [s for _, sentences in windows for s in sentences]
+    assert set(covered) == set(long.sentences)  # every sentence read ...
+    for (_, before), (_, after) in itertools.pairwise(windows):
+        assert before[-1] in after and after[0] in before  # ... and each edge read whole twice
+
+
+def test_a_fact_deep_in_a_long_source_is_found_and_pointed_at() -> None:
+    model = EntailmentModel()
+    document = " ".join([*FILLER[:45], FACT, *FILLER[45:]])
+    answer = model.entail("Henri Schoeman won a bronze medal at the 2016 Olympics.", [document])
+    assert answer.windows > 5 and answer.label is Label.SUPPORTS
+    start = document.index(FACT)
+    assert answer.window.start <= start and start + len(FACT) <= answer.window.end
+    assert FACT in answer.premise
+    missing = model.entail("Henri Schoeman won a gold medal at the 2012 Olympics.", [document])
+    assert missing.label is not Label.SUPPORTS and not missing.supported
+
+
+def test_a_text_is_checked_sentence_by_sentence(tmp_path: Path) -> None:
+    text = "Henri Schoeman won a bronze medal at the 2016 Olympics. He was born in Aldbury3."
+    document = tmp_path / "source.txt"
+    document.write_text("\n".join([*FILLER[:20], FACT, *FILLER[20:40]]) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    printed = runner.invoke(main, ["entail", text, "--evidence-file", str(document), "--json"])
+    assert printed.exit_code == 0, printed.output
+    check = json.loads(printed.output)
+    assert [(s["start"], s["end"]) for s in check["sentences"]] == [(0, 55), (56, 80)]
+    assert check["sentences"][0]["label"] == "SUPPORTS"
+    assert check["summary"] == {"sentences": 2, "supported": 1, "not_supported": [1]}
+    piped = runner.invoke(main, ["entail", text, "-e", "-", "--json"], input=document.read_text())
+    assert json.loads(piped.output) == check  # standard input is one whole document
+    shown = runner.invoke(main, ["entail", text, "--evidence-file", str(document)])
+    assert "1 of 2 sentences supported" in shown.output and "not supported: 2" in shown.output
+    assert FACT[:40] in shown.output  # the deciding span is shown
+
+
+def test_a_document_that_is_not_text_is_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    junk, empty = tmp_path / "junk.bin", tmp_path / "empty.txt"
+    junk.write_bytes(bytes(range(256)) * 4)
+    empty.write_text("  \n", encoding="utf-8")
+    for path, message in ((junk, "is not UTF-8 text"), (empty, "the evidence is empty")):
+        result = runner.invoke(main, ["entail", CLAIM, "--evidence-file", str(path)])
+        assert result.exit_code == 2 and message in result.output
+        assert result.output.count("\n") == 1

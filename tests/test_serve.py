@@ -18,8 +18,19 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from feverous_es.serve.app import MAX_BODY_BYTES, MAX_CLAIM_CHARS, _without_credentials
-from feverous_es.serve.schema import BatchAnswer, EntailAnswer, SearchHit, VerifyAnswer
+from feverous_es.serve.app import (
+    MAX_BODY_BYTES,
+    MAX_CLAIM_CHARS,
+    MAX_SOURCE_CHARS,
+    _without_credentials,
+)
+from feverous_es.serve.schema import (
+    BatchAnswer,
+    EntailAnswer,
+    SearchHit,
+    TextCheckAnswer,
+    VerifyAnswer,
+)
 from feverous_es.serve.worker import PipelineWorker, QueueFull
 from tests.serve_server import running_server
 
@@ -119,6 +130,25 @@ def test_entail_reads_the_claim_against_the_evidence_given(server, sample_index)
     assert "evidence" in one_line_error(server.post("/v1/entail", json={"claim": "x"}), 422)
     empty = {"claim": "x", "evidence": ["  "]}
     assert "evidence" in one_line_error(server.post("/v1/entail", json=empty), 422)
+    both = {"claim": "x", "text": "y", "evidence": ["z"]}
+    assert "either claim or text" in one_line_error(server.post("/v1/entail", json=both), 422)
+    huge = {"claim": "x", "evidence": ["word " * (MAX_SOURCE_CHARS // 8)] * 2}
+    assert "over 100000" in one_line_error(server.post("/v1/entail", json=huge), 413)
+
+
+def test_entail_checks_a_text_against_a_long_source(server) -> None:
+    filler = [f"The town of Aldbury{i} has held a fair since {1700 + i}." for i in range(80)]
+    fact = "Henri Schoeman won the bronze medal in the triathlon at the 2016 Summer Olympics."
+    source = " ".join([*filler[:60], fact, *filler[60:]])
+    text = "Henri Schoeman won a bronze medal at the 2016 Olympics. He won gold in 2012."
+    body = {"text": text, "evidence": [source], "title": ""}
+    check = server.post("/v1/entail", json=body).json()
+    TextCheckAnswer.model_validate(check)
+    first, second = check["sentences"]
+    assert first["label"] == "SUPPORTS" and fact in first["window"]["text"]
+    assert source[first["window"]["start"] : first["window"]["end"]] == first["window"]["text"]
+    assert second["label"] != "SUPPORTS" and check["summary"]["not_supported"] == [1]
+    assert text[second["start"] : second["end"]] == "He won gold in 2012."
 
 
 def test_search_and_health(server) -> None:

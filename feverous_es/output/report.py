@@ -14,7 +14,7 @@ from feverous_es.plugins.interfaces import Label, ReadTable
 from feverous_es.text import marked_words
 from feverous_es.verify.pipeline import ClaimResult
 
-_STYLE = {Label.SUPPORTS: "green", Label.REFUTES: "red", Label.NOT_ENOUGH_INFO: "yellow"}
+LABEL_STYLE = {Label.SUPPORTS: "green", Label.REFUTES: "red", Label.NOT_ENOUGH_INFO: "yellow"}
 
 
 def result_to_dict(result: ClaimResult) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def print_result(console: Console, result: ClaimResult, *, explain: bool = False
     """The verdict and the evidence that decided it (what the verdict read); with
     ``explain`` also the whole evidence budget, the pages retrieved and each hop."""
     verdict = result.verdict
-    style = _STYLE[verdict.label]
+    style = LABEL_STYLE[verdict.label]
     console.print(f"[bold]claim:[/bold] {result.claim}", highlight=False)
     label = f"[bold {style}]{verdict.label.value}[/bold {style}]"
     console.print(f"{label}  (probability {verdict.probability:.2f})")

@@ -6,8 +6,9 @@ Routes (their OpenAPI description at ``/openapi.json``):
 * ``POST /v1/verify/batch`` ``{"claims": [...], "hops"?}`` → ``{"results": [...]}``;
 * ``POST /v1/search`` ``{"query", "k"?, "mode"?, "pages"?, "types"?}`` → what ``search --json``
   prints;
-* ``POST /v1/entail`` ``{"claim", "evidence": [...], "title"?}`` → what ``entail --json``
-  prints: the verdict's entailment model on evidence the caller gives (no retrieval);
+* ``POST /v1/entail`` ``{"claim" | "text", "evidence": [...], "title"?}`` → what ``entail
+  --json`` prints: the verdict's reader on a source the caller gives (no retrieval), read in
+  windows; ``text`` is checked sentence by sentence;
 * ``GET /v1/health`` → readiness (below) with the details: the store, the index build, each
   model with its files' sha256, the queue; 503 with ``"status": "unavailable"`` and the
   ``reason`` while not ready. With a token set it also gives the store's location, the models'
@@ -54,7 +55,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -73,6 +74,7 @@ from feverous_es.serve.schema import (
     EntailAnswer,
     ErrorAnswer,
     SearchHit,
+    TextCheckAnswer,
     VerifyAnswer,
 )
 from feverous_es.serve.worker import (
@@ -82,7 +84,7 @@ from feverous_es.serve.worker import (
     RequestTimeout,
     WorkerStopped,
 )
-from feverous_es.verdict.entailment import Entailment
+from feverous_es.verdict.entailment import Entailment, TextCheck
 from feverous_es.verdict.inputs import TEXT_TYPES
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
 
@@ -90,9 +92,13 @@ MAX_CLAIM_CHARS = 1000  # a FEVEROUS claim is 10-60 words; 1,000 characters is f
 MAX_BATCH_CLAIMS = 64
 MAX_HOPS = 10
 MAX_K = 100
-MAX_EVIDENCE_PIECES = 32
-MAX_EVIDENCE_CHARS = 5000  # the model reads ~256 tokens; longer evidence is truncated there
-MAX_BODY_BYTES = 256 * 1024  # a full batch of the longest claims is 64 kB
+MAX_EVIDENCE_PIECES = 256
+# A source is read in windows, ~8 ms a window and a claim on 2 cores: 100,000 characters (a
+# long web page; WiCE's longest is ~17,000 words) and 5,000 of text (~40 sentences) keep the
+# longest request within the request deadline.
+MAX_SOURCE_CHARS = 100_000
+MAX_TEXT_CHARS = 5_000
+MAX_BODY_BYTES = 256 * 1024  # a full batch of the longest claims is 64 kB; the longest source
 STATIC = Path(__file__).with_name("static")
 
 log = logging.getLogger("feverous_es.serve")
@@ -125,12 +131,25 @@ class BatchRequest(_Strict):
 
 
 class EntailRequest(_Strict):
-    claim: Claim = Field(description=f"The claim, 1-{MAX_CLAIM_CHARS} characters.")
-    evidence: list[Annotated[Text, StringConstraints(max_length=MAX_EVIDENCE_CHARS)]] = Field(
+    claim: Claim | None = Field(
+        None, description=f"One claim, 1-{MAX_CLAIM_CHARS} characters (or give `text`)."
+    )
+    text: Text | None = Field(
+        None, description=f"A text of several claims, checked sentence by sentence, at most "
+        f"{MAX_TEXT_CHARS} characters (413 beyond; or give `claim`).",
+    )  # fmt: skip
+    evidence: list[Text] = Field(
         min_length=1, max_length=MAX_EVIDENCE_PIECES,
-        description="The evidence the claim is read against, in order.",
+        description=f"The source, in pieces read in order as one text of at most "
+        f"{MAX_SOURCE_CHARS} characters (413 beyond): a sentence, a page, a document.",
     )  # fmt: skip
     title: str = Field("", max_length=200, description="The page the evidence is from.")
+
+    @model_validator(mode="after")
+    def _one_of_claim_and_text(self) -> EntailRequest:
+        if (self.claim is None) == (self.text is None):
+            raise ValueError("give either claim or text")
+        return self
 
 
 class SearchRequest(_Strict):
@@ -274,13 +293,21 @@ def create_app(
         result: list[dict[str, Any]] = await worker.run(run, timeout=request_timeout)
         return result
 
-    @api_post("/v1/entail", summary="Read a claim against given evidence",
-              responses=_api_answers(EntailAnswer, 501))  # fmt: skip
+    @api_post("/v1/entail", summary="Check a claim or a text against a source you give",
+              responses=_api_answers(EntailAnswer | TextCheckAnswer, 501))  # fmt: skip
     async def entail(body: EntailRequest) -> dict[str, Any]:
+        if (source := sum(map(len, body.evidence))) > MAX_SOURCE_CHARS:
+            raise ServeError(413, f"source of {source} characters, over {MAX_SOURCE_CHARS}")
+        if body.text is not None and len(body.text) > MAX_TEXT_CHARS:
+            raise ServeError(413, f"text of {len(body.text)} characters, over {MAX_TEXT_CHARS}")
+
         def run(p: Pipeline) -> dict[str, Any]:
             reader = getattr(p.verdict, "reader", None)
             if reader is None:
                 raise ServeError(501, "the configured verdict plugin reads no entailment model")
+            if body.text is not None:
+                check: TextCheck = reader.check_text(body.text, body.evidence, title=body.title)
+                return check.to_dict()
             result: Entailment = reader.entail(body.claim, body.evidence, title=body.title)
             return result.to_dict()
 

@@ -103,8 +103,38 @@ class SearchHit(_Answer):
     level: int | None
 
 
+class SpanItem(_Answer):
+    start: int = Field(description="Character offset into the source (or text).")
+    end: int
+    text: str
+
+
 class EntailAnswer(_Answer):
     claim: str
-    premise: str = Field(description="The evidence as the model read it, joined.")
-    label: LabelName
-    probabilities: dict[LabelName, float]
+    premise: str = Field(description="The deciding window as the model read it.")
+    label: LabelName = Field(
+        description="SUPPORTS when a window's P(SUPPORTS) reaches `threshold`; else REFUTES "
+        "when a window reads REFUTES; else NOT ENOUGH INFO."
+    )
+    probabilities: dict[LabelName, float] = Field(description="The deciding window's.")
+    supported: bool
+    threshold: float = Field(description="The reader's grounding threshold (chosen on WiCE dev).")
+    window: SpanItem = Field(description="The window of the source that decided the label.")
+    windows: int = Field(description="Windows of the source read.")
+
+
+class SentenceAnswer(EntailAnswer):
+    start: int = Field(description="The sentence's offsets in the text.")
+    end: int
+
+
+class TextSummary(_Answer):
+    sentences: int
+    supported: int
+    not_supported: list[int] = Field(description="Indices of the sentences not supported.")
+
+
+class TextCheckAnswer(_Answer):
+    text: str
+    sentences: list[SentenceAnswer]
+    summary: TextSummary

@@ -22,6 +22,7 @@ from feverous_es.training.options import (
     training_run,
     work_dir,
 )
+from feverous_es.verdict.windows import WINDOW_WORDS
 
 
 @click.group("train")
@@ -248,6 +249,59 @@ def verdict_large_command(
             command=command_line(click.get_current_context()),
         )  # fmt: skip
     print_json({"out": str(out), "export": report["export"], "read_back": report["read_back"]})
+
+
+@train_group.command("grounding")
+@click.argument("data", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "--reader-dir", required=True,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The reader's model directory: grounding.json is written into it (for the package's "
+    "default reader, feverous_es/models/verdict).",
+)  # fmt: skip
+@click.option(
+    "--window-words", type=click.IntRange(min=10), default=WINDOW_WORDS, show_default=True,
+    help="Words of source a window holds.",
+)  # fmt: skip
+def grounding_command(data: Path, reader_dir: Path, window_words: int) -> None:
+    """Choose the reader's grounding threshold on DATA (WiCE's layout: doc, claim, label 1 =
+    supported) and store it with the reader, for `entail` and every other entry point: the
+    P(SUPPORTS) of a claim's best source window at which it is called supported, the one with
+    the highest balanced accuracy."""
+    import numpy as np
+
+    from feverous_es.console import progress_bars
+    from feverous_es.training.grounding import (
+        best_threshold,
+        read_grounding_pairs,
+        store_threshold,
+        support_scores,
+    )
+    from feverous_es.verdict.entailment import EntailmentModel
+
+    with user_errors():
+        pairs = read_grounding_pairs(data)
+        model = EntailmentModel(reader_dir)
+        model.window_words = window_words
+        with progress_bars() as update:
+            done = 0
+
+            def step(count: int) -> None:
+                nonlocal done
+                done += count
+                update("claims read", done, len(pairs))
+
+            scores = support_scores(model, pairs, step)
+        supported = np.array([p.supported for p in pairs])
+        threshold, accuracy = best_threshold(scores, supported)
+        settings = {
+            "threshold": round(threshold, 4),
+            "window_words": window_words,
+            "chosen_on": {"data": data.name, "pairs": len(pairs), "supported": int(supported.sum()),
+                          "balanced_accuracy": round(accuracy, 4)},
+        }  # fmt: skip
+        store_threshold(reader_dir, settings)
+    print_json({"reader": str(reader_dir), **settings})
 
 
 @train_group.command("install")

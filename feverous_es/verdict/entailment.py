@@ -5,13 +5,26 @@ reads it on evidence a user gives (``feverous-es entail``, ``POST /v1/entail``):
 text checked against its source, or the model measured without retrieval. The premise is laid
 out as the verdict lays out retrieved sentences (``[Title] sentence …``, the title left out
 where none is given), so the model reads what it was trained on.
+
+Evidence of any length is read in windows of its sentences (:mod:`feverous_es.verdict.windows`),
+and a claim's answer is decided by one window, named with its offsets:
+
+* **SUPPORTS** when the best-supporting window's P(SUPPORTS) reaches the reader's grounding
+  threshold (chosen on WiCE dev and stored with the reader as ``grounding.json``): support must
+  be found whole in one place, as a reader would point at it;
+* else **REFUTES** when some window reads REFUTES as its likeliest label (the one with the
+  highest P(REFUTES) decides): a contradiction anywhere in the source is one, whatever else the
+  source says;
+* else **NOT ENOUGH INFO**, shown with the window that came closest to supporting it.
+
+The probabilities are the deciding window's.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -23,6 +36,10 @@ from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.verdict.math_hints import math_hints
 from feverous_es.verdict.readers import reader_dirs
+from feverous_es.verdict.windows import WINDOW_WORDS, Source, Span, sentence_spans
+
+GROUNDING_FILE = "grounding.json"  # the threshold and window size chosen for the reader
+DEFAULT_THRESHOLD = 0.5
 
 _LABEL_NAMES = {
     "supports": Label.SUPPORTS,
@@ -67,6 +84,16 @@ def trained_inputs(model_dir: Path) -> dict[str, Any]:
         return {}
 
 
+def grounding_settings(model_dir: Path) -> dict[str, Any]:
+    """The reader's grounding settings (``threshold``, ``window_words``, and how they were
+    chosen) from its ``grounding.json``; empty for a reader without one."""
+    try:
+        settings = json.loads((model_dir / GROUNDING_FILE).read_text(encoding="utf-8"))
+        return settings if isinstance(settings, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
 def evidence_premise(evidence: Sequence[str], title: str = "") -> str:
     """Evidence a user gives, as the model reads evidence: ``[Title] text …``."""
     pieces = [" ".join(text.split()) for text in evidence]
@@ -75,13 +102,21 @@ def evidence_premise(evidence: Sequence[str], title: str = "") -> str:
 
 @dataclass(frozen=True)
 class Entailment:
-    """What the model reads of a claim against a premise: the likeliest label and the three
-    probabilities (they sum to 1; no threshold applied)."""
+    """A claim read against evidence: the label (module docstring), the deciding window's
+    probabilities (they sum to 1), its ``premise`` as the model read it and its ``window`` in
+    the source (the evidence pieces joined a line each), of ``windows`` read."""
 
     claim: str
     premise: str
     label: Label
     probabilities: dict[Label, float]
+    window: Span = field(default_factory=lambda: Span(0, 0, ""))
+    windows: int = 1
+    threshold: float = DEFAULT_THRESHOLD
+
+    @property
+    def supported(self) -> bool:
+        return self.label is Label.SUPPORTS
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +124,34 @@ class Entailment:
             "premise": self.premise,
             "label": self.label.value,
             "probabilities": {k.value: round(v, 4) for k, v in self.probabilities.items()},
+            "supported": self.supported,
+            "threshold": self.threshold,
+            "window": self.window.to_dict(),
+            "windows": self.windows,
+        }
+
+
+@dataclass(frozen=True)
+class TextCheck:
+    """A text of several claims read against one source: each sentence (its span in the
+    text) with its answer."""
+
+    text: str
+    sentences: list[tuple[Span, Entailment]]
+
+    def to_dict(self) -> dict[str, Any]:
+        unsupported = [i for i, (_, answer) in enumerate(self.sentences) if not answer.supported]
+        return {
+            "text": self.text,
+            "sentences": [
+                {"start": span.start, "end": span.end, **answer.to_dict()}
+                for span, answer in self.sentences
+            ],
+            "summary": {
+                "sentences": len(self.sentences),
+                "supported": len(self.sentences) - len(unsupported),
+                "not_supported": unsupported,
+            },
         }
 
 
@@ -125,6 +188,9 @@ class EntailmentModel:
         self.max_length = self.max_lengths[0]
         self.hints = trained[0].get("math_hints", False) if math_hints is None else math_hints
         self.device = device
+        grounding = grounding_settings(directories[0])
+        self.threshold = float(grounding.get("threshold", DEFAULT_THRESHOLD))
+        self.window_words = int(grounding.get("window_words", WINDOW_WORDS))
 
     @cached_property
     def models(self) -> list[CrossEncoder]:
@@ -150,26 +216,64 @@ class EntailmentModel:
         return probabilities
 
     def entail(self, claim: str, evidence: Sequence[str], *, title: str = "") -> Entailment:
-        """``claim`` read against ``evidence`` (texts, of the page ``title`` if given)."""
+        """``claim`` read against ``evidence`` (texts of any length, of the page ``title`` if
+        given)."""
         return self.entail_many([(claim, evidence)], title=title)[0]
 
     def entail_many(
         self, items: Sequence[tuple[str, Sequence[str]]], *, title: str = ""
     ) -> list[Entailment]:
-        """Each (claim, evidence texts) read as :meth:`entail` reads one."""
+        """Each (claim, evidence texts) read as :meth:`entail` reads one, every window of every
+        claim in one batch."""
         claims = [" ".join(claim.split()) for claim, _ in items]
-        premises = [evidence_premise(evidence, title) for _, evidence in items]
         if not all(claims):
             raise EmptyClaimError("the claim is empty")
-        if not all(premises):
+        sources = [Source.of(evidence) for _, evidence in items]
+        if not all(source.sentences for source in sources):
             raise EmptyClaimError("no evidence given: entail reads a claim against evidence")
-        rows = self.probabilities(claims, premises)
-        return [
-            Entailment(
-                claim,
-                premise,
-                self.labels[int(row.argmax())],
-                dict(zip(self.labels, map(float, row), strict=True)),
-            )
-            for claim, premise, row in zip(claims, premises, rows, strict=True)
-        ]
+        read = [source.windows(self.window_words) for source in sources]
+        premises = [[evidence_premise([s.text for s in ss], title) for _, ss in w] for w in read]
+        rows = self.probabilities(
+            [claim for claim, p in zip(claims, premises, strict=True) for _ in p],
+            [premise for p in premises for premise in p],
+        )
+        answers, at = [], 0
+        for claim, windows, texts in zip(claims, read, premises, strict=True):
+            answers.append(self._decide(claim, windows, texts, rows[at : at + len(texts)]))
+            at += len(texts)
+        return answers
+
+    def check_text(self, text: str, evidence: Sequence[str], *, title: str = "") -> TextCheck:
+        """Each sentence of ``text`` read as a claim against ``evidence`` (:meth:`entail`)."""
+        spans = sentence_spans(text)
+        if not spans:
+            raise EmptyClaimError("the text is empty")
+        answers = self.entail_many([(span.text, evidence) for span in spans], title=title)
+        return TextCheck(text, list(zip(spans, answers, strict=True)))
+
+    def _decide(
+        self,
+        claim: str,
+        windows: Sequence[tuple[Span, Sequence[Span]]],
+        premises: Sequence[str],
+        rows: np.ndarray,
+    ) -> Entailment:
+        """The claim's answer from its windows' probabilities (the module's rule)."""
+        supports = rows[:, self.labels.index(Label.SUPPORTS)]
+        label, chosen = Label.SUPPORTS, int(supports.argmax())
+        if supports[chosen] < self.threshold:
+            label = Label.NOT_ENOUGH_INFO
+            if Label.REFUTES in self.labels:
+                refutes = self.labels.index(Label.REFUTES)
+                refuting = np.flatnonzero(rows.argmax(axis=1) == refutes)
+                if len(refuting):
+                    label, chosen = Label.REFUTES, int(refuting[rows[refuting, refutes].argmax()])
+        return Entailment(
+            claim,
+            premises[chosen],
+            label,
+            dict(zip(self.labels, map(float, rows[chosen]), strict=True)),
+            window=windows[chosen][0],
+            windows=len(windows),
+            threshold=self.threshold,
+        )

@@ -1,0 +1,99 @@
+"""A reader's grounding threshold, chosen on labelled (source, claim) pairs and stored with it.
+
+The pairs are WiCE's layout (``../shared/data/grounding/wice_dev.jsonl``): ``{"doc", "claim",
+"label"}``, label 1 when the source supports the whole claim, 0 when it supports it partly or
+not at all. Each claim is read against its whole source in windows
+(:meth:`EntailmentModel.entail_many`) with no threshold, so its best window's P(SUPPORTS) is its
+score; the threshold is the one that maximizes balanced accuracy (the mean of both labels'
+recall: how grounding checkers are compared, LLM-AggreFact). It is written into the reader's
+directory as ``grounding.json`` (with the window size, the data and the figure) and the
+directory's manifest is refreshed, so every entry point (CLI, API, HTTP) applies it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feverous_es.errors import FormatError
+from feverous_es.plugins.interfaces import Label
+from feverous_es.runtime.files import MANIFEST_FILE, read_json_object, write_manifest
+from feverous_es.verdict.entailment import GROUNDING_FILE, EntailmentModel
+
+CHUNK = 16  # claims read per call: a progress step
+
+
+@dataclass(frozen=True)
+class GroundingPair:
+    source: str
+    claim: str
+    supported: bool
+
+
+def read_grounding_pairs(path: Path) -> list[GroundingPair]:
+    """The pairs of a WiCE-layout JSON-lines file; a bad line is one error naming it."""
+    pairs = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                pairs.append(GroundingPair(row["doc"], row["claim"], int(row["label"]) == 1))
+            except (ValueError, KeyError, TypeError) as error:
+                raise FormatError(
+                    f"{path}:{number}: not a {{doc, claim, label}} line ({error})"
+                ) from None
+    if not pairs:
+        raise FormatError(f"{path} holds no pairs")
+    return pairs
+
+
+def support_scores(
+    model: EntailmentModel,
+    pairs: Sequence[GroundingPair],
+    on_chunk: Callable[[int], None] = lambda done: None,
+) -> np.ndarray:
+    """Each pair's best window's P(SUPPORTS) (read with no threshold)."""
+    threshold, model.threshold = model.threshold, 0.0  # every claim decided by its best window
+    try:
+        scores = []
+        for start in range(0, len(pairs), CHUNK):
+            chunk = pairs[start : start + CHUNK]
+            answers = model.entail_many([(p.claim, [p.source]) for p in chunk])
+            scores += [a.probabilities[Label.SUPPORTS] for a in answers]
+            on_chunk(len(chunk))
+    finally:
+        model.threshold = threshold
+    return np.array(scores)
+
+
+def balanced_accuracy(supported: np.ndarray, predicted: np.ndarray) -> float:
+    """The mean of the recall of supported and of unsupported pairs."""
+    recalls = [np.mean(predicted[supported == side] == side) for side in (True, False)]
+    return float(np.mean(recalls))
+
+
+def best_threshold(scores: np.ndarray, supported: np.ndarray) -> tuple[float, float]:
+    """The threshold on ``scores`` with the highest balanced accuracy (midway between two
+    scores, so it does not sit on a pair), and that accuracy."""
+    ordered = np.unique(scores)
+    candidates = np.concatenate([[0.0], (ordered[1:] + ordered[:-1]) / 2, [1.0]])
+    accuracies = [balanced_accuracy(supported, scores >= t) for t in candidates]
+    best = int(np.argmax(accuracies))
+    return float(candidates[best]), accuracies[best]
+
+
+def store_threshold(model_dir: Path, settings: dict[str, Any]) -> None:
+    """Write ``settings`` as the reader's ``grounding.json`` and list it in its manifest."""
+    (model_dir / GROUNDING_FILE).write_text(json.dumps(settings, indent=2) + "\n", "utf-8")
+    manifest_path = model_dir / MANIFEST_FILE
+    if manifest_path.is_file():
+        manifest = read_json_object(manifest_path)
+        files = {**manifest.pop("files", {}), GROUNDING_FILE: None}
+        write_manifest(model_dir, sorted(files), **manifest)

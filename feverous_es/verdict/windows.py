@@ -1,0 +1,83 @@
+"""A long source cut into windows the reader can read whole, and a text cut into its claims.
+
+The reader sees a claim and ~190 tokens of evidence; a web page or an article is thousands. So a
+source is split into sentences (``sentencex``, Wikimedia's rule-based segmenter: no model, no
+torch) and read in windows of consecutive sentences of at most ``words`` words, each starting
+halfway through the last (a fact stated across a window's edge is whole in the next). Every
+span keeps its character offsets into the source, so an answer can point at the words that
+decided it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sentencex
+
+WINDOW_WORDS = 120  # ~160 tokens: with a claim, what a 192-token reader reads untruncated
+PIECE_SEPARATOR = "\n"  # evidence given as several pieces is one source, a piece a line
+
+
+@dataclass(frozen=True)
+class Span:
+    """``text`` = ``source[start:end]`` of the text it was cut from."""
+
+    start: int
+    end: int
+    text: str
+
+    def to_dict(self) -> dict[str, int | str]:
+        return {"start": self.start, "end": self.end, "text": self.text}
+
+
+def sentence_spans(text: str, language: str = "en") -> list[Span]:
+    """The sentences of ``text``, without their surrounding whitespace; empty ones left out."""
+    spans, at = [], 0
+    for segment in sentencex.segment(language, text):
+        start = text.index(segment, at)  # segments are consecutive slices of the text
+        at = start + len(segment)
+        stripped = segment.strip()
+        if stripped:
+            first = start + segment.index(stripped)
+            spans.append(Span(first, first + len(stripped), stripped))
+    return spans
+
+
+@dataclass(frozen=True)
+class Source:
+    """Evidence as one text: ``pieces`` joined a line each, and its sentences (each piece split
+    on its own, so no sentence spans two pieces)."""
+
+    text: str
+    sentences: tuple[Span, ...]
+
+    @classmethod
+    def of(cls, pieces: Sequence[str]) -> Source:
+        kept = [text for piece in pieces if (text := " ".join(piece.split()))]
+        sentences, at = [], 0
+        for piece in kept:
+            sentences += [Span(s.start + at, s.end + at, s.text) for s in sentence_spans(piece)]
+            at += len(piece) + len(PIECE_SEPARATOR)
+        return cls(PIECE_SEPARATOR.join(kept), tuple(sentences))
+
+    def windows(self, words: int = WINDOW_WORDS) -> list[tuple[Span, tuple[Span, ...]]]:
+        """The windows (each its span and its sentences) that cover the source, in order."""
+        sentences, counts = self.sentences, [len(s.text.split()) for s in self.sentences]
+        windows, first = [], 0
+        while first < len(sentences):
+            last, total = first, counts[first]
+            while last + 1 < len(sentences) and total + counts[last + 1] <= words:
+                last += 1
+                total += counts[last]
+            start, end = sentences[first].start, sentences[last].end
+            windows.append((Span(start, end, self.text[start:end]), sentences[first : last + 1]))
+            if last == len(sentences) - 1:
+                break
+            # The next window starts at the sentence that reaches past this one's middle.
+            half, seen, step = total / 2, 0, first
+            while step < last and seen + counts[step] <= half:
+                seen += counts[step]
+                step += 1
+            first = max(step, first + 1)
+        return windows
