@@ -61,9 +61,10 @@ FACT = "Henri Schoeman won the bronze medal in the triathlon at the 2016 Summer 
 
 def test_windows_cover_a_source_in_overlapping_sentence_runs() -> None:
     source = Source.of(["  First piece.  It has two sentences. ", "", "Second   piece here."])
-    assert source.text == "First piece. It has two sentences.\nSecond piece here."
+    assert source.text == "  First piece.  It has two sentences. \n\nSecond   piece here."
+    # Offsets point into the text as given.
     assert [s.text for s in source.sentences] == [
-        "First piece.", "It has two sentences.", "Second piece here."
+        "First piece.", "It has two sentences.", "Second   piece here."
     ]  # fmt: skip
     assert all(source.text[s.start : s.end] == s.text for s in source.sentences)
     long = Source.of([" ".join(FILLER)])

@@ -95,3 +95,39 @@ def test_a_person_checks_a_claim_and_sees_why(browser, sample_index, tmp_path) -
         )
         assert overflow <= 0
         screenshot(browser, tmp_path, "serve-table-narrow.png")
+
+
+FACT = "Henri Schoeman won the bronze medal in the triathlon at the 2016 Summer Olympics."
+
+
+def test_a_person_checks_a_text_against_its_source(browser, sample_index, tmp_path) -> None:
+    filler = [f"The town of Aldbury{i} has held a fair since {1700 + i}." for i in range(40)]
+    source = "\n".join([*filler[:30], FACT, *filler[30:]])
+    text = "Henri Schoeman won a bronze medal at the 2016 Olympics. He won gold in 2012."
+    with running_server(sample_index) as server:
+        browser.get(server.url + "/#text-view")
+        assert not browser.find_element(By.ID, "claim").is_displayed()  # the other view
+        # A source this long goes in as a paste would, not key by key.
+        browser.execute_script("document.getElementById('source').value = arguments[0]", source)
+        box = browser.find_element(By.ID, "text")
+        box.send_keys(text)
+        box.send_keys(Keys.CONTROL, Keys.ENTER)
+        wait = WebDriverWait(browser, 60)
+        wait.until(expected_conditions.visibility_of_element_located((By.ID, "text-result")))
+        summary = browser.find_element(By.ID, "summary").text
+        assert summary == "1 of 2 sentences supported by the source"
+        first, second = browser.find_elements(By.CSS_SELECTOR, "#sentences li")
+        assert "supported" in first.get_attribute("class").split()
+        assert "not-supported" in second.get_attribute("class").split()
+        assert first.text.startswith("SUPPORTS") and "He won gold in 2012." in second.text
+        span = browser.find_element(By.ID, "decided-span")
+        assert FACT in span.text and span.is_displayed()  # the deciding span, in view
+        assert screenshot(browser, tmp_path, "serve-text.png").stat().st_size > 10_000
+        second.click()  # the other sentence's closest window is marked instead
+        closest = browser.find_element(By.ID, "decided-span").text
+        answer = httpx.post(
+            server.url + "/v1/entail", json={"text": text, "evidence": [source]}, timeout=60
+        ).json()
+        assert closest == answer["sentences"][1]["window"]["text"]
+        assert second.get_attribute("aria-current") == "true"
+        assert first.get_attribute("aria-current") is None

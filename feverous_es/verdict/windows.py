@@ -46,20 +46,20 @@ def sentence_spans(text: str, language: str = "en") -> list[Span]:
 
 @dataclass(frozen=True)
 class Source:
-    """Evidence as one text: ``pieces`` joined a line each, and its sentences (each piece split
-    on its own, so no sentence spans two pieces)."""
+    """Evidence as one text: ``pieces`` joined a line each, as given (offsets point into what
+    the user sent), and its sentences (each piece split on its own, so no sentence spans two
+    pieces)."""
 
     text: str
     sentences: tuple[Span, ...]
 
     @classmethod
     def of(cls, pieces: Sequence[str]) -> Source:
-        kept = [text for piece in pieces if (text := " ".join(piece.split()))]
         sentences, at = [], 0
-        for piece in kept:
+        for piece in pieces:
             sentences += [Span(s.start + at, s.end + at, s.text) for s in sentence_spans(piece)]
             at += len(piece) + len(PIECE_SEPARATOR)
-        return cls(PIECE_SEPARATOR.join(kept), tuple(sentences))
+        return cls(PIECE_SEPARATOR.join(pieces), tuple(sentences))
 
     def windows(self, words: int = WINDOW_WORDS) -> list[tuple[Span, tuple[Span, ...]]]:
         """The windows (each its span and its sentences) that cover the source, in order."""

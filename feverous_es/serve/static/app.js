@@ -1,4 +1,6 @@
-// The page: posts the claim to /v1/verify and shows the verdict with the evidence it read.
+// The page: posts a claim to /v1/verify and shows the verdict with the evidence it read; or
+// posts a text and its source to /v1/entail and marks each sentence, with the source's span
+// that decided it.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -103,44 +105,115 @@ function show(result) {
   $("result").hidden = false;
 }
 
-async function check(event) {
-  event.preventDefault();
-  const claim = $("claim").value.trim();
-  const status = $("status");
-  if (!claim) {
-    status.textContent = "Type a claim first.";
-    status.className = "error";
-    return;
+// Sends a request, asking for the server's token once if it needs one; the answer's JSON, or
+// an Error with the server's one-line message.
+async function api(path, payload) {
+  let response = await post(path, payload);
+  if (response.status === 401) {
+    token = window.prompt("This server needs its access token:") || "";
+    sessionStorage.setItem("feverous-es-token", token);
+    response = await post(path, payload);
   }
-  $("check").disabled = true;
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function post(path, payload) {
+  const headers = { "Content-Type": "application/json" };
+  if (token) headers.Authorization = "Bearer " + token;
+  return fetch(path, { method: "POST", headers, body: JSON.stringify(payload) });
+}
+
+// Runs a form's request with its button disabled and its status line kept up to date.
+async function submitting(button, status, work) {
+  button.disabled = true;
   status.className = "";
   status.textContent = "Checking…";
   try {
-    let response = await post(claim);
-    if (response.status === 401) {
-      token = window.prompt("This server needs its access token:") || "";
-      sessionStorage.setItem("feverous-es-token", token);
-      response = await post(claim);
-    }
-    const body = await response.json();
-    if (!response.ok) throw new Error(body.error || response.statusText);
-    show(body);
+    await work();
     status.textContent = "";
   } catch (error) {
     status.textContent = "Error: " + error.message;
     status.className = "error";
   } finally {
-    $("check").disabled = false;
+    button.disabled = false;
   }
 }
 
-function post(claim) {
-  const headers = { "Content-Type": "application/json" };
-  if (token) headers.Authorization = "Bearer " + token;
-  return fetch("/v1/verify", { method: "POST", headers, body: JSON.stringify({ claim, evidence_scores: true }) });
+function check(event) {
+  event.preventDefault();
+  const claim = $("claim").value.trim();
+  if (!claim) {
+    $("status").textContent = "Type a claim first.";
+    $("status").className = "error";
+    return;
+  }
+  submitting($("check"), $("status"),
+    async () => show(await api("/v1/verify", { claim, evidence_scores: true })));
 }
 
+// The source with one span marked: the window that decided the selected sentence.
+function showSpan(source, window) {
+  const mark = element("mark", { id: "decided-span" }, source.slice(window.start, window.end));
+  $("source-view").replaceChildren(source.slice(0, window.start), mark, source.slice(window.end));
+  mark.scrollIntoView({ block: "nearest" });
+}
+
+function showText(result, source) {
+  const { supported, sentences } = result.summary;
+  $("summary").textContent = `${supported} of ${sentences} sentences supported by the source`;
+  const items = result.sentences.map((answer, i) => {
+    const verdict = answer.supported ? "supported" : "not-supported";
+    const item = element("li", { class: "sentence " + verdict, tabindex: "0", "data-index": String(i) },
+      element("span", { class: "label " + answer.label.replaceAll(" ", "-") }, answer.label),
+      ` ${(100 * answer.probabilities.SUPPORTS).toFixed(0)} % `,
+      element("span", { class: "claim-text" }, answer.claim));
+    const select = () => {
+      for (const other of $("sentences").children) other.removeAttribute("aria-current");
+      item.setAttribute("aria-current", "true");
+      showSpan(source, answer.window);
+    };
+    item.addEventListener("click", select);
+    item.addEventListener("focus", select);
+    return item;
+  });
+  $("sentences").replaceChildren(...items);
+  $("text-result").hidden = false;
+  if (items.length) {
+    items[0].setAttribute("aria-current", "true");
+    showSpan(source, result.sentences[0].window);
+  }
+}
+
+function checkText(event) {
+  event.preventDefault();
+  const source = $("source").value.trim();
+  const text = $("text").value.trim();
+  if (!source || !text) {
+    $("text-status").textContent = source ? "Type the text to check first." : "Paste the source first.";
+    $("text-status").className = "error";
+    return;
+  }
+  submitting($("check-text"), $("text-status"),
+    async () => showText(await api("/v1/entail", { text, evidence: [source] }), source));
+}
+
+// The two views, one shown at a time, chosen by the address's #fragment.
+function route() {
+  const text = location.hash === "#text-view";
+  $("claim-view").hidden = text;
+  $("text-view").hidden = !text;
+  $("to-claim").toggleAttribute("aria-current", !text);
+  $("to-text").toggleAttribute("aria-current", text);
+}
+
+for (const [form, box] of [["claim-form", "claim"], ["text-form", "text"], ["text-form", "source"]]) {
+  $(box).addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $(form).requestSubmit();
+  });
+}
 $("claim-form").addEventListener("submit", check);
-$("claim").addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("claim-form").requestSubmit();
-});
+$("text-form").addEventListener("submit", checkText);
+window.addEventListener("hashchange", route);
+route();

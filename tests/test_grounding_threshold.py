@@ -1,0 +1,65 @@
+"""`train grounding`: the reader's threshold chosen on labelled (source, claim) pairs, stored
+with the reader, and applied by `entail`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from feverous_es.cli import main
+from feverous_es.runtime.files import PACKAGED_MODELS_DIR, sha256_file
+from feverous_es.training.grounding import best_threshold
+from feverous_es.verdict.entailment import EntailmentModel
+
+SOURCE = (
+    "Henri Schoeman (born 3 December 1991) is a South African triathlete. He won the bronze "
+    "medal in the triathlon at the 2016 Summer Olympics in Rio de Janeiro."
+)
+
+
+def test_the_threshold_with_the_best_balanced_accuracy() -> None:
+    scores = np.array([0.9, 0.8, 0.4, 0.3, 0.2, 0.1])
+    supported = np.array([True, True, True, False, False, False])
+    threshold, accuracy = best_threshold(scores, supported)
+    assert 0.3 < threshold < 0.4 and accuracy == 1.0  # midway: no pair sits on it
+    unbalanced = np.array([True, False, False, False, False, False])
+    threshold, accuracy = best_threshold(scores, unbalanced)
+    assert accuracy == 1.0 and 0.8 < threshold < 0.9  # both labels' recall count alike
+
+
+def test_train_grounding_stores_the_threshold_with_the_reader(tmp_path: Path) -> None:
+    reader = tmp_path / "verdict"
+    shutil.copytree(PACKAGED_MODELS_DIR / "verdict", reader)
+    (reader / "grounding.json").unlink()
+    claims = [
+        ("Henri Schoeman is a South African triathlete.", 1),
+        ("Henri Schoeman won a bronze medal at the 2016 Olympics.", 1),
+        ("Henri Schoeman won a gold medal at the 2012 Olympics.", 0),
+        ("Henri Schoeman is a Canadian swimmer who retired in 2010.", 0),
+    ]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(
+        json.dumps({"doc": SOURCE, "claim": c, "label": label}) + "\n" for c, label in claims
+    ))  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["train", "grounding", str(data), "--reader-dir", str(reader)]
+    )
+    assert result.exit_code == 0, result.output
+    stored = json.loads((reader / "grounding.json").read_text())
+    assert stored["chosen_on"] == {
+        "data": "pairs.jsonl", "pairs": 4, "supported": 2, "balanced_accuracy": 1.0
+    }  # fmt: skip
+    manifest = json.loads((reader / "manifest.json").read_text())
+    assert manifest["files"]["grounding.json"]["sha256"] == sha256_file(reader / "grounding.json")
+    assert EntailmentModel(reader).threshold == stored["threshold"]  # every entry point's
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"claim": "no source"}\n')
+    refused = CliRunner().invoke(
+        main, ["train", "grounding", str(bad), "--reader-dir", str(reader)]
+    )
+    assert refused.exit_code == 1
+    assert "bad.jsonl:1: not a {doc, claim, label} line" in refused.output
