@@ -81,7 +81,8 @@ def test_a_fact_deep_in_a_long_source_is_found_and_pointed_at() -> None:
     model = EntailmentModel()
     document = " ".join([*FILLER[:45], FACT, *FILLER[45:]])
     answer = model.entail("Henri Schoeman won a bronze medal at the 2016 Olympics.", [document])
-    assert answer.windows > 5 and answer.label is Label.SUPPORTS
+    assert len(Source.of([document]).windows()) > 5  # too long for one reading
+    assert answer.windows == model.max_windows and answer.label is Label.SUPPORTS
     start = document.index(FACT)
     assert answer.window.start <= start and start + len(FACT) <= answer.window.end
     assert FACT in answer.premise
@@ -90,14 +91,14 @@ def test_a_fact_deep_in_a_long_source_is_found_and_pointed_at() -> None:
 
 
 def test_a_text_is_checked_sentence_by_sentence(tmp_path: Path) -> None:
-    text = "Henri Schoeman won a bronze medal at the 2016 Olympics. He was born in Aldbury3."
+    text = "Henri Schoeman won a bronze medal at the 2016 Olympics. He won gold in 2012."
     document = tmp_path / "source.txt"
     document.write_text("\n".join([*FILLER[:20], FACT, *FILLER[20:40]]) + "\n", encoding="utf-8")
     runner = CliRunner()
     printed = runner.invoke(main, ["entail", text, "--evidence-file", str(document), "--json"])
     assert printed.exit_code == 0, printed.output
     check = json.loads(printed.output)
-    assert [(s["start"], s["end"]) for s in check["sentences"]] == [(0, 55), (56, 80)]
+    assert [(s["start"], s["end"]) for s in check["sentences"]] == [(0, 55), (56, 76)]
     assert check["sentences"][0]["label"] == "SUPPORTS"
     assert check["summary"] == {"sentences": 2, "supported": 1, "not_supported": [1]}
     piped = runner.invoke(main, ["entail", text, "-e", "-", "--json"], input=document.read_text())

@@ -22,7 +22,7 @@ from feverous_es.training.options import (
     training_run,
     work_dir,
 )
-from feverous_es.verdict.windows import WINDOW_WORDS
+from feverous_es.verdict.windows import MAX_WINDOWS, WINDOW_WORDS
 
 
 @click.group("train")
@@ -263,7 +263,11 @@ def verdict_large_command(
     "--window-words", type=click.IntRange(min=10), default=WINDOW_WORDS, show_default=True,
     help="Words of source a window holds.",
 )  # fmt: skip
-def grounding_command(data: Path, reader_dir: Path, window_words: int) -> None:
+@click.option(
+    "--max-windows", type=click.IntRange(min=1), default=MAX_WINDOWS, show_default=True,
+    help="Windows read a claim: those sharing the most words with it.",
+)  # fmt: skip
+def grounding_command(data: Path, reader_dir: Path, window_words: int, max_windows: int) -> None:
     """Choose the reader's grounding threshold on DATA (WiCE's layout: doc, claim, label 1 =
     supported) and store it with the reader, for `entail` and every other entry point: the
     P(SUPPORTS) of a claim's best source window at which it is called supported, the one with
@@ -282,7 +286,7 @@ def grounding_command(data: Path, reader_dir: Path, window_words: int) -> None:
     with user_errors():
         pairs = read_grounding_pairs(data)
         model = EntailmentModel(reader_dir)
-        model.window_words = window_words
+        model.window_words, model.max_windows = window_words, max_windows
         with progress_bars() as update:
             done = 0
 
@@ -297,6 +301,7 @@ def grounding_command(data: Path, reader_dir: Path, window_words: int) -> None:
         settings = {
             "threshold": round(threshold, 4),
             "window_words": window_words,
+            "max_windows": max_windows,
             "chosen_on": {"data": data.name, "pairs": len(pairs), "supported": int(supported.sum()),
                           "balanced_accuracy": round(accuracy, 4)},
         }  # fmt: skip

@@ -6,8 +6,9 @@ text checked against its source, or the model measured without retrieval. The pr
 out as the verdict lays out retrieved sentences (``[Title] sentence …``, the title left out
 where none is given), so the model reads what it was trained on.
 
-Evidence of any length is read in windows of its sentences (:mod:`feverous_es.verdict.windows`),
-and a claim's answer is decided by one window, named with its offsets:
+Evidence of any length is read in windows of its sentences (:mod:`feverous_es.verdict.windows`:
+at most ``max_windows`` a claim, those sharing the most words with it), and a claim's answer is
+decided by one window, named with its offsets:
 
 * **SUPPORTS** when the best-supporting window's P(SUPPORTS) reaches the reader's grounding
   threshold (chosen on WiCE dev and stored with the reader as ``grounding.json``): support must
@@ -36,7 +37,14 @@ from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.verdict.math_hints import math_hints
 from feverous_es.verdict.readers import reader_dirs
-from feverous_es.verdict.windows import WINDOW_WORDS, Source, Span, sentence_spans
+from feverous_es.verdict.windows import (
+    MAX_WINDOWS,
+    WINDOW_WORDS,
+    Source,
+    Span,
+    closest,
+    sentence_spans,
+)
 
 GROUNDING_FILE = "grounding.json"  # the threshold and window size chosen for the reader
 DEFAULT_THRESHOLD = 0.5
@@ -191,6 +199,7 @@ class EntailmentModel:
         grounding = grounding_settings(directories[0])
         self.threshold = float(grounding.get("threshold", DEFAULT_THRESHOLD))
         self.window_words = int(grounding.get("window_words", WINDOW_WORDS))
+        self.max_windows = int(grounding.get("max_windows", MAX_WINDOWS))
 
     @cached_property
     def models(self) -> list[CrossEncoder]:
@@ -231,7 +240,11 @@ class EntailmentModel:
         sources = [Source.of(evidence) for _, evidence in items]
         if not all(source.sentences for source in sources):
             raise EmptyClaimError("no evidence given: entail reads a claim against evidence")
-        read = [source.windows(self.window_words) for source in sources]
+        read = []
+        for claim, source in zip(claims, sources, strict=True):
+            windows = source.windows(self.window_words)
+            kept = closest(claim, [span for span, _ in windows], self.max_windows)
+            read.append([windows[i] for i in kept])
         premises = [[evidence_premise([s.text for s in ss], title) for _, ss in w] for w in read]
         rows = self.probabilities(
             [claim for claim, p in zip(claims, premises, strict=True) for _ in p],

@@ -5,7 +5,8 @@ source is split into sentences (``sentencex``, Wikimedia's rule-based segmenter:
 torch) and read in windows of consecutive sentences of at most ``words`` words, each starting
 halfway through the last (a fact stated across a window's edge is whole in the next). Every
 span keeps its character offsets into the source, so an answer can point at the words that
-decided it.
+decided it. A claim against a long source is read against the windows that share the most
+words with it (:func:`closest`): the reader's cost stays bounded by the claim, not the source.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from dataclasses import dataclass
 
 import sentencex
 
+from feverous_es.text import marked_words
+
 WINDOW_WORDS = 120  # ~160 tokens: with a claim, what a 192-token reader reads untruncated
+# Windows read a claim. On WiCE dev, a claim's 2 closest windows by shared words were read
+# better than all of them (balanced accuracy 0.701 vs 0.665, threshold chosen on a random half
+# and measured on the other, 100 draws; 3: 0.672, 4: 0.666, 8: 0.657): a window that merely
+# resembles the claim reads as support less often, and the cost no longer grows with the source.
+MAX_WINDOWS = 2
 PIECE_SEPARATOR = "\n"  # evidence given as several pieces is one source, a piece a line
 
 
@@ -81,3 +89,13 @@ class Source:
                 step += 1
             first = max(step, first + 1)
         return windows
+
+
+def closest(claim: str, windows: Sequence[Span], keep: int) -> list[int]:
+    """The indices, in source order, of the ``keep`` windows sharing the most of the claim's
+    words (stop words aside; the earlier window on a tie)."""
+    if len(windows) <= keep:
+        return list(range(len(windows)))
+    wanted = marked_words(claim)
+    shared = [len(wanted & marked_words(window.text)) for window in windows]
+    return sorted(sorted(range(len(windows)), key=lambda i: -shared[i])[:keep])
