@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 
-from feverous_es.index.elements import fold_accents
+from feverous_es.accents import fold_accents
 from feverous_es.index.embedded.analysis import BM25Analyzer
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")

@@ -20,7 +20,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
-from feverous_es.runtime import embedder as embedder_module
+from feverous_es.export.embedder import export_embedder
 from feverous_es.runtime.embedder import (
     DIM,
     FP16_FILE,
@@ -55,7 +55,9 @@ SENTENCES = [
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("the one-time export needs the export extra (torch)")
-    yield ensure_model(tmp_path_factory.mktemp("export") / "all-MiniLM-L6-v2")
+    out = tmp_path_factory.mktemp("export") / "all-MiniLM-L6-v2"
+    export_embedder(out)  # the export the runtime's error names
+    yield ensure_model(out)
 
 
 @pytest.fixture(scope="session")
@@ -185,17 +187,14 @@ def test_packaged_model_has_no_fp32_graph() -> None:
         Embedder(quantized=False, device="cpu")
 
 
-def test_ensure_model_is_cached(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_model_takes_an_export_and_names_the_command_for_none(
+    model_dir: Path, tmp_path: Path
+) -> None:
     assert default_model_dir() == (REPO / "feverous_es" / "models" / "embedder")
-    manifest = model_dir / MANIFEST_FILE
-    before = manifest.stat().st_mtime_ns
-
-    def no_export(*args: object, **kwargs: object) -> None:
-        raise AssertionError("ensure_model re-exported a cached model")
-
-    monkeypatch.setattr(embedder_module.subprocess, "run", no_export)
     assert ensure_model(model_dir) == model_dir
-    assert manifest.stat().st_mtime_ns == before
+    with pytest.raises(ModelError, match=r"python -m feverous_es\.export\.embedder --out "):
+        ensure_model(tmp_path / "none")  # told, not started: the runtime never runs an export
+    assert not (tmp_path / "none").exists()
 
 
 def test_corrupt_file_is_refused(model_dir: Path, tmp_path: Path) -> None:
@@ -207,7 +206,7 @@ def test_corrupt_file_is_refused(model_dir: Path, tmp_path: Path) -> None:
         Embedder(copy, device="cpu")
 
 
-def test_missing_export_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_missing_export_extra(tmp_path: Path) -> None:
     out = tmp_path / "model"
     code = (
         "import sys\n"
@@ -220,8 +219,6 @@ def test_missing_export_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert child.returncode == MISSING_EXTRA_EXIT, child.stderr
     assert "feverous-es[export]" in child.stderr
     assert not out.exists()
-
-    # ensure_model turns that exit status into a one-line ModelError.
-    monkeypatch.setattr(embedder_module.subprocess, "run", lambda *a, **k: child)
+    # ensure_model says what to install, as well as what to run.
     with pytest.raises(ModelError, match=r"pip install 'feverous-es\[export\]'"):
         ensure_model(out)

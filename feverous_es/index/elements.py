@@ -7,9 +7,10 @@ Element ids are the FEVEROUS dataset's, exactly: ``Page_sentence_i``, ``Page_cel
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from feverous_es.accents import fold_accents
 
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)$")
 
@@ -81,17 +82,6 @@ class PageRecord:
     @property
     def embed_text(self) -> str:
         return f"{self.title}. {self.intro}" if self.intro else self.title
-
-
-def fold_accents(text: str) -> str:
-    """``text`` without diacritics: decomposed (NFKD) with the combining marks dropped.
-
-    The dump stores many titles and texts decomposed (NFD), and claims often leave accents out
-    ("Vuelta a Andalucia"); folding makes both forms one.
-    """
-    if text.isascii():
-        return text
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
 def title_keys(title: str) -> tuple[str, ...]:

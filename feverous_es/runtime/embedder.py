@@ -6,8 +6,9 @@ On a CUDA device the fp16 graph is derived once from the shipped int8 one (its w
 dequantized, then cast to fp16; :func:`ensure_cuda_model`) into the model cache.
 
 A full export from the pretrained weights (fp32, fp16 and int8; how the shipped file was made)
-is :mod:`feverous_es.export.embedder`, which needs torch; :func:`ensure_model` runs it in a
-subprocess for a ``model_dir`` that holds none yet.
+is :mod:`feverous_es.export.embedder`, which needs torch: the runtime never starts it (no
+arrow from the runtime up to the export); :func:`ensure_model` names its command for a
+``model_dir`` that holds none.
 
     >>> embedder = Embedder()
     >>> embedder.embed(["Paris is the capital of France."]).shape
@@ -17,11 +18,7 @@ subprocess for a ``model_dir`` that holds none yet.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,7 +27,7 @@ from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
 from feverous_es.runtime import session
-from feverous_es.runtime.extras import INSTALL_HINT, MISSING_EXTRA_EXIT
+from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import (
     FP16_FILE,
     FP32_FILE,
@@ -70,12 +67,8 @@ def cuda_model_dir() -> Path:
 
 
 def ensure_model(model_dir: Path | None = None) -> Path:
-    """Return the model directory: the packaged one by default, else ``model_dir`` after
-    exporting into it if it holds no complete export.
-
-    The export runs as ``python -m feverous_es.export.embedder`` in a child process: it needs torch,
-    which the calling process should never have to load.
-    """
+    """Return the model directory: the packaged one by default, else ``model_dir`` when it
+    holds a complete export (else a :class:`ModelError` naming the command that makes one)."""
     if model_dir is None:
         if not manifest_complete(PACKAGED_MODEL_DIR):
             raise ModelError(
@@ -84,25 +77,11 @@ def ensure_model(model_dir: Path | None = None) -> Path:
             )
         return PACKAGED_MODEL_DIR
     model_dir = Path(model_dir)
-    if manifest_complete(model_dir):
-        return model_dir
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    # A source checkout that is not installed must stay importable from the child's sys.path.
-    package_root = Path(__file__).resolve().parents[2]
-    site_dirs = {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}
-    if package_root not in site_dirs:
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(package_root), env.get("PYTHONPATH")])
-        )
-    cmd = [sys.executable, "-m", "feverous_es.export.embedder", "--out", str(model_dir)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode == MISSING_EXTRA_EXIT:
-        raise ModelError(f"exporting {MODEL_NAME} to ONNX needs the export extra: {INSTALL_HINT}")
-    if proc.returncode != 0 or not manifest_complete(model_dir):
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    if not manifest_complete(model_dir):
         raise ModelError(
-            f"export of {MODEL_NAME} failed (exit {proc.returncode}: {last}); run "
-            f"`python {' '.join(cmd[1:])}` to see its full output"
+            f"{model_dir} holds no complete export of {MODEL_NAME}: make one with `python -m "
+            f"feverous_es.export.embedder --out {model_dir}` (needs the export extra: "
+            f"{INSTALL_HINT})"
         )
     return model_dir
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tantivy
 
-from feverous_es.index.elements import fold_accents
+from feverous_es.accents import fold_accents
 
 
 def english_analyzer() -> tantivy.TextAnalyzer:

@@ -16,8 +16,9 @@ import orjson
 import tantivy
 from tantivy import Query
 
+from feverous_es.accents import fold_accents
 from feverous_es.errors import IncompatibleIndex, StoreError
-from feverous_es.index.elements import ElementType, fold_accents, title_keys
+from feverous_es.index.elements import ElementType, title_keys
 from feverous_es.index.embedded.analysis import english_analyzer
 from feverous_es.index.embedded.vectors import HNSW_THRESHOLD, in_memory_rows
 from feverous_es.index.store import BuildState, TableKey, table_texts

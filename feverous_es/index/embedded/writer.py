@@ -12,8 +12,9 @@ import numpy as np
 import orjson
 import tantivy
 
+from feverous_es.accents import fold_accents
 from feverous_es.errors import IncompatibleIndex, StoreError
-from feverous_es.index.elements import Element, fold_accents
+from feverous_es.index.elements import Element
 from feverous_es.index.embedded.layout import (
     FINISH_FILES,
     FORMAT,
