@@ -33,7 +33,7 @@ def sample_claims() -> list[str]:
 
 def sample_costs(index_root: Path) -> dict[str, dict[str, int]]:
     """The stage costs of the sample claims over a fresh index of the sample dump."""
-    from feverous_es.index.build.builder import build
+    from feverous_es.index.building.builder import build
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.index.embedded import EmbeddedWriter
     from feverous_es.runtime.embedder import Embedder

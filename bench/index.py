@@ -26,7 +26,7 @@ from data import MINI  # bench/data.py
 from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.eval.samples import claim_texts
-from feverous_es.index.build.builder import BuildReport, build
+from feverous_es.index.building.builder import BuildReport, build
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from results import bench_parser  # bench/results.py
 
-from feverous_es.index.build.plan import BuildRates, TokenCounter, count_dump, file_bytes, project
+from feverous_es.index.building.plan import (
+    BuildRates,
+    TokenCounter,
+    count_dump,
+    file_bytes,
+    project,
+)
 from feverous_es.index.dump.wiki import WikiDB
 
 TOLERANCE = 0.25

@@ -18,8 +18,8 @@ from pathlib import Path
 from results import bench_parser  # bench/results.py
 from rich.console import Console
 
-from feverous_es.index.build import plan
-from feverous_es.index.build.plan_report import print_plan
+from feverous_es.index.building import plan
+from feverous_es.index.building.plan_report import print_plan
 
 
 def main() -> None:

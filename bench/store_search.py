@@ -44,7 +44,7 @@ from results import bench_parser, save_figures  # bench/results.py
 
 from feverous_es.errors import MalformedPage
 from feverous_es.eval.samples import claim_texts
-from feverous_es.index.build.plan import file_bytes
+from feverous_es.index.building.plan import file_bytes
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elastic.client import connect

@@ -83,7 +83,7 @@ def index(
     Elements get BM25 text (Papelo linearization) and a MiniLM vector (one per table row,
     shared by its cells); pages get a title + intro record for page retrieval.
     """
-    from feverous_es.index.build.builder import build
+    from feverous_es.index.building.builder import build
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.runtime.embedder import Embedder
 
@@ -182,7 +182,7 @@ def plan(
     """Say what indexing WIKI_DB will cost before building: one pass counts its pages,
     elements, vectors and tokens, and measured rates turn them into build time, peak memory
     and disk for the embedded store and Elasticsearch, on CPU and GPU."""
-    from feverous_es.index.build import plan as planning
+    from feverous_es.index.building import plan as planning
     from feverous_es.index.dump.wiki import WikiDB
 
     rates = planning.BuildRates.load(rates_file or planning.RATES_FILE)
@@ -212,7 +212,7 @@ def plan(
             "projections": [dataclasses.asdict(p) for p in projections],
         })  # fmt: skip
         return
-    from feverous_es.index.build.plan_report import print_plan
+    from feverous_es.index.building.plan_report import print_plan
 
     print_plan(Console(), counts, rates, projections)
 

@@ -86,7 +86,7 @@ def mini_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The embedded index of the repo's sample dump (129 real pages), built once per session."""
-    from feverous_es.index.build.builder import build
+    from feverous_es.index.building.builder import build
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.index.embedded import EmbeddedWriter
     from feverous_es.runtime.embedder import Embedder

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from feverous_es.errors import StoreError
-from feverous_es.index.build.builder import build
+from feverous_es.index.building.builder import build
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elastic.builds import create_build, list_builds
 from feverous_es.index.elastic.config import ElasticConfig

@@ -32,7 +32,7 @@ import pytest
 from elasticsearch.helpers import scan
 
 from feverous_es.errors import StoreError
-from feverous_es.index.build.builder import build
+from feverous_es.index.building.builder import build
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elastic.analysis import STANDARD_STOP, probe_analysis

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from feverous_es.cli import main
 from feverous_es.errors import PlanError
-from feverous_es.index.build.builder import build
-from feverous_es.index.build.plan import (
+from feverous_es.index.building.builder import build
+from feverous_es.index.building.plan import (
     FULL_SHARD_GRAPH_FACTOR,
     BuildRates,
     DumpCounts,

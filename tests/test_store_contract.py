@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from feverous_es.index.build.builder import build
+from feverous_es.index.building.builder import build
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elements import ElementType, title_keys
 from feverous_es.index.store import Filters, Store, StoreWriter, TableSearch

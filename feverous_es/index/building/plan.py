@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import MalformedPage, PlanError
-from feverous_es.index.build.builder import build
+from feverous_es.index.building.builder import build
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB, write_dump
 
@@ -103,7 +103,7 @@ def count_dump(
 ) -> DumpCounts:
     """One pass over the dump (or over ``sample`` pages spread evenly across it): elements by
     type, tables, distinct vectors and embedder tokens, as
-    :func:`~feverous_es.index.build.builder.build` would produce them. ``on_progress(pages)``
+    :func:`~feverous_es.index.building.builder.build` would produce them. ``on_progress(pages)``
     after each batch of pages."""
     counts = DumpCounts(pages=db.count())
     types: Counter[str] = Counter()

@@ -8,7 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from feverous_es.index.build.plan import (
+from feverous_es.index.building.plan import (
     BuildRates,
     DumpCounts,
     Projection,
