@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import ExportError
+from feverous_es.export.torch_models import load_torch_model
 from feverous_es.runtime.files import PRECISION_FILES
 
 # Largest |torch - ONNX fp32| (logits or hidden states) an export may show.
@@ -102,10 +103,9 @@ PROBE_PAIRS: tuple[tuple[str, str], ...] = (
 def torch_logits(model_dir: Path, pairs: Sequence[tuple[str, str]], max_length: int) -> np.ndarray:
     """Logits of the saved torch classifier (the parity reference)."""
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer, model = load_torch_model(model_dir, "text-classification")
+    model.eval()
     rows = []
     with torch.inference_mode():
         for start in range(0, len(pairs), 16):
@@ -148,11 +148,11 @@ def _run(session: Any, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 def _session(path: Path) -> Any:
-    import onnxruntime as ort
+    """``path``'s graph as the runtime opens it on CPU (optimized the same way), so parity
+    measures what the pipeline runs."""
+    from feverous_es.runtime.session import open_session
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # fp16 on the CPU provider warns about every cast it adds
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return open_session(lambda _: path, device="cpu", threads=None)
 
 
 def parity(
@@ -168,9 +168,9 @@ def parity(
     decoder position) or of the non-padding hidden states (feature-extraction, on the probe's
     texts one by one: also min and mean cosine of the mean-pooled vectors)."""
     import torch
-    import transformers
 
-    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    tokenizer, model = load_torch_model(source, task)
+    model.eval()
     texts = [text for pair in probe for text in pair]
     result: dict[str, Any] = {"max_length": max_length}
     if task == "feature-extraction":
@@ -181,7 +181,7 @@ def parity(
         return result | {p: {"max_abs_diff": 0.0} for p in precisions}
     with torch.inference_mode():
         if task == "text2text-generation":
-            seq2seq = _seq2seq_parity(torch, transformers, tokenizer, source, model_dir, probe)
+            seq2seq = _seq2seq_parity(torch, tokenizer, model, model_dir, probe)
             return result | seq2seq
         if task == "feature-extraction":
             batch = tokenizer(
@@ -192,11 +192,9 @@ def parity(
         feed = {k: np.asarray(v) for k, v in batch.items()}
         tensors = {k: torch.from_numpy(v.astype(np.int64)) for k, v in feed.items()}
         if task == "text-classification":
-            model = transformers.AutoModelForSequenceClassification.from_pretrained(source)
-            reference = model.eval()(**tensors).logits.float().numpy()
+            reference = model(**tensors).logits.float().numpy()
         else:
-            model = transformers.AutoModel.from_pretrained(source)
-            reference = model.eval()(**tensors).last_hidden_state.float().numpy()
+            reference = model(**tensors).last_hidden_state.float().numpy()
     mask = feed["attention_mask"].astype(bool)
     for precision in precisions:
         got = np.asarray(_run(_session(model_dir / PRECISION_FILES[precision]), feed)[0])
@@ -247,10 +245,9 @@ def _pooled_cosine(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> np.ndarray
     )
 
 
-def _seq2seq_parity(torch, transformers, tokenizer, source, model_dir, probe) -> dict[str, Any]:
+def _seq2seq_parity(torch, tokenizer, model, model_dir, probe) -> dict[str, Any]:
     """Teacher-forced decoder logits: the input is ``claim evidence``, the decoder reads its
     start token and the claim's first tokens."""
-    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(source).eval()
     texts = [f"{claim} {evidence}" for claim, evidence in probe]
     encoded = tokenizer(texts, truncation=True, max_length=256, padding=True, return_tensors="np")
     start = model.config.decoder_start_token_id or 0

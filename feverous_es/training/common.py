@@ -18,8 +18,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from feverous_es.errors import TrainError
+from feverous_es.errors import ModelError, TrainError
 from feverous_es.export.card import ModelCard
+from feverous_es.export.torch_models import load_torch_model
 from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
 from feverous_es.training import datasets
@@ -107,24 +108,18 @@ class TrainSettings:
 def load_model(torch: Any, settings: TrainSettings, labels: Sequence[str]) -> tuple[Any, Any]:
     """``(tokenizer, model)``: ``settings.base`` with a fresh sequence-classification head of
     ``len(labels)`` outputs (seeded), embeddings frozen when the settings say so."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
     check_base(settings.base)
     if settings.threads:
         torch.set_num_threads(settings.threads)
     torch.manual_seed(settings.seed)
     id2label = dict(enumerate(labels))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(settings.base)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            settings.base,
-            num_labels=len(labels),
-            id2label=id2label,
-            label2id={v: k for k, v in id2label.items()},
-            ignore_mismatched_sizes=True,
-        )
-    except (OSError, ValueError) as error:
-        raise TrainError(f"cannot load {settings.base}: {str(error).splitlines()[0]}") from None
+        tokenizer, model = load_torch_model(
+            settings.base, "text-classification", num_labels=len(labels), id2label=id2label,
+            label2id={v: k for k, v in id2label.items()}, ignore_mismatched_sizes=True,
+        )  # fmt: skip
+    except ModelError as error:
+        raise TrainError(str(error)) from None
     if settings.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     return tokenizer, model

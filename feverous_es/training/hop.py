@@ -54,9 +54,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from feverous_es.errors import TrainError
+from feverous_es.errors import ModelError, TrainError
 from feverous_es.export.card import CARD_FILE
 from feverous_es.export.exporter import export_model, install_subset
+from feverous_es.export.torch_models import load_torch_model
 from feverous_es.index.elements import title_keys
 from feverous_es.retrieve.hops import parse_imagined
 from feverous_es.runtime.files import MANIFEST_FILE
@@ -125,19 +126,15 @@ def check_seq2seq_base(base: Path) -> None:
 def load_seq2seq(torch: Any, settings: TrainSettings) -> tuple[Any, Any]:
     """``(tokenizer, model)`` of ``settings.base``, which must be an encoder-decoder with a pad
     token and a decoder start token (T5 style)."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
     check_base(settings.base)
     if settings.threads:
         torch.set_num_threads(settings.threads)
     torch.manual_seed(settings.seed)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(settings.base)
-        model = AutoModelForSeq2SeqLM.from_pretrained(settings.base)
-    except (OSError, ValueError, KeyError) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        tokenizer, model = load_torch_model(settings.base, "text2text-generation")
+    except ModelError as error:
         raise TrainError(
-            f"{settings.base} is not a seq2seq (T5-style) model directory: {first}"
+            f"{settings.base} is not a seq2seq (T5-style) model directory: {error}"
         ) from None
     if tokenizer.pad_token_id is None:
         raise TrainError(f"the tokenizer of {settings.base} has no pad token")
@@ -282,12 +279,10 @@ def metrics(pairs: Sequence[Pair], outputs: Sequence[str]) -> dict[str, Any]:
 def torch_agreement(trained: Path, texts: Sequence[str], outputs: Sequence[str], **lengths: int):
     """Share of ``texts`` for which greedy generation by the torch model gives ``outputs``."""
     torch = import_torch()
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
     if not texts:
         return None
-    tokenizer = AutoTokenizer.from_pretrained(trained)
-    model = AutoModelForSeq2SeqLM.from_pretrained(trained).eval()
+    tokenizer, model = load_torch_model(trained, "text2text-generation")
+    model.eval()
     with torch.inference_mode():
         batch = tokenizer(
             list(texts), return_tensors="pt", padding=True, truncation=True,

@@ -13,6 +13,7 @@ from typing import Any
 
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS
+from feverous_es.export.torch_models import load_torch_model
 from feverous_es.training import common, datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.common import TRAINED_DIR, check_base, import_torch
@@ -119,11 +120,8 @@ def train(
 def score_with(trained: Path, pairs: Sequence[data.Pair], settings: TrainSettings) -> Any:
     """Label probabilities of ``pairs`` from a saved torch model."""
     torch = import_torch()
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(trained)
-    model = AutoModelForSequenceClassification.from_pretrained(trained).to(settings.device).eval()
-    return predict(torch, model, tokenizer, pairs, settings)
+    tokenizer, model = load_torch_model(trained, "text-classification")
+    return predict(torch, model.to(settings.device).eval(), tokenizer, pairs, settings)
 
 
 def write_scores(path: Path, pairs: Sequence[data.Pair], probabilities: Any, model: str) -> None:
