@@ -47,8 +47,6 @@ from feverous_es.runtime.fetch import ensure_reranker
 from feverous_es.runtime.files import MANIFEST_FILE
 from feverous_es.runtime.session import cuda_device_present
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 Batch = list[tuple[str, str]]
 
 

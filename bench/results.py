@@ -51,11 +51,14 @@ _COMMIT_AT_START = _commit()
 
 def record(name: str, figures: Any, command: str | None = None) -> Path:
     """Write ``figures`` to ``bench/results/<name>.json`` with their provenance (``command``:
-    the command line that gave them, default this process's); returns the path."""
+    the command line that gave them; by default the driver's condition, placeholders kept,
+    else this process's); returns the path."""
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
     entry = {
-        "command": command or shlex.join(["python", *sys.argv]),
+        "command": command
+        or os.environ.get("FEVEROUS_ES_BENCH_COMMAND")
+        or shlex.join(["python", *sys.argv]),
         "commit": _COMMIT_AT_START,
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",

@@ -243,7 +243,13 @@ def run(condition: Condition, places: dict[str, str | None], keep: bool) -> int:
     scratch = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
     argv = condition.argv(places)
     print(f"$ {shlex.join(argv)}", flush=True)
-    env = {**os.environ, "FEVEROUS_ES_BENCH_RESULTS": str(scratch)}
+    env = {
+        **os.environ,
+        "FEVEROUS_ES_BENCH_RESULTS": str(scratch),
+        # The record names the condition's command with its placeholders, not this machine's
+        # paths: anyone can rerun it with their own --index / --wiki / --pairs.
+        "FEVEROUS_ES_BENCH_COMMAND": f"{condition.command} --record {condition.name}",
+    }
     if subprocess.run(argv, cwd=REPO, env=env, check=False).returncode != 0:
         print(f"error: {condition.name}'s command failed", file=sys.stderr)
         return 1

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,19 +35,16 @@ from pathlib import Path
 import numpy as np
 from results import bench_parser, save_figures  # bench/results.py
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from feverous_es.index.backends import open_store  # noqa: E402
-from feverous_es.index.elements import ElementType  # noqa: E402
-from feverous_es.plugins.config import PipelineConfig  # noqa: E402
-from feverous_es.plugins.interfaces import PluginContext  # noqa: E402
-from feverous_es.rerank.rankers import fused_scores  # noqa: E402
-from feverous_es.runtime.cross_encoder import CrossEncoder  # noqa: E402
-from feverous_es.training import datasets  # noqa: E402
-from feverous_es.training.options import work_dir  # noqa: E402
-from feverous_es.training.retrieved import read_retrieved  # noqa: E402
-from feverous_es.verify.pipeline import LazyEmbedder, Pipeline  # noqa: E402
+from feverous_es.index.backends import open_store
+from feverous_es.index.elements import ElementType
+from feverous_es.plugins.config import PipelineConfig
+from feverous_es.plugins.interfaces import PluginContext
+from feverous_es.rerank.rankers import fused_scores
+from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.training import datasets
+from feverous_es.training.options import work_dir
+from feverous_es.training.retrieved import read_retrieved
+from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
 
 K = 5
 

@@ -29,20 +29,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from itertools import zip_longest
 from pathlib import Path
 
 import httpx
 import numpy as np
-from data import MINI, REPO  # bench/data.py
+from data import MINI  # bench/data.py
 from results import bench_parser, record_if_asked  # bench/results.py
 
 from feverous_es.eval.samples import claim_texts
-
-sys.path.insert(0, str(REPO))
-from tests.serve_server import running_server  # the tests' server starter
+from feverous_es.serve.process import running_server
 
 MEMORY_EVERY = 1.0  # seconds between the soak's memory readings
 FILES = ("fm2_dev.jsonl", "feverous_s_dev.jsonl", "tabfact_dev.jsonl")

@@ -79,6 +79,9 @@ def test_a_rerun_is_kept_only_when_its_figures_hold(
     status = run.run(condition, {"index": measured, "wiki": None, "pairs": None}, keep=True)
     assert status == (0 if kept else 1)
     assert (tmp_path / "probe.json").is_file() is kept
+    if kept:  # its command as declared: placeholders, not this machine's paths
+        record = json.loads((tmp_path / "probe.json").read_text(encoding="utf-8"))
+        assert record["command"] == f"{RECORDING} --record probe"
 
 
 def test_a_placeholder_the_rerun_was_not_given_is_one_line(tmp_path: Path) -> None:

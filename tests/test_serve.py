@@ -24,6 +24,7 @@ from feverous_es.serve.app import (
     MAX_SOURCE_CHARS,
     _without_credentials,
 )
+from feverous_es.serve.process import running_server
 from feverous_es.serve.schema import (
     BatchAnswer,
     EntailAnswer,
@@ -32,7 +33,6 @@ from feverous_es.serve.schema import (
     VerifyAnswer,
 )
 from feverous_es.serve.worker import PipelineWorker, QueueFull
-from tests.serve_server import running_server
 
 TOKEN = "test-token-5b1d"
 CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."

@@ -22,9 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from feverous_es import __version__
 from feverous_es.errors import StoreUnreachable
 from feverous_es.serve.app import MAX_BODY_BYTES
+from feverous_es.serve.process import running_server
 from feverous_es.serve.readiness import Check, Readiness
 from feverous_es.serve.worker import SHUTDOWN_GRACE
-from tests.serve_server import running_server
 
 TOKEN = "ops-token-77c1"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

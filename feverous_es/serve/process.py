@@ -1,4 +1,5 @@
-"""A real `feverous-es serve` process on a free loopback port, for the API and browser tests."""
+"""A real `feverous-es serve` process on a free loopback port: what the tests, the browser
+tests and the service benchmark talk to."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, NamedTuple
-
-import httpx
 
 
 def free_port() -> int:
@@ -71,9 +72,9 @@ def _wait_until_up(process: subprocess.Popen, log: IO[bytes], port: int) -> str:
             output = log.read().decode()
             raise RuntimeError(f"the server exited ({process.returncode}): {output}")
         try:
-            httpx.get(url + "/", timeout=1)
-            return url
-        except httpx.TransportError:
+            with urllib.request.urlopen(url + "/", timeout=1):
+                return url
+        except (urllib.error.URLError, OSError):
             if time.monotonic() > deadline:
                 raise RuntimeError("the server did not start in 120 s") from None
             time.sleep(0.3)
