@@ -3,20 +3,27 @@ it, or a text sentence by sentence, readable at a glance."""
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.text import Text
 
 from feverous_es.output.report import LABEL_STYLE
+from feverous_es.text import marked_words
 from feverous_es.verdict.entailment import Entailment, TextCheck
 
-SPAN_CHARS = 240  # a deciding window is shown up to this many characters
+_WORD = re.compile(r"\w+")
 
 
 def _span(answer: Entailment) -> Text:
-    text = answer.window.text
-    shown = text if len(text) <= SPAN_CHARS else text[: SPAN_CHARS - 1] + "…"
+    """The deciding window whole (at most ~120 words) on one line, the claim's words in bold."""
+    shown = Text(f"“{' '.join(answer.window.text.split())}”", style="italic")
+    claim_words = marked_words(answer.claim)
+    for match in _WORD.finditer(shown.plain):
+        if marked_words(match.group()) & claim_words:
+            shown.stylize("bold", match.start(), match.end())
     where = f"chars {answer.window.start}-{answer.window.end} of the source"
-    return Text.assemble(("  ", ""), (f"“{shown}”", "italic"), (f"  ({where})", "dim"))
+    return Text.assemble("  ", shown, (f"  ({where})", "dim"))
 
 
 def print_entailment(out: Console, answer: Entailment) -> None:
