@@ -16,7 +16,7 @@ from feverous_es.errors import ModelError
 from feverous_es.export.dequantize import torch_from_int8
 from feverous_es.export.exporter import export_model
 from feverous_es.rerank.rankers import PACKAGED_SENTENCE_RANKER
-from feverous_es.training.rerank import kept_layers
+from feverous_es.training.rerank.fit import kept_layers
 
 
 def _sha256(path: Path) -> str:

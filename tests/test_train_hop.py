@@ -25,8 +25,8 @@ from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.retrieve.evidence_text import seq2seq_input
 from feverous_es.retrieve.hops import Seq2SeqHop, parse_imagined
 from feverous_es.runtime.seq2seq import Seq2SeqModel
-from feverous_es.training import hop as th
-from feverous_es.training import hop_data
+from feverous_es.training.hop import data as hop_data
+from feverous_es.training.hop import fit as th
 from feverous_es.training.retrieved import (
     Retrieved,
     collect_retrieved,

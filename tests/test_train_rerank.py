@@ -26,8 +26,9 @@ from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.rerank.rankers import CrossEncoderReranker
 from feverous_es.runtime.cross_encoder import CrossEncoder
-from feverous_es.training import common, rerank_data, retrieved
-from feverous_es.training import rerank as tr
+from feverous_es.training import common, retrieved
+from feverous_es.training.rerank import data as rerank_data
+from feverous_es.training.rerank import fit as tr
 
 REPO = Path(__file__).resolve().parents[1]
 # FEVEROUS-S claims of the sample (sentence gold) and TabFact claims of its tables, whose cell

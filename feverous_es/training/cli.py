@@ -392,8 +392,9 @@ def rerank_command(
     sentence ranker): the student keeps 3 of its layers and learns its scores; ship it where
     held-out recall holds (bench/sentence_ranker.py TEACHER --against STUDENT).
     """
-    from feverous_es.training import bases, rerank_data
-    from feverous_es.training import rerank as tr
+    from feverous_es.training import bases
+    from feverous_es.training.rerank import data as rerank_data
+    from feverous_es.training.rerank import fit as tr
 
     if teacher is not None and (fit.base is not None or kind not in ("sentences", "cells")):
         raise click.UsageError("--teacher starts from the teacher's weights: give one --kind "
@@ -462,7 +463,7 @@ def hop_command(data: Data, fit: Fit, target_length: int, distractors: int) -> N
     text", or "supports none"), fine-tunes (checkpoint in WORK, so a rerun resumes), exports
     for the seq2seq hop plugin, and prints held-out exact match and title recall.
     """
-    from feverous_es.training import hop as th
+    from feverous_es.training.hop import fit as th
 
     assert fit.base is not None  # --base is required: no seq2seq weights ship
     command = command_line(click.get_current_context())

@@ -33,7 +33,7 @@ from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
 from feverous_es.index.element_ids import element_to_triple, table_key
 from feverous_es.training.datasets import hash_unit, is_holdout, read_jsonl, sample
-from feverous_es.training.rerank_data import index_id
+from feverous_es.training.rerank.data import index_id
 from feverous_es.verdict.feature_model import evidence_table, sentence_texts
 from feverous_es.verdict.inputs import sentence_premise, table_premise
 from feverous_es.verdict.table_facts import Table

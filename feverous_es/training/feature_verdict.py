@@ -44,7 +44,7 @@ from feverous_es.runtime.files import FP32_FILE, write_manifest
 from feverous_es.training import common, datasets
 from feverous_es.training.datasets import TrainingClaim, is_holdout
 from feverous_es.training.progress import QUIET, Progress
-from feverous_es.training.rerank_data import index_id
+from feverous_es.training.rerank.data import index_id
 from feverous_es.verdict import sentence_facts, table_facts
 from feverous_es.verdict.feature_model import (
     ENTAILMENT_FEATURES,

@@ -11,7 +11,7 @@ that cross-encoder on claims that name their table (``gold_tables``, as TabFact'
    of other claims, drawn with the seed. A claim whose gold table is not in the pool makes no
    group. Cached in ``<work>/row-groups.jsonl``, one line a claim.
 2. **Fine-tuning and export** as for the evidence rankers
-   (:func:`feverous_es.training.rerank.train`: cross entropy over the group), into
+   (:func:`feverous_es.training.rerank.fit.train`: cross entropy over the group), into
    ``<out>/rows``.
 """
 
@@ -33,14 +33,14 @@ from feverous_es.training import datasets
 from feverous_es.training.common import check_base
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.progress import QUIET, Progress
-from feverous_es.training.rerank import (
+from feverous_es.training.rerank.card import save_ranker_card
+from feverous_es.training.rerank.data import Group, draw_distinct
+from feverous_es.training.rerank.fit import (
     RunOptions,
     fit_and_export,
     group_metrics,
     training_section,
 )
-from feverous_es.training.rerank_card import save_ranker_card
-from feverous_es.training.rerank_data import Group, draw_distinct
 
 KIND = "rows"
 GROUPS_FILE = "row-groups.jsonl"

@@ -64,7 +64,7 @@ def build_jobs(options: QueueOptions, progress: Progress = QUIET) -> list[gpu_bu
     recipe = {"claims": [Path(p).name for p in options.claims], "holdout": HOLDOUT,
               "seed": SEED, "limit": options.limit}  # fmt: skip
     if "ranker" in wanted:
-        from feverous_es.training.rerank_data import read_gold_claims
+        from feverous_es.training.rerank.data import read_gold_claims
         from feverous_es.training.retrieved import collect_retrieved
 
         with_gold = [p for p in options.claims if not _names_gold_tables(p)]

@@ -53,7 +53,7 @@ max_length = {training["max_length"]}
 Claims: {files} ({sample} per file, sampled by seed {training["seed"]}); claims with
 element-level gold evidence only (TabFact claims have none). A seeded {report["holdout"]:.0%}
 of the claims, split by claim id, is held out of training and measured below. Pairs
-({counts}; `feverous_es.training.hop_data.build_pairs`): the input is the plugin's own
+({counts}; `feverous_es.training.hop.data.build_pairs`): the input is the plugin's own
 `missing: <pages> [HYP] <claim> <evidence>` of a partial gold chain; the target the first gold
 element of a page retrieval missed (`missing-page`), of the lowest-ranked gold page when
 retrieval found them all (`hidden-page`), a left-out gold element of a one-page chain

@@ -70,8 +70,8 @@ from feverous_es.training.common import (
     import_torch,
 )
 from feverous_es.training.datasets import split
-from feverous_es.training.hop_card import write_card
-from feverous_es.training.hop_data import (
+from feverous_es.training.hop.card import write_card
+from feverous_es.training.hop.data import (
     KINDS,
     PAGE_KINDS,
     PAIRS_FILE,

@@ -55,8 +55,8 @@ from feverous_es.training.bases import base_name
 from feverous_es.training.common import check_base, import_torch
 from feverous_es.training.gpu import job as gpu_job
 from feverous_es.training.progress import NO_STEPS, QUIET, Progress, Steps
-from feverous_es.training.rerank_card import write_card
-from feverous_es.training.rerank_data import (
+from feverous_es.training.rerank.card import write_card
+from feverous_es.training.rerank.data import (
     CANDIDATES_FILE,
     KINDS,
     Group,
