@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from feverous_es.index.store import Filters, Hit, PageHit, Store
     from feverous_es.plugins.config import PipelineConfig, load_config
     from feverous_es.plugins.interfaces import Candidate, Label, Verdict
-    from feverous_es.verdict.entailment import Entailment, EntailmentModel
+    from feverous_es.verdict.entailment import Entailment, EntailmentModel, TextCheck
+    from feverous_es.verdict.windows import Span
     from feverous_es.verify.pipeline import ClaimResult, HopRecord, Pipeline, Retrieval
 
 __version__ = "0.1.0"
@@ -53,6 +54,8 @@ _LAZY = {
     "Verdict": "feverous_es.plugins.interfaces",
     "Entailment": "feverous_es.verdict.entailment",
     "EntailmentModel": "feverous_es.verdict.entailment",
+    "TextCheck": "feverous_es.verdict.entailment",
+    "Span": "feverous_es.verdict.windows",
     "Element": "feverous_es.index.elements",
     "ElementType": "feverous_es.index.elements",
     "open_store": "feverous_es.index.backends",
@@ -84,10 +87,12 @@ __all__ = [
     "PipelineConfig",
     "PluginError",
     "Retrieval",
+    "Span",
     "Store",
     "StoreError",
     "StoreUnauthorized",
     "StoreUnreachable",
+    "TextCheck",
     "Verdict",
     "WikiError",
     "__version__",
