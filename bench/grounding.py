@@ -96,11 +96,11 @@ def main() -> None:
             "window_words": model.window_words,
             "at_stored_threshold": balanced_accuracy(supported, windowed >= model.threshold),
             "two_fold": two_fold(windowed, supported),
-            "at_0.5": balanced_accuracy(supported, windowed >= 0.5),
+            "at_half": balanced_accuracy(supported, windowed >= 0.5),
             "seconds_per_1000_words": windowed_seconds / words * 1000,
         },
         "truncated": {
-            "at_0.5": balanced_accuracy(supported, truncated >= 0.5),
+            "at_half": balanced_accuracy(supported, truncated >= 0.5),
             "best_in_sample": best_threshold(truncated, supported)[1],
             "two_fold": two_fold(truncated, supported),
             "seconds_per_1000_words": truncated_seconds / words * 1000,

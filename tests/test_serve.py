@@ -132,6 +132,10 @@ def test_entail_reads_the_claim_against_the_evidence_given(server, sample_index)
     assert "evidence" in one_line_error(server.post("/v1/entail", json=empty), 422)
     both = {"claim": "x", "text": "y", "evidence": ["z"]}
     assert "either claim or text" in one_line_error(server.post("/v1/entail", json=both), 422)
+    blank = {"text": "   ", "evidence": ["z"]}
+    assert "text" in one_line_error(server.post("/v1/entail", json=blank), 422)
+    no_source = {"text": "A claim.", "evidence": []}
+    assert "evidence" in one_line_error(server.post("/v1/entail", json=no_source), 422)
     huge = {"claim": "x", "evidence": ["word " * (MAX_SOURCE_CHARS // 8)] * 2}
     assert "over 100000" in one_line_error(server.post("/v1/entail", json=huge), 413)
 
