@@ -214,8 +214,9 @@ def test_the_large_reader_in_the_api_and_the_service(sample_index: Path) -> None
     assert readers["verdict"].name.startswith("verdict-large-")
     assert readers["verdict-averaged"] == PACKAGED_MODELS_DIR / "verdict"
     assert result.verdict.label.value == "SUPPORTS"
-    with running_server(sample_index, args=("--reader", "large")) as server:
-        client = httpx.Client(base_url=server.url, timeout=120)
+    with running_server(sample_index, token="t0k", args=("--reader", "large")) as server:
+        auth = {"Authorization": "Bearer t0k"}  # /v1/health names model paths to the token
+        client = httpx.Client(base_url=server.url, timeout=120, headers=auth)
         body = {"claim": "Henri Schoeman is a swimmer.", "evidence": [SOURCE]}
         assert client.post("/v1/entail", json=body).json()["label"] == "REFUTES"
         models = {m["name"]: m for m in client.get("/v1/health").json()["models"]}

@@ -104,9 +104,10 @@ def test_node_loss_is_503_then_the_same_answers(node: ScriptNode) -> None:
             assert "\n" not in error and "cannot reach Elasticsearch" in error
             until(lambda: http.get("/v1/health/ready").status_code == 503, 10, "readiness 503")
             ready = http.get("/v1/health/ready").json()["error"]
-            assert ready.startswith("not ready:") and "cannot reach Elasticsearch" in ready
+            assert ready == "not ready: store unreachable"  # a category: no host, no port
             health = http.get("/v1/health")
             assert health.status_code == 503 and health.json()["status"] == "unavailable"
+            assert health.json()["reason"] == "store unreachable"
             assert http.get("/v1/health/live").status_code == 200  # the process is fine
             node.run("restart")
             until(lambda: http.get("/v1/health/ready").status_code == 200, 60, "readiness 200")
