@@ -69,11 +69,11 @@ def test_windows_cover_a_source_in_overlapping_sentence_runs() -> None:
     assert all(source.text[s.start : s.end] == s.text for s in source.sentences)
     long = Source.of([" ".join(FILLER)])
     windows = long.windows(120)
-    assert all(len(span.text.split()) <= 120 for span, _ in windows)
-    assert all(long.text[span.start : span.end] == span.text for span, _ in windows)
-    covered = [s for _, sentences in windows for s in sentences]
+    assert all(len(w.span.text.split()) <= 120 for w in windows)
+    assert all(long.text[w.span.start : w.span.end] == w.span.text for w in windows)
+    covered = [s for w in windows for s in w.sentences]
     assert set(covered) == set(long.sentences)  # every sentence read ...
-    for (_, before), (_, after) in itertools.pairwise(windows):
+    for before, after in itertools.pairwise(w.sentences for w in windows):
         assert before[-1] in after and after[0] in before  # ... and each edge read whole twice
 
 

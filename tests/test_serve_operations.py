@@ -145,6 +145,16 @@ def test_log_claims_puts_the_text_in(sample_index) -> None:
     assert line["claim"] == CLAIM
 
 
+async def sent_then_terminated(
+    server, http: httpx.AsyncClient, claims: list[str]
+) -> list[asyncio.Future[httpx.Response]]:
+    """Every claim posted at once, then SIGTERM while one runs and the rest are queued."""
+    sent = [asyncio.ensure_future(http.post("/v1/verify", json={"claim": c})) for c in claims]
+    await asyncio.sleep(0.3)  # all sent: one claim running, the rest queued
+    server.process.send_signal(signal.SIGTERM)
+    return sent
+
+
 def test_sigterm_drains_the_requests_in_flight_then_exits_0(sample_index) -> None:
     # One claim a batch, 30 of them: the drain lasts seconds even on a quiet machine (six in
     # batches of two were all answered within 0.8 s there), and the drain timeout is long
@@ -155,12 +165,7 @@ def test_sigterm_drains_the_requests_in_flight_then_exits_0(sample_index) -> Non
 
         async def in_flight() -> tuple[list[httpx.Response], int, Exception | None]:
             async with httpx.AsyncClient(base_url=server.url, timeout=300) as http:
-                sent = [
-                    asyncio.ensure_future(http.post("/v1/verify", json={"claim": c}))
-                    for c in claims
-                ]
-                await asyncio.sleep(0.3)  # all sent: one claim running, the rest queued
-                server.process.send_signal(signal.SIGTERM)
+                sent = await sent_then_terminated(server, http, claims)
                 await asyncio.sleep(0.5)  # uvicorn closes its socket at its next tick
                 pending = sum(not s.done() for s in sent)
                 refused = None
@@ -188,12 +193,7 @@ def test_past_the_drain_timeout_the_queued_get_503_and_the_exit_is_bounded(sampl
 
         async def cut_off() -> tuple[list[httpx.Response], float]:
             async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
-                sent = [
-                    asyncio.ensure_future(http.post("/v1/verify", json={"claim": c}))
-                    for c in claims
-                ]
-                await asyncio.sleep(0.3)  # all sent: one claim running, the rest queued
-                server.process.send_signal(signal.SIGTERM)
+                sent = await sent_then_terminated(server, http, claims)
                 signalled = time.monotonic()
                 answers = await asyncio.gather(*sent)
                 await asyncio.to_thread(server.process.wait, 60)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from feverous_es.output.report import LABEL_STYLE
+from feverous_es.plugins.interfaces import Label
 from feverous_es.text import marked_words
 from feverous_es.verdict.entailment import Entailment, TextCheck
 
@@ -32,7 +33,7 @@ def print_entailment(out: Console, answer: Entailment) -> None:
     style = LABEL_STYLE[answer.label]
     out.print(
         f"[bold {style}]{answer.label.value}[/]  (P(SUPPORTS) "
-        f"{answer.probabilities.get(answer.label.SUPPORTS, 0.0):.2f}, supported at "
+        f"{answer.probabilities.get(Label.SUPPORTS, 0.0):.2f}, supported at "
         f"≥ {answer.threshold:.2f}; {answer.windows} window(s) of the source read)"
     )
     for label, p in sorted(answer.probabilities.items(), key=lambda item: -item[1]):
@@ -47,12 +48,12 @@ def print_text_check(out: Console, check: TextCheck) -> None:
         line = Text.assemble(
             (f"{number:>2}. ", "bold"),
             (f"{answer.label.value:<16}", f"bold {style}"),
-            (f" {answer.probabilities.get(answer.label.SUPPORTS, 0.0):.2f}  ", "dim"),
+            (f" {answer.probabilities.get(Label.SUPPORTS, 0.0):.2f}  ", "dim"),
             answer.claim,
         )
         out.print(line)
         out.print(_span(answer))
-    summary = check.to_dict()["summary"]
+    summary = check.summary()
     missing = ", ".join(str(i + 1) for i in summary["not_supported"]) or "none"
     out.print(
         f"[bold]{summary['supported']} of {summary['sentences']} sentences supported[/]"

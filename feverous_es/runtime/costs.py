@@ -55,12 +55,28 @@ class CostMeter:
 
 
 METER = CostMeter()
+MODEL_KINDS = ("runs", "rows", "tokens")
+STORE_KINDS = ("calls", "hits")
+
+
+def count_name(subject: str, kind: str) -> str:
+    """The meter's name of a count: ``"<model> runs"``, ``"store <method> hits"``."""
+    return f"{subject} {kind}"
+
+
+def read_count_name(name: str) -> tuple[str, str, str]:
+    """``(what, subject, kind)`` of a meter's name: ``("store", method, kind)`` for a store
+    call's count, ``("model", model, kind)`` for a model run's."""
+    subject, _, kind = name.rpartition(" ")
+    method = subject.removeprefix("store ")
+    return ("store", method, kind) if method != subject else ("model", subject, kind)
 
 
 def count_model_run(model: str, rows: int, tokens: int) -> None:
     """Count one run of ``model`` (its directory's name) over ``rows`` inputs holding ``tokens``
     non-padding tokens in all."""
-    METER.add({f"{model} runs": 1, f"{model} rows": rows, f"{model} tokens": tokens})
+    counts = dict(zip(MODEL_KINDS, (1, rows, tokens), strict=True))
+    METER.add({count_name(model, kind): count for kind, count in counts.items()})
 
 
 class CountedStore:
@@ -87,7 +103,8 @@ class CountedStore:
         def counted(*args: Any, **kwargs: Any) -> Any:
             result = value(*args, **kwargs)
             hits = len(result) if isinstance(result, Sized) else 0
-            METER.add({f"store {name} calls": 1, f"store {name} hits": hits})
+            METER.add({count_name(f"store {name}", "calls"): 1,
+                       count_name(f"store {name}", "hits"): hits})  # fmt: skip
             return result
 
         return counted

@@ -40,6 +40,7 @@ from prometheus_client import (
 )
 
 from feverous_es.errors import IncompatibleIndex, StoreError, StoreUnauthorized, StoreUnreachable
+from feverous_es.runtime.costs import MODEL_KINDS, STORE_KINDS, read_count_name
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PREFIX = "feverous_es"
@@ -106,8 +107,8 @@ class ServiceMetrics:
             kind: Counter(
                 f"{PREFIX}_model_{kind}", f"Model {help}, by model.", ["model"], registry=registry
             )
-            for kind, help in (("runs", "runs"), ("rows", "inputs read"),
-                               ("tokens", "non-padding tokens read"))
+            for kind, help in zip(MODEL_KINDS, ("runs", "inputs read", "non-padding tokens read"),
+                                  strict=True)
         }  # fmt: skip
         self.store_counts = {
             kind: Counter(
@@ -116,7 +117,7 @@ class ServiceMetrics:
                 ["method"],
                 registry=registry,
             )
-            for kind in ("calls", "hits")
+            for kind in STORE_KINDS
         }
         self.ready = Gauge(
             f"{PREFIX}_ready", "1 while the last readiness check passed, else 0.",
@@ -143,14 +144,13 @@ class ServiceMetrics:
             self.stage_seconds.labels(stage=stage).observe(seconds)
 
     def observe_costs(self, counts: Mapping[str, int]) -> None:
-        """Count what a request's work cost: the meter's ``"<model> runs|rows|tokens"`` and
-        ``"store <method> calls|hits"`` names."""
+        """Count what a request's work cost, by the meter's names
+        (:func:`~feverous_es.runtime.costs.read_count_name`)."""
         for name, count in counts.items():
-            subject, _, kind = name.rpartition(" ")
-            method = subject.removeprefix("store ")
-            if method != subject and kind in self.store_counts:
-                self.store_counts[kind].labels(method=method).inc(count)
-            elif kind in self.model_counts:
+            what, subject, kind = read_count_name(name)
+            if what == "store" and kind in self.store_counts:
+                self.store_counts[kind].labels(method=subject).inc(count)
+            elif what == "model" and kind in self.model_counts:
                 self.model_counts[kind].labels(model=subject).inc(count)
 
     def observe_store_error(self, error: StoreError) -> None:

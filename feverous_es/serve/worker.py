@@ -109,17 +109,11 @@ class PipelineWorker:
         """The drain's end: every request still waiting, and every later one, is answered
         :class:`ShuttingDown` with ``reason`` at once; the batch running finishes."""
         self.closing = reason
-        stop = False
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is _STOP:
-                stop = True
-            elif not job.future.done():
+        waiting = self._take_waiting()
+        for job in waiting:
+            if job is not _STOP and not job.future.done():
                 _settle(job.future, _raiser(ShuttingDown(reason)))
-        if stop:
+        if _STOP in waiting:  # stop() asked first: the thread still ends
             self._queue.put(_STOP)
 
     @property
@@ -222,15 +216,19 @@ class PipelineWorker:
 
     def _fail_all(self, error: Exception) -> None:
         """Answer every request in flight, held or waiting with ``error``."""
-        jobs = [*self._in_flight, *([self._held] if self._held else [])]
+        jobs = [*self._in_flight, *([self._held] if self._held else []), *self._take_waiting()]
+        for job in jobs:
+            if job is not _STOP and not job.future.done():
+                _settle(job.future, _raiser(error))
+
+    def _take_waiting(self) -> list[Any]:
+        """Every job in the queue, taken out of it (the stop marker too, if it is there)."""
+        jobs = []
         while True:
             try:
                 jobs.append(self._queue.get_nowait())
             except queue.Empty:
-                break
-        for job in jobs:
-            if job is not _STOP and not job.future.done():
-                _settle(job.future, _raiser(error))
+                return jobs
 
     def _batch(self, first: _Job) -> list[_Job]:
         """``first`` and the verify jobs queued behind it with the same hops, up to

@@ -42,6 +42,7 @@ from feverous_es.verdict.windows import (
     WINDOW_WORDS,
     Source,
     Span,
+    Window,
     closest,
     sentence_spans,
 )
@@ -147,19 +148,23 @@ class TextCheck:
     text: str
     sentences: list[tuple[Span, Entailment]]
 
-    def to_dict(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
+        """How many sentences, how many supported, and the indices of those that are not."""
         unsupported = [i for i, (_, answer) in enumerate(self.sentences) if not answer.supported]
+        return {
+            "sentences": len(self.sentences),
+            "supported": len(self.sentences) - len(unsupported),
+            "not_supported": unsupported,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
             "sentences": [
                 {"start": span.start, "end": span.end, **answer.to_dict()}
                 for span, answer in self.sentences
             ],
-            "summary": {
-                "sentences": len(self.sentences),
-                "supported": len(self.sentences) - len(unsupported),
-                "not_supported": unsupported,
-            },
+            "summary": self.summary(),
         }
 
 
@@ -237,15 +242,15 @@ class EntailmentModel:
         claims = [" ".join(claim.split()) for claim, _ in items]
         if not all(claims):
             raise EmptyClaimError("the claim is empty")
-        sources = [Source.of(evidence) for _, evidence in items]
-        if not all(source.sentences for source in sources):
-            raise EmptyClaimError("no evidence given: entail reads a claim against evidence")
+        # A text's sentences share one source: it is split and windowed once.
+        windowed: dict[tuple[str, ...], list[Window]] = {}
         read = []
-        for claim, source in zip(claims, sources, strict=True):
-            windows = source.windows(self.window_words)
-            kept = closest(claim, [span for span, _ in windows], self.max_windows)
-            read.append([windows[i] for i in kept])
-        premises = [[evidence_premise([s.text for s in ss], title) for _, ss in w] for w in read]
+        for claim, (_, evidence) in zip(claims, items, strict=True):
+            if (key := tuple(evidence)) not in windowed:
+                windowed[key] = self._windows(evidence)
+            windows = windowed[key]
+            read.append([windows[i] for i in closest(claim, windows, self.max_windows)])
+        premises = [[evidence_premise(w.texts(), title) for w in windows] for windows in read]
         rows = self.probabilities(
             [claim for claim, p in zip(claims, premises, strict=True) for _ in p],
             [premise for p in premises for premise in p],
@@ -264,10 +269,17 @@ class EntailmentModel:
         answers = self.entail_many([(span.text, evidence) for span in spans], title=title)
         return TextCheck(text, list(zip(spans, answers, strict=True)))
 
+    def _windows(self, evidence: Sequence[str]) -> list[Window]:
+        """``evidence`` as one source, in windows; evidence with no sentence is refused."""
+        source = Source.of(evidence)
+        if not source.sentences:
+            raise EmptyClaimError("no evidence given: entail reads a claim against evidence")
+        return source.windows(self.window_words)
+
     def _decide(
         self,
         claim: str,
-        windows: Sequence[tuple[Span, Sequence[Span]]],
+        windows: Sequence[Window],
         premises: Sequence[str],
         rows: np.ndarray,
     ) -> Entailment:
@@ -286,7 +298,7 @@ class EntailmentModel:
             premises[chosen],
             label,
             dict(zip(self.labels, map(float, rows[chosen]), strict=True)),
-            window=windows[chosen][0],
+            window=windows[chosen].span,
             windows=len(windows),
             threshold=self.threshold,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import sentencex
 
@@ -53,6 +54,23 @@ def sentence_spans(text: str, language: str = "en") -> list[Span]:
 
 
 @dataclass(frozen=True)
+class Window:
+    """A run of a source's sentences the reader reads at once: its ``span`` in the source and
+    its ``sentences``."""
+
+    span: Span
+    sentences: tuple[Span, ...]
+
+    def texts(self) -> list[str]:
+        return [sentence.text for sentence in self.sentences]
+
+    @cached_property
+    def words(self) -> set[str]:
+        """The words a claim is matched by (stop words aside), worked out once a window."""
+        return marked_words(self.span.text)
+
+
+@dataclass(frozen=True)
 class Source:
     """Evidence as one text: ``pieces`` joined a line each, as given (offsets point into what
     the user sent), and its sentences (each piece split on its own, so no sentence spans two
@@ -69,8 +87,8 @@ class Source:
             at += len(piece) + len(PIECE_SEPARATOR)
         return cls(PIECE_SEPARATOR.join(pieces), tuple(sentences))
 
-    def windows(self, words: int = WINDOW_WORDS) -> list[tuple[Span, tuple[Span, ...]]]:
-        """The windows (each its span and its sentences) that cover the source, in order."""
+    def windows(self, words: int = WINDOW_WORDS) -> list[Window]:
+        """The windows that cover the source, in order."""
         sentences, counts = self.sentences, [len(s.text.split()) for s in self.sentences]
         windows, first = [], 0
         while first < len(sentences):
@@ -79,7 +97,8 @@ class Source:
                 last += 1
                 total += counts[last]
             start, end = sentences[first].start, sentences[last].end
-            windows.append((Span(start, end, self.text[start:end]), sentences[first : last + 1]))
+            span = Span(start, end, self.text[start:end])
+            windows.append(Window(span, sentences[first : last + 1]))
             if last == len(sentences) - 1:
                 break
             # The next window starts at the sentence that reaches past this one's middle.
@@ -91,11 +110,11 @@ class Source:
         return windows
 
 
-def closest(claim: str, windows: Sequence[Span], keep: int) -> list[int]:
+def closest(claim: str, windows: Sequence[Window], keep: int) -> list[int]:
     """The indices, in source order, of the ``keep`` windows sharing the most of the claim's
     words (stop words aside; the earlier window on a tie)."""
     if len(windows) <= keep:
         return list(range(len(windows)))
     wanted = marked_words(claim)
-    shared = [len(wanted & marked_words(window.text)) for window in windows]
+    shared = [len(wanted & window.words) for window in windows]
     return sorted(sorted(range(len(windows)), key=lambda i: -shared[i])[:keep])
