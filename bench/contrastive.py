@@ -6,13 +6,13 @@ claim against other subjects' sentences (NOT ENOUGH INFO); and the harder classe
 ``feverous_es.training.attributes``, both ways: a person's nationality, profession (the
 nationality kept) and a year, each true (SUPPORTS) and changed (REFUTES). Each verdict model
 reads every pair alone (``EntailmentModel``, no retrieval); the figures are each class's recall
-and where its misses went. With ``--held-out-pairs WORK/pairs.jsonl.gz`` (a ``train verdict``
-run's pairs), the models also read that run's held-out pairs (the claims with their retrieved
-evidence, as is and gold removed, the gold tables), so models are compared on the same
+and where its misses went. With ``held_out_pairs = true``, the models also read the held-out
+pairs of the ``train verdict`` run the driver's ``--pairs`` names (the claims with their
+retrieved evidence, as is and gold removed, the gold tables), so models are compared on the same
 premises.
 
-    python bench/contrastive.py wiki.db [--model NAME|DIR …] [--commit REV …]
-                                        [--held-out-pairs PAIRS] --record NAME
+    run = "bench.contrastive:failure_classes"   # on the mini dump (--wiki); options: models,
+    # commits, pages, holdout, seed, held_out_pairs
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from data import models_at  # bench/data.py
-from results import bench_parser, record_if_asked  # bench/results.py
-
+from bench.context import Context
+from bench.data import models_at
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training.attributes import CLASSES, attribute_pairs
 from feverous_es.training.contrastive import SOURCES, contrastive_pairs, read_leads
@@ -58,37 +58,34 @@ def measure(reader: str | Path | None, pairs: list[Any]) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("wiki_db", type=Path)
-    parser.add_argument(
-        "--model", action="append", default=[],
-        help="a verdict model to compare: a reader's name (large) or a directory (repeat)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--commit", action="append", default=[],
-        help="the package's verdict model at this git commit, to compare (repeat)",
-    )  # fmt: skip
-    parser.add_argument("--pages", type=int, default=4000, help="as --contrastive-pages")
-    parser.add_argument("--holdout", type=float, default=0.35, help="as train verdict's")
-    parser.add_argument("--seed", type=int, default=13, help="as train verdict's")
-    parser.add_argument("--held-out-pairs", type=Path, help="a train verdict run's pairs.jsonl.gz")
-    args = parser.parse_args()
-    split = Split(args.seed, args.holdout, 0)
-    leads = read_leads(WikiDB(args.wiki_db).rows())
-    pairs = [*contrastive_pairs(leads, args.pages, split), *attribute_pairs(leads, split)]
+def failure_classes(
+    context: Context,
+    *,
+    models: Sequence[str] = (),
+    commits: Sequence[str] = (),
+    pages: int = 4000,
+    holdout: float = 0.35,
+    seed: int = 13,
+    held_out_pairs: bool = False,
+) -> dict[str, Any]:
+    """Each class's recall for the shipped reader and each of ``models`` (a reader's name, e.g.
+    large, or a directory) and the package's reader at each of ``commits``; ``pages``,
+    ``holdout`` and ``seed`` as ``train verdict --contrastive`` takes them."""
+    split = Split(seed, holdout, 0)
+    leads = read_leads(WikiDB(context.place("wiki")).rows())
+    pairs = [*contrastive_pairs(leads, pages, split), *attribute_pairs(leads, split)]
     held = [p for p in pairs if p.held_out]
-    if args.held_out_pairs:  # the run's own contrastive pairs are the ones made above
-        run_pairs = read_pairs(args.held_out_pairs)
+    if held_out_pairs:  # the run's own contrastive pairs are the ones made above
+        run_pairs = read_pairs(context.place("pairs"))
         held += [p for p in run_pairs if p.held_out and p.train and p.source not in SOURCES]
     figures: dict[str, Any] = {"held_out_pairs": dict(Counter(p.source for p in held))}
     with contextlib.ExitStack() as stack:
-        models: dict[str, str | Path | None] = {"shipped": None, **{m: m for m in args.model}}
-        for commit in args.commit:
-            models[commit] = stack.enter_context(models_at(commit)) / "verdict"
-        for name, model in models.items():  # the shipped model first
+        readers: dict[str, str | Path | None] = {"shipped": None, **{m: m for m in models}}
+        for commit in commits:
+            readers[commit] = stack.enter_context(models_at(commit)) / "verdict"
+        for name, model in readers.items():  # the shipped model first
             figures[name] = report(name, measure(model, held))
-    record_if_asked(args, figures)
+    return figures
 
 
 def report(name: str, figures: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +96,3 @@ def report(name: str, figures: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(row, dict):
             print(f"  {source:<32} accuracy {row['accuracy']:.3f}  ({row['pairs']} pairs)")
     return figures
-
-
-if __name__ == "__main__":
-    main()

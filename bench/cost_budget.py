@@ -3,24 +3,24 @@
 Builds the embedded index of the repo's sample dump (129 pages) in a temporary directory,
 verifies the 50 official dev claims (tests/data/feverous_dev_sample50.jsonl) one at a time with
 the default pipeline, and prints what each stage counted a claim: model runs, rows (pairs) and
-tokens, store calls and hits (feverous_es.runtime.costs). ``--write`` makes these counts the
+tokens, store calls and hits (feverous_es.runtime.costs). ``write`` makes these counts the
 budget that tests/test_cost_budget.py holds the pipeline to; a change that must cost more
 writes it in the same commit.
 
-    python bench/cost_budget.py            # compare with the budget
-    python bench/cost_budget.py --write    # record a new budget
+    python -m bench run cost-budget                       # compare with the budget
+    python -m bench run cost-budget --option write=true   # record a new budget
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-from results import bench_parser  # bench/results.py
+from bench.context import Context
+from bench.data import REPO
+from bench.errors import BenchError
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DB = REPO / "sample" / "wiki.db"
 CLAIMS = REPO / "tests" / "data" / "feverous_dev_sample50.jsonl"
 BUDGET = REPO / "tests" / "data" / "cost-budget.json"
@@ -52,10 +52,9 @@ def sample_costs(index_root: Path) -> dict[str, dict[str, int]]:
         return claim_costs(pipeline, sample_claims())
 
 
-def main() -> None:
-    parser = bench_parser(__doc__, record=False)
-    parser.add_argument("--write", action="store_true", help=f"record the counts in {BUDGET}")
-    args = parser.parse_args()
+def cost_budget(context: Context, *, write: bool = False) -> dict[str, dict[str, int]]:
+    """The counts of each stage over the sample claims; BenchError naming what is over the
+    budget, unless ``write`` makes them the budget."""
     from feverous_es.verify.budget import over_budget
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,16 +64,12 @@ def main() -> None:
         print(stage)
         for name, count in counts.items():
             print(f"  {name:34s} {count:9,d}  ({count / claims:,.1f} a claim)")
-    if args.write:
+    if write:
         BUDGET.write_text(json.dumps(costs, indent=1) + "\n", encoding="utf-8")
         print(f"budget written to {BUDGET.relative_to(REPO)}")
-        return
+        return costs
     budget = json.loads(BUDGET.read_text(encoding="utf-8")) if BUDGET.exists() else {}
     problems = over_budget(costs, budget)
-    for line in problems:
-        print(f"over budget: {line}", file=sys.stderr)
-    sys.exit(1 if problems else 0)
-
-
-if __name__ == "__main__":
-    main()
+    if problems:
+        raise BenchError("over budget: " + "; ".join(problems))
+    return costs

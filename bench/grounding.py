@@ -10,7 +10,7 @@ the other, both ways, averaged: the honest figure), and at 0.5. The truncating r
 per 1,000 source words, and the latency of one call that checks five claims against a
 1,000-word source (the service's target: under 1 s on 2 cores).
 
-    python bench/grounding.py [--limit N] [--record NAME]
+    run = "bench.grounding:grounding"   # option: limit (only the first N pairs: a quick look)
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from data import DATA  # bench/data.py
-from results import bench_parser, record_if_asked  # bench/results.py
 
+from bench.context import Context
+from bench.data import DATA
 from feverous_es.plugins.interfaces import Label
 from feverous_es.training.grounding import (
     GroundingPair,
@@ -71,11 +71,9 @@ def latency(model: EntailmentModel, pairs: list[GroundingPair]) -> dict[str, flo
     return {"median_s": round(float(np.median(seconds)), 3), "windows": answers[0].windows}
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("--limit", type=int, help="only the first N pairs (a quick look)")
-    args = parser.parse_args()
-    pairs = read_grounding_pairs(WICE_DEV)[: args.limit]
+def grounding(context: Context, *, limit: int | None = None) -> dict:
+    """The windowed and the truncating reader on WiCE dev (its first ``limit`` pairs)."""
+    pairs = read_grounding_pairs(WICE_DEV)[:limit]
     supported = np.array([p.supported for p in pairs])
     model = EntailmentModel()
     words = sum(len(p.source.split()) for p in pairs)
@@ -111,8 +109,4 @@ def main() -> None:
         shown = {k: round(v, 4) for k, v in figures[reading].items() if isinstance(v, float)}
         print(f"{reading:<10} {shown}")
     print(f"five claims, 1,000-word source: {figures['five_claims_1000_words']}")
-    record_if_asked(args, figures)
-
-
-if __name__ == "__main__":
-    main()
+    return figures

@@ -1,8 +1,8 @@
 """Index benchmark: build an index of a FEVEROUS dump and time every stage, then time search.
 
-    python bench/index.py                          # the whole mini-FEVEROUS dump (~30 min here)
-    python bench/index.py --limit 1000             # the first 1,000 pages
-    python bench/index.py --wiki path/to/wiki.db --out /tmp/idx --json report.json
+    run = "bench.index:index_build"   # the driver's --wiki (default: the mini-FEVEROUS dump,
+    # ~30 min here); options: limit (the first N pages), standalone_texts, claims, keep (the
+    # index built at the driver's --index, which must not exist; default: a scratch directory)
 
 Prints, per stage (read+linearize, embed, write): elements/s and tokens/s; the embed stage's
 tokens/s against the model's standalone tokens/s measured in the same run on real texts; the
@@ -17,14 +17,13 @@ import random
 import resource
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from data import MINI  # bench/data.py
-from results import bench_parser, save_figures  # bench/results.py
-
+from bench.context import Context
+from bench.data import MINI
+from bench.errors import BenchError
 from feverous_es.eval.samples import claim_texts
 from feverous_es.index.building.builder import BuildReport, build
 from feverous_es.index.dump.page import parse_page
@@ -104,31 +103,33 @@ def print_report(report: BuildReport, standalone: float, rss_gb: float, latency:
               f"{latency['query_embed_p50_ms']:.1f} ms")  # fmt: skip
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("--wiki", type=Path, help="wiki.db (default: the mini-FEVEROUS dump)")
-    parser.add_argument("--out", type=Path, help="index directory (default: a temp dir)")
-    parser.add_argument("--limit", type=int, help="index only the first N pages")
-    parser.add_argument("--standalone-texts", type=int, default=2000)
-    parser.add_argument("--claims", type=int, default=300, help="claims for search latency")
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
-    args = parser.parse_args()
-
+def index_build(
+    context: Context,
+    *,
+    limit: int | None = None,
+    standalone_texts: int = 2000,
+    claims: int = 300,
+    keep: bool = False,
+) -> dict:
+    """A fresh build of the dump (its first ``limit`` pages), timed by stage, then ``claims``
+    claims' search latency."""
     work = Path(tempfile.mkdtemp(prefix="feverous-bench-"))
-    wiki = args.wiki or unpack_mini(work)
-    out = args.out or work / "index"
-    if out.exists():
-        sys.exit(f"{out} exists: the benchmark times a fresh build")
+    wiki = context.place("wiki") if context.wiki else unpack_mini(work)
+    out = work / "index"
+    if keep:
+        if context.index is None or context.index.exists():
+            raise BenchError(f"keep: --index {context.index} must name a directory not there yet")
+        out = context.index
     db = WikiDB(wiki)
     embedder = Embedder()
-    standalone = standalone_tokens_per_second(db, embedder, args.standalone_texts)
+    standalone = standalone_tokens_per_second(db, embedder, standalone_texts)
     embedder.tokens = 0
     writer = EmbeddedWriter(out, embedder.dim)
-    report = build(db, writer, embedder, limit=args.limit)
+    report = build(db, writer, embedder, limit=limit)
     writer.close()
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
-    claims = [MINI / "feverous_s_dev.jsonl", MINI / "tabfact_dev.jsonl"]
-    latency = search_latency(out, claims, args.claims) if args.claims else {}
+    claim_files = [MINI / "feverous_s_dev.jsonl", MINI / "tabfact_dev.jsonl"]
+    latency = search_latency(out, claim_files, claims) if claims else {}
     print_report(report, standalone, rss_gb, latency)
     figures = {
         "pages": report.pages, "elements": report.elements, "vectors": report.vectors,
@@ -138,10 +139,5 @@ def main() -> None:
         "embed_tokens": report.embed.tokens, "standalone_tokens_per_s": standalone,
         **latency,
     }  # fmt: skip
-    save_figures(args, figures)
-    if not args.out:
-        shutil.rmtree(work)
-
-
-if __name__ == "__main__":
-    main()
+    shutil.rmtree(work)
+    return figures

@@ -9,19 +9,16 @@ many of the retrieved sentences come from the page). On the real dump, whose pag
 neither rule works. Prints each rule's accuracy on all claims and on the verdict trainers'
 held-out share (seed 13, 30 %), next to the majority class.
 
-    python bench/label_leaks.py WIKI_DB [--claims FILE] [--json]
+    run = "bench.label_leaks:label_leaks"   # on the mini dump (--wiki); option: claims (a file
+    # name in the data's minifeverous/)
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
-from data import MINI  # bench/data.py
-from results import bench_parser, record_if_asked  # bench/results.py
-
+from bench.context import Context
+from bench.data import MINI
 from feverous_es.eval.claims import REFUTES, SUPPORTS
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
@@ -42,23 +39,19 @@ def accuracy(rows: list[tuple[bool, str, int, int]], rule: Callable[[int, int], 
     return sum(rule(gold, page) == label for _, label, gold, page in rows) / max(1, len(rows))
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("wiki", type=Path, help="the mini-FEVEROUS wiki.db (gunzipped)")
-    parser.add_argument("--claims", type=Path, default=MINI / "feverous_s_dev.jsonl")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
-    if not args.wiki.exists():
-        sys.exit(f"{args.wiki}: no such file (gunzip ../shared/data/minifeverous/wiki.db.gz)")
-
+def label_leaks(
+    context: Context, *, claims: str = "feverous_s_dev.jsonl"
+) -> dict[str, dict[str, float]]:
+    """Each rule's accuracy on all of ``claims`` and on the verdict trainers' held-out share."""
+    claim_file = MINI / claims
     rows = []  # (held out, label, gold evidence size, sentences on the first gold page)
-    with WikiDB(args.wiki) as db:
-        for record in claim_records(args.claims):
+    with WikiDB(context.place("wiki")) as db:
+        for record in claim_records(claim_file):
             if record.label not in (SUPPORTS, REFUTES) or not record.evidence:
                 continue
             gold = record.evidence[0]
             first_page = element_to_triple(gold[0])[0]
-            held = is_holdout(13, args.claims.stem, str(record.id), 0.3)
+            held = is_holdout(13, claim_file.stem, str(record.id), 0.3)
             rows.append((held, record.label, len(gold), page_sentences(db, first_page)))
 
     rules: dict[str, Callable[[int, int], str]] = {
@@ -75,15 +68,8 @@ def main() -> None:
         figures[split] = {"claims": len(chosen), "majority": round(max(supports, 1 - supports), 4)}
         for name, rule in rules.items():
             figures[split][name] = round(accuracy(chosen, rule), 4)
-    record_if_asked(args, figures)
-    if args.json:
-        print(json.dumps(figures, indent=2))
-        return
     for split, values in figures.items():
         print(f"{split}: {values['claims']} claims, majority class {values['majority']:.1%}")
         for name in rules:
             print(f"  {name:48s} {values[name]:.1%}")
-
-
-if __name__ == "__main__":
-    main()
+    return figures

@@ -1,8 +1,8 @@
 """Model throughput side by side: ONNX int8 cross-encoders against torch fp32 of the same
 weights, and the embedder, on real mini-FEVEROUS claim / evidence pairs.
 
-    python bench/models.py                       # CPU; CUDA rows too when a GPU is present
-    python bench/models.py --pairs 512 --rounds 3 --threads 2 --json
+    run = "bench.models:model_throughput"   # CPU; CUDA rows too when a GPU is present;
+    # options: claims, pairs, per_claim, batch_size, max_length, threads, rounds, cuda
 
 Sections:
 
@@ -19,27 +19,27 @@ Sections:
 
 Pairs are (claim, Papelo linearization) of elements of the claims' gold pages, half FEVEROUS-S
 (sentences) and half TabFact (table cells), from ../shared/data/minifeverous
-(``feverous_es.eval.samples.gold_page_pairs``, as bench/rerank.py's). The classifier's export is
-kept in ``--work`` and reused.
+(``feverous_es.eval.samples.gold_page_pairs``). The classifier's export is kept in
+``WORK`` (/tmp/feverous-es-bench-models) and reused.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import json
 import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from data import MINI  # bench/data.py
-from results import bench_parser, record_if_asked  # bench/results.py
 from tokenizers import Tokenizer
 
+from bench.context import Context
+from bench.data import MINI
+from bench.errors import BenchError
 from feverous_es.eval.samples import gold_page_pairs
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.embedder import FP32_FILE, Embedder, ensure_model, export_dir
@@ -179,9 +179,22 @@ def interleaved(
 # ----------------------------------------------------------------------------- sections
 
 
-def bench_cross_encoders(
-    args: argparse.Namespace, pairs: Batch, device: str
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Setup:
+    """How the models are timed: batches of ``batch_size`` pairs of at most ``max_length``
+    tokens, ``threads`` threads, ``rounds`` interleaved passes; exports kept in ``work``."""
+
+    work: Path
+    batch_size: int
+    max_length: int
+    threads: int
+    rounds: int
+
+
+WORK = Path("/tmp/feverous-es-bench-models")  # the unpacked wiki.db and the classifier's copies
+
+
+def bench_cross_encoders(args: Setup, pairs: Batch, device: str) -> list[dict[str, Any]]:
     from transformers import AutoTokenizer
 
     torch_dir, onnx_dir = classifier_dirs(args.work, args.threads)
@@ -262,7 +275,7 @@ def bench_cross_encoders(
     return rows
 
 
-def bench_embedder(args: argparse.Namespace, texts: list[str], device: str) -> list[dict]:
+def bench_embedder(args: Setup, texts: list[str], device: str) -> list[dict]:
     options = {"max_length": 128, "batch_size": args.batch_size, "device": device}
     if device != "cuda":
         options["threads"] = args.threads
@@ -319,27 +332,23 @@ def print_table(rows: list[dict], header: str) -> None:
         )
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("--db", type=Path, default=MINI / "wiki.db.gz", help="wiki.db or .gz")
-    parser.add_argument(
-        "--claims", type=Path, nargs="+",
-        default=[MINI / "feverous_s_dev.jsonl", MINI / "tabfact_dev.jsonl"],
-    )  # fmt: skip
-    parser.add_argument("--pairs", type=int, default=192)
-    parser.add_argument("--per-claim", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=2, help="ONNX Runtime and torch threads")
-    parser.add_argument("--rounds", type=int, default=3, help="timed passes over the batches")
-    parser.add_argument(
-        "--work", type=Path, default=Path("/tmp/feverous-es-bench-models"),
-        help="the unpacked wiki.db and the classifier's torch and ONNX copies (reused)",
-    )  # fmt: skip
-    parser.add_argument("--no-cuda", action="store_true", help="skip the CUDA section")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    args = parser.parse_args()
-
+def model_throughput(
+    context: Context,
+    *,
+    claims: Sequence[str] = ("feverous_s_dev.jsonl", "tabfact_dev.jsonl"),
+    pairs: int = 192,
+    per_claim: int = 8,
+    batch_size: int = 32,
+    max_length: int = 256,
+    threads: int = 2,
+    rounds: int = 3,
+    cuda: bool = True,
+) -> dict[str, Any]:
+    """Each model's rate on ``pairs`` pairs (at most ``per_claim`` a claim) of ``claims`` (files
+    of the data's minifeverous/), on the mini dump (the driver's --wiki, else the gzipped one);
+    the CUDA section when a GPU is present and ``cuda``."""
+    args = Setup(WORK, batch_size, max_length, threads, rounds)
+    claim_files = [MINI / name for name in claims]
     import torch
     import transformers
 
@@ -347,26 +356,26 @@ def main() -> None:
     transformers.logging.set_verbosity_error()  # "newly initialized" head: untrained on purpose
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    db = wiki_db(args.db, args.work)
-    pairs = load_pairs(db, args.claims, args.pairs, args.per_claim)
-    if not pairs:
-        raise SystemExit(f"no pairs: no claim of {args.claims} has its pages in {db}")
-    texts = list(dict.fromkeys(passage for _, passage in pairs))
+    db = wiki_db(context.place("wiki") if context.wiki else MINI / "wiki.db.gz", args.work)
+    batch = load_pairs(db, claim_files, pairs, per_claim)
+    if not batch:
+        raise BenchError(f"no pairs: no claim of {', '.join(claims)} has its pages in {db}")
+    texts = list(dict.fromkeys(passage for _, passage in batch))
     tokenizer = Tokenizer.from_file(str(ensure_model() / "tokenizer.json"))
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    pair_tokens = np.mean([min(len(e.ids), args.max_length) for e in tokenizer.encode_batch(pairs)])
+    pair_tokens = np.mean([min(len(e.ids), max_length) for e in tokenizer.encode_batch(batch)])
     text_tokens = np.mean([min(len(e.ids), 128) for e in tokenizer.encode_batch(texts)])
-    rows = bench_cross_encoders(args, pairs, "cpu") + bench_embedder(args, texts, "cpu")
-    cuda = cuda_device_present() and not args.no_cuda
-    if cuda:
+    rows = bench_cross_encoders(args, batch, "cpu") + bench_embedder(args, texts, "cpu")
+    on_cuda = cuda_device_present() and cuda
+    if on_cuda:
         rows += [{**r, "section": f"cuda {r['section']}"} for r in bench_cross_encoders(
-            args, pairs, "cuda"
+            args, batch, "cuda"
         ) + bench_embedder(args, texts, "cuda")]  # fmt: skip
     setup = {
-        "pairs": len(pairs),
-        "claims": len({c for c, _ in pairs}),
-        "claim_files": [p.name for p in args.claims],
+        "pairs": len(batch),
+        "claims": len({c for c, _ in batch}),
+        "claim_files": list(claims),
         "tokens_per_pair": round(float(pair_tokens), 1),
         "embed_texts": len(texts),
         "tokens_per_text": round(float(text_tokens), 1),
@@ -374,13 +383,9 @@ def main() -> None:
         "max_length": args.max_length,
         "threads": args.threads,
         "rounds": args.rounds,
-        "cuda": cuda,
+        "cuda": on_cuda,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    record_if_asked(args, {"setup": setup, "rows": rows})
-    if args.json:
-        print(json.dumps({"setup": setup, "rows": rows}, indent=2))
-        return
     print_table(
         rows,
         f"{setup['pairs']} pairs from {setup['claims']} claims ({', '.join(setup['claim_files'])}"
@@ -389,7 +394,4 @@ def main() -> None:
         f"{args.batch_size}, max_length {args.max_length}, {args.threads} threads, "
         f"{args.rounds} interleaved rounds; {setup['seconds']:.0f} s",
     )
-
-
-if __name__ == "__main__":
-    main()
+    return {"setup": setup, "rows": rows}

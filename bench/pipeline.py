@@ -1,10 +1,9 @@
 """Claim pipeline speed: `feverous-es verify` latency, the warm API's stage profile and
 `predict` throughput.
 
-    python bench/pipeline.py INDEX [--verify-claims 20] [--warm-claims 200]
-                             [--predict-claims 200] [--reader NAME|COMMIT …] [--json OUT]
-    python bench/pipeline.py - --store elasticsearch   # the cluster of FEVEROUS_ES_URL
-    python bench/pipeline.py - --store elasticsearch --against indexes/mini   # side by side
+    run = "bench.pipeline:pipeline_speed"   # on the mini index (--index), or with
+    # store = "elasticsearch" the cluster of FEVEROUS_ES_URL; options: verify_claims,
+    # warm_claims, predict_claims, readers, batch_size, seed, against_embedded
 
 * verify: one `feverous-es verify CLAIM --json` process per claim, timed from process start to
   exit (imports, model loading and all hops included); p50 / p95 over real dev claims, and the
@@ -13,19 +12,18 @@
   `verify` per claim: p50 / p95 of the whole call and of each stage.
 * predict: `predict` over real dev claims in one process, batched; claims/s and where the time
   goes per stage (seconds per claim).
-* with `--reader`: the warm profile again per verdict reader (`default`, `large`, or a git
+* with `readers`: the warm profile again per verdict reader (`default`, `large`, or a git
   commit's shipped reader), on the same claims in the same process: what a reader costs.
 
 Each figure is given per dev file (FEVEROUS-S, FM2, TabFact: their claims differ in what they
-cost, tables most) and over all of them; the ``--*-claims`` counts are claims of each file,
-drawn seeded. ``--against EMBEDDED_INDEX`` runs predict over the same claims on that embedded
-index too, in the same process, and prints how many times slower the store is. On a machine
-with a CUDA GPU the models run there (device auto); the device is printed.
+cost, tables most) and over all of them; the ``*_claims`` counts are claims of each file,
+drawn seeded. ``against_embedded`` (with the cluster) runs predict over the same claims on the
+driver's ``--index`` too, in the same process, and prints how many times slower the store is. On
+a machine with a CUDA GPU the models run there (device auto); the device is printed.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import random
@@ -35,11 +33,12 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
-from data import MINI, models_at  # bench/data.py
-from results import bench_parser, save_figures  # bench/results.py
-
+from bench.context import Context
+from bench.data import MINI, models_at
+from bench.errors import BenchError
 from feverous_es.eval.samples import read_records, seeded_sample
 from feverous_es.verdict.readers import READERS
 
@@ -151,48 +150,58 @@ def predict_throughput(
     return {"device": device, "files": files}
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("index", help="embedded index directory, or the cluster URL / config")
-    parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
-    parser.add_argument("--verify-claims", type=int, default=20, help="claims of each file")
-    parser.add_argument("--warm-claims", type=int, default=200, help="claims of each file")
-    parser.add_argument("--predict-claims", type=int, default=200, help="claims of each file")
-    parser.add_argument(
-        "--against", help="an embedded index: predict the same claims on it too, side by side"
-    )
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--reader", action="append", default=[],
-        help="also the warm profile with this verdict reader, side by side: default, large, or "
-        "a git commit (the reader it shipped); repeat",
-    )  # fmt: skip
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
-    index = "" if args.index == "-" else args.index
+def pipeline_speed(
+    context: Context,
+    *,
+    store: str = "embedded",
+    verify_claims: int = 20,
+    warm_claims: int = 200,
+    predict_claims: int = 200,
+    readers: Sequence[str] = (),
+    batch_size: int = 16,
+    seed: int = 0,
+    against_embedded: bool = False,
+) -> dict[str, object]:
+    """Verify latency, the warm profile (and per reader: default, large, or a git commit's
+    shipped reader) and predict throughput, each on that many claims of each dev file."""
+    if store not in ("embedded", "elasticsearch"):
+        raise BenchError(f"store {store!r} is not embedded or elasticsearch")
+    index = str(context.place("index")) if store == "embedded" else ""
+    against = str(context.place("index")) if against_embedded else None
     with contextlib.ExitStack() as stack:
-        readers = {
+        chosen = {
             name: name if name in READERS else str(stack.enter_context(models_at(name)) / "verdict")
-            for name in args.reader
+            for name in readers
         }
-        run(args, index, readers)
+        return profile(
+            store, index, chosen, (verify_claims, warm_claims, predict_claims), batch_size, seed,
+            against,
+        )  # fmt: skip
 
 
-def run(args: argparse.Namespace, index: str, readers: dict[str, str]) -> None:
+def profile(
+    store: str,
+    index: str,
+    readers: dict[str, str],
+    counts: tuple[int, int, int],
+    batch_size: int,
+    seed: int,
+    against: str | None,
+) -> dict[str, object]:
+    verify_claims, warm_claims, predict_claims = counts
     figures: dict[str, object] = {}
-    if args.verify_claims:
-        claims = dev_claims(args.verify_claims, args.seed)
-        figures["verify"] = latency = verify_latency(args.store, index, claims)
+    if verify_claims:
+        claims = dev_claims(verify_claims, seed)
+        figures["verify"] = latency = verify_latency(store, index, claims)
         print(
             f"verify, one process per claim: importing the command line alone "
             f"{latency['import_cli_p50_s']:.2f} s"
         )
         for name, q in [*latency["files"].items(), ("all", latency["all"])]:
             print(f"  {name:16s} p50 {q['p50_s']:.2f} s  p95 {q['p95_s']:.2f} s")
-    if args.warm_claims:
-        claims = dev_claims(args.warm_claims, args.seed + 2)
-        figures["warm"] = warm = warm_profile(args.store, index, claims)
+    if warm_claims:
+        claims = dev_claims(warm_claims, seed + 2)
+        figures["warm"] = warm = warm_profile(store, index, claims)
         every = warm["all"]
         print(
             f"warm API: open {warm['open_s']:.2f} s, first claim {warm['first_claim_s']:.2f} s, "
@@ -215,10 +224,10 @@ def run(args: argparse.Namespace, index: str, readers: dict[str, str]) -> None:
                     f"p95 {q['p95_s'] * 1000:8.1f} ms  {read}"
                 )
     if readers:
-        claims = dev_claims(args.warm_claims or 50, args.seed + 2)
+        claims = dev_claims(warm_claims or 50, seed + 2)
         figures["warm_by_reader"] = by_reader = {}
         for name, reader in readers.items():
-            by_reader[name] = one = warm_profile(args.store, index, claims, reader)
+            by_reader[name] = one = warm_profile(store, index, claims, reader)
             verdict = [
                 f["stages"].get("verdict", {}).get("p50_s", 0.0) for f in one["files"].values()
             ]
@@ -227,25 +236,21 @@ def run(args: argparse.Namespace, index: str, readers: dict[str, str]) -> None:
                 f"{one['all']['p95_s'] * 1000:.0f} ms; verdict stage p50 per file "
                 + ", ".join(f"{v * 1000:.0f} ms" for v in verdict)
             )
-    if args.predict_claims:
-        claims = dev_claims(args.predict_claims, args.seed + 1)
-        figures["predict"] = result = predict_throughput(args.store, index, claims, args.batch_size)
-        print(f"predict, batch {args.batch_size} ({result['device']}):")
+    if predict_claims:
+        claims = dev_claims(predict_claims, seed + 1)
+        figures["predict"] = result = predict_throughput(store, index, claims, batch_size)
+        print(f"predict, batch {batch_size} ({result['device']}):")
         for name, one in result["files"].items():
             print(f"  {name} ({one['claims']} claims): {one['claims_per_s']:.2f} claims/s")
             for stage, seconds in one["stage_s_per_claim"].items():
                 print(f"    {stage:12s} {seconds * 1000:8.1f} ms per claim")
-        if args.against:
+        if against:
             figures["predict_embedded"] = embedded = predict_throughput(
-                "embedded", args.against, claims, args.batch_size
+                "embedded", against, claims, batch_size
             )
-            print(f"predict on the embedded index {args.against}, the same claims:")
+            print(f"predict on the embedded index {against}, the same claims:")
             for name, one in embedded["files"].items():
                 rate = one["claims_per_s"]
                 slower = rate / result["files"][name]["claims_per_s"]
-                print(f"  {name}: {rate:.2f} claims/s ({args.store} {slower:.2f}x slower)")
-    save_figures(args, figures)
-
-
-if __name__ == "__main__":
-    main()
+                print(f"  {name}: {rate:.2f} claims/s ({store} {slower:.2f}x slower)")
+    return figures

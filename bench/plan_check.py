@@ -1,11 +1,12 @@
 """Check `feverous-es plan` against a real build: projected and measured side by side.
 
-    python bench/index.py --wiki wiki.db --out INDEX --claims 0 --json build.json
-    python bench/plan_check.py wiki.db INDEX build.json [--rates RATES] [--json]
+    python -m bench run index-mini --record --wiki wiki.db --index INDEX --option keep=true
+    python -m bench run plan-check --wiki wiki.db --index INDEX   # options: build_record, rates
 
-Projects the embedded store's CPU build of WIKI_DB from the rates file (default: the rates shipped
-with the package) and prints, for wall time, each stage, disk and peak RSS, the projection, the
-measured figure of the build (bench/index.py's report and the index directory's size) and their
+Projects the embedded store's CPU build of the driver's --wiki from the rates file (default: the
+rates shipped with the package) and prints, for wall time, each stage, disk and peak RSS, the
+projection, the measured figure of the build (the record ``build_record`` of bench/index.py, kept
+in bench/results/, and the size of the index it built, the driver's --index) and their
 ratio; the plan's target is within 25 % for wall time, disk, peak RSS and the counts. Use rates
 measured on another sample than the dump checked, or the check only repeats the measurement.
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from results import bench_parser  # bench/results.py
-
+from bench.context import Context
+from bench.results import RESULTS
 from feverous_es.index.building.plan import (
     BuildRates,
     TokenCounter,
@@ -32,21 +33,18 @@ TOLERANCE = 0.25
 CHECKED = ("wall_s", "disk_bytes", "peak_rss_bytes", "tokens", "vectors")
 
 
-def main() -> None:
-    parser = bench_parser(__doc__, record=False)
-    parser.add_argument("wiki", type=Path, help="the dump that was built")
-    parser.add_argument("index", type=Path, help="the embedded index bench/index.py built")
-    parser.add_argument("build_json", type=Path, help="bench/index.py --json report of it")
-    parser.add_argument("--rates", type=Path, help="rates file (default: the shipped one)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
-
-    rates = BuildRates.load(args.rates) if args.rates else BuildRates.load()
-    with WikiDB(args.wiki) as db:
+def plan_check(
+    context: Context, *, build_record: str = "index-mini", rates: str | None = None
+) -> dict:
+    """The plan's projection of the dump's build beside the measured build."""
+    wiki = context.place("wiki")
+    build_rates = BuildRates.load(Path(rates)) if rates else BuildRates.load()
+    with WikiDB(wiki) as db:
         counts = count_dump(db, TokenCounter())
-    plan = next(p for p in project(counts, rates) if (p.store, p.device) == ("embedded", "cpu"))
-    built = json.loads(args.build_json.read_text())
-    disk = sum(file_bytes(args.index).values())
+    projections = project(counts, build_rates)
+    plan = next(p for p in projections if (p.store, p.device) == ("embedded", "cpu"))
+    built = json.loads((RESULTS / f"{build_record}.json").read_text())["figures"]
+    disk = sum(file_bytes(context.place("index")).values())
     rows = {
         "wall_s": (plan.wall_s, built["wall_s"]),
         "embed_s": (plan.embed_s, built["stages_s"]["embed"]),
@@ -61,10 +59,7 @@ def main() -> None:
         name: {"projected": p, "measured": m, "ratio": round(p / m, 3) if p and m else None}
         for name, (p, m) in rows.items()
     }
-    if args.json:
-        print(json.dumps({"rates": rates.measured, "figures": figures}, indent=2))
-        return
-    print(f"{args.wiki}: {counts.pages:,} pages, {counts.total_elements:,} elements")
+    print(f"{wiki.name}: {counts.pages:,} pages, {counts.total_elements:,} elements")
     print(f"{'':16s} {'projected':>16s} {'measured':>16s} {'ratio':>7s}")
     for name, row in figures.items():
         ratio = row["ratio"]
@@ -75,8 +70,5 @@ def main() -> None:
             f"{name:16s} {row['projected']:>16,.1f} {row['measured']:>16,.1f} "
             f"{ratio if ratio is not None else '-':>7} {verdict}"
         )
-    print(f"rates: {rates.measured}")
-
-
-if __name__ == "__main__":
-    main()
+    print(f"rates: {build_rates.measured}")
+    return {"rates": build_rates.measured, "figures": figures}

@@ -1,15 +1,16 @@
 """Which int8 graph keeps a reader's answers: fp32 beside each int8 recipe, on held-out pairs.
 
-Each EXPORT (named NAME in the figures) is a reader's export directory (`feverous-es export`
-or a trainer's `work/onnx`: `model.onnx` fp32, the tokenizer, config.json, training.json). Its
-int8 graphs are made here by every recipe of `feverous_es.export.int8` (dynamic, weight-only,
-mixed) and each graph, fp32 included, reads
-the same held-out pairs through the runtime's `EntailmentModel` (a dynamic graph one pair a
-run, as the runtime runs it, since its activations are quantized per batch; the others in
-batches of 32). Figures per graph: label accuracy against the gold labels (all, and per
-source), argmax agreement with fp32, ms a pair on this CPU, and the graph's MB.
+Each of ``exports`` (NAME = EXPORT, the name in the figures) is a reader's export directory
+(`feverous-es export` or a trainer's `work/onnx`: `model.onnx` fp32, the tokenizer, config.json,
+training.json). Its int8 graphs are made here by every recipe of `feverous_es.export.int8`
+(dynamic, weight-only, mixed) and each graph, fp32 included, reads the same held-out pairs through
+the runtime's `EntailmentModel` (a dynamic graph one pair a run, as the runtime runs it, since its
+activations are quantized per batch; the others in batches of 32). Figures per graph: label
+accuracy against the gold labels (all, and per source), argmax agreement with fp32, ms a pair on
+this CPU, and the graph's MB.
 
-    python bench/quantization.py NAME=EXPORT … --pairs WORK/pairs.jsonl.gz [--limit 1200]
+    run = "bench.quantization:quantization"   # on a run's held-out pairs (--pairs); options:
+    # exports (relative to that run's folder, WORK: {default = "onnx"}), limit, seed
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from results import bench_parser, record_if_asked  # bench/results.py
 
+from bench.context import Context
 from feverous_es.export.int8 import RECIPES, quantize_int8
 from feverous_es.runtime.files import FP32_FILE, INT8_FILE
 from feverous_es.training.datasets import hash_unit
@@ -89,23 +91,21 @@ def measure(name: str, export: Path, pairs: list[Pair], work: Path) -> dict[str,
     return result
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("exports", nargs="+", metavar="NAME=EXPORT",
-                        help="a reader's name and export directory")  # fmt: skip
-    parser.add_argument("--pairs", type=Path, required=True, help="a train verdict run's pairs")
-    parser.add_argument("--limit", type=int, default=1200, help="held-out pairs read")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    pairs = held_out_sample(args.pairs, args.limit, args.seed)
+def quantization(
+    context: Context,
+    *,
+    exports: Mapping[str, str] | None = None,
+    limit: int = 1200,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Each export's fp32 graph beside its int8 recipes on ``limit`` held-out pairs of the run
+    the driver's --pairs names (drawn with ``seed``); ``exports`` name directories relative to
+    that run's folder (default: its own ``onnx/``)."""
+    pairs_file = context.place("pairs")
+    pairs = held_out_sample(pairs_file, limit, seed)
     figures: dict[str, Any] = {"pairs": len(pairs),
                                "sources": dict(Counter(p.measured_as for p in pairs))}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-quantization-") as tmp:
-        for given in args.exports:
-            name, _, export = given.partition("=")
-            figures[name] = measure(name, Path(export), pairs, Path(tmp))
-    record_if_asked(args, figures)
-
-
-if __name__ == "__main__":
-    main()
+        for name, export in (exports or {"default": "onnx"}).items():
+            figures[name] = measure(name, pairs_file.parent / export, pairs, Path(tmp))
+    return figures

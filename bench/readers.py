@@ -10,7 +10,8 @@ on them) as the cheapest one within `--within` of the best validation accuracy, 
 on the held-out claims. Time: each reader's ms a pair on this CPU, a combination's from the
 share of pairs each reader reads.
 
-    python bench/readers.py --pairs WORK/pairs.jsonl.gz [--default DIR] [--large DIR]
+    run = "bench.readers:combinations"   # on a run's pairs (--pairs); options: default, large,
+    # seed, within, per_source
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from results import bench_parser, record_if_asked  # bench/results.py
 
+from bench.context import Context
 from feverous_es.training.datasets import hash_unit
 from feverous_es.training.entailment_data import Pair, capped, read_pairs
 from feverous_es.training.gpu.jobs import VALID_SHARE
@@ -68,28 +69,26 @@ def cascade(first: np.ndarray, second: np.ndarray, threshold: float) -> tuple[np
     return np.where(unsure[:, None], second, first), float(unsure.mean())
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("--pairs", type=Path, required=True, help="a train verdict run's pairs")
-    parser.add_argument(
-        "--default",
-        default="verdict",
-        help="the default reader's model: a packaged role or a directory",
-    )
-    parser.add_argument("--large", default="verdict-large", help="the large model: a packaged "
-                        "role or a directory")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=13, help="the run's seed")
-    parser.add_argument("--within", type=float, default=0.005, help="of the best, on valid")
-    parser.add_argument("--per-source", type=int, default=600, help="pairs a source and split")
-    args = parser.parse_args()
-    sets = claim_pairs(args.pairs, args.seed, args.per_source)
+def combinations(
+    context: Context,
+    *,
+    default: str = "verdict",
+    large: str = "verdict-large",
+    seed: int = 13,
+    within: float = 0.005,
+    per_source: int = 600,
+) -> dict[str, Any]:
+    """Each reader (a packaged role or a directory) and each combination on the run's
+    validation and held-out pairs (``per_source`` of each source and split, drawn with the run's
+    ``seed``); the cascade threshold chosen ``within`` the best validation accuracy."""
+    sets = claim_pairs(context.place("pairs"), seed, per_source)
     figures: dict[str, Any] = {
         name: dict(Counter(p.measured_as for p in pairs)) for name, pairs in sets.items()
     }
     read_rows: dict[str, dict[str, np.ndarray]] = {}
     labels: list[str] = []
     ms: dict[str, float] = {}
-    for name, given in (("default", args.default), ("large", args.large)):
+    for name, given in (("default", default), ("large", large)):
         reader = given if Path(given).is_dir() else packaged_model(given)
         read_rows[name] = {}
         for split, pairs in sets.items():
@@ -115,7 +114,7 @@ def main() -> None:
             entry["ms_per_pair"] = round(ms_default + entry["held_large_share"] * ms_large, 1)
     best = max(c["valid"]["all"] for c in combos.values())
     cascades = [c for n, c in combos.items() if n.startswith("cascade")]
-    chosen = min((c for c in cascades if c["valid"]["all"] >= best - args.within),
+    chosen = min((c for c in cascades if c["valid"]["all"] >= best - within),
                  key=lambda c: c["valid_large_share"], default=None)  # fmt: skip
     figures.update(combos=combos, chosen_threshold=chosen["threshold"] if chosen else None)
     for name, c in combos.items():
@@ -123,8 +122,4 @@ def main() -> None:
               f"{c['ms_per_pair']:6.1f} ms/pair  "
               + "  ".join(f"{k} {v:.3f}" for k, v in c["held"].items() if k != "all"))  # fmt: skip
     print(f"cascade threshold chosen on valid: {figures['chosen_threshold']}")
-    record_if_asked(args, figures)
-
-
-if __name__ == "__main__":
-    main()
+    return figures

@@ -1,19 +1,16 @@
 """Retrieval benchmark: the claim pipeline's evidence against plain BM25, on mini-FEVEROUS.
 
-    python bench/retrieval.py INDEX                              # 300 + 300 claims, seed 0
-    python bench/retrieval.py INDEX --n-feverous 0 --n-tabfact 0 # the whole dev sets
-    python bench/retrieval.py INDEX --reranker cross-encoder --hops 7 --json out.json
-    python bench/retrieval.py INDEX --n-tabfact 0 --shard 1/2     # every 2nd claim from the 2nd
-    python bench/retrieval.py - --store elasticsearch --in-index  # the cluster of FEVEROUS_ES_URL
+    run = "bench.retrieval:retrieval"   # options: store, n_feverous, n_tabfact (0: all), seed,
+    # reranker, hops, batch, stage_options, shard ("I/N"), in_index, baseline
 
-INDEX is an embedded index of the mini-FEVEROUS ``wiki.db`` (or, with ``--store
-elasticsearch``, the cluster URL or config file; ``-``: the environment's). ``--in-index`` keeps
-only the claims whose gold pages the index holds, for an index of a slice of the dump.
+The index is the driver's ``--index`` (an embedded index of the mini-FEVEROUS ``wiki.db``), or
+with ``store = "elasticsearch"`` the cluster of ``FEVEROUS_ES_URL``. ``in_index`` keeps only the
+claims whose gold pages the index holds, for an index of a slice of the dump.
 
 The pipeline's retrieval stages run as configured (pages → candidates → reranker → selector,
-then ``--hops`` rounds of the hop plugin) through ``Pipeline.retrieve_many``: no verdict model is
-loaded.
-``--set stage.option=value`` overrides a plugin option (repeatable), for tuning.
+then ``hops`` rounds of the hop plugin) through ``Pipeline.retrieve_many``: no verdict model is
+loaded. ``stage_options`` (``{candidates = {row_tables = 15}}``) overrides plugin options, for
+tuning; ``shard = "1/2"`` takes every 2nd sampled claim from the 2nd, to run halves in parallel.
 
 Printed side by side, on the same sampled claims:
 
@@ -29,18 +26,13 @@ Printed side by side, on the same sampled claims:
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
-from collections import defaultdict
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from data import MINI  # bench/data.py
-from results import bench_parser, save_figures  # bench/results.py
-
+from bench.context import Context
+from bench.data import MINI
+from bench.errors import BenchError
 from feverous_es.eval.ranking import HITS_AT, hits_at
 from feverous_es.eval.samples import gold_sets, gold_table, read_records, seeded_sample
 from feverous_es.index.backends import STORES, open_store
@@ -87,20 +79,6 @@ def bm25_sentences(store: Store, claim: str) -> list[str]:
 # The pipeline.
 
 
-def parse_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``stage.option=value`` (value read as JSON when it parses, else as a string)."""
-    options: dict[str, dict[str, Any]] = defaultdict(dict)
-    for item in items:
-        key, _, raw = item.partition("=")
-        stage, _, option = key.partition(".")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        options[stage][option] = value
-    return dict(options)
-
-
 def make_pipeline(
     store: Store, reranker: str, hops: int, options: dict[str, dict[str, Any]]
 ) -> Pipeline:
@@ -142,14 +120,14 @@ def run_pipeline(
     }
 
 
-def shard(text: str) -> tuple[int, int]:
+def parse_shard(text: str) -> tuple[int, int]:
     part, _, parts = text.partition("/")
     try:
         i, n = int(part), int(parts)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not I/N, e.g. 0/2") from None
+        raise BenchError(f"shard {text!r} is not I/N, e.g. 0/2") from None
     if not 0 <= i < n:
-        raise argparse.ArgumentTypeError(f"{text!r}: I must be 0 … N-1")
+        raise BenchError(f"shard {text!r}: I must be 0 … N-1")
     return i, n
 
 
@@ -157,50 +135,44 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = bench_parser(__doc__)
-    parser.add_argument("index", help="embedded index directory, or the cluster (see above)")
-    parser.add_argument("--store", choices=STORES, default="embedded")
-    parser.add_argument("--in-index", action="store_true", help="only claims the index can hold")
-    parser.add_argument("--data", type=Path, default=MINI)
-    parser.add_argument("--n-feverous", type=int, default=300, help="0: all 1,496 claims")
-    parser.add_argument("--n-tabfact", type=int, default=300, help="0: all 12,389 claims")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reranker", default="retrieval")
-    parser.add_argument("--hops", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=16, help="claims per retrieve_many call")
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
-    parser.add_argument(
-        "--shard", type=shard, default=(0, 1), metavar="I/N",
-        help="only every N-th sampled claim from the I-th (0-based): run I = 0 … N-1 in parallel",
-    )  # fmt: skip
-    parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
-    parser.add_argument("--json", type=Path, help="write the report here too")
-    args = parser.parse_args(argv)
-
-    store = open_store(args.store, "" if args.index == "-" else args.index)
-    pipeline = make_pipeline(store, args.reranker, args.hops, parse_overrides(args.overrides))
+def retrieval(
+    context: Context,
+    *,
+    store: str = "embedded",
+    n_feverous: int = 300,
+    n_tabfact: int = 300,
+    seed: int = 0,
+    reranker: str = "retrieval",
+    hops: int = 0,
+    batch: int = 16,
+    stage_options: Mapping[str, dict[str, Any]] | None = None,
+    shard: str = "0/1",
+    in_index: bool = False,
+    baseline: bool = True,
+) -> dict[str, Any]:
+    """The pipeline's evidence beside plain BM25 (``baseline``) on ``n_feverous`` FEVEROUS-S and
+    ``n_tabfact`` TabFact dev claims drawn with ``seed`` (0: all)."""
+    if store not in STORES:
+        raise BenchError(f"store {store!r} is not one of {', '.join(STORES)}")
+    options = dict(stage_options or {})
+    where = str(context.place("index")) if store == "embedded" else ""
+    opened = open_store(store, where)
+    pipeline = make_pipeline(opened, reranker, hops, options)
     report: dict[str, Any] = {
-        "index": str(args.index),
-        "store": args.store,
-        "shard": f"{args.shard[0]}/{args.shard[1]}",
-        "reranker": args.reranker,
-        "hops": args.hops,
-        "seed": args.seed,
-        "options": parse_overrides(args.overrides),
-    }
-
-    part, parts = args.shard
+        "store": store, "shard": shard, "reranker": reranker, "hops": hops, "seed": seed,
+        "options": options,
+    }  # fmt: skip
+    part, parts = parse_shard(shard)
     feverous = seeded_sample(
-        read_records(args.data / "feverous_s_dev.jsonl"), args.n_feverous, args.seed
+        read_records(MINI / "feverous_s_dev.jsonl"), n_feverous, seed
     )
-    if args.in_index:
-        feverous = held(store, [r for r in feverous if gold_sets(r)], feverous_pages)
+    if in_index:
+        feverous = held(opened, [r for r in feverous if gold_sets(r)], feverous_pages)
     feverous = feverous[part::parts]
     if feverous:
         claims = [r["claim"] for r in feverous]
         sets = [gold_sets(r) for r in feverous]
-        results, stats = run_pipeline(pipeline, claims, args.batch)
+        results, stats = run_pipeline(pipeline, claims, batch)
         sentences = [
             [c.element.id for c in r.evidence if c.element.type is ElementType.SENTENCE]
             for r in results
@@ -218,23 +190,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             "page_recall": mean(page_recall),
             **stats,
         }
-        if not args.no_baseline:
-            bm25 = [bm25_sentences(store, claim) for claim in claims]
+        if baseline:
+            bm25 = [bm25_sentences(opened, claim) for claim in claims]
             section["bm25_complete_recall@5"] = mean(
                 [complete(p, s) for p, s in zip(bm25, sets, strict=True)]
             )
         report["feverous_s"] = section
 
     tabfact = seeded_sample(
-        read_records(args.data / "tabfact_dev.jsonl"), args.n_tabfact, args.seed
+        read_records(MINI / "tabfact_dev.jsonl"), n_tabfact, seed
     )
-    if args.in_index:
-        tabfact = held(store, tabfact, lambda record: {gold_table(record)[0]})
+    if in_index:
+        tabfact = held(opened, tabfact, lambda record: {gold_table(record)[0]})
     tabfact = tabfact[part::parts]
     if tabfact:
         claims = [r["claim"] for r in tabfact]
         golds = [gold_table(r) for r in tabfact]
-        results, stats = run_pipeline(pipeline, claims, args.batch)
+        results, stats = run_pipeline(pipeline, claims, batch)
         found = [hits_at(table_order(r.evidence), g) for r, g in zip(results, golds, strict=True)]
         section = {
             "claims": len(claims),
@@ -248,18 +220,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
             **stats,
         }
-        if not args.no_baseline:
+        if baseline:
             found = [
-                hits_at([key for key, _ in store.search_tables(c, max(HITS_AT))], g)
+                hits_at([key for key, _ in opened.search_tables(c, max(HITS_AT))], g)
                 for c, g in zip(claims, golds, strict=True)
             ]
             section["bm25_hits"] = {k: mean([f[k] for f in found]) for k in HITS_AT}
         report["tabfact"] = section
 
-    store.close()
+    opened.close()
     print_report(report)
-    save_figures(args, report)
-    return 0
+    return report
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -299,7 +270,3 @@ def print_common(section: dict[str, Any]) -> None:
           f"({section['candidate_words_per_claim']:.0f} words)")  # fmt: skip
     stages = " ".join(f"{k} {v:.3f}" for k, v in section["seconds_per_claim"].items())
     print(f"  seconds per claim: {stages}; wall {section['wall_seconds_per_claim']:.3f}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,34 +1,42 @@
 """The benchmark driver: every condition is declared once in bench/conditions.toml (what it
-measures, its command, its headline figures and what they must reproduce); this runs, checks and
-records them, and generates the pages people read from the records.
+measures, the function that measures it with its options, its headline figures and what they must
+reproduce); this runs, checks and records them, and generates the pages people read from the
+records.
 
-    python bench/run.py list                    # the conditions and their records
-    python bench/run.py run verdict [--record]  # rerun a condition, check its figures
-    python bench/run.py check                   # every kept record against its condition
-    python bench/run.py page [--check]          # docs/benchmarks.md and the README's tables
+    python -m bench list                    # the conditions and their records
+    python -m bench run verdict [--record]  # rerun a condition, check its figures
+    python -m bench run grounding --option limit=50   # a quick look: an option changed
+    python -m bench check                   # every kept record against its condition
+    python -m bench page [--check]          # docs/benchmarks.md and the README's tables
 
-A rerun writes its record to a scratch directory; ``--record`` keeps it in bench/results/ when
-every figure holds. ``page`` writes docs/benchmarks.md and every README block between
-``<!-- bench:NAME[/TABLE] -->`` and ``<!-- /bench -->``, so the README copies no figure by hand.
+A condition's function (``run = "bench.MODULE:FUNCTION"``) takes a :class:`bench.context.Context`
+(the places given here: ``--index``, ``--wiki``, ``--pairs``) and the condition's ``options`` as
+keyword arguments, and returns its figures. A rerun writes its record to a scratch directory;
+``--record`` keeps it in bench/results/ when every figure holds. ``page`` writes
+docs/benchmarks.md and every README block between ``<!-- bench:NAME[/TABLE] -->`` and
+``<!-- /bench -->``, so the README copies no figure by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import math
-import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.context import PLACES, Context
+from bench.errors import BenchError
+from bench.results import record
 
 REPO = Path(__file__).resolve().parents[1]
 CONDITIONS = REPO / "bench" / "conditions.toml"
@@ -80,34 +88,36 @@ class Figure:
         return f"{text} {self.unit}" if self.unit else text
 
 
-# What a condition's command may name, filled by `run`'s options of the same names.
-PLACES = {
-    "index": "the mini index",
-    "wiki": "the gunzipped mini-FEVEROUS wiki.db",
-    "pairs": "a `train verdict` run's WORK/pairs.jsonl.gz (the readers' held-out pairs)",
-}
-
-
 @dataclass(frozen=True)
 class Condition:
     name: str
     area: str
     about: str
-    command: str
+    run: str  # "bench.MODULE:FUNCTION"
+    options: dict[str, Any] = field(default_factory=dict)
     figures: tuple[Figure, ...] = field(default_factory=tuple)
 
-    def argv(self, places: dict[str, str | None]) -> list[str]:
-        """The command to run, its placeholders (``{index}``, ``{wiki}``, ``{pairs}``) filled
-        from ``places``, ``python`` being this interpreter, with ``--record NAME``."""
-        command = self.command
-        for name, value in places.items():
-            if "{" + name + "}" in command and not value:
-                raise SystemExit(f"error: {self.name} needs --{name} ({PLACES[name]})")
-            command = command.replace("{" + name + "}", value or "")
-        words = shlex.split(command)
-        if words[0] == "python":
-            words[0] = sys.executable
-        return [*words, "--record", self.name]
+    def function(self) -> Callable[..., Any]:
+        module, _, name = self.run.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def call(self, context: Context, options: dict[str, Any]) -> Any:
+        """The figures of the function run with ``options``; BenchError naming an option the
+        function does not take."""
+        function = self.function()
+        try:
+            inspect.signature(function).bind(context, **options)
+        except TypeError as error:
+            raise BenchError(f"{self.name}: {self.run} {error}") from None
+        return function(context, **options)
+
+    def command(self, overrides: dict[str, Any]) -> str:
+        """The driver's command line that reruns it, with the options changed from the
+        condition's."""
+        changed = [f"--option {key}={json.dumps(value)}" for key, value in overrides.items()]
+        return shlex.join(["python", "-m", "bench", "run", self.name]) + "".join(
+            " " + option for option in changed
+        )
 
     def tables(self) -> dict[str, list[Figure]]:
         grouped: dict[str, list[Figure]] = {}
@@ -180,9 +190,9 @@ def provenance(name: str, record: dict[str, Any], link: str) -> str:
 def page(conditions: dict[str, Condition], experiments: dict[str, str]) -> str:
     parts = [
         "# Benchmarks\n",
-        "Generated by `python bench/run.py page` from `bench/conditions.toml` and the records in "
+        "Generated by `python -m bench page` from `bench/conditions.toml` and the records in "
         "`bench/results/`; do not edit by hand. Each condition's headline figures come from its "
-        "latest record (linked, with every figure it holds); `python bench/run.py run NAME` "
+        "latest record (linked, with every figure it holds); `python -m bench run NAME` "
         "reruns it and checks the figures that carry a tolerance. How the figures were read, and "
         "what did not pay: [benchmark-notes.md](benchmark-notes.md).\n",
     ]
@@ -192,7 +202,7 @@ def page(conditions: dict[str, Condition], experiments: dict[str, str]) -> str:
             path = RESULTS / f"{condition.name}.json"
             parts.append(f"### {condition.name}\n\n{condition.about}\n")
             if not path.is_file():
-                parts.append(f"Not recorded yet: `{condition.command}`.\n")
+                parts.append(f"Not recorded yet: `{condition.command({})}`.\n")
                 continue
             record = read_record(path)
             for figures in condition.tables().values():
@@ -237,40 +247,50 @@ def unrecorded(conditions: dict[str, Condition], experiments: dict[str, str]) ->
         yield f"experiment {name}: no bench/results/{name}.json"
 
 
-def run(condition: Condition, places: dict[str, str | None], keep: bool) -> int:
-    """Run ``condition``'s command, print its figures beside what they must reproduce, and with
+def option(text: str) -> tuple[str, Any]:
+    """``--option KEY=VALUE``: VALUE read as a TOML value (``50``, ``[1, 2]``, ``true``), else as
+    a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    try:
+        return key, tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, value
+
+
+def run(
+    condition: Condition, context: Context, keep: bool, overrides: dict[str, Any] | None = None
+) -> int:
+    """Run ``condition``'s function, print its figures beside what they must reproduce, and with
     ``keep`` put its record in bench/results/ when every figure holds; 1 when one does not."""
-    scratch = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
-    argv = condition.argv(places)
-    print(f"$ {shlex.join(argv)}", flush=True)
-    env = {
-        **os.environ,
-        "FEVEROUS_ES_BENCH_RESULTS": str(scratch),
-        # The record names the condition's command with its placeholders, not this machine's
-        # paths: anyone can rerun it with their own --index / --wiki / --pairs.
-        "FEVEROUS_ES_BENCH_COMMAND": f"{condition.command} --record {condition.name}",
-    }
-    if subprocess.run(argv, cwd=REPO, env=env, check=False).returncode != 0:
-        print(f"error: {condition.name}'s command failed", file=sys.stderr)
-        return 1
-    path = scratch / f"{condition.name}.json"
-    record = read_record(path)
+    overrides = overrides or {}
+    options = {**condition.options, **overrides}
+    command = condition.command(overrides)
+    print(f"$ {command}", flush=True)
+    figures = condition.call(context, options)
+    folder = RESULTS if keep else Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
+    entry = {"figures": figures}
     for figure in condition.figures:
         try:
-            value = figure.value(record["figures"])
+            value = figure.value(figures)
         except KeyError:
             print(f"  {figure.key:<58} {'missing':>12}")
             continue
         expected = "" if figure.expect is None else f"expected {figure.expect} ± {figure.tolerance}"
         verdict = "" if figure.expect is None else ("ok" if figure.holds(value) else "DIFFERS")
         print(f"  {figure.key:<58} {figure.shown(value):>12}  {expected} {verdict}")
-    found = problems(condition, record)
+    found = problems(condition, entry)
+    if found and keep:  # a record that does not hold is not kept
+        folder = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
+    path = record(folder, condition.name, figures, command, options)
     if found:
         print("\n".join(found), f"the record stays in {path}", sep="\n", file=sys.stderr)
         return 1
     if keep:
-        shutil.copy(path, RESULTS / path.name)
-        print(f"recorded in bench/results/{path.name}; run `python bench/run.py page`")
+        print(f"recorded in bench/results/{path.name}; run `python -m bench page`")
+    else:
+        print(f"the record is in {path}; `--record` keeps it")
     return 0
 
 
@@ -281,6 +301,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rerun = commands.add_parser("run", help="rerun conditions and check their figures")
     rerun.add_argument("names", nargs="+", metavar="NAME")
     rerun.add_argument("--record", action="store_true", help="keep the records that hold")
+    rerun.add_argument(
+        "--option",
+        type=option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one of the conditions' options (a TOML value), e.g. limit=50",
+    )
     rerun.add_argument(
         "--index", default="indexes/mini", help="the mini index (default: %(default)s)"
     )
@@ -296,14 +324,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         for condition in conditions.values():
             path = RESULTS / f"{condition.name}.json"
             when = read_record(path)["date"] if path.is_file() else "not recorded"
-            print(f"{condition.area:<10} {condition.name:<28} {when:<12} {condition.command}")
+            print(f"{condition.area:<10} {condition.name:<28} {when:<12} {condition.run}")
         return 0
     if args.command == "run":
         unknown = [name for name in args.names if name not in conditions]
         if unknown:
-            parser.error(f"no condition {', '.join(unknown)} (see `python bench/run.py list`)")
-        places = {"index": args.index, "wiki": args.wiki, "pairs": args.pairs}
-        failed = [n for n in args.names if run(conditions[n], places, args.record)]
+            parser.error(f"no condition {', '.join(unknown)} (see `python -m bench list`)")
+        overrides = dict(args.option)
+        failed = []
+        for name in args.names:
+            given = {place: getattr(args, place) for place in PLACES}
+            context = Context(name, **{k: Path(v) if v else None for k, v in given.items()})
+            try:
+                status = run(conditions[name], context, args.record, overrides)
+            except BenchError as error:
+                print(f"error: {error}", file=sys.stderr)
+                status = 1
+            if status:
+                failed.append(name)
         return 1 if failed else 0
     if args.command == "check":
         found = list(unrecorded(conditions, experiments))
@@ -321,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if current == text:
             continue
         if args.check:
-            stale.append(f"{path.relative_to(REPO)} is stale: run python bench/run.py page")
+            stale.append(f"{path.relative_to(REPO)} is stale: run python -m bench page")
         else:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path.relative_to(REPO)}")

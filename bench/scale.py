@@ -1,30 +1,33 @@
 """Scale benchmark: the embedded store built at 1x, 4x and 16x mini-FEVEROUS, side by side.
 
-    python bench/scale.py WIKI_DB [--factors 1 4 16] [--work DIR] [--json results.json]
-                              [--reuse 16]   # take 16x from the last run's figures
+    run = "bench.scale:scale"   # grows the driver's --wiki; options: factors, work, claims, reuse
+    # (factors whose figures an earlier run left in WORK/figures-<k>x.json, same code)
 
-For each factor, bench/synth_dump.py writes a dump that many times the size of WIKI_DB (its real
+For each factor, bench/synth_dump.py writes a dump that many times the size of the dump (its real
 pages and altered copies), and bench/store_search.py builds it in a fresh process with the
 stand-in encoder (hashed words, no transformer: this measures the store, not the model), then
 times BM25, kNN and hybrid top-100 search over real dev claims and HNSW recall@100 against exact
 search. Prints per size: build time, elements/s, peak RSS, disk per element, search p50/p95 and
 recall, and the linearity checks: build time and disk per element within 20 % of the smallest
-build's, search p95 growing slower than the dump. The dumps and indexes live under --work
-(default: a temporary directory) and each index is deleted once measured.
+build's, search p95 growing slower than the dump. The dumps and indexes live under ``work``
+(they are large; default: a temporary directory) and each index is deleted once measured.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
-import subprocess
-import sys
 import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from results import bench_parser, save_figures  # bench/results.py
+from bench.context import Context
+from bench.store_search import Build, embedded_figures
+from bench.synth_dump import synthesize
+from feverous_es.index.dump.wiki import WikiDB, write_dump
 
-BENCH = Path(__file__).resolve().parent
 LINEAR_TOLERANCE = 0.20
 SEARCHES = ("text", "vector", "hybrid", "pages_vector")
 
@@ -32,16 +35,17 @@ SEARCHES = ("text", "vector", "hybrid", "pages_vector")
 def measure(wiki: Path, factor: int, work: Path, claims: int) -> dict:
     dump = work / f"wiki-{factor}x.db"
     if not dump.exists():
-        subprocess.run(
-            [sys.executable, BENCH / "synth_dump.py", wiki, str(factor), dump], check=True
-        )
+        with WikiDB(wiki) as db:
+            write_dump(dump, synthesize(db, factor))
     index, figures = work / f"index-{factor}x", work / f"figures-{factor}x.json"
     shutil.rmtree(index, ignore_errors=True)
-    command = [sys.executable, BENCH / "store_search.py", index, "--wiki", dump,
-               "--claims", str(claims), "--json", figures]  # fmt: skip
-    subprocess.run(command, check=True)
+    # A fresh process a build: its peak RSS is that build's alone.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as fresh:
+        measured = fresh.submit(embedded_figures, index, Build(dump, claims=claims)).result()
+    figures.write_text(json.dumps(measured, indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(index)
-    return {"factor": factor, **json.loads(figures.read_text())}
+    return {"factor": factor, **measured}
 
 
 def check(rows: list[dict]) -> list[str]:
@@ -79,36 +83,27 @@ def print_table(rows: list[dict]) -> None:
         )
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("wiki", type=Path, help="the dump to grow (mini-FEVEROUS wiki.db)")
-    parser.add_argument("--factors", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--work", type=Path, help="where dumps and indexes go (they are large)")
-    parser.add_argument("--claims", type=int, default=200, help="claims for latency and recall")
-    parser.add_argument("--json", type=Path, help="also write every figure here")
-    parser.add_argument(
-        "--reuse",
-        type=int,
-        nargs="*",
-        default=[],
-        help="factors whose figures an earlier run left in WORK/figures-<k>x.json (same code)",
-    )
-    args = parser.parse_args()
-
-    work = args.work or Path(tempfile.mkdtemp(prefix="feverous-scale-"))
-    work.mkdir(parents=True, exist_ok=True)
+def scale(
+    context: Context,
+    *,
+    factors: Sequence[int] = (1, 4, 16),
+    work: str | None = None,
+    claims: int = 200,
+    reuse: Sequence[int] = (),
+) -> dict:
+    """The store built at each of ``factors`` times the driver's --wiki, side by side, and the
+    linearity checks; ``claims`` claims for latency and recall."""
+    wiki = context.place("wiki")
+    folder = Path(work) if work else Path(tempfile.mkdtemp(prefix="feverous-scale-"))
+    folder.mkdir(parents=True, exist_ok=True)
     rows = [
-        {"factor": f, **json.loads((work / f"figures-{f}x.json").read_text())}
-        if f in args.reuse
-        else measure(args.wiki, f, work, args.claims)
-        for f in sorted(args.factors)
+        {"factor": f, **json.loads((folder / f"figures-{f}x.json").read_text())}
+        if f in reuse
+        else measure(wiki, f, folder, claims)
+        for f in sorted(factors)
     ]
     print_table(rows)
     lines = check(rows) if len(rows) > 1 else []
     for line in lines:
         print(line)
-    save_figures(args, {"sizes": rows, "checks": lines})
-
-
-if __name__ == "__main__":
-    main()
+    return {"sizes": rows, "checks": lines}

@@ -1,11 +1,9 @@
 """A fine-tuned sentence ranker against the retrieval order, on the claims its training held out.
 
-    python bench/sentence_ranker.py MODEL [--against MODEL ...] [--pools WORK/candidates.jsonl]
-                                    [--weights 0.5 1 2]
-                                    [--index INDEX [--hops 7] [--per-file N] [--non-cells 15 25]]
-                                    [--json OUT] [--record NAME]
+    run = "bench.sentence_ranker:sentence_ranker"   # options: model, against, pools, weights,
+    # max_length, pipeline (over the driver's --index), hops, per_file, non_cells
 
-MODEL is a ``feverous-es train rerank --kind sentences`` output (``OUT/sentences``); its
+``model`` is a ``feverous-es train rerank --kind sentences`` output (``OUT/sentences``); its
 ``training.json`` names the split, and the candidate pools are the ones that training cached
 (``WORK/candidates.jsonl``: every claim's first-round candidates, in retrieval order, from the
 pipeline's page and candidate stages). For each held-out claim with gold sentences, printed side
@@ -14,13 +12,14 @@ sentences) in retrieval order, by the model alone, and fused as the ``cross-enco
 fuses them with ``retrieval_weight`` w (z(logit) + w * z(retrieval score)), and the model's
 milliseconds per claim.
 
-With ``--index`` (the index the pools came from), the same held-out claims (the first
-``--per-file`` of each file) also go through the whole retrieval pipeline, ``--hops`` rounds of
-next-hop pursuit included, for each candidate pool size ``--non-cells`` (the first-round
+With ``pipeline`` (over the driver's ``--index``, the index the pools came from), the same
+held-out claims (the first ``per_file`` of each file) also go through the whole retrieval
+pipeline, ``hops`` rounds of next-hop pursuit included, for each candidate pool size
+``non_cells`` (the first-round
 sentences the ranker can choose from): once with the ``retrieval`` reranker and once per weight
 with the ``cross-encoder`` reranker running MODEL on sentences (``sentences_only``):
 complete-evidence recall at 5 of the evidence it ends with, and the seconds a claim its rerank
-stage took. ``--against`` runs other rankers (e.g. a student of MODEL) on the same claims, side
+stage took. ``against`` runs other rankers (e.g. a student of MODEL) on the same claims, side
 by side.
 """
 
@@ -30,11 +29,13 @@ import itertools
 import json
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from results import bench_parser, save_figures  # bench/results.py
 
+from bench.context import Context
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import ElementType
 from feverous_es.plugins.config import PipelineConfig
@@ -109,57 +110,52 @@ def pipeline_recall(
     }
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("model", type=Path, help="the trained sentence ranker (OUT/sentences)")
-    parser.add_argument(
-        "--against", type=Path, nargs="*", default=[],
-        help="other sentence rankers measured side by side on the same held-out claims",
-    )  # fmt: skip
-    parser.add_argument("--pools", type=Path, help="default: the training's WORK/candidates.jsonl")
-    parser.add_argument("--weights", type=float, nargs="*", default=[0.5, 1.0, 2.0])
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--index", type=Path, help="also run the whole pipeline over this index")
-    parser.add_argument("--hops", type=int, default=7, help="the pipeline's next-hop rounds")
-    parser.add_argument("--per-file", type=int, help="pipeline: the first N held-out claims a file")
-    parser.add_argument(
-        "--non-cells", type=int, nargs="*", default=[15, 25],
-        help="pipeline: the candidate stage's non-cell pool sizes to run the ranker on",
-    )  # fmt: skip
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
-
-    training = json.loads((args.model / "training.json").read_text(encoding="utf-8"))
+def sentence_ranker(
+    context: Context,
+    *,
+    model: str = "feverous_es/models/sentence-ranker",
+    against: Sequence[str] = (),
+    pools: str | None = None,
+    weights: Sequence[float] = (0.5, 1.0, 2.0),
+    max_length: int = 128,
+    pipeline: bool = False,
+    hops: int = 7,
+    per_file: int | None = None,
+    non_cells: Sequence[int] = (15, 25),
+) -> dict[str, Any]:
+    """``model`` (and each of ``against``) on its training's held-out claims, alone and fused
+    at each of ``weights``; with ``pipeline``, through the whole retrieval pipeline too.
+    ``pools``: the candidate pools (default: the training's ``WORK/candidates.jsonl``)."""
+    ranker = Path(model)
+    others = [Path(m) for m in against]
+    training = json.loads((ranker / "training.json").read_text(encoding="utf-8"))
     command = training["command"].split()
     given = Path(command[command.index("--work") + 1]) if "--work" in command else None
-    pools = args.pools or work_dir(args.model.parent, given) / "candidates.jsonl"  # OUT/sentences
-    lists = held_out_lists(pools, training["training"]["seed"], training["holdout"])
-    models = [args.model, *args.against]
-    # Each model by its directory and its parent's, with --against (one model: no prefix).
-    names = {m: f"{m.parent.name}/{m.name}: " if args.against else "" for m in models}
+    pools_file = Path(pools) if pools else work_dir(ranker.parent, given) / "candidates.jsonl"
+    lists = held_out_lists(pools_file, training["training"]["seed"], training["holdout"])
+    models = [ranker, *others]
+    # Each model by its directory and its parent's, with `against` (one model: no prefix).
+    names = {m: f"{m.parent.name}/{m.name}: " if others else "" for m in models}
     retrieval = [np.array([s["score"] for s in sentences]) for *_, sentences in lists]
     orders: dict[str, list[np.ndarray]] = {"retrieval order": retrieval}
     model_ms: dict[str, float] = {}
-    for model in models:
-        encoder = CrossEncoder(model, device="cpu", max_length=args.max_length)
+    for model_dir in models:
+        encoder = CrossEncoder(model_dir, device="cpu", max_length=max_length)
         started = time.perf_counter()
         logits = [
             encoder.score([(claim, s["linearized"]) for s in sentences])
             for _, claim, _, sentences in lists
         ]
-        model_ms[str(model)] = round(1000 * (time.perf_counter() - started) / len(lists), 1)
-        orders[f"{names[model]}model alone"] = logits
-        for w in args.weights:
-            orders[f"{names[model]}fused, retrieval_weight {w:g}"] = [
+        model_ms[names[model_dir]] = round(1000 * (time.perf_counter() - started) / len(lists), 1)
+        orders[f"{names[model_dir]}model alone"] = logits
+        for w in weights:
+            orders[f"{names[model_dir]}fused, retrieval_weight {w:g}"] = [
                 fused_scores(m, r, [0] * len(m), w) for m, r in zip(logits, retrieval, strict=True)
             ]
-    figures = {
-        "model": str(args.model),
-        **({"against": [str(m) for m in args.against]} if args.against else {}),
-        "pools": str(pools),
+    figures: dict[str, Any] = {
         "claims": dict(Counter(source for source, *_ in lists)),
         "sentences_per_claim": round(float(np.mean([len(x[3]) for x in lists])), 1),
-        "model_ms_per_claim": model_ms if args.against else model_ms[str(args.model)],
+        "model_ms_per_claim": model_ms if others else model_ms[""],
         "recall_at_5": {name: recall_at_k(lists, scores) for name, scores in orders.items()},
     }
     print(
@@ -169,32 +165,32 @@ def main() -> None:
     )
     for name, recall in figures["recall_at_5"].items():
         print(f"  {name:32s} " + "  ".join(f"{s} {v:.3f}" for s, v in recall.items()))
-    if args.index:
-        claims = first_per_file(lists, args.per_file)
+    if pipeline:
+        index = context.place("index")
+        claims = first_per_file(lists, per_file)
         runs = {
             f"retrieval order, {pool} non-cells": (
                 {"reranker": "retrieval"},
                 {"candidates": {"non_cells": pool}},
             )
-            for pool in args.non_cells
+            for pool in non_cells
         }
-        for model, w, pool in itertools.product(models, args.weights, args.non_cells):
-            ranker = {"model": str(model), "sentences_only": True, "max_length": args.max_length}
-            runs[f"{names[model]}fused, retrieval_weight {w:g}, {pool} non-cells"] = (
+        for model_dir, w, pool in itertools.product(models, weights, non_cells):
+            reranker = {"model": str(model_dir), "sentences_only": True, "max_length": max_length}
+            runs[f"{names[model_dir]}fused, retrieval_weight {w:g}, {pool} non-cells"] = (
                 {"reranker": "cross-encoder"},
-                {"reranker": {**ranker, "retrieval_weight": w}, "candidates": {"non_cells": pool}},
+                {
+                    "reranker": {**reranker, "retrieval_weight": w},
+                    "candidates": {"non_cells": pool},
+                },
             )
-        figures["pipeline"] = {"hops": args.hops, "claims": dict(Counter(c[0] for c in claims))}
-        print(f"whole pipeline, {args.hops} hops, {figures['pipeline']['claims']}:")
+        figures["pipeline"] = {"hops": hops, "claims": dict(Counter(c[0] for c in claims))}
+        print(f"whole pipeline, {hops} hops, {figures['pipeline']['claims']}:")
         for name, (plugins, options) in runs.items():
-            run = pipeline_recall(args.index, claims, plugins, options, args.hops)
+            run = pipeline_recall(index, claims, plugins, options, hops)
             figures["pipeline"][name] = run
             recall = "  ".join(f"{s} {v:.3f}" for s, v in run["recall_at_5"].items())
             print(
                 f"  {name:32s} {recall}  rerank {1000 * run['rerank_s_per_claim']:.0f} ms a claim"
             )
-    save_figures(args, figures)
-
-
-if __name__ == "__main__":
-    main()
+    return figures

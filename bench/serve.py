@@ -1,33 +1,32 @@
 """`feverous-es serve` under load, over HTTP on loopback.
 
-    python bench/serve.py INDEX [--clients 20] [--requests 50] [--record NAME]
-    python bench/serve.py INDEX --soak MINUTES [--clients 4] [--record NAME]
+    run = "bench.serve:load"   # on the mini index (--index); options: warm, clients, requests
+    run = "bench.serve:soak_memory"   # options: minutes, clients, every, warmup
 
 Starts the service over INDEX (a real server process on a free port), then:
 
-1. **warm single-claim latency**: ``--warm`` claims one after another through
+1. **warm single-claim latency**: ``warm`` claims one after another through
    ``POST /v1/verify``, p50 / p95;
-2. **concurrency**: ``--clients`` clients, each sending ``--requests`` claims one request at a
+2. **concurrency**: ``clients`` clients, each sending ``requests`` claims one request at a
    time, all at once: throughput, p50 / p95 latency, errors (anything but 200), the server's
    memory before and after, and how many pipeline batches served them. Memory is resident
    (RSS) and anonymous (RSS less file-backed pages: the mapped index files the server has
    read so far count in RSS, but they are the OS's page cache, shared and reclaimable).
 
-With ``--soak MINUTES``, instead: ``--clients`` clients verify distinct dev claims back to back
-for that long, and every ``--every`` seconds the bench records that interval's requests,
+The soak, instead: ``clients`` clients verify distinct dev claims back to back for ``minutes``,
+and every ``every`` seconds the bench records that interval's requests,
 errors and p50 / p95, and the server's memory from ``/proc/PID/status`` (Linux), kept apart:
 anonymous (``RssAnon``: the process's own heap, where a leak shows) and file-backed
 (``RssFile``: the index's mapped files as they are read, which the OS may reclaim). Anonymous
 memory is read each second, and an interval keeps its floor and peak: a batch's buffers come
 and go, the floor is what the server keeps. Whether memory is flat is read on the floors
-after ``--warmup`` minutes: their range and trend (a least-squares slope, MB an hour).
+after ``warmup`` minutes: their range and trend (a least-squares slope, MB an hour).
 
 Claims are real dev claims (FM2, FEVEROUS-S and TabFact, in turn), from ../shared/data.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 from itertools import zip_longest
@@ -35,9 +34,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from data import MINI  # bench/data.py
-from results import bench_parser, record_if_asked  # bench/results.py
 
+from bench.context import Context
+from bench.data import MINI
 from feverous_es.eval.samples import claim_texts
 from feverous_es.serve.process import running_server
 
@@ -59,7 +58,7 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
             "p95_ms": round(float(np.percentile(ms, 95)), 1)}  # fmt: skip
 
 
-async def load(url: str, claims: list[str], clients: int, requests: int) -> dict:
+async def concurrent_load(url: str, claims: list[str], clients: int, requests: int) -> dict:
     latencies: list[float] = []
     errors: list[str] = []
 
@@ -192,69 +191,57 @@ def soak_figures(intervals: list[dict], warmup_minutes: float, clients: int) -> 
     }
 
 
-def run_soak(args: argparse.Namespace) -> None:
+def soak_memory(
+    context: Context,
+    *,
+    minutes: float = 60,
+    clients: int = 4,
+    every: float = 60,
+    warmup: float = 25,
+) -> dict:
+    """A soak of ``minutes`` with ``clients`` clients; memory read each second, an interval every
+    ``every`` seconds, flatness judged after ``warmup`` minutes."""
     claims = dev_claims()
-    print(f"soak: {args.clients} clients for {args.soak:g} min over {len(claims):,} distinct "
-          f"dev claims, a record every {args.every:g} s")  # fmt: skip
-    with running_server(args.index, args=("--max-queue", str(2 * args.clients))) as server:
-        intervals = asyncio.run(
-            soak(server.url, server.pid, claims, args.clients, args.soak * 60, args.every)
-        )
-    figures = {"index": str(args.index), **soak_figures(intervals, args.warmup, args.clients)}
+    print(f"soak: {clients} clients for {minutes:g} min over {len(claims):,} distinct "
+          f"dev claims, a record every {every:g} s")  # fmt: skip
+    with running_server(context.place("index"), args=("--max-queue", str(2 * clients))) as server:
+        intervals = asyncio.run(soak(server.url, server.pid, claims, clients, minutes * 60, every))
+    figures = soak_figures(intervals, warmup, clients)
     a = figures["anonymous_floor_mb_after_warmup"]
     print(
         f"{figures['requests']:,} requests, {figures['errors']} errors; p50 "
         f"{figures['p50_ms_median_interval']} ms (median interval), p95 "
         f"{figures['p95_ms_worst_interval']} ms (worst interval); anonymous memory's floor after "
-        f"{args.warmup:g} min: {a['first']} -> {a['last']} MB (range {a['min']}-{a['max']}, "
+        f"{warmup:g} min: {a['first']} -> {a['last']} MB (range {a['min']}-{a['max']}, "
         f"trend {a['slope_mb_per_hour']} MB/h); file-backed {figures['file_mb']['first']} -> "
         f"{figures['file_mb']['last']} MB"
     )
-    record_if_asked(args, figures)
+    return figures
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("index", type=Path, help="embedded index directory")
-    parser.add_argument("--warm", type=int, default=60, help="claims for the warm latency")
-    parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--requests", type=int, default=50, help="requests per client")
-    parser.add_argument(
-        "--soak",
-        type=float,
-        metavar="MINUTES",
-        help="instead: a soak of this many minutes (use --clients 4 or more)",
-    )
-    parser.add_argument("--every", type=float, default=60, help="soak: seconds an interval")
-    parser.add_argument(
-        "--warmup", type=float, default=5, help="soak: minutes before memory is expected to be flat"
-    )
-    args = parser.parse_args()
-    if args.soak:
-        run_soak(args)
-        return
-
-    claims = dev_claims(args.warm + args.clients * args.requests)
+def load(context: Context, *, warm: int = 60, clients: int = 20, requests: int = 50) -> dict:
+    """Warm single-claim latency over ``warm`` claims, then ``clients`` clients sending
+    ``requests`` claims each, all at once."""
+    claims = dev_claims(warm + clients * requests)
     with (
-        running_server(args.index, args=("--max-queue", str(2 * args.clients))) as server,
+        running_server(context.place("index"), args=("--max-queue", str(2 * clients))) as server,
         httpx.Client(base_url=server.url, timeout=300) as http,
     ):
         single = []
-        for claim in claims[: args.warm]:
+        for claim in claims[:warm]:
             started = time.perf_counter()
             http.post("/v1/verify", json={"claim": claim}).raise_for_status()
             single.append(time.perf_counter() - started)
         before = memory_mb(server.pid)
         batches_before = http.get("/v1/health").json()["queue"]["batches"]
-        concurrent = asyncio.run(load(server.url, claims[args.warm :], args.clients, args.requests))
+        concurrent = asyncio.run(concurrent_load(server.url, claims[warm:], clients, requests))
         after = memory_mb(server.pid)
         batches = http.get("/v1/health").json()["queue"]["batches"] - batches_before
     figures = {
-        "index": str(args.index),
         "warm_single_claim": {"claims": len(single), **percentiles(single)},
         "concurrent": {
-            "clients": args.clients,
-            "requests_per_client": args.requests,
+            "clients": clients,
+            "requests_per_client": requests,
             **concurrent,
             "pipeline_batches": batches,
             "memory_before_mb": before,
@@ -271,8 +258,4 @@ def main() -> None:
         f"RSS {before['rss']} -> {after['rss']} MB, anonymous {before['anonymous']} -> "
         f"{after['anonymous']} MB"
     )
-    record_if_asked(args, figures)
-
-
-if __name__ == "__main__":
-    main()
+    return figures

@@ -1,14 +1,10 @@
 """Store benchmark: build cost without the embedder, then search latency at full size.
 
-    python bench/store_search.py                 # build the whole mini-FEVEROUS dump, then search
-    python bench/store_search.py /tmp/idx        # build there (kept), or reuse an index there
-    python bench/store_search.py --limit 2000    # the first 2,000 pages only
-    python bench/store_search.py INDEX --onnx    # search an index of real embeddings
-    python bench/store_search.py --store elasticsearch --limit 5000   # the same on a cluster
-    python bench/store_search.py /tmp/idx --wiki wiki-4x.db --json figures.json
+    run = "bench.store_search:store_search"   # the driver's --wiki (default: the mini dump);
+    # options: store, limit (the first N dump rows), chunk_elements, claims, k, keep
 
-``--store elasticsearch`` builds into the cluster of ``FEVEROUS_ES_URL`` (and credentials) under
-a fresh prefix ``feverous-bench-<random>``, deleted afterwards unless ``--keep``; it reports
+``store = "elasticsearch"`` builds into the cluster of ``FEVEROUS_ES_URL`` (and credentials)
+under a fresh prefix ``feverous-bench-<random>``, deleted afterwards unless ``keep``; it reports
 the bulk rate, the indices' size on disk, the same search latencies, and kNN recall@k of the
 cluster's HNSW against exact search over the build's vectors, counted in distinct vectors (rows).
 
@@ -23,7 +19,6 @@ recall@k against exact search.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import random
 import re
@@ -35,13 +30,14 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from data import MINI  # bench/data.py
-from results import bench_parser, save_figures  # bench/results.py
 
+from bench.context import Context
+from bench.data import MINI
+from bench.errors import BenchError
 from feverous_es.errors import MalformedPage
 from feverous_es.eval.samples import claim_texts
 from feverous_es.index.building.plan import file_bytes
@@ -320,7 +316,21 @@ def elastic_size(config: ElasticConfig) -> tuple[int, int]:
         client.close()
 
 
-def run_elastic(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Build:
+    """What to build and how to search it: the dump (None: mini-FEVEROUS) or its first
+    ``limit`` rows, in chunks of ``chunk_elements``; ``claims`` dev claims' top-``k`` searches,
+    their vectors from the real embedder when ``onnx`` (an index `feverous-es index` built)."""
+
+    wiki: Path | None = None
+    limit: int | None = None
+    chunk_elements: int = 20_000
+    claims: int = 300
+    k: int = 100
+    onnx: bool = False
+
+
+def run_elastic(build: Build, keep: bool) -> dict:
     config = replace(load_config(), prefix=f"feverous-bench-{uuid.uuid4().hex[:6]}", replicas=0)
     vectors_by_key: dict[str, np.ndarray] = {}
     try:
@@ -328,7 +338,7 @@ def run_elastic(args: argparse.Namespace) -> None:
             writer = ElasticWriter(config, DIM)
             try:
                 seconds = build_index(
-                    writer, args.limit, Path(tmp), args.chunk_elements, vectors_by_key, args.wiki
+                    writer, build.limit, Path(tmp), build.chunk_elements, vectors_by_key, build.wiki
                 )
             finally:
                 writer.close()
@@ -337,16 +347,16 @@ def run_elastic(args: argparse.Namespace) -> None:
         print_build(store.state(), with_vector, seconds)
         print(f"  size on disk {size / 2**20:,.0f} MiB (primaries, after the build's refresh)")
         state = store.state()
-        queries, latency = search_report(store, args.claims, args.k, args.onnx)
+        queries, latency = search_report(store, build.claims, build.k, build.onnx)
         store.close()
         figures = {
             "elements": state.elements, "pages": state.pages, "vectors": with_vector,
             "build_stages_s": seconds, "disk_bytes": size, "latency": latency,
-            "recall": elastic_recall(config, vectors_by_key, queries, args.k),
+            "recall": elastic_recall(config, vectors_by_key, queries, build.k),
         }  # fmt: skip
-        save_figures(args, figures)
+        return figures
     finally:
-        if not args.keep:
+        if not keep:
             client = connect(config)
             names = list(client.indices.get(index=f"{config.prefix}-*", allow_no_indices=True))
             if names:
@@ -354,48 +364,45 @@ def run_elastic(args: argparse.Namespace) -> None:
             client.close()
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("path", nargs="?", type=Path, help="index directory (built if absent)")
-    parser.add_argument("--store", choices=("embedded", "elasticsearch"), default="embedded")
-    parser.add_argument("--keep", action="store_true", help="elasticsearch: keep the build")
-    parser.add_argument("--limit", type=int, help="build from the first N dump rows only")
-    parser.add_argument("--wiki", type=Path, help="the dump to build (default: mini-FEVEROUS)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--chunk-elements", type=int, default=20_000)
-    parser.add_argument("--claims", type=int, default=300)
-    parser.add_argument("-k", type=int, default=100)
-    parser.add_argument(
-        "--onnx",
-        action="store_true",
-        help="embed the claims with the real embedder (for an index `feverous-es index` built)",
-    )
-    args = parser.parse_args()
-    if args.store == "elasticsearch":
-        run_elastic(args)
-        return
+def store_search(
+    context: Context,
+    *,
+    store: str = "embedded",
+    limit: int | None = None,
+    chunk_elements: int = 20_000,
+    claims: int = 300,
+    k: int = 100,
+    keep: bool = False,
+) -> dict:
+    """The build (without the embedder) of the driver's --wiki into a scratch index or the
+    cluster, then its search latency and recall."""
+    build = Build(context.place("wiki") if context.wiki else None, limit, chunk_elements, claims, k)
+    if store == "elasticsearch":
+        return run_elastic(build, keep)
+    if store != "embedded":
+        raise BenchError(f"store {store!r} is not embedded or elasticsearch")
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.path or Path(tmp) / "index"
-        seconds: dict[str, float] = {}
-        if not is_complete(path):  # resumes a build left incomplete
-            seconds = build_embedded(path, args.limit, Path(tmp), args.chunk_elements, args.wiki)
-        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        disk = sum(file_bytes(path).values())
-        print(f"  size on disk {disk / 2**20:,.0f} MiB")
-        store = EmbeddedStore(path)
-        state = store.state()
-        queries, latency = search_report(store, args.claims, args.k, args.onnx)
-        store.close()
-        figures = {
-            "elements": state.elements, "pages": state.pages,
-            "vectors": store.vectors.rows,
-            "build_stages_s": seconds, "build_s": sum(seconds.values()),
-            "build_peak_rss_bytes": peak_rss,
-            "disk_bytes": disk,
-            "latency": latency, "recall": recall(path, queries, args.k),
-        }  # fmt: skip
-        save_figures(args, figures)
+        return embedded_figures(Path(tmp) / "index", build)
 
 
-if __name__ == "__main__":
-    main()
+def embedded_figures(path: Path, build: Build) -> dict:
+    """Build the embedded index at ``path`` (resuming a build left incomplete; an index there
+    is reused), then measure its search."""
+    seconds: dict[str, float] = {}
+    if not is_complete(path):
+        seconds = build_embedded(path, build.limit, path.parent, build.chunk_elements, build.wiki)
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    disk = sum(file_bytes(path).values())
+    print(f"  size on disk {disk / 2**20:,.0f} MiB")
+    opened = EmbeddedStore(path)
+    state = opened.state()
+    queries, latency = search_report(opened, build.claims, build.k, build.onnx)
+    opened.close()
+    return {
+        "elements": state.elements, "pages": state.pages,
+        "vectors": opened.vectors.rows,
+        "build_stages_s": seconds, "build_s": sum(seconds.values()),
+        "build_peak_rss_bytes": peak_rss,
+        "disk_bytes": disk,
+        "latency": latency, "recall": recall(path, queries, build.k),
+    }  # fmt: skip

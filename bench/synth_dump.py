@@ -1,6 +1,7 @@
 """Write a FEVEROUS dump N times the size of a real one, from its own pages, for scale benchmarks.
 
-    python bench/synth_dump.py wiki.db 4 wiki-4x.db      # mini-FEVEROUS and 3 altered copies
+    from bench.synth_dump import synthesize   # bench/scale.py's dumps
+    write_dump(out, synthesize(WikiDB(wiki), 4))   # mini-FEVEROUS and 3 altered copies
 
 Copy 0 is the dump as it is. Copy k (1 .. N-1) of each page gets:
 
@@ -21,17 +22,15 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 import unicodedata
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from feverous_es.index.dump.page import parse_page
-from feverous_es.index.dump.wiki import WikiDB, write_dump
+from feverous_es.index.dump.wiki import WikiDB
 
 REPLACED_SHARE = 0.2
 _WORD = re.compile(r"[^\W\d_]{3,}")
@@ -134,22 +133,3 @@ def synthesize(db: WikiDB, factor: int) -> Iterator[tuple[str, str]]:
         copy = Copy(k, vocab, titles)
         for _, page_id, data in db.rows():
             yield copy.title(page_id), orjson.dumps(copy.page(orjson.loads(data))).decode()
-
-
-def main() -> None:
-    from results import bench_parser  # bench/results.py (here: tests import this module)
-
-    parser = bench_parser(__doc__, record=False)
-    parser.add_argument("wiki", type=Path, help="the dump to grow (e.g. mini-FEVEROUS wiki.db)")
-    parser.add_argument("factor", type=int, help="N: the new dump holds N times its pages")
-    parser.add_argument("out", type=Path, help="where to write the new dump")
-    args = parser.parse_args()
-    if args.factor < 1:
-        sys.exit("factor must be 1 or more")
-    with WikiDB(args.wiki) as db:
-        pages = write_dump(args.out, synthesize(db, args.factor))
-    print(f"{args.out}: {pages:,} pages ({args.factor} x {pages // args.factor:,})")
-
-
-if __name__ == "__main__":
-    main()

@@ -2,65 +2,69 @@
 all features, without the computed arithmetic (the math hints of Papelo's §5, made features),
 and with the claim alone.
 
-    python bench/table_features.py INDEX [--holdout 0.3] [--seed 13] [--entailment VERDICT_OUT]
+    run = "bench.table_features:table_features"   # on the mini index (--index); options:
+    # holdout, seed, entailment
 
 The split is `feverous-es train table-verdict`'s (the same seeded share of tabfact_dev held out;
 tabfact_train always trains), each claim is read against its gold table from the index, and
 each variant is fitted with the training command's settings. Prints accuracy per variant next to
-the majority class. With `--entailment` (a `train verdict` output: its scores.jsonl), also the
+the majority class. With `entailment` (a `train verdict` output: its scores.jsonl), also the
 entailment model alone, and its probabilities stacked on the features: trained on the claims
 it scored (those it did not train on), beside the features alone on those same claims.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from data import MINI  # bench/data.py
-from results import bench_parser, record_if_asked  # bench/results.py
+
+from bench.context import Context
+from bench.data import MINI
+from bench.errors import BenchError
 
 # The features that compute something on the table (a comparison, a count, an extreme, a sum).
 MATH_PREFIXES = ("number_is", "named_row_is", "comparison", "count_", "ordinal")
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("index", type=Path, help="embedded index of the mini-FEVEROUS wiki.db")
-    parser.add_argument("--holdout", type=float, default=0.3)
-    parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument(
-        "--entailment", type=Path, help="a `train verdict` output directory: stack its scores"
-    )
-    args = parser.parse_args()
+def table_features(
+    context: Context,
+    *,
+    holdout: float = 0.3,
+    seed: int = 13,
+    entailment: str | None = None,
+) -> dict:
+    """Held-out TabFact accuracy of each feature set (split as ``train table-verdict`` splits with
+    ``seed`` and ``holdout``); with ``entailment`` (a ``train verdict`` output directory), its
+    scores alone and stacked too."""
 
     from feverous_es.errors import TrainError
     from feverous_es.index.backends import open_store
-    from feverous_es.training import feature_verdict as fv
     from feverous_es.training.datasets import is_holdout
+    from feverous_es.training.features import data as fv_data
+    from feverous_es.training.features import fit as fv_fit
     from feverous_es.verdict.table_facts import FEATURE_NAMES
 
     try:  # before the features: a wrong directory fails at once
-        scores = fv.read_entailment(args.entailment) if args.entailment else None
+        scores = fv_data.read_entailment(Path(entailment)) if entailment else None
     except TrainError as error:
-        sys.exit(f"error: {error}")
+        raise BenchError(str(error)) from None
 
-    dev = fv.read_claims([MINI / "tabfact_dev.jsonl"], tables=True, seed=args.seed)
-    train = fv.read_claims([MINI / "tabfact_train.jsonl"], tables=True, seed=args.seed)
-    store = open_store("embedded", args.index)
+    dev = fv_data.read_claims([MINI / "tabfact_dev.jsonl"], tables=True, seed=seed)
+    train = fv_data.read_claims([MINI / "tabfact_train.jsonl"], tables=True, seed=seed)
+    store = open_store("embedded", str(context.place("index")))
     started = time.perf_counter()
     try:
-        features, claims = fv.gold_features([*dev, *train], store)
+        features, claims = fv_data.gold_features([*dev, *train], store)
     finally:
         store.close()
     print(f"features of {len(claims):,} claims in {time.perf_counter() - started:.0f} s")
     held = np.array([
-        c.source == "tabfact_dev" and is_holdout(args.seed, c.source, c.id, args.holdout)
+        c.source == "tabfact_dev" and is_holdout(seed, c.source, c.id, holdout)
         for c in claims
     ])  # fmt: skip
-    labels = np.array([fv.LABELS.index(c.label) for c in claims])
+    labels = np.array([fv_fit.LABELS.index(c.label) for c in claims])
     share = labels[held].mean()
     majority = float(max(share, 1 - share))
     print(f"{held.sum():,} held-out tabfact_dev claims, majority class {majority:.1%}")
@@ -87,13 +91,13 @@ def main() -> None:
         )  # fmt: skip
         variants["all features + entailment probabilities (stacked)"] = (stacked, ~held & scored)
     for name, (columns, train) in variants.items():
-        model = fv.fit(features[train][:, columns], labels[train], fv.Settings(seed=args.seed))
+        model = fv_fit.fit(features[train][:, columns], labels[train], fv_fit.Settings(seed=seed))
         accuracy = float((model.predict(features[held][:, columns]) == labels[held]).mean())
         print(f"  {accuracy:6.1%}  {name} ({len(columns)} features, {train.sum():,} claims)")
         figures["accuracy"][name] = {
             "features": len(columns), "training_claims": int(train.sum()), "accuracy": accuracy
         }  # fmt: skip
-    record_if_asked(args, figures)
+    return figures
 
 
 def entailment_columns(
@@ -107,14 +111,11 @@ def entailment_columns(
     keys = [score_key("table", c.source, c.id, "gold") for c in claims]
     scored = np.array([k in scores for k in keys])
     if not scored[held].all():
-        sys.exit(
-            "error: the entailment model did not score every held-out claim: train it with "
-            "this split (--holdout, --seed)"
+        raise BenchError(
+            "the entailment model did not score every held-out claim: train it with this split "
+            "(--holdout, --seed)"
         )
     rows = np.zeros((len(claims), 3), np.float32)
     rows[scored] = [scores[k] for k, s in zip(keys, scored, strict=True) if s]
     return rows, scored
 
-
-if __name__ == "__main__":
-    main()

@@ -1,10 +1,10 @@
 """Learned table rankings against the hand-weighted table score: gold-table Hits@1/5/10.
 
-    python bench/table_ranker.py INDEX [--train 5000] [--test 1000] [--seed 303] [--union 50]
-                                 [--json OUT] [--record NAME]
+    run = "bench.table_ranker:table_rankers"   # on the mini index (--index); options: train,
+    # test, seed, union
 
 Learning the ranking itself (issue 33). Each claim's pool is the candidate stage's (the tables of
-the best 2,000 cell hits, first 50) plus the best ``--union`` tables by whole-table BM25 over all
+the best 2,000 cell hits, first 50) plus the best ``union`` tables by whole-table BM25 over all
 tables that it lacks; every pool table gets a feature row:
 
 * base: what the stage already computes (``table_parts``' parts, the hand-weighted score, its
@@ -14,12 +14,12 @@ tables that it lacks; every pool table gets a feature row:
   tables by whole-table BM25, the cosine of the claim to its page's vector, its page's BM25
   (title and lead), the share of the claim's terms among its header cells.
 
-Fitted on ``--train`` claims of ``tabfact_train``: a pointwise gradient-boosted classifier
+Fitted on ``train`` claims of ``tabfact_train``: a pointwise gradient-boosted classifier
 (scikit-learn) on the base features, and LambdaMART (LightGBM's ``lambdarank``) on the base and
 on all features. Measured on two sets: ``tabfact_train`` claims of tables that no fitted claim
 has (a sixth of the drawn claims' tables, held out whole: claims of one table share its
-features, so a claim-level split lets a ranker learn the tables), and ``--test`` claims of
-``tabfact_dev`` drawn with ``--seed`` (303: the draw docs/table-retrieval.md reports, used for no
+features, so a claim-level split lets a ranker learn the tables), and ``test`` claims of
+``tabfact_dev`` drawn with ``seed`` (303: the draw docs/table-retrieval.md reports, used for no
 tuning). The share of claims whose gold table is in the pool bounds any re-ranking. Nothing here
 changes the pipeline. Needs ``pip install lightgbm``.
 """
@@ -30,13 +30,12 @@ import random
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from data import MINI  # bench/data.py
-from results import bench_parser, save_figures  # bench/results.py
 
+from bench.context import Context
+from bench.data import MINI
 from feverous_es.eval.ranking import HITS_AT, hits_at, print_hits
 from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import open_store
@@ -173,33 +172,34 @@ def pool_hits(pools: Pools, score: Any, columns: list[int]) -> dict[str, float]:
     return {str(at): round(100 * n / len(pools), 1) for at, n in found.items()}
 
 
-def main() -> int:
-    parser = bench_parser(__doc__)
-    parser.add_argument("index", help="embedded index of the mini-FEVEROUS wiki.db")
-    parser.add_argument("--train", type=int, default=5000, help="tabfact_train claims drawn")
-    parser.add_argument("--test", type=int, default=1000, help="tabfact_dev claims measured")
-    parser.add_argument("--seed", type=int, default=303, help="the draw of the test claims")
-    parser.add_argument("--union", type=int, default=50, help="whole-table BM25 tables added")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
+def table_rankers(
+    context: Context,
+    *,
+    train: int = 5000,
+    test: int = 1000,
+    seed: int = 303,
+    union: int = 50,
+) -> dict[str, Any]:
+    """Each ranker's gold-table Hits@1/5/10 on held-out train tables and ``test`` dev claims
+    drawn with ``seed``, fitted on ``train`` claims; ``union`` whole-table BM25 tables added."""
     import lightgbm
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    store = open_store("embedded", args.index)
+    store = open_store("embedded", str(context.place("index")))
     stage = PapeloCandidates(PluginContext(store, None, "cpu"))
     embedder = Embedder()
     drawn = collect(
-        stage, embedder, table_claims(MINI / "tabfact_train.jsonl", args.train, 1),
-        args.union, "train",
+        stage, embedder, table_claims(MINI / "tabfact_train.jsonl", train, 1),
+        union, "train",
     )  # fmt: skip
     tables = sorted({gold for gold, _, _ in drawn})
     random.Random(0).shuffle(tables)
     held_tables = set(tables[: len(tables) // 6])
     fitted = [p for p in drawn if p[0] not in held_tables]
     held = [p for p in drawn if p[0] in held_tables]
-    test = collect(
-        stage, embedder, table_claims(MINI / "tabfact_dev.jsonl", args.test, args.seed),
-        args.union, "test",
+    dev_pools = collect(
+        stage, embedder, table_claims(MINI / "tabfact_dev.jsonl", test, seed),
+        union, "test",
     )  # fmt: skip
     names = BASE + EXTENDED
     base = [names.index(n) for n in BASE]
@@ -225,19 +225,15 @@ def main() -> int:
 
     report: dict[str, Any] = {
         "train_claims": len(fitted),
-        "union": args.union,
-        "seed": args.seed,
+        "union": union,
+        "seed": seed,
         "features": {"base": BASE, "extended": EXTENDED},
     }
-    for what, pools in (("held-out train tables", held), ("tabfact_dev", test)):
+    for what, pools in (("held-out train tables", held), ("tabfact_dev", dev_pools)):
         hits = {name: pool_hits(pools, scorer(m), cols) for name, (m, cols) in rankers.items()}
         in_pool = round(100 * sum(gold in tables for gold, tables, _ in pools) / len(pools), 1)
         report[what] = {"claims": len(pools), "gold_in_pool": in_pool, "hits": hits}
         print_hits(f"gold-table Hits@1 / 5 / 10, {len(pools)} claims, {what}:", hits)
         print(f"  gold table in the pool: {in_pool:.1f} %")
-    save_figures(args, report)
-    return 0
+    return report
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,20 +1,20 @@
 """Single signals that rank every table, alone and added to the table score: Hits@1/5/10/50/100.
 
-    python bench/table_signals.py WIKI_DB INDEX [--train-dense 8000] [--dense-out DIR]
-                                  [--test 1000] [--seed 303] [--json OUT] [--record NAME]
+    run = "bench.table_signals:table_signals"   # on the mini dump (--wiki) and its index
+    # (--index); options: train_dense, dense_out, test, seed
 
 Issue 33 asks whether a signal beyond the candidate stage's BM25 parts finds the gold table of a
-TabFact claim. This ranks all tables of ``WIKI_DB`` (a table's text: its page title, caption and
-rows, cells joined by " ; ", rows by " | ") for ``--test`` ``tabfact_dev`` claims (drawn with
-``--seed``; 303 is the draw docs/table-retrieval.md reports) by:
+TabFact claim. This ranks all tables of the dump (a table's text: its page title, caption and
+rows, cells joined by " ; ", rows by " | ") for ``test`` ``tabfact_dev`` claims (drawn with
+``seed``; 303 is the draw docs/table-retrieval.md reports) by:
 
 * word TF-IDF over the claim (scikit-learn; unigrams, uni+bigrams, bi+trigrams): the
   query-level retrieval of Schlichtkrull et al. 2021, Table 1, without its gold entity spans;
-* with ``--train-dense N``, a dense bi-encoder fine-tuned from all-MiniLM-L6-v2 on ``N``
+* with ``train_dense = N``, a dense bi-encoder fine-tuned from all-MiniLM-L6-v2 on ``N``
   ``tabfact_train`` claims (DPR-style: in-batch negatives plus one hard negative a claim drawn
   from the three best other tables by the index's whole-table BM25; no two claims of one table in
   a batch; one epoch, batch 32, 128 tokens of table text, lr 3e-5, mean pooling; saved to
-  ``--dense-out``), read alone and fused into the candidate stage's table score as
+  ``dense_out`` when given), read alone and fused into the candidate stage's table score as
   ``score + w * (cosine - the pool's best cosine)``.
 
 Needs scikit-learn, and torch with transformers for the dense part (``pip install
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from data import MINI  # bench/data.py
-from results import bench_parser, save_figures  # bench/results.py
 
+from bench.context import Context
+from bench.data import MINI
 from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import open_store
 from feverous_es.index.dump.wiki import WikiDB
@@ -185,35 +185,37 @@ def fused_hits(
     return out
 
 
-def main() -> int:
-    parser = bench_parser(__doc__)
-    parser.add_argument("wiki_db", type=Path, help="the FEVEROUS-format dump the index holds")
-    parser.add_argument("index", help="embedded index of that dump")
-    parser.add_argument("--train-dense", type=int, default=0, help="claims to fine-tune on")
-    parser.add_argument("--dense-out", type=Path, default=Path("table-bi-encoder"))
-    parser.add_argument("--test", type=int, default=1000, help="tabfact_dev claims measured")
-    parser.add_argument("--seed", type=int, default=303)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
+def table_signals(
+    context: Context,
+    *,
+    train_dense: int = 0,
+    dense_out: str | None = None,
+    test: int = 1000,
+    seed: int = 303,
+) -> dict[str, Any]:
+    """Each signal's gold-table Hits over every table of the driver's --wiki, and fused into the
+    stage's pool over its --index, on ``test`` tabfact_dev claims drawn with ``seed``; with
+    ``train_dense`` claims, the fine-tuned bi-encoder too (saved at ``dense_out`` when given)."""
 
-    texts = table_texts(args.wiki_db)
+    texts = table_texts(context.place("wiki"))
     keys = list(texts)
     column = {key: i for i, key in enumerate(keys)}
-    records = table_claims(MINI / "tabfact_dev.jsonl", args.test, args.seed)
+    records = table_claims(MINI / "tabfact_dev.jsonl", test, seed)
     claims = [r["claim"] for r in records]
     golds = [gold_table(r) for r in records]
     gold_columns = [column[g] for g in golds]
-    report: dict[str, Any] = {"tables": len(keys), "claims": len(claims), "seed": args.seed}
+    report: dict[str, Any] = {"tables": len(keys), "claims": len(claims), "seed": seed}
     report["alone"] = tfidf_hits([texts[k] for k in keys], claims, gold_columns)
-    if args.train_dense:
-        store = open_store("embedded", args.index)
-        train = table_claims(MINI / "tabfact_train.jsonl", args.train_dense, 7)
+    if train_dense:
+        store = open_store("embedded", str(context.place("index")))
+        train = table_claims(MINI / "tabfact_train.jsonl", train_dense, 7)
         encoder = BiEncoder(minilm_dir())
         started = time.perf_counter()
         encoder.train(training_triples(store, texts, train))
         report["dense_training_s"] = round(time.perf_counter() - started)
-        encoder.model.save_pretrained(args.dense_out)
-        encoder.tokenizer.save_pretrained(args.dense_out)
+        if dense_out:
+            encoder.model.save_pretrained(dense_out)
+            encoder.tokenizer.save_pretrained(dense_out)
         table_vectors = encoder.encode([texts[k] for k in keys], TABLE_TOKENS)
         claim_vectors = encoder.encode(claims, CLAIM_TOKENS)
         dense = claim_vectors @ table_vectors.T
@@ -226,9 +228,5 @@ def main() -> int:
             print(f"gold-table Hits@{' / '.join(next(iter(hits.values())))}, {what}:")
             for name, at in hits.items():
                 print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in at.values())}")
-    save_figures(args, report)
-    return 0
+    return report
 
-
-if __name__ == "__main__":
-    sys.exit(main())

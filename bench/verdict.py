@@ -1,22 +1,19 @@
 """Verdict accuracy through the whole pipeline on the claims the verdict models were not trained on.
 
-    python bench/verdict.py INDEX [--models DIR] [--reader NAME] [--baseline-models DIR …]
-                                  [--baseline-commit REV …] [--baseline-reader NAME …]
-                                  [--per-file N]
-                                  [--held-out-by MODEL …] [--config TOML]
-                                  [--files STEM …] [--nei 0.3 0.5 0.7 0.9] [--json OUT]
+    run = "bench.verdict:verdict_accuracy"   # on the mini index (--index); options: models, reader,
+    # baseline_models, baseline_commits, baseline_readers, per_file, held_out_by, config, files, nei
 
 The held-out claims are the ones every model compared kept out of its training (the claim
 files, per-file sample and seeded split their `training.json` name: `train verdict`,
-`train table-verdict`, `train sentence-verdict`, and each `--held-out-by` model, e.g. the
-sentence ranker). Each claim goes once through the pipeline (the defaults, or `--config`;
-retrieved evidence, next hops) with the verdict under test (`--models`: a directory
+`train table-verdict`, `train sentence-verdict`, and each `held_out_by` model, e.g. the
+sentence ranker). Each claim goes once through the pipeline (the defaults, or `config`;
+retrieved evidence, next hops) with the verdict under test (`models`: a directory
 holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones; a route whose
 feature model is missing is read by the entailment model alone). On the same
 evidence, side by side: the entailment model alone (feature models off), and with
-`--baseline-models` the verdict of another models directory, with `--baseline-commit` the
-package's models as an earlier commit shipped them, with `--baseline-reader large` the same
-models with the large reader. `--reader large` puts the large reader under test (its held-out
+`baseline_models` the verdict of another models directory, with `baseline_commits` the
+package's models as an earlier commit shipped them, with `baseline_readers = ["large"]` the same
+models with the large reader. `reader = "large"` puts the large reader under test (its held-out
 claims are the default reader's: one GPU job trained both).
 Predictions are scored with the official metric (`feverous-es score`): label accuracy per claim
 file next to its majority class, on FEVEROUS-S's balanced subset too (within each gold-evidence
@@ -35,23 +32,22 @@ claims not turned into NEI.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
-import sys
 import tempfile
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from data import MINI, REPO, models_at  # bench/data.py
-from results import bench_parser, save_figures  # bench/results.py
 
+from bench.context import Context
+from bench.data import MINI, REPO, models_at
+from bench.errors import BenchError
 from feverous_es.verdict.readers import reader_dirs
 
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
@@ -61,8 +57,8 @@ BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's con
 def training_report(model: Path) -> dict:
     path = model / "training.json"
     if not path.is_file():
-        sys.exit(
-            f"error: {model} has no training.json: only models of `feverous-es train` name "
+        raise BenchError(
+            f"{model} has no training.json: only models of `feverous-es train` name "
             "the claims they were kept from"
         )
     return json.loads(path.read_text(encoding="utf-8"))
@@ -304,15 +300,29 @@ def reader_options(models: Path, reader: str | None) -> dict:
     return {**options, "model": reader} if reader else options
 
 
-def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
+@dataclass(frozen=True)
+class Setup:
+    """What one run compares: the verdict under test and the ones beside it (name, models
+    directory, reader or None), on which index and claims."""
+
+    index: Path
+    models: Path
+    reader: str | None
+    baselines: list[tuple[str, Path, str | None]]
+    config: Path | None
+    nei: Sequence[float]
+    batch_size: int
+
+
+def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
     from feverous_es.plugins.config import load_config
     from feverous_es.plugins.registry import load
     from feverous_es.verify.pipeline import Pipeline
 
-    config = load_config(args.config)
-    options = {**config.stage_options("verdict"), **reader_options(args.models, args.reader)}
+    config = load_config(setup.config)
+    options = {**config.stage_options("verdict"), **reader_options(setup.models, setup.reader)}
     config = replace(config, options={**config.options, "verdict": options})
-    pipeline = Pipeline.open(args.index, config=config)
+    pipeline = Pipeline.open(setup.index, config=config)
     context = pipeline.context
     verdicts = {
         "entailment model alone": load(
@@ -320,7 +330,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
             {**options, "table_model": "", "sentence_model": "", "nei_above": 1.1},
         ),
     }  # fmt: skip
-    for name, models, reader in args.baselines:
+    for name, models, reader in setup.baselines:
         verdicts[name] = load(
             "verdict", "classifier", context, reader_options(models, reader)
         )
@@ -331,7 +341,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
     try:
         for source, lines in files.items():
             started = time.perf_counter()
-            run = run_file(pipeline, verdicts, probe, lines, args.batch_size)
+            run = run_file(pipeline, verdicts, probe, lines, setup.batch_size)
             seconds = time.perf_counter() - started
             records = [json.loads(line) for line in lines]
             gold_labels = np.array([r["label"] == "SUPPORTS" for r in records])
@@ -372,7 +382,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
                     if (routes == route).any()
                 },
                 "calibration": calibration(confidence, right),
-                "nei": nei_table(run["nei"], [r["label"] for r in records], args.nei),
+                "nei": nei_table(run["nei"], [r["label"] for r in records], setup.nei),
                 "nei_hop_seeking": nei_row(
                     run["nei"], [r["label"] for r in records], lambda way: np.array(way["seeking"])
                 ),
@@ -382,7 +392,7 @@ def measure(args: argparse.Namespace, files: dict[str, list[str]]) -> dict:
     return figures
 
 
-def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None:
+def report(figures: dict, setup: Setup, commands: list[str]) -> None:
     for source, f in figures.items():
         target = TARGETS.get(source)
         print(
@@ -392,7 +402,7 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
             + f", {f['seconds']:.0f} s"
         )
         for name, m in f["models"].items():
-            label = f"verdict of {args.models}" if name == "model" else name
+            label = f"verdict of {setup.models}" if name == "model" else name
             line = f"  {m['label_accuracy']:6.1%} label accuracy  {label}"
             if m.get("balanced") is not None:
                 line += f"  (balanced subset of {f['balanced_claims']}: {m['balanced']:.1%})"
@@ -443,85 +453,55 @@ def report(figures: dict, args: argparse.Namespace, commands: list[str]) -> None
         print(f"  {command}")
 
 
-def main() -> None:
-    parser = bench_parser(__doc__)
-    parser.add_argument("index", type=Path, help="embedded index of the mini-FEVEROUS wiki.db")
-    parser.add_argument(
-        "--models",
-        type=Path,
-        default=REPO / "feverous_es" / "models",
-        help="models directory under test (verdict/, table-verdict/, sentence-verdict/)",
-    )
-    parser.add_argument(
-        "--baseline-models",
-        type=Path,
-        action="append",
-        default=[],
-        help="another models directory, side by side (repeat for several)",
-    )
-    parser.add_argument(
-        "--baseline-commit",
-        action="append",
-        default=[],
-        help="the package's models at this git commit, side by side (repeat for several)",
-    )
-    parser.add_argument(
-        "--baseline-reader",
-        action="append",
-        default=[],
-        help="--models with this reader (default, large), side by side (repeat for several)",
-    )
-    parser.add_argument(
-        "--reader",
-        help="the verdict's reader under test: default, large or a model directory "
-        "(default: --models' verdict/)",
-    )
-    parser.add_argument(
-        "--held-out-by",
-        type=Path,
-        action="append",
-        default=[],
-        help="another trained model (e.g. a sentence ranker) whose held-out claims to keep to",
-    )
-    parser.add_argument("--config", type=Path, help="pipeline TOML (default: the defaults)")
-    parser.add_argument("--per-file", type=int, help="at most this many held-out claims a file")
-    parser.add_argument("--files", nargs="*", help="only these claim files (stems)")
-    parser.add_argument("--nei", type=float, nargs="*", default=[0.3, 0.5, 0.7, 0.9, 1.1])
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
+def verdict_accuracy(
+    context: Context,
+    *,
+    models: str | None = None,
+    reader: str | None = None,
+    baseline_models: Sequence[str] = (),
+    baseline_commits: Sequence[str] = (),
+    baseline_readers: Sequence[str] = (),
+    held_out_by: Sequence[str] = (),
+    config: str | None = None,
+    per_file: int | None = None,
+    files: Sequence[str] = (),
+    nei: Sequence[float] = (0.3, 0.5, 0.7, 0.9, 1.1),
+    batch_size: int = 16,
+) -> dict:
+    """The figures of the verdict under test (``models``: a directory holding ``verdict/``,
+    ``table-verdict/``, ``sentence-verdict/``, default the shipped ones; ``reader``: default,
+    large or a model directory) beside each baseline: another models directory, the package's
+    models at a commit, the same models with another reader; on the claims every one of them and
+    each ``held_out_by`` model kept out (at most ``per_file`` a file; only ``files``' stems)."""
+    models_dir = Path(models) if models else REPO / "feverous_es" / "models"
     with contextlib.ExitStack() as stack:
-        args.baselines = [(f"baseline {m}", m, None) for m in args.baseline_models]
-        args.baselines += [
-            (f"baseline {c}", stack.enter_context(models_at(c)), None)
-            for c in args.baseline_commit
+        baselines = [(f"baseline {m}", Path(m), None) for m in baseline_models]
+        baselines += [
+            (f"baseline {c}", stack.enter_context(models_at(c)), None) for c in baseline_commits
         ]
-        args.baselines += [(f"reader {r}", args.models, r) for r in args.baseline_reader]
-        run(args)
-
-
-def run(args: argparse.Namespace) -> None:
-    under_test = model_dirs(args.models)
-    if args.reader:
-        under_test[0:1] = reader_dirs(args.reader)
-    baselines = [
-        d
-        for _, models, reader in args.baselines
-        for d in (reader_dirs(reader) if reader else model_dirs(models)[1:])
-    ]
-    trainings = [training_report(d) for d in [*under_test, *baselines, *args.held_out_by]]
-    # The files the models under test, or the --held-out-by ones, were trained and split on.
-    tested = [*trainings[: len(under_test)], *trainings[len(under_test) + len(baselines) :]]
-    names = dict.fromkeys(n for t in tested for n in t["claims"])
-    files = {
-        Path(name).stem: held_out_lines(trainings, MINI / name, args.per_file)
-        for name in names
-        if not args.files or Path(name).stem in args.files
-    }
-    figures = measure(args, files)
-    report(figures, args, [t["command"] for t in trainings[: len(under_test)]])
-    save_figures(args, figures)
-
-
-if __name__ == "__main__":
-    main()
+        baselines += [(f"reader {r}", models_dir, r) for r in baseline_readers]
+        setup = Setup(
+            context.place("index"), models_dir, reader, baselines,
+            Path(config) if config else None, nei, batch_size,
+        )  # fmt: skip
+        under_test = model_dirs(models_dir)
+        if reader:
+            under_test[0:1] = reader_dirs(reader)
+        compared = [
+            d
+            for _, directory, other in baselines
+            for d in (reader_dirs(other) if other else model_dirs(directory)[1:])
+        ]
+        held_out_models = [Path(m) for m in held_out_by]
+        trainings = [training_report(d) for d in [*under_test, *compared, *held_out_models]]
+        # The files the models under test, or the held_out_by ones, were trained and split on.
+        tested = [*trainings[: len(under_test)], *trainings[len(under_test) + len(compared) :]]
+        names = dict.fromkeys(n for t in tested for n in t["claims"])
+        chosen = {
+            Path(name).stem: held_out_lines(trainings, MINI / name, per_file)
+            for name in names
+            if not files or Path(name).stem in files
+        }
+        figures = run_files(setup, chosen)
+    report(figures, setup, [t["command"] for t in trainings[: len(under_test)]])
+    return figures

@@ -1,38 +1,34 @@
-"""The benchmark driver (bench/run.py): the records hold their declared figures, the pages are
-generated from them, and a rerun whose figures moved is not kept."""
+"""The benchmark driver (`python -m bench`, bench/run.py): the records hold their declared
+figures, the pages are generated from them, a rerun whose figures moved is not kept, and no
+condition, record or bench module names a machine's path or parses its own arguments."""
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench import run
+from bench.context import Context
 from tests.conftest import REPO
 
 
-def _driver():
-    spec = importlib.util.spec_from_file_location("bench_run", REPO / "bench" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_run"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+def measured_share(context: Context, *, share: float, index_too: bool = False) -> dict:
+    """A condition's function: the share it is given (and the index it reads, when asked)."""
+    return {"share": share, **({"index": context.place("index").name} if index_too else {})}
 
 
-run = _driver()
-# A condition whose command records {"share": <argv value>} through bench/results.py.
-RECORDING = (
-    "python -c \"import sys; sys.path.insert(0, 'bench'); import results; "
-    "results.record(sys.argv[-1], {'share': float(sys.argv[1])})\" {index}"
-)
+PROBE = "tests.test_bench_driver:measured_share"
 
 
 def _driver_says(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(REPO / "bench" / "run.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+    command = [sys.executable, "-m", "bench", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
 
 
 def test_every_record_says_how_it_was_made() -> None:
@@ -53,7 +49,7 @@ def test_the_benchmarks_page_and_the_readme_tables_match_the_records() -> None:
 
 def test_a_figure_outside_its_tolerance_or_missing_is_named() -> None:
     condition = run.Condition(
-        name="x", area="Verdict", about="", command="",
+        name="x", area="Verdict", about="", run=PROBE,
         figures=(
             run.Figure(row="a", key="set.share", expect=0.5, tolerance=0.01),
             run.Figure(row="b", key="set.missing"),
@@ -67,30 +63,69 @@ def test_a_figure_outside_its_tolerance_or_missing_is_named() -> None:
     assert run.problems(condition, {"figures": {"set": {"share": 0.505, "missing": 1}}}) == []
 
 
-@pytest.mark.parametrize(("measured", "kept"), [("0.5", True), ("0.7", False)])
+@pytest.mark.parametrize(("measured", "kept"), [(0.5, True), (0.7, False)])
 def test_a_rerun_is_kept_only_when_its_figures_hold(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, measured: str, kept: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, measured: float, kept: bool
 ) -> None:
     monkeypatch.setattr(run, "RESULTS", tmp_path)
     condition = run.Condition(
-        name="probe", area="Verdict", about="", command=RECORDING,
+        name="probe", area="Verdict", about="", run=PROBE, options={"share": 0.9},
         figures=(run.Figure(row="share", key="share", expect=0.5, tolerance=0.01),),
     )  # fmt: skip
-    status = run.run(condition, {"index": measured, "wiki": None, "pairs": None}, keep=True)
+    status = run.run(condition, Context("probe"), keep=True, overrides={"share": measured})
     assert status == (0 if kept else 1)
     assert (tmp_path / "probe.json").is_file() is kept
-    if kept:  # its command as declared: placeholders, not this machine's paths
+    if kept:  # the command that reruns it, the options as run: no machine's paths
         record = json.loads((tmp_path / "probe.json").read_text(encoding="utf-8"))
-        assert record["command"] == f"{RECORDING} --record probe"
+        assert record["command"] == "python -m bench run probe --option share=0.5"
+        assert record["options"] == {"share": 0.5}
 
 
-def test_a_placeholder_the_rerun_was_not_given_is_one_line(tmp_path: Path) -> None:
-    condition = run.Condition(name="p", area="Verdict", about="", command="python x.py {pairs}")
-    with pytest.raises(SystemExit, match=r"p needs --pairs \(a `train verdict` run's"):
-        condition.argv({"index": "i", "wiki": None, "pairs": None})
-    assert condition.argv({"index": "i", "pairs": "w/pairs.jsonl.gz"})[1:] == [
-        "x.py", "w/pairs.jsonl.gz", "--record", "p",
-    ]  # fmt: skip
+def test_a_place_or_option_the_run_lacks_is_one_line() -> None:
+    needs_index = run.Condition(
+        name="p", area="Verdict", about="", run=PROBE, options={"share": 1.0, "index_too": True}
+    )
+    unknown = run.Condition(name="q", area="Verdict", about="", run=PROBE, options={"shar": 1.0})
+    with pytest.raises(run.BenchError, match=r"p needs --index \(the mini index\)"):
+        run.run(needs_index, Context("p"), keep=False)
+    with pytest.raises(run.BenchError, match=r"q: tests\.test_bench_driver:measured_share .*shar"):
+        run.run(unknown, Context("q"), keep=False)
+
+
+def test_the_command_line_reruns_a_condition_with_an_option_changed() -> None:
+    result = _driver_says("run", "label-leaks", "--wiki", "no/such/wiki.db")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: label-leaks: --wiki no/such/wiki.db: no such file or directory"
+    )
+    assert run.option("limit=50") == ("limit", 50)
+    assert run.option("models=[\"large\"]") == ("models", ["large"])
+    assert run.option("reader=large") == ("reader", "large")
+
+
+def test_every_bench_module_is_reached_from_a_condition_and_parses_no_arguments() -> None:
+    conditions, _ = run.load()
+    reached = {c.run.partition(":")[0] for c in conditions.values()}
+    modules = {f"bench.{p.stem}" for p in (REPO / "bench").glob("*.py")}
+    imported = {
+        node.module
+        for name in reached
+        for node in ast.walk(ast.parse((REPO / f"{name.replace('.', '/')}.py").read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bench.")
+    }
+    driver = {"bench.run", "bench.__main__", "bench.__init__"}
+    assert modules - reached - imported - driver == set()
+    for path in (REPO / "bench").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert path.name == "run.py" or "argparse" not in text, path.name
+        assert "sys.path" not in text, path.name
+
+
+def test_no_condition_or_record_names_a_machines_path() -> None:
+    machine_path = re.compile(r"(/work/|/home/|/tmp/|shared/data|indexes/mini)")
+    texts = [REPO / "bench" / "conditions.toml", *(REPO / "bench" / "results").glob("*.json")]
+    for path in texts:
+        assert not machine_path.search(path.read_text(encoding="utf-8")), path.name
 
 
 def test_a_readme_block_is_regenerated_from_its_record() -> None:

@@ -34,7 +34,8 @@ def test_the_pipeline_costs_no_more_than_its_budget(sample_costs: dict) -> None:
     assert not problems, (
         "the pipeline now costs more than tests/data/cost-budget.json allows:\n"
         + "\n".join(problems)
-        + "\nif it must, record the new budget with `python bench/cost_budget.py --write`"
+        + "\nif it must, record the new budget with "
+        + "`python -m bench run cost-budget --option write=true`"
     )
 
 

@@ -5,7 +5,7 @@ default pipeline over the repo's sample index and the 50 official dev claims; th
 ``tests/test_cost_budget.py`` fails when a change counts more than the budget, so a model that
 reads more pairs, a longer pair limit or a deeper store search cannot slow the pipeline down
 unnoticed. A change that must cost more records the new budget in the same commit
-(``python bench/cost_budget.py --write``), where a reviewer sees it.
+(``python -m bench run cost-budget --option write=true``), where a reviewer sees it.
 """
 
 from __future__ import annotations

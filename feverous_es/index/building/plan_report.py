@@ -1,4 +1,4 @@
-"""`feverous-es plan`'s printed report (also `bench/project_dump.py`'s)."""
+"""`feverous-es plan`'s printed report (also bench/project_dump.py's projection)."""
 
 from __future__ import annotations
 
