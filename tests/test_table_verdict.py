@@ -19,9 +19,9 @@ from feverous_es.cli import main
 from feverous_es.errors import ModelError, TrainError
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
-from feverous_es.training import feature_verdict as fv
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.entailment_data import score_key
+from feverous_es.training.features import command, data, fit
 from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
@@ -57,11 +57,12 @@ def trained(
     tabfact_claims: Path, sample_index: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("table-model") / "model"
-    options = fv.RunOptions(
-        kind="table", claims=[tabfact_claims], index=sample_index, out=out, holdout=0.3,
-        settings=fv.Settings(trees=20, depth=3), command="feverous-es train table-verdict …",
+    options = data.RunOptions(
+        kind="table", claims=[tabfact_claims], index=sample_index, out=out,
+        work=out.with_name("model.work"), holdout=0.3,
+        settings=fit.Settings(trees=20, depth=3), command="feverous-es train table-verdict …",
     )  # fmt: skip
-    return out, fv.run(options)
+    return out, command.run(options)
 
 
 def test_training_exports_a_model_that_matches_scikit_learn(trained: tuple[Path, dict]) -> None:
@@ -89,9 +90,9 @@ def test_the_classifier_gives_probabilities_per_claim(trained, sample_index) -> 
     store = open_store("embedded", sample_index)
     try:
         claims = [
-            fv.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[i] for i in (0, 1)
+            data.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[i] for i in (0, 1)
         ]
-        features, kept = fv.gold_features(claims, store)
+        features, kept = data.gold_features(claims, store)
     finally:
         store.close()
     assert features.shape == (2, len(FEATURE_NAMES)) and len(kept) == 2
@@ -142,7 +143,7 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
             (Query(claim, np.zeros(0)), [Candidate(sentence, 1.0)]),
         ]
         routed, text = verdict.predict(batch), text_only.predict(batch)
-        table_features, _ = fv.gold_features([table_claim], store)
+        table_features, _ = data.gold_features([table_claim], store)
     finally:
         store.close()
     expected = FeatureClassifier(out, "table").probabilities(table_features)[0]
@@ -157,7 +158,7 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
 
 def _table_claim_and_cells(store) -> tuple[TrainingClaim, list[Candidate]]:
     """The sample's first TabFact claim and its table's cells as evidence."""
-    table_claim = fv.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[0]
+    table_claim = data.read_claims([REPO / "sample" / "claims.jsonl"], tables=True)[0]
     page = table_claim.table.rpartition("_table_")[0]
     return table_claim, [Candidate(e, 1.0) for e in store.page_elements(page)
                          if e.type.in_cell_budget]  # fmt: skip
@@ -225,7 +226,7 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
 ) -> None:
     """With `--entailment`, the entailment scores of each claim join its features (fitting and
     ONNX spec), and at run time the verdict feeds the entailment model's probabilities to it."""
-    claims = fv.read_claims([tabfact_claims], tables=True)
+    claims = data.read_claims([tabfact_claims], tables=True)
     entailment = tmp_path / "entailment"
     entailment.mkdir()
     with (entailment / "scores.jsonl").open("w") as out:
@@ -233,11 +234,12 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
             p = [0.8, 0.1, 0.1] if claim.label == "SUPPORTS" else [0.1, 0.8, 0.1]
             key = score_key("table", claim.source, claim.id, "gold")
             out.write(json.dumps({"key": key, "model": "fold-0", "probabilities": p}) + "\n")
-    options = fv.RunOptions(
+    options = data.RunOptions(
         kind="table", claims=[tabfact_claims], index=sample_index, out=tmp_path / "stacked",
-        holdout=0.3, settings=fv.Settings(trees=20, depth=3), entailment=entailment,
+        work=tmp_path / "stacked.work",
+        holdout=0.3, settings=fit.Settings(trees=20, depth=3), entailment=entailment,
     )  # fmt: skip
-    report = fv.run(options)
+    report = command.run(options)
     spec = json.loads((options.out / SPEC_FILE).read_text())
     assert spec["features"] == [*FEATURE_NAMES, *ENTAILMENT_FEATURES]
     assert all(r["accuracy"] == 1.0 for r in report["holdout_accuracy"].values())
@@ -251,7 +253,7 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
         page = claim.table.rpartition("_table_")[0]
         cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.in_cell_budget]
         [routed] = verdict.predict([(Query(claim.claim, np.zeros(0)), cells)])
-        features, _ = fv.gold_features([claim], store)
+        features, _ = data.gold_features([claim], store)
         table = Table.from_elements(store.page_elements(page), int(claim.table.rpartition("_")[2]))
     finally:
         store.close()
@@ -264,4 +266,4 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
 
     (entailment / "scores.jsonl").write_text("")
     with pytest.raises(TrainError, match="lacks the entailment scores of"):
-        fv.run(options)
+        command.run(options)

@@ -15,10 +15,11 @@ pytest.importorskip("optimum.exporters.onnx")
 from click.testing import CliRunner
 
 from feverous_es.cli import main
+from feverous_es.errors import TrainError
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import PluginContext, Query
 from feverous_es.retrieve.candidates import PapeloCandidates
-from feverous_es.training import row_ranker as rr
+from feverous_es.training.rows import data as rr
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CLAIMS = REPO / "sample" / "claims.jsonl"
@@ -48,7 +49,7 @@ def test_groups_are_gold_row_hard_rows_and_other_claims_gold_rows() -> None:
 def test_claims_naming_no_table_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "sentences.jsonl"
     path.write_text(json.dumps({"id": 1, "claim": "x", "label": "SUPPORTS", "evidence": []}))
-    with pytest.raises(rr.TrainError, match="no claims that name gold_tables"):
+    with pytest.raises(TrainError, match="no claims that name gold_tables"):
         rr.read_table_claims([path])
 
 

@@ -5,6 +5,7 @@ model in the verdict plugin, and the one-line errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -35,7 +36,10 @@ from feverous_es.training.verdict.options import (
     EVIDENCE_FILE,
     FULL_MODEL,
     PAIRS_FILE,
+    PairMix,
+    Retrieval,
     RunOptions,
+    Stacking,
     TrainSettings,
 )
 from feverous_es.training.verdict.pairs import (
@@ -118,9 +122,10 @@ def options(tmp_path: Path, tiny_base: Path, sample_index: Path, inputs: Path) -
     )
     return RunOptions(
         claims=[inputs / "first_dev.jsonl", inputs / "second_dev.jsonl"],
-        train_claims=[inputs / "tables_train.jsonl"], pairs=[inputs / "nli.jsonl.gz"],
+        mix=PairMix(train_claims=[inputs / "tables_train.jsonl"], pairs=[inputs / "nli.jsonl.gz"]),
         index=sample_index, out=tmp_path / "model", work=work, settings=settings,
-        holdout=0.3, hops=1, folds=2, command="feverous-es train verdict …",
+        holdout=0.3, retrieval=Retrieval(hops=1), stacking=Stacking(folds=2),
+        command="feverous-es train verdict …",
     )  # fmt: skip
 
 
@@ -195,7 +200,7 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions)
     from feverous_es.verdict.feature_model import evidence_table
     from feverous_es.verdict.inputs import table_premise
 
-    options.holdout, options.folds = 0.0, 0
+    options.holdout, options.stacking.folds = 0.0, 0
     run_training(options)
     examples = list(read_retrieved(options.work / EVIDENCE_FILE).values())
     store = open_store("embedded", options.index)
@@ -222,12 +227,12 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions)
 def test_bad_inputs_are_one_line_errors(options: RunOptions, tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
     with pytest.raises(TrainError, match=r"nope\.jsonl does not exist"):
-        run_training(RunOptions(**{**vars(options), "claims": [missing]}))
+        run_training(dataclasses.replace(options, claims=[missing]))
     with pytest.raises(TrainError, match=r"index .* does not exist"):
-        run_training(RunOptions(**{**vars(options), "index": tmp_path / "no-index"}))
+        run_training(dataclasses.replace(options, index=tmp_path / "no-index"))
     bad_base = TrainSettings(**{**vars(options.settings), "base": tmp_path})
     with pytest.raises(TrainError, match="not a Hugging Face model directory"):
-        run_training(RunOptions(**{**vars(options), "settings": bad_base}))
+        run_training(dataclasses.replace(options, settings=bad_base))
     bad_pairs = tmp_path / "bad.jsonl"
     bad_pairs.write_text('{"source": "x", "claim": "c"}\n')
     with pytest.raises(TrainError, match=r"bad\.jsonl:1: not a claim/evidence pair"):
@@ -253,8 +258,9 @@ def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
     """The CPU way to stacking scores: one model, trained without a share of the training
     claims; the exported model scores those claims, the claims over the per-source cap and the
     held-out ones."""
-    options.folds, options.stack_share, options.holdout = 0, 0.5, 0.25
-    options.per_source = 1  # one of the two table claims is over the cap
+    options.stacking = Stacking(folds=0, stack_share=0.5)
+    options.holdout = 0.25
+    options.mix.per_source = 1  # one of the two table claims is over the cap
     report = run_training(options)
     assert report is not None
     pairs = data.read_pairs(options.work / PAIRS_FILE)
@@ -269,7 +275,8 @@ def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
     assert {p.key for p in stacking} | {p.key for p in pairs if p.held_out} <= set(scores)
     assert report["training"]["stacking_pairs"] == len(stacking)
     with pytest.raises(TrainError, match="--stack-share"):
-        run_training(RunOptions(**{**vars(options), "folds": 2}))
+        options.stacking.folds = 2
+        run_training(options)
 
 
 def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
@@ -284,7 +291,7 @@ def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
     from feverous_es.training.gpu.jobs import reader_job
 
     monkeypatch.chdir(tmp_path)
-    options.folds = 0
+    options.stacking.folds = 0
     pairs = build_pairs(options)
     job = reader_job(pairs, training_pool(pairs, options), seed=3, max_length=64,
                      from_teacher=False, options={})  # fmt: skip
@@ -308,7 +315,8 @@ def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
     card = (options.out / "README.md").read_text()
     assert "distilled from a" in card and "chosen on validation claims" in card
     with pytest.raises(TrainError, match="give --folds 0"):
-        run_training(RunOptions(**{**vars(options), "folds": 2}))
+        options.stacking.folds = 2
+        run_training(options)
 
 
 def test_a_table_claim_without_its_gold_table_is_not_enough_info(
@@ -317,7 +325,7 @@ def test_a_table_claim_without_its_gold_table_is_not_enough_info(
     """A TabFact claim read against its retrieved evidence with the gold table's cells taken
     out trains NOT ENOUGH INFO: the table route had no such pair (0 % NEI, gold removed)."""
     options.claims = [inputs / "tables_train.jsonl"]
-    options.train_claims, options.pairs, options.retrieved = [], [], 2
+    options.mix = PairMix(retrieved=2)
     pairs = build_pairs(options)
     no_gold = [p for p in pairs if p.variant == data.NO_GOLD]
     assert no_gold and all(p.label == "NOT ENOUGH INFO" for p in no_gold)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,16 +12,21 @@ from feverous_es.export.int8 import RECIPES
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
-    Data,
-    Fit,
     command_line,
     data_options,
     export_options,
     feature_verdict_options,
     fit_options,
+    training_options,
     training_run,
     work_dir,
 )
+
+if TYPE_CHECKING:
+    from feverous_es.training.features.data import RunOptions as FeatureRunOptions
+    from feverous_es.training.hop.fit import RunOptions as HopRunOptions
+    from feverous_es.training.rerank.fit import RunOptions as RerankRunOptions
+    from feverous_es.training.verdict.options import RunOptions as VerdictRunOptions
 from feverous_es.verdict.windows import MAX_WINDOWS, WINDOW_WORDS
 
 
@@ -116,22 +121,8 @@ def train_group() -> None:
     learning_rate=4e-5,
     epochs=3.0,
 )
-def verdict_command(
-    data: Data,
-    fit: Fit,
-    train_claims: tuple[Path, ...],
-    pairs: tuple[Path, ...],
-    folds: int,
-    stack_share: float,
-    per_source: int,
-    retrieved: int,
-    reranker: str,
-    hops: int | None,
-    contrastive: Path | None,
-    contrastive_pages: int,
-    attributes: bool,
-    from_gpu: Path | None,
-) -> None:
+@training_options("feverous_es.training.verdict.options:RunOptions")
+def verdict_command(options: VerdictRunOptions) -> None:
     """Train the entailment verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), export it to int8.
 
     Collects retrieved evidence for the claims (cached in WORK/evidence.jsonl), builds the
@@ -145,21 +136,12 @@ def verdict_command(
     """
     from feverous_es.training import bases
     from feverous_es.training.verdict.command import run as train_verdict
-    from feverous_es.training.verdict.options import RunOptions, TrainSettings
 
-    command = command_line(click.get_current_context())
-    with training_run(data.work) as progress:
-        settings = TrainSettings(**fit.settings(bases.resolve_base(fit.base)), device=fit.device)
-        options = RunOptions(
-            **data.run_options(command), settings=settings, device=fit.device,
-            reranker=reranker, hops=hops, train_claims=list(train_claims), pairs=list(pairs),
-            folds=folds, stack_share=stack_share, per_source=per_source, retrieved=retrieved,
-            contrastive=contrastive, contrastive_pages=contrastive_pages, attributes=attributes,
-            from_gpu=from_gpu,
-        )  # fmt: skip
+    with training_run(options.work) as progress:
+        options.settings.base = bases.resolve_base(options.settings.base)
         report = train_verdict(options, progress)
     assert report is not None
-    _echo_summary(data.out, report)
+    _echo_summary(options.out, report)
 
 
 def _echo_summary(out: Path, report: dict[str, Any]) -> None:
@@ -174,46 +156,40 @@ def _echo_summary(out: Path, report: dict[str, Any]) -> None:
     print_json(summary)
 
 
-def _train_feature_verdict(kind: str, data: Data, **params: Any) -> None:
-    from feverous_es.training import feature_verdict as fv
+def _train_feature_verdict(options: FeatureRunOptions) -> None:
+    from feverous_es.training.features.command import run as train_feature_verdict
 
-    command = command_line(click.get_current_context())
-    with training_run(data.work) as progress:
-        settings = fv.Settings(
-            trees=params["trees"], learning_rate=params["learning_rate"],
-            depth=params["depth"], seed=params["seed"],
-        )  # fmt: skip
-        options = fv.RunOptions(
-            kind=kind, **data.run_options(command), settings=settings,
-            train_claims=list(params["train_claims"]), retrieved=params.get("retrieved", 0),
-            entailment=params["entailment"],
-        )  # fmt: skip
-        report = fv.run(options, progress)
-    _echo_summary(data.out, report)
+    with training_run(options.work) as progress:
+        report = train_feature_verdict(options, progress)
+    _echo_summary(options.out, report)
 
 
 @train_group.command("table-verdict")
 @feature_verdict_options("table")
-def table_verdict_command(data: Data, **params: Any) -> None:
+@training_options("feverous_es.training.features.data:RunOptions")
+def table_verdict_command(options: FeatureRunOptions) -> None:
     """Train the table-claim verdict on claim-against-table features, export it to ONNX.
 
     Reads each claim against its gold table from the index, fits a gradient-boosted classifier
     (seconds), exports it for ONNX Runtime, checks it against scikit-learn and prints the
     held-out label accuracy per claim file (on the gold table).
     """
-    _train_feature_verdict("table", data, **params)
+    options.kind = "table"
+    _train_feature_verdict(options)
 
 
 @train_group.command("sentence-verdict")
 @feature_verdict_options("sentence")
-def sentence_verdict_command(data: Data, **params: Any) -> None:
+@training_options("feverous_es.training.features.data:RunOptions")
+def sentence_verdict_command(options: FeatureRunOptions) -> None:
     """Train the sentence-claim verdict on claim-against-evidence features, export it to ONNX.
 
     Retrieves each claim's evidence with the pipeline (cached in WORK), reads the claim against
     the evidence sentences, fits a gradient-boosted classifier, exports it for ONNX Runtime,
     checks it against scikit-learn and prints the held-out label accuracy per claim file.
     """
-    _train_feature_verdict("sentence", data, **params)
+    options.kind = "sentence"
+    _train_feature_verdict(options)
 
 
 @train_group.command("verdict-large")
@@ -366,15 +342,8 @@ def install_command(model_dir: Path, role: str) -> None:
     batch_size=(8, "Groups (of 7 pairs) a step."),
     learning_rate=3e-5,
 )
-def rerank_command(
-    data: Data,
-    fit: Fit,
-    kind: str,
-    negatives: int,
-    others: int,
-    teacher: Path | None,
-    layers: int | None,
-) -> None:
+@training_options("feverous_es.training.rerank.fit:RunOptions")
+def rerank_command(options: RerankRunOptions, kind: str) -> None:
     """Fine-tune the evidence rankers (Malon 2021, §3), export them to int8 ONNX.
 
     For each gold element of a training claim, a group of 7 (claim, element) pairs: the gold
@@ -396,27 +365,23 @@ def rerank_command(
     from feverous_es.training.rerank import data as rerank_data
     from feverous_es.training.rerank import fit as tr
 
-    if teacher is not None and (fit.base is not None or kind not in ("sentences", "cells")):
+    settings = options.settings
+    if settings.teacher is not None and (
+        settings.base is not None or kind not in ("sentences", "cells")
+    ):
         raise click.UsageError("--teacher starts from the teacher's weights: give one --kind "
                                "(sentences or cells) and no --base")  # fmt: skip
-    if layers is not None and teacher is None:
+    if settings.layers is not None and settings.teacher is None:
         raise click.UsageError("--layers needs --teacher")
-    command = command_line(click.get_current_context())
-    with training_run(data.work) as progress:
-        settings = tr.TrainSettings(
-            **fit.settings(bases.resolve_base(fit.base)), negatives=negatives, others=others,
-            teacher=teacher, layers=layers,
-        )  # fmt: skip
-        options = tr.RunOptions(
-            **data.run_options(command), settings=settings, device=fit.device,
-            kinds=rerank_data.KINDS if kind == "both" else (kind,),
-        )  # fmt: skip
+    options.kinds = rerank_data.KINDS if kind == "both" else (kind,)
+    with training_run(options.work) as progress:
+        settings.base = bases.resolve_base(settings.base)
         if kind == "rows":
-            from feverous_es.training import row_ranker
+            from feverous_es.training.rows import command as rows
 
-            report = row_ranker.run(options, progress)
+            report = rows.run(options, progress)
             assert report is not None
-            print_json(row_ranker.summary(report))
+            print_json(rows.summary(report))
             return
         reports = tr.run(options, progress)
     assert reports is not None
@@ -455,7 +420,8 @@ def rerank_command(
     freeze=False,
     freeze_help="Keep the word embeddings (tied to T5's output layer) fixed.",
 )
-def hop_command(data: Data, fit: Fit, target_length: int, distractors: int) -> None:
+@training_options("feverous_es.training.hop.fit:RunOptions")
+def hop_command(options: HopRunOptions) -> None:
     """Train the next-hop generator (Malon 2021, §4) from a T5-style checkpoint, export to ONNX.
 
     Retrieves each claim's pages (cached in WORK/retrieved.jsonl), builds pairs of the hop
@@ -465,17 +431,11 @@ def hop_command(data: Data, fit: Fit, target_length: int, distractors: int) -> N
     """
     from feverous_es.training.hop import fit as th
 
-    assert fit.base is not None  # --base is required: no seq2seq weights ship
-    command = command_line(click.get_current_context())
-    with training_run(data.work) as progress:
-        settings = th.TrainSettings(
-            **fit.settings(fit.base), target_length=target_length, distractors=distractors
-        )
-        options = th.RunOptions(**data.run_options(command), settings=settings, device=fit.device)
+    with training_run(options.work) as progress:
         report = th.run(options, progress)
     assert report is not None
     summary = {
-        "out": str(data.out),
+        "out": str(options.out),
         "pairs": report["pair_counts"],
         "holdout_metrics": report["holdout_metrics"].get("all", {}),
         "parity": report["export"]["parity"],

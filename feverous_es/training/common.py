@@ -247,17 +247,17 @@ def linear_warmup(step: int, *, warmup: int, total: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
     """What every training command is given: the claim files and a seeded sample of them, the
     index their training data is retrieved from, the model and work directories, the share of
-    claims held out for measuring, and the command line for the model card."""
+    claims held out for measuring, and the command line for the model card. The click options
+    of `training/options.py` fill it directly, as each trainer's subclass with its settings."""
 
     claims: list[Path]
     index: Path
     out: Path
     work: Path
-    settings: TrainSettings
     holdout: float = 0.2
     limit: int | None = None
     store: str = "embedded"

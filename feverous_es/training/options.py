@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import shlex
+import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,80 +29,67 @@ ENCODER_BASE = (
 FREEZE_HELP = "Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work)."
 
 
-@dataclasses.dataclass(frozen=True)
-class Data:
-    """What a training reads and writes: the claim files (a seeded sample of ``limit`` a file,
-    ``holdout`` of them held out), the index their data is retrieved from, the model directory
-    and the work directory (caches and checkpoints)."""
-
-    claims: tuple[Path, ...]
-    index: Path
-    store: str
-    out: Path
-    work: Path
-    holdout: float
-    limit: int | None
-
-    def run_options(self, command: str) -> dict[str, Any]:
-        """The run options every trainer takes (:class:`~feverous_es.training.common.RunOptions`
-        fields), with the command line for the card."""
-        return {**dataclasses.asdict(self), "claims": list(self.claims), "command": command}
+def _fields_of(cls: type) -> dict[str, Any]:
+    """``cls``'s dataclass fields and their types (annotations resolved)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-@dataclasses.dataclass(frozen=True)
-class Fit:
-    """How a model is fine-tuned (:class:`~feverous_es.training.common.TrainSettings`), and the
-    device the command runs its models on."""
-
-    base: Path | None
-    epochs: float
-    max_length: int
-    batch_size: int
-    learning_rate: float
-    seed: int
-    freeze_embeddings: bool
-    checkpoint_every: int
-    threads: int | None
-    device: str
-
-    def settings(self, base: Path) -> dict[str, Any]:
-        """The fine-tuning settings (every field but ``device``), from ``base`` (``--base``
-        resolved by the command)."""
-        settings = {k: v for k, v in dataclasses.asdict(self).items() if k != "device"}
-        return {**settings, "base": base}
+def _build(cls: type, params: dict[str, Any], used: set[str]) -> Any:
+    """``cls`` from the click ``params`` named as its fields; a field that is itself a dataclass
+    (the fine-tuning settings, a group of a trainer's options) is built the same way. One
+    parameter may fill fields of several (``--device``: retrieval's and training's)."""
+    values = {}
+    for name, kind in _fields_of(cls).items():
+        if dataclasses.is_dataclass(kind):
+            values[name] = _build(kind, params, used)  # type: ignore[arg-type]
+        elif name in params:
+            values[name] = list(params[name]) if isinstance(params[name], tuple) else params[name]
+            used.add(name)
+    return cls(**values)
 
 
-def _grouped(
-    name: str, make: Callable[..., Any], fields: set[str], options: list[Any]
-) -> Callable[[F], F]:
-    """``options`` on a command, given to it as one ``name`` argument: ``make`` of the values of
-    ``fields`` (click passes every option by name)."""
+def training_options(name: str) -> Callable[[F], F]:
+    """The command gets ``options``: the class ``name`` names (``module:Class``, a trainer's run
+    options; imported when the command runs, so ``--help`` loads no trainer) built from the
+    click options named as its fields, its ``work`` directory resolved and its ``command`` the
+    command line as given; the options no field takes are passed on by name. Put it right above
+    the function, under the click options."""
 
     def apply(command: F) -> F:
         @functools.wraps(command)
         def grouped(**params: Any) -> Any:
-            given = {key: params.pop(key) for key in list(params) if key in fields}
-            return command(**params, **{name: make(**given)})
+            module, _, attribute = name.partition(":")
+            cls = getattr(importlib.import_module(module), attribute)
+            if "out" in params:
+                params["work"] = work_dir(params["out"], params.get("work"))
+            params["command"] = command_line(click.get_current_context())
+            used: set[str] = {"command", "work"}
+            options = _build(cls, params, used)
+            rest = {key: value for key, value in params.items() if key not in used}
+            return command(options=options, **rest)
 
-        for option in reversed(options):
-            grouped = option(grouped)
         return grouped  # type: ignore[return-value]
 
     return apply
 
 
-def _data(**given: Any) -> Data:
-    given["claims"], given["work"] = tuple(given["claims"]), work_dir(given["out"], given["work"])
-    return Data(**given)
+def _options(options: list[Any]) -> Callable[[F], F]:
+    def apply(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
 
 
 def data_options(
     *, claims: str, out: str, index: str, cache: str, holdout: float
 ) -> Callable[[F], F]:
     """``--claims`` (first: the model card's command starts there), ``--out``, ``--index``,
-    ``--store``, ``--work``, ``--holdout`` and ``--limit``, given as ``data``: a :class:`Data`."""
-    fields = {f.name for f in dataclasses.fields(Data)}
-    return _grouped("data", _data, fields, [
+    ``--store``, ``--work``, ``--holdout`` and ``--limit``: the fields of
+    :class:`~feverous_es.training.common.RunOptions`."""
+    return _options([
         click.option(
             "--claims", multiple=True, required=True, type=click.Path(path_type=Path), help=claims
         ),
@@ -137,10 +126,10 @@ def fit_options(
     freeze: bool = True,
     freeze_help: str = FREEZE_HELP,
 ) -> Callable[[F], F]:
-    """The fine-tuning options (``max_length`` and ``batch_size``: default and help), given as
-    ``fit``: a :class:`Fit`. With ``seq2seq_base`` (its help), ``--base`` is required: no
-    seq2seq weights ship."""
-    return _grouped("fit", Fit, {f.name for f in dataclasses.fields(Fit)}, [
+    """The fine-tuning options (``max_length`` and ``batch_size``: default and help): the fields
+    of :class:`~feverous_es.training.common.TrainSettings`, and ``--device``. With
+    ``seq2seq_base`` (its help), ``--base`` is required: no seq2seq weights ship."""
+    return _options([
         click.option(
             "--base",
             type=click.Path(path_type=Path),
@@ -225,13 +214,7 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
         claims=claims, out=out, index="Index the tables and evidence come from",
         cache="Retrieved-evidence", holdout=0.3,
     )  # fmt: skip
-
-    def apply(command: F) -> F:
-        for option in reversed(options):
-            command = option(command)
-        return data(command)
-
-    return apply
+    return lambda command: data(_options(options)(command))
 
 
 def export_options(command: F) -> F:

@@ -97,7 +97,7 @@ def _names_gold_tables(path: Path) -> bool:
 def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, list, dict]:
     """The verdict trainer's pairs and training pool, built as ``train verdict --folds 0``
     builds them (docs/gpu-training.md names the options), and those options."""
-    from feverous_es.training.verdict.options import RunOptions, TrainSettings
+    from feverous_es.training.verdict.options import PairMix, RunOptions, Stacking, TrainSettings
     from feverous_es.training.verdict.pairs import build_pairs, training_pool
 
     settings = TrainSettings(base=_base_dir(options, "minilm"), max_length=options.max_length,
@@ -105,18 +105,21 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
     run = RunOptions(
         claims=list(options.claims), index=options.index, out=options.work / "verdict-out",
         work=options.work / "verdict", settings=settings, holdout=HOLDOUT, limit=options.limit,
-        store=options.store, train_claims=list(options.train_claims), pairs=list(options.pairs),
-        folds=0, per_source=options.per_source, retrieved=options.retrieved,
-        contrastive=options.contrastive, attributes=options.contrastive is not None,
+        store=options.store, stacking=Stacking(folds=0),
+        mix=PairMix(
+            train_claims=list(options.train_claims), pairs=list(options.pairs),
+            per_source=options.per_source, retrieved=options.retrieved,
+            contrastive=options.contrastive, attributes=options.contrastive is not None,
+        ),
     )  # fmt: skip
     run.check()
     pairs = build_pairs(run, progress.counter("evidence"))
     recipe = {
         "claims": [Path(p).name for p in run.claims],
-        "train_claims": [Path(p).name for p in run.train_claims],
-        "pairs": [Path(p).name for p in run.pairs], "holdout": HOLDOUT, "seed": SEED,
-        "limit": options.limit, "per_source": run.per_source, "retrieved": run.retrieved,
-        "contrastive": bool(run.contrastive), "attributes": run.attributes,
+        "train_claims": [Path(p).name for p in run.mix.train_claims],
+        "pairs": [Path(p).name for p in run.mix.pairs], "holdout": HOLDOUT, "seed": SEED,
+        "limit": options.limit, "per_source": run.mix.per_source, "retrieved": run.mix.retrieved,
+        "contrastive": bool(run.mix.contrastive), "attributes": run.mix.attributes,
         "max_length": options.max_length,
     }  # fmt: skip
     return pairs, training_pool(pairs, run), recipe

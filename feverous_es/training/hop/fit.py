@@ -294,7 +294,7 @@ def torch_agreement(trained: Path, texts: Sequence[str], outputs: Sequence[str],
     return round(sum(a == b for a, b in zip(expected, outputs, strict=True)) / len(texts), 4)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions(common.RunOptions):
     settings: TrainSettings
 

@@ -243,7 +243,7 @@ def pool_recall(
     }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions(common.RunOptions):
     settings: TrainSettings
     kinds: tuple[str, ...] = KINDS

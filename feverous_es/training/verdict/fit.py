@@ -150,7 +150,7 @@ def train_models(
     scores_path = options.work / SCORES_FILE
     scored = {r["model"] for r in datasets.read_jsonl(scores_path)}
     record: dict[str, Any] = {"pool": dict(Counter(p.source for p in pool))}
-    for fold in range(options.folds):
+    for fold in range(options.stacking.folds):
         name = f"fold-{fold}"
         if name in scored:
             continue

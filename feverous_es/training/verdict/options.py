@@ -25,27 +25,52 @@ class TrainSettings(common.TrainSettings):
 
 
 @dataclass
-class RunOptions(common.RunOptions):
-    settings: TrainSettings
-    holdout: float = 0.3
-    reranker: str = DEFAULT_PLUGINS["reranker"]
-    hops: int | None = None
+class PairMix:
+    """What the training pairs are made of beside the claim files: training-only claim files,
+    NLI pair files, contrastive pairs from a dump's leads, how many claims of each table file
+    are also read against retrieved evidence, and the cap a source."""
+
     train_claims: list[Path] = field(default_factory=list)
     pairs: list[Path] = field(default_factory=list)
-    folds: int = 2
-    stack_share: float = 0.0
     per_source: int | None = 6000
     retrieved: int = 1500
     contrastive: Path | None = None  # a wiki.db whose lead sentences make contrastive pairs
     contrastive_pages: int = 4000
     attributes: bool = False  # with contrastive: the person-attribute classes too (attributes.py)
+
+
+@dataclass
+class Stacking:
+    """How the feature verdicts get scores they can stack on: ``folds`` cross-fitting models,
+    or (``folds`` 0) a ``stack_share`` of the training claims kept out of the one model."""
+
+    folds: int = 2
+    stack_share: float = 0.0
+
+
+@dataclass
+class Retrieval:
+    """How the claims' evidence is collected: the pipeline's reranker and next-hop rounds."""
+
+    reranker: str = DEFAULT_PLUGINS["reranker"]
+    hops: int | None = None
+
+
+@dataclass(kw_only=True)
+class RunOptions(common.RunOptions):
+    settings: TrainSettings
+    holdout: float = 0.3
+    retrieval: Retrieval = field(default_factory=Retrieval)
+    mix: PairMix = field(default_factory=PairMix)
+    stacking: Stacking = field(default_factory=Stacking)
     from_gpu: Path | None = None  # a GPU reader job's results: their student is the model
 
     def check(self) -> None:
         super().check()
-        if self.folds < 0 or self.folds == 1:
-            raise TrainError(f"--folds must be 0 or at least 2, not {self.folds}")
-        if not 0.0 <= self.stack_share < 1.0 or (self.stack_share and self.folds):
+        folds, share = self.stacking.folds, self.stacking.stack_share
+        if folds < 0 or folds == 1:
+            raise TrainError(f"--folds must be 0 or at least 2, not {folds}")
+        if not 0.0 <= share < 1.0 or (share and folds):
             raise TrainError("--stack-share must be in [0, 1), and given with --folds 0")
-        if self.from_gpu and self.folds:
+        if self.from_gpu and folds:
             raise TrainError("the GPU job trains no cross-fitting models: give --folds 0")

@@ -26,12 +26,12 @@ def build_pairs(
     if cache.is_file():
         return data.read_pairs(cache)
     seed = options.settings.seed
-    split = data.Split(seed, options.holdout, options.folds)
-    never_held = data.Split(seed, 0.0, options.folds)
+    split = data.Split(seed, options.holdout, options.stacking.folds)
+    never_held = data.Split(seed, 0.0, options.stacking.folds)
     claims = read_labelled_claims(options.claims, limit=options.limit, seed=seed)
     extra = (
-        read_labelled_claims(options.train_claims, limit=options.limit, seed=seed)
-        if options.train_claims
+        read_labelled_claims(options.mix.train_claims, limit=options.limit, seed=seed)
+        if options.mix.train_claims
         else []
     )
     tables = [c for c in [*claims, *extra] if c.table]
@@ -39,10 +39,11 @@ def build_pairs(
     retrieve = [c for c in claims if not c.table]
     for source in dict.fromkeys(c.source for c in claims if c.table):
         rows = [c for c in claims if c.source == source]
-        retrieve += datasets.sample(rows, options.retrieved, seed, key=lambda c: (c.source, c.id))
+        sampled = datasets.sample(rows, options.mix.retrieved, seed, key=lambda c: (c.source, c.id))
+        retrieve += sampled
     examples = collect_evidence(
         retrieve, options.index, options.work / EVIDENCE_FILE, store=options.store,
-        reranker=options.reranker, hops=options.hops, device=options.device,
+        reranker=options.retrieval.reranker, hops=options.retrieval.hops, device=options.device,
         on_progress=on_evidence,
     )  # fmt: skip
     split_sources = {Path(p).stem for p in options.claims}
@@ -60,12 +61,12 @@ def build_pairs(
                 pairs.append(pair)
     finally:
         store.close()
-    for path in options.pairs:
+    for path in options.mix.pairs:
         pairs += data.nli_pairs(path)
-    if options.contrastive is not None:
-        leads = contrastive.read_leads(WikiDB(options.contrastive).rows())
-        pairs += contrastive.contrastive_pairs(leads, options.contrastive_pages, split)
-        if options.attributes:
+    if options.mix.contrastive is not None:
+        leads = contrastive.read_leads(WikiDB(options.mix.contrastive).rows())
+        pairs += contrastive.contrastive_pairs(leads, options.mix.contrastive_pages, split)
+        if options.mix.attributes:
             pairs += attribute_pairs(leads, split)
     data.write_pairs(cache, pairs)
     return pairs
@@ -74,14 +75,14 @@ def build_pairs(
 def kept_out_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
     """With ``stack_share``, the training claims' pairs kept out of the model for the feature
     verdicts to stack on (a seeded share of the ``--claims`` files' training claims)."""
-    if options.stack_share <= 0:
+    if options.stacking.stack_share <= 0:
         return []
     split_sources = {Path(p).stem for p in options.claims}
     seed = options.settings.seed
     return [
         p for p in pairs
         if p.source in split_sources and not p.held_out
-        and datasets.hash_unit(seed, p.source, p.id, "stack") < options.stack_share
+        and datasets.hash_unit(seed, p.source, p.id, "stack") < options.stacking.stack_share
     ]  # fmt: skip
 
 
@@ -90,7 +91,7 @@ def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.
     training, capped per source."""
     kept_out = {p.key for p in kept_out_pairs(pairs, options)}
     pool = [p for p in pairs if p.train and not p.held_out and p.key not in kept_out]
-    return data.capped(pool, options.per_source, options.settings.seed)
+    return data.capped(pool, options.mix.per_source, options.settings.seed)
 
 
 def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
@@ -98,9 +99,9 @@ def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data
     which it scores for the feature verdicts to stack on: the ``stack_share`` kept out, the
     pairs over the per-source cap (most of a large file such as tabfact_train) and those it
     only scores (``train`` False). With ``folds`` the fold models score every claim instead."""
-    if options.folds:
+    if options.stacking.folds:
         return []
-    claim_sources = {Path(p).stem for p in [*options.claims, *options.train_claims]}
+    claim_sources = {Path(p).stem for p in [*options.claims, *options.mix.train_claims]}
     pooled = {p.key for p in training_pool(pairs, options)}
     return [
         p for p in pairs

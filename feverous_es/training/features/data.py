@@ -1,0 +1,136 @@
+"""The feature verdicts' data: the claims, their features against the gold table or the retrieved
+evidence, and the entailment scores stacked on them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feverous_es.errors import TrainError
+from feverous_es.index.element_ids import element_to_triple
+from feverous_es.training import common, datasets
+from feverous_es.training.datasets import TrainingClaim
+from feverous_es.training.features.fit import LABELS, Settings
+from feverous_es.training.rerank.data import index_id
+from feverous_es.verdict import sentence_facts, table_facts
+from feverous_es.verdict.feature_model import (
+    ENTAILMENT_FEATURES,
+    FEATURES,
+    first_table,
+    sentence_texts,
+)
+from feverous_es.verdict.table_facts import Table
+
+
+def read_claims(
+    paths: Sequence[Path], *, tables: bool, limit: int | None = None, seed: int = 13
+) -> list[TrainingClaim]:
+    """The SUPPORTS / REFUTES claims of the files (with ``tables``, those that name a gold
+    table); with ``limit``, a seeded sample of that many per file."""
+    chosen: list[TrainingClaim] = []
+    for path in paths:
+        source = Path(path).stem
+        rows = [
+            TrainingClaim(source, str(r.id), r.claim, r.label, (r.gold_tables or ("",))[0])
+            for r in datasets.claim_records(Path(path))
+            if r.label in LABELS and (r.gold_tables or not tables)
+        ]
+        if not rows:
+            named = " that name gold_tables" if tables else ""
+            raise TrainError(f"{path} has no SUPPORTS / REFUTES claims{named}")
+        chosen += datasets.sample(rows, limit, seed, key=lambda r: (r.source, r.id))
+    return chosen
+
+
+def gold_features(
+    claims: Sequence[TrainingClaim],
+    store: Any,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, list[TrainingClaim]]:
+    """The features of each claim against its gold table, and the claims they are for (a claim
+    whose table the index lacks is left out)."""
+    tables: dict[str, Table | None] = {}
+    rows, kept = [], []
+    for done, claim in enumerate(claims, 1):
+        if claim.table not in tables:
+            # The claim reader checked the id is Page_table_t; the index spells titles NFD.
+            page, _, number = element_to_triple(index_id(claim.table))
+            tables[claim.table] = Table.from_elements(
+                store.page_elements(page, int(number)), int(number)
+            )
+        table = tables[claim.table]
+        if table is not None:
+            rows.append(table_facts.claim_features(claim.claim, table))
+            kept.append(claim)
+        if on_progress and (done % 500 == 0 or done == len(claims)):
+            on_progress(done, len(claims))
+    if not rows:
+        raise TrainError("none of the claims' gold tables is in the index")
+    return np.stack(rows), kept
+
+
+def read_entailment(directory: Path) -> dict[str, list[float]]:
+    """The entailment scores of a ``train verdict`` output directory, by pair key."""
+    from feverous_es.training.entailment_data import read_scores
+    from feverous_es.training.verdict.options import SCORES_FILE
+
+    path = Path(directory) / SCORES_FILE
+    if not path.is_file():
+        raise TrainError(f"{directory} has no {SCORES_FILE}: give a `train verdict` --out")
+    return read_scores(path)
+
+
+def stack(
+    features: np.ndarray, keys: Sequence[str], scores: dict[str, list[float]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The features of the claims the entailment model scored, with its probabilities after
+    them, and which claims those are (a claim the model trained on has no score: stacking on
+    it would teach the feature model to trust the entailment model more than it should)."""
+    scored = np.array([k in scores for k in keys], dtype=bool)
+    columns = np.array([scores[k] for k, s in zip(keys, scored, strict=True) if s], np.float32)
+    columns = columns.reshape(int(scored.sum()), len(ENTAILMENT_FEATURES))
+    return np.hstack([features[scored], columns]), scored
+
+
+def evidence_features(
+    claims: Sequence[TrainingClaim],
+    options: RunOptions,
+    store: Any,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, list[TrainingClaim]]:
+    """The features of ``claims`` against their retrieved evidence, read as the verdict reads
+    it: its sentences (``sentence``), the first table it holds (``table``: claims whose evidence
+    holds no table are left out)."""
+    from feverous_es.training.verdict.evidence import collect_evidence
+
+    examples = collect_evidence(
+        [TrainingClaim(c.source, c.id, c.claim, c.label) for c in claims],
+        options.index,
+        options.work / "evidence.jsonl",
+        store=options.store,
+        on_progress=on_progress,
+    )
+    rows, kept = [], []
+    for claim, example in zip(claims, examples, strict=True):
+        evidence = example.evidence_candidates()
+        if options.kind == "sentence":
+            rows.append(sentence_facts.claim_features(claim.claim, sentence_texts(evidence)))
+            kept.append(claim)
+        elif (table := first_table(evidence, store)) is not None:
+            rows.append(table_facts.claim_features(claim.claim, table))
+            kept.append(claim)
+    width = len(FEATURES[options.kind])
+    return (np.stack(rows) if rows else np.zeros((0, width), np.float32)), kept
+
+@dataclass(kw_only=True)
+class RunOptions(common.RunOptions):
+    kind: str = "table"  # or "sentence"
+    settings: Settings = field(default_factory=Settings)
+    train_claims: list[Path] = field(default_factory=list)
+    holdout: float = 0.3
+    retrieved: int = 0
+    entailment: Path | None = None  # a `train verdict` output directory (its scores.jsonl)
