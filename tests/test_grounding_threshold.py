@@ -63,3 +63,40 @@ def test_train_grounding_stores_the_threshold_with_the_reader(tmp_path: Path) ->
     )
     assert refused.exit_code == 1
     assert "bad.jsonl:1: not a {doc, claim, label} line" in refused.output
+
+
+def test_long_sources_hold_a_claims_gold_sentences_among_other_pages_or_leave_them_out(
+    mini_wiki: Path,
+) -> None:
+    from feverous_es.eval.claims import SUPPORTS, ClaimRecord, read_claims
+    from feverous_es.index.dump.page import parse_page
+    from feverous_es.index.dump.wiki import WikiDB
+    from feverous_es.training.grounding import long_source_pairs
+    from tests.conftest import MINI
+
+    claims = read_claims(MINI / "feverous_s_dev.jsonl")
+    records = [("feverous_s_dev", r) for r in claims if isinstance(r, ClaimRecord)][:40]
+    with WikiDB(mini_wiki) as db:
+        pairs = long_source_pairs(records, db, words=300)
+        again = long_source_pairs(records, db, words=300)
+        pages = {e.split("_sentence_")[0] for _, r in records for s in r.evidence for e in s}
+        texts = {
+            e.id: e.text
+            for page in pages
+            if (data := db.page_json(page)) is not None
+            for e in parse_page(page, data).elements
+        }
+    assert len(pairs) >= 40 and pairs == again  # seeded: the same sources each time
+    by_claim = {r.claim: r for _, r in records}
+    for with_gold, without in zip(pairs[::2], pairs[1::2], strict=True):
+        record = by_claim[with_gold.claim]
+        assert with_gold.supported == (record.label == SUPPORTS) and not without.supported
+        gold = " ".join(texts[e] for e in sorted(record.evidence[0], key=_sentence_order))
+        assert gold in with_gold.source and gold not in without.source
+        assert with_gold.source.replace(gold, "").split() == without.source.split()
+        assert len(with_gold.source.split()) >= 300
+
+
+def _sentence_order(element_id: str) -> tuple[str, int]:
+    page, _, number = element_id.rpartition("_sentence_")
+    return page, int(number)

@@ -8,24 +8,35 @@ score; the threshold is the one that maximizes balanced accuracy (the mean of bo
 recall: how grounding checkers are compared, LLM-AggreFact). It is written into the reader's
 directory as ``grounding.json`` (with the window size, the data and the figure) and the
 directory's manifest is refreshed, so every entry point (CLI, API, HTTP) applies it.
+
+Pairs of one's own with long sources come from a FEVEROUS dump (:func:`long_source_pairs`): a
+held-out claim's gold sentences placed among other pages' sentences, and that source again
+without them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import random
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from feverous_es.errors import FormatError
+from feverous_es.errors import FormatError, MalformedPage
+from feverous_es.eval.claims import REFUTES, SUPPORTS, ClaimRecord
+from feverous_es.index.dump.page import parse_page
+from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.index.element_ids import element_to_triple
+from feverous_es.index.elements import ElementType
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.files import MANIFEST_FILE, read_json_object, write_manifest
 from feverous_es.verdict.entailment import GROUNDING_FILE, EntailmentModel
 
 CHUNK = 16  # claims read per call: a progress step
+DISTRACTOR_PAGES = 2000  # pages whose sentences surround a claim's evidence in a long source
 
 
 @dataclass(frozen=True)
@@ -97,3 +108,70 @@ def store_threshold(model_dir: Path, settings: dict[str, Any]) -> None:
         manifest = read_json_object(manifest_path)
         files = {**manifest.pop("files", {}), GROUNDING_FILE: None}
         write_manifest(model_dir, sorted(files), **manifest)
+
+
+def _page_sentences(title: str, data: str) -> list[str]:
+    try:
+        elements = parse_page(title, data).elements
+    except MalformedPage:
+        return []
+    return [e.text for e in elements if e.type is ElementType.SENTENCE and e.text.strip()]
+
+
+def _gold_sentences(db: WikiDB, record: ClaimRecord) -> tuple[set[str], list[str]] | None:
+    """The pages and, in page order, the texts of the claim's first gold evidence set, when
+    that set is sentences only and the dump holds them all."""
+    if not record.evidence or not all("_sentence_" in e for e in record.evidence[0]):
+        return None
+    triples = [element_to_triple(e) for e in record.evidence[0]]
+    texts = []
+    for page, _, number in sorted(triples, key=lambda t: (t[0], int(t[2]))):
+        data = db.page_json(page)
+        if data is None:
+            return None
+        wanted = f"{page}_sentence_{number}"
+        found = [e.text for e in parse_page(page, data).elements if e.id == wanted]
+        if not found:
+            return None
+        texts.append(found[0])
+    return {t[0] for t in triples}, texts
+
+
+def long_source_pairs(
+    records: Iterable[tuple[str, ClaimRecord]],
+    db: WikiDB,
+    *,
+    words: int = 600,
+    seed: int = 13,
+) -> list[GroundingPair]:
+    """Two pairs of each SUPPORTS / REFUTES ``(source, record)`` whose first gold evidence set
+    is sentences the dump holds: the claim against a source of about ``words`` words in which
+    its gold sentences sit together at a seeded place among sentences of other pages
+    (supported when the claim is SUPPORTS), and against the same source without them (not
+    supported: the evidence is not there)."""
+    pool = [
+        (title, text)
+        for _, title, data in db.spread_rows(DISTRACTOR_PAGES)
+        for text in _page_sentences(title, data)
+    ]
+    pairs = []
+    for source, record in records:
+        if record.label not in (SUPPORTS, REFUTES):
+            continue
+        gold = _gold_sentences(db, record)
+        if gold is None:
+            continue
+        pages, evidence = gold
+        rng = random.Random(f"{seed}/{source}/{record.id}")
+        others: list[str] = []
+        count = sum(len(t.split()) for t in evidence)
+        while count < words:
+            title, text = pool[rng.randrange(len(pool))]
+            if title not in pages:
+                others.append(text)
+                count += len(text.split())
+        place = rng.randrange(len(others) + 1)
+        with_gold = [*others[:place], *evidence, *others[place:]]
+        pairs.append(GroundingPair(" ".join(with_gold), record.claim, record.label == SUPPORTS))
+        pairs.append(GroundingPair(" ".join(others), record.claim, False))
+    return pairs
