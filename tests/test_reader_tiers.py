@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from feverous_es.cli import main
-from feverous_es.errors import ModelError, TrainError
+from feverous_es.errors import ExportError, ModelError, TrainError
 from feverous_es.plugins.config import load_config
 from feverous_es.runtime import parts
 from feverous_es.runtime.files import FP32_FILE, MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
@@ -157,7 +157,7 @@ def test_weight_only_int8_keeps_fp32s_answers(tiny_classifier: tuple[Path, objec
     fp32 = EntailmentModel(folder / FP32_FILE, device="cpu").probabilities(CLAIMS, PREMISES)
     wo = EntailmentModel(folder / "weight-only.onnx", device="cpu").probabilities(CLAIMS, PREMISES)
     np.testing.assert_allclose(wo, fp32, atol=1e-3)
-    with pytest.raises(ValueError, match="unknown int8 recipe"):
+    with pytest.raises(ExportError, match="unknown int8 recipe"):
         quantize_int8(folder / FP32_FILE, folder / "x.onnx", recipe="static")
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from feverous_es.errors import MalformedPage
+from feverous_es.errors import FormatError, MalformedPage
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.element_ids import table_key
@@ -58,7 +58,7 @@ def gold_table(record: Record) -> tuple[str, int]:
     """The record's first gold table as ``(page, table number)``."""
     key = table_key(record["gold_tables"][0])
     if key is None:
-        raise ValueError(f"not a table id: {record['gold_tables'][0]!r}")
+        raise FormatError(f"not a table id: {record['gold_tables'][0]!r}")
     return key
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from feverous_es.errors import ExportError
+
 # Largest int8 graph the package may carry (the shipped rankers and verdict models).
 MAX_MODEL_BYTES = 30 * 1024 * 1024
 RECIPES = ("dynamic", "weight-only", "mixed")
@@ -69,7 +71,7 @@ def quantize_int8(
                          nodes_to_exclude=kept)  # fmt: skip
         return {"method": "mixed", "weight_only_nodes": kept, **quantize_weights(int8, int8)}
     if recipe != "dynamic":
-        raise ValueError(f"unknown int8 recipe {recipe!r} (recipes: {', '.join(RECIPES)})")
+        raise ExportError(f"unknown int8 recipe {recipe!r} (recipes: {', '.join(RECIPES)})")
 
     def quantize(fp32_nodes: list[str]) -> None:
         quantize_dynamic(

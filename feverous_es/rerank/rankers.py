@@ -30,9 +30,11 @@ from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 
-# Logits of the pairs scored last, first in first out: enough for the pools of many batches of
-# claims, which each hop reranks again (pipeline._pursue).
-LOGIT_CACHE_SIZE = 50_000
+# Logits of the pairs scored last, first in first out: enough for the pools of a few batches of
+# claims, which each hop reranks again (pipeline._pursue). A claim adds ~22 pairs on average
+# (mini-FEVEROUS dev), so 50,000 took a server ~2,300 claims to fill: memory that kept growing
+# for the first 20 minutes of a soak, for pairs no later claim reads (docs/operations.md).
+LOGIT_CACHE_SIZE = 10_000
 
 PACKAGED_SENTENCE_RANKER = PACKAGED_MODELS_DIR / "sentence-ranker"
 # Chosen on held-out FM2 and FEVEROUS-S claims through the whole pipeline (docs/verdict.md);

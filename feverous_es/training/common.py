@@ -65,13 +65,16 @@ def check_out(out: Path) -> None:
 def load_checkpoint(torch: Any, path: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(state, dict) or "model" not in state or "step" not in state:
-            raise ValueError("not a training checkpoint")
     except Exception as error:  # torch raises many kinds on a truncated or foreign file
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise TrainError(
             f"checkpoint {path} is unreadable ({first}); delete it to start training over"
         ) from None
+    if not isinstance(state, dict) or "model" not in state or "step" not in state:
+        raise TrainError(
+            f"checkpoint {path} is unreadable (not a training checkpoint); delete it to start "
+            "training over"
+        )
     return state
 
 

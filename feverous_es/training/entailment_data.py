@@ -102,7 +102,9 @@ def nli_pairs(path: Path) -> Iterator[Pair]:
                 record = json.loads(line)
                 label = str(record["label"]).upper()
                 if label not in LABELS:
-                    raise ValueError(f"label {label!r}")
+                    raise TrainError(
+                        f"{path}:{number}: not a claim/evidence pair (label {label!r})"
+                    )
                 if "table" in record:
                     premise = table_premise(record["claim"], _nli_table(record))
                     route = TABLE
