@@ -100,3 +100,24 @@ def test_long_sources_hold_a_claims_gold_sentences_among_other_pages_or_leave_th
 def _sentence_order(element_id: str) -> tuple[str, int]:
     page, _, number = element_id.rpartition("_sentence_")
     return page, int(number)
+
+
+def test_window_pairs_teach_the_reader_evidence_inside_a_window(mini_wiki: Path) -> None:
+    from feverous_es.eval.claims import NOT_ENOUGH_INFO
+    from feverous_es.training.entailment_data import NO_GOLD, Split, window_pairs
+    from feverous_es.training.verdict.evidence import read_labelled_claims
+    from feverous_es.verdict.windows import WINDOW_WORDS
+    from tests.conftest import MINI
+
+    claims = read_labelled_claims([MINI / "feverous_s_dev.jsonl"], limit=40, seed=13)
+    split = Split(13, 0.35, 0)
+    pairs = window_pairs(claims, mini_wiki, split, WINDOW_WORDS)
+    assert len(pairs) >= 40
+    by_id = {c.id: c for c in claims}
+    for with_gold, without in zip(pairs[::2], pairs[1::2], strict=True):
+        claim = by_id[with_gold.id]
+        assert with_gold.source == without.source == "feverous_s_dev-window"
+        assert with_gold.label == claim.label and without.label == NOT_ENOUGH_INFO
+        assert without.variant == NO_GOLD and len(without.premise) < len(with_gold.premise)
+        assert with_gold.held_out == without.held_out == split.held_out(claim.source, claim.id)
+        assert WINDOW_WORDS <= len(with_gold.premise.split()) < 2 * WINDOW_WORDS + 60

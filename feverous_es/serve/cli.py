@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from feverous_es.console import console, fail, user_errors
+from feverous_es.runtime.malloc import limit_arenas
 
 TOKEN_ENV = "FEVEROUS_ES_SERVE_TOKEN"
 # The names a loopback-bound service answers to by default (DNS rebinding: a page elsewhere
@@ -94,6 +95,7 @@ def run_server(
             f"reaches it can use it (set {TOKEN_ENV})",
             highlight=False,
         )
+    limit_arenas()  # before the pipeline starts its threads (runtime/malloc.py)
     with user_errors():
         pipeline = pipeline_opener()
         try:

@@ -11,7 +11,6 @@ blocks on the pipeline: each request awaits a future the worker thread resolves.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import queue
 import threading
@@ -23,6 +22,7 @@ from typing import Any
 
 from feverous_es.errors import FeverousError
 from feverous_es.runtime.costs import METER
+from feverous_es.runtime.malloc import release_free_memory
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
 
 
@@ -210,7 +210,7 @@ class PipelineWorker:
         thread's; the memory the job freed goes back to the system."""
         try:
             hook()
-            _release_free_memory()
+            release_free_memory()
         except Exception:
             log.exception("the pipeline worker's after-job hook failed")
 
@@ -269,22 +269,6 @@ def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float
 def _total(costs: Mapping[str, Counter[str]]) -> Counter[str]:
     """``Pipeline.costs`` summed over its stages."""
     return sum(costs.values(), Counter())
-
-
-def _glibc_malloc_trim() -> Callable[[], object]:
-    """glibc's ``malloc_trim(0)``; a no-op on other C libraries."""
-    try:
-        trim = ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return lambda: None
-    trim.argtypes = [ctypes.c_size_t]
-    return partial(trim, 0)
-
-
-# A batch frees nearly all it allocated, but glibc keeps the freed pages of this thread's arena:
-# the server's anonymous memory crept up ~70 MB over 1,000 claims (bench/serve.py). Handing
-# them back after each batch costs a few milliseconds against seconds of batch work.
-_release_free_memory = _glibc_malloc_trim()
 
 
 def _raiser(error: Exception) -> Callable[[], Any]:

@@ -100,6 +100,11 @@ def train_group() -> None:
     "(SUPPORTS) and changed (REFUTES): nationality, profession, a year (training/attributes.py).",
 )  # fmt: skip
 @click.option(
+    "--windows/--no-windows", default=False, show_default=True,
+    help="With --contrastive: each claim's gold sentences also inside a window of other pages' "
+    "sentences as long as `entail` reads (its label), and the window without them (NEI).",
+)  # fmt: skip
+@click.option(
     "--reranker",
     default=DEFAULT_PLUGINS["reranker"],
     show_default=True,

@@ -177,6 +177,32 @@ def retrieved_pairs(
             yield _claim_pair(claim, split, text, route, label=NOT_ENOUGH_INFO, variant=NO_GOLD)
 
 
+def window_pairs(claims: Sequence[Any], wiki: Path, split: Split, words: int) -> list[Pair]:
+    """Each claim whose gold evidence is sentences the dump holds, against a window of about
+    ``words`` words holding them among other pages' sentences (its own label), and against the
+    window without them (NOT ENOUGH INFO): evidence inside a longer source, as ``entail`` reads
+    one (:class:`~feverous_es.training.grounding.LongSources`). Reported as ``SOURCE-window``;
+    held out and folded with the claim."""
+    from feverous_es.index.dump.wiki import WikiDB
+    from feverous_es.training.grounding import LongSources
+
+    pairs = []
+    with WikiDB(wiki) as db:
+        sources = LongSources(db, words, split.seed)
+        for claim in claims:
+            made = None if claim.table else sources.around(f"{claim.source}/{claim.id}", claim.gold)
+            if made is None or claim.label == NOT_ENOUGH_INFO:
+                continue
+            fold, held = split.fold(claim.source, claim.id), split.held_out(claim.source, claim.id)
+            source = f"{claim.source}-window"
+            with_gold, without = made
+            pairs.append(Pair(source, claim.id, claim.claim, with_gold, claim.label, SENTENCE,
+                              fold=fold, held_out=held))  # fmt: skip
+            pairs.append(Pair(source, claim.id, claim.claim, without, NOT_ENOUGH_INFO, SENTENCE,
+                              variant=NO_GOLD, fold=fold, held_out=held))  # fmt: skip
+    return pairs
+
+
 TABLE_TYPES = ("cell", "header_cell", "table_caption")
 
 

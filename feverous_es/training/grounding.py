@@ -118,12 +118,12 @@ def _page_sentences(title: str, data: str) -> list[str]:
     return [e.text for e in elements if e.type is ElementType.SENTENCE and e.text.strip()]
 
 
-def _gold_sentences(db: WikiDB, record: ClaimRecord) -> tuple[set[str], list[str]] | None:
-    """The pages and, in page order, the texts of the claim's first gold evidence set, when
-    that set is sentences only and the dump holds them all."""
-    if not record.evidence or not all("_sentence_" in e for e in record.evidence[0]):
+def _gold_sentences(db: WikiDB, evidence: Sequence[str]) -> tuple[set[str], list[str]] | None:
+    """The pages and, in page order, the texts of an evidence set, when it is sentences only and
+    the dump holds them all."""
+    if not evidence or not all("_sentence_" in e for e in evidence):
         return None
-    triples = [element_to_triple(e) for e in record.evidence[0]]
+    triples = [element_to_triple(e) for e in evidence]
     texts = []
     for page, _, number in sorted(triples, key=lambda t: (t[0], int(t[2]))):
         data = db.page_json(page)
@@ -137,6 +137,38 @@ def _gold_sentences(db: WikiDB, record: ClaimRecord) -> tuple[set[str], list[str
     return {t[0] for t in triples}, texts
 
 
+class LongSources:
+    """Sources of about ``words`` words made of a claim's gold sentences and other pages'
+    sentences (those of ``DISTRACTOR_PAGES`` pages spread over the dump), seeded by the claim."""
+
+    def __init__(self, db: WikiDB, words: int, seed: int = 13) -> None:
+        self.db, self.words, self.seed = db, words, seed
+        self._pool = [
+            (title, text)
+            for _, title, data in db.spread_rows(DISTRACTOR_PAGES)
+            for text in _page_sentences(title, data)
+        ]
+
+    def around(self, key: str, evidence: Sequence[str]) -> tuple[str, str] | None:
+        """The source with the evidence set's sentences together at a seeded place among other
+        pages' sentences, and the same source without them; None when the set is not sentences
+        the dump holds."""
+        gold = _gold_sentences(self.db, evidence)
+        if gold is None:
+            return None
+        pages, texts = gold
+        rng = random.Random(f"{self.seed}/{key}")
+        others: list[str] = []
+        count = sum(len(t.split()) for t in texts)
+        while count < self.words:
+            title, text = self._pool[rng.randrange(len(self._pool))]
+            if title not in pages:
+                others.append(text)
+                count += len(text.split())
+        place = rng.randrange(len(others) + 1)
+        return " ".join([*others[:place], *texts, *others[place:]]), " ".join(others)
+
+
 def long_source_pairs(
     records: Iterable[tuple[str, ClaimRecord]],
     db: WikiDB,
@@ -145,33 +177,17 @@ def long_source_pairs(
     seed: int = 13,
 ) -> list[GroundingPair]:
     """Two pairs of each SUPPORTS / REFUTES ``(source, record)`` whose first gold evidence set
-    is sentences the dump holds: the claim against a source of about ``words`` words in which
-    its gold sentences sit together at a seeded place among sentences of other pages
-    (supported when the claim is SUPPORTS), and against the same source without them (not
-    supported: the evidence is not there)."""
-    pool = [
-        (title, text)
-        for _, title, data in db.spread_rows(DISTRACTOR_PAGES)
-        for text in _page_sentences(title, data)
-    ]
+    is sentences the dump holds: the claim against a long source in which they sit among other
+    pages' sentences (:class:`LongSources`; supported when the claim is SUPPORTS), and against
+    the same source without them (not supported: the evidence is not there)."""
+    sources = LongSources(db, words, seed)
     pairs = []
     for source, record in records:
-        if record.label not in (SUPPORTS, REFUTES):
+        if record.label not in (SUPPORTS, REFUTES) or not record.evidence:
             continue
-        gold = _gold_sentences(db, record)
-        if gold is None:
-            continue
-        pages, evidence = gold
-        rng = random.Random(f"{seed}/{source}/{record.id}")
-        others: list[str] = []
-        count = sum(len(t.split()) for t in evidence)
-        while count < words:
-            title, text = pool[rng.randrange(len(pool))]
-            if title not in pages:
-                others.append(text)
-                count += len(text.split())
-        place = rng.randrange(len(others) + 1)
-        with_gold = [*others[:place], *evidence, *others[place:]]
-        pairs.append(GroundingPair(" ".join(with_gold), record.claim, record.label == SUPPORTS))
-        pairs.append(GroundingPair(" ".join(others), record.claim, False))
+        made = sources.around(f"{source}/{record.id}", record.evidence[0])
+        if made is not None:
+            with_gold, without = made
+            pairs.append(GroundingPair(with_gold, record.claim, record.label == SUPPORTS))
+            pairs.append(GroundingPair(without, record.claim, False))
     return pairs

@@ -110,6 +110,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
             train_claims=list(options.train_claims), pairs=list(options.pairs),
             per_source=options.per_source, retrieved=options.retrieved,
             contrastive=options.contrastive, attributes=options.contrastive is not None,
+            windows=options.contrastive is not None,
         ),
     )  # fmt: skip
     run.check()
@@ -120,6 +121,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
         "pairs": [Path(p).name for p in run.mix.pairs], "holdout": HOLDOUT, "seed": SEED,
         "limit": options.limit, "per_source": run.mix.per_source, "retrieved": run.mix.retrieved,
         "contrastive": bool(run.mix.contrastive), "attributes": run.mix.attributes,
+        "windows": run.mix.windows,
         "max_length": options.max_length,
     }  # fmt: skip
     return pairs, training_pool(pairs, run), recipe

@@ -52,6 +52,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
         "pairs": [Path(p).name for p in options.mix.pairs],
         "contrastive_pages": options.mix.contrastive_pages if options.mix.contrastive else 0,
         "attributes": bool(options.mix.contrastive and options.mix.attributes),
+        "windows": bool(options.mix.contrastive and options.mix.windows),
         "reranker": options.retrieval.reranker,
         "retrieved": options.mix.retrieved,
         "per_source": options.mix.per_source,

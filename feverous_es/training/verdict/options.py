@@ -37,6 +37,7 @@ class PairMix:
     contrastive: Path | None = None  # a wiki.db whose lead sentences make contrastive pairs
     contrastive_pages: int = 4000
     attributes: bool = False  # with contrastive: the person-attribute classes too (attributes.py)
+    windows: bool = False  # with contrastive: each claim's gold sentences inside a long window
 
 
 @dataclass

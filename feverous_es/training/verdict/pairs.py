@@ -13,6 +13,7 @@ from feverous_es.training import entailment_data as data
 from feverous_es.training.attributes import attribute_pairs
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
 from feverous_es.training.verdict.options import EVIDENCE_FILE, PAIRS_FILE, RunOptions
+from feverous_es.verdict.windows import WINDOW_WORDS
 
 
 def build_pairs(
@@ -68,6 +69,8 @@ def build_pairs(
         pairs += contrastive.contrastive_pairs(leads, options.mix.contrastive_pages, split)
         if options.mix.attributes:
             pairs += attribute_pairs(leads, split)
+        if options.mix.windows:
+            pairs += data.window_pairs(claims, options.mix.contrastive, split, WINDOW_WORDS)
     data.write_pairs(cache, pairs)
     return pairs
 
