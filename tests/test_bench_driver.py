@@ -5,6 +5,7 @@ condition, record or bench module names a machine's path or parses its own argum
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import re
 import subprocess
@@ -115,6 +116,8 @@ def test_every_bench_module_is_reached_from_a_condition_and_parses_no_arguments(
     }
     driver = {"bench.run", "bench.__main__", "bench.__init__"}
     assert modules - reached - imported - driver == set()
+    for condition in conditions.values():  # a misspelt option fails here, not after a long run
+        inspect.signature(condition.function()).bind(Context(condition.name), **condition.options)
     for path in (REPO / "bench").glob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert path.name == "run.py" or "argparse" not in text, path.name
