@@ -50,13 +50,15 @@ _BLOCK = re.compile(r"(<!-- bench:([\w./-]+) -->\n).*?(<!-- /bench -->)", re.DOT
 @dataclass(frozen=True)
 class Figure:
     """One headline figure: where it is in the record, where it goes in its table, and what a
-    rerun must give (``expect`` ± ``tolerance``; None: reported, not checked)."""
+    rerun must give (``expect`` ± ``tolerance``, or at most ``maximum``; neither: reported, not
+    checked)."""
 
     row: str
     key: str
     column: str = "value"
     table: str = ""
     expect: float | None = None
+    maximum: float | None = None  # a bound, not a value to reproduce (a memory slope)
     tolerance: float = 0.0
     scale: float = 1.0
     format: str = ""
@@ -73,9 +75,19 @@ class Figure:
         return value
 
     def holds(self, value: Any) -> bool:
-        if self.expect is None:
+        if self.expect is None and self.maximum is None:
             return True
-        return isinstance(value, int | float) and abs(value - self.expect) <= self.tolerance + 1e-9
+        if not isinstance(value, int | float):
+            return False
+        if self.maximum is not None and value > self.maximum:
+            return False
+        return self.expect is None or abs(value - self.expect) <= self.tolerance + 1e-9
+
+    def wanted(self) -> str:
+        """What a rerun must give, in words ("" when nothing)."""
+        if self.expect is not None:
+            return f"expected {self.expect} ± {self.tolerance}"
+        return "" if self.maximum is None else f"at most {self.maximum}"
 
     def shown(self, value: Any) -> str:
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -155,8 +167,7 @@ def problems(condition: Condition, record: dict[str, Any]) -> list[str]:
             continue
         if not figure.holds(value):
             found.append(
-                f"{condition.name}: {figure.key} = {value}, expected {figure.expect} "
-                f"± {figure.tolerance}"
+                f"{condition.name}: {figure.key} = {value}, {figure.wanted()}"
             )
     return found
 
@@ -277,9 +288,9 @@ def run(
         except KeyError:
             print(f"  {figure.key:<58} {'missing':>12}")
             continue
-        expected = "" if figure.expect is None else f"expected {figure.expect} ± {figure.tolerance}"
-        verdict = "" if figure.expect is None else ("ok" if figure.holds(value) else "DIFFERS")
-        print(f"  {figure.key:<58} {figure.shown(value):>12}  {expected} {verdict}")
+        wanted = figure.wanted()
+        verdict = "" if not wanted else ("ok" if figure.holds(value) else "DIFFERS")
+        print(f"  {figure.key:<58} {figure.shown(value):>12}  {wanted} {verdict}")
     found = problems(condition, entry)
     if found and keep:  # a record that does not hold is not kept
         folder = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))

@@ -62,6 +62,13 @@ def test_a_figure_outside_its_tolerance_or_missing_is_named() -> None:
         "x: no 'set.missing' in the record",
     ]
     assert run.problems(condition, {"figures": {"set": {"share": 0.505, "missing": 1}}}) == []
+    bounded = run.Condition(
+        name="soak", area="Speed", about="", run=PROBE,
+        figures=(run.Figure(row="slope", key="slope", maximum=2.0),),
+    )  # fmt: skip
+    assert run.problems(bounded, {"figures": {"slope": -10.0}}) == []  # falling memory holds
+    too_fast = run.problems(bounded, {"figures": {"slope": 13.0}})
+    assert too_fast == ["soak: slope = 13.0, at most 2.0"]
 
 
 @pytest.mark.parametrize(("measured", "kept"), [(0.5, True), (0.7, False)])
