@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.data import unpacked_mini
 from bench.errors import BenchError
 
 # The places a condition may read, filled by the driver's options of the same names.
@@ -35,3 +36,7 @@ class Context:
         if not Path(path).exists():
             raise BenchError(f"{self.condition}: --{name} {path}: no such file or directory")
         return Path(path)
+
+    def dump(self, work: Path) -> Path:
+        """The driver's --wiki, else the mini-FEVEROUS dump unpacked into ``work``."""
+        return self.place("wiki") if self.wiki else unpacked_mini(work)

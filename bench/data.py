@@ -3,8 +3,10 @@ directory ``FEVEROUS_ES_DATA`` names (its ``minifeverous/`` holds the dump and c
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -30,3 +32,15 @@ def models_at(commit: str) -> Iterator[Path]:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
         yield Path(tmp) / "feverous_es" / "models"
+
+
+def unpacked_mini(work: Path) -> Path:
+    """The mini-FEVEROUS wiki.db, gunzipped once into ``work`` (a partial file renamed when
+    whole, so an interrupted unpack is not read as a dump)."""
+    target = work / "wiki.db"
+    if not target.is_file():
+        partial = target.with_suffix(".partial")
+        with gzip.open(MINI / "wiki.db.gz") as src, partial.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        partial.rename(target)
+    return target

@@ -12,7 +12,6 @@ dev claims (p50/p95, the query embedding timed separately).
 
 from __future__ import annotations
 
-import gzip
 import random
 import resource
 import shutil
@@ -30,14 +29,6 @@ from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.embedded import EmbeddedStore, EmbeddedWriter
 from feverous_es.runtime.embedder import Embedder
-
-
-def unpack_mini(target_dir: Path) -> Path:
-    target = target_dir / "wiki.db"
-    if not target.exists():
-        with gzip.open(MINI / "wiki.db.gz") as src, target.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-    return target
 
 
 def standalone_tokens_per_second(db: WikiDB, embedder: Embedder, n_texts: int) -> float:
@@ -114,7 +105,7 @@ def index_build(
     """A fresh build of the dump (its first ``limit`` pages), timed by stage, then ``claims``
     claims' search latency."""
     work = Path(tempfile.mkdtemp(prefix="feverous-bench-"))
-    wiki = context.place("wiki") if context.wiki else unpack_mini(work)
+    wiki = context.dump(work)
     out = work / "index"
     if keep:
         if context.index is None or context.index.exists():

@@ -25,7 +25,6 @@ Pairs are (claim, Papelo linearization) of elements of the claims' gold pages, h
 
 from __future__ import annotations
 
-import gzip
 import shutil
 import sys
 import time
@@ -51,19 +50,6 @@ Batch = list[tuple[str, str]]
 
 
 # ----------------------------------------------------------------------------- data
-
-
-def wiki_db(path: Path, work: Path) -> Path:
-    """``path``, gunzipped once into ``work`` when it is a .gz."""
-    if path.suffix != ".gz":
-        return path
-    target = work / path.stem
-    if not target.is_file():
-        partial = target.with_suffix(".partial")
-        with gzip.open(path) as src, partial.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        partial.rename(target)
-    return target
 
 
 def load_pairs(db: Path, claim_files: Sequence[Path], n: int, per_claim: int) -> Batch:
@@ -356,7 +342,7 @@ def model_throughput(
     transformers.logging.set_verbosity_error()  # "newly initialized" head: untrained on purpose
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    db = wiki_db(context.place("wiki") if context.wiki else MINI / "wiki.db.gz", args.work)
+    db = context.dump(args.work)
     batch = load_pairs(db, claim_files, pairs, per_claim)
     if not batch:
         raise BenchError(f"no pairs: no claim of {', '.join(claims)} has its pages in {db}")

@@ -36,11 +36,10 @@ from typing import Any
 
 from bench.context import PLACES, Context
 from bench.errors import BenchError
-from bench.results import record
+from bench.results import RESULTS, record
 
 REPO = Path(__file__).resolve().parents[1]
 CONDITIONS = REPO / "bench" / "conditions.toml"
-RESULTS = REPO / "bench" / "results"
 PAGE = REPO / "docs" / "benchmarks.md"
 README = REPO / "README.md"
 AREAS = ("Verdict", "Retrieval", "Speed", "Build")
@@ -280,7 +279,6 @@ def run(
     command = condition.command(overrides)
     print(f"$ {command}", flush=True)
     figures = condition.call(context, options)
-    folder = RESULTS if keep else Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
     entry = {"figures": figures}
     for figure in condition.figures:
         try:
@@ -292,8 +290,8 @@ def run(
         verdict = "" if not wanted else ("ok" if figure.holds(value) else "DIFFERS")
         print(f"  {figure.key:<58} {figure.shown(value):>12}  {wanted} {verdict}")
     found = problems(condition, entry)
-    if found and keep:  # a record that does not hold is not kept
-        folder = Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
+    kept = keep and not found  # a record that does not hold is not kept
+    folder = RESULTS if kept else Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
     path = record(folder, condition.name, figures, command, options)
     if found:
         print("\n".join(found), f"the record stays in {path}", sep="\n", file=sys.stderr)
@@ -342,10 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"no condition {', '.join(unknown)} (see `python -m bench list`)")
         overrides = dict(args.option)
+        places = {place: Path(given) if (given := getattr(args, place)) else None
+                  for place in PLACES}  # fmt: skip
         failed = []
         for name in args.names:
-            given = {place: getattr(args, place) for place in PLACES}
-            context = Context(name, **{k: Path(v) if v else None for k, v in given.items()})
+            context = Context(name, **places)
             try:
                 status = run(conditions[name], context, args.record, overrides)
             except BenchError as error:

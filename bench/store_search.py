@@ -19,11 +19,9 @@ recall@k against exact search.
 
 from __future__ import annotations
 
-import gzip
 import random
 import re
 import resource
-import shutil
 import statistics
 import tempfile
 import time
@@ -36,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.context import Context
-from bench.data import MINI
+from bench.data import MINI, unpacked_mini
 from bench.errors import BenchError
 from feverous_es.errors import MalformedPage
 from feverous_es.eval.samples import claim_texts
@@ -77,13 +75,6 @@ class HashedWordEncoder:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
-def unpack_mini(target_dir: Path) -> Path:
-    target = target_dir / "wiki.db"
-    with gzip.open(MINI / "wiki.db.gz") as src, target.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return target
-
-
 def build_index(
     writer: StoreWriter,
     limit: int | None,
@@ -95,7 +86,7 @@ def build_index(
     """The build's stages one after another (the real build overlaps them in threads), each
     timed: dump read + parse + linearize, stand-in embedding, store write, finish. The vectors
     go into ``vectors_by_key`` too when it is given."""
-    wiki = WikiDB(wiki_path or unpack_mini(work))
+    wiki = WikiDB(wiki_path or unpacked_mini(work))
     encoder = HashedWordEncoder()
     state = writer.state()
     seconds = dict.fromkeys(("read+parse", "stand-in embed", "write", "finish"), 0.0)

@@ -21,13 +21,13 @@ from feverous_es.training.options import (
     training_run,
     work_dir,
 )
+from feverous_es.verdict.windows import MAX_WINDOWS, WINDOW_WORDS
 
 if TYPE_CHECKING:
     from feverous_es.training.features.data import RunOptions as FeatureRunOptions
     from feverous_es.training.hop.fit import RunOptions as HopRunOptions
     from feverous_es.training.rerank.fit import RunOptions as RerankRunOptions
     from feverous_es.training.verdict.options import RunOptions as VerdictRunOptions
-from feverous_es.verdict.windows import MAX_WINDOWS, WINDOW_WORDS
 
 
 @click.group("train")

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import TrainError
-from feverous_es.training import common
 from feverous_es.training.datasets import TrainingClaim, is_holdout
 from feverous_es.training.features.card import write_card
 from feverous_es.training.features.data import (
@@ -33,9 +32,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
     Phases: ``gold-table features``, ``retrieved evidence``."""
     from feverous_es.index.backends import open_store
 
-    if not 0.0 <= options.holdout < 1.0:
-        raise TrainError(f"--holdout must be in [0, 1), not {options.holdout}")
-    common.check_out(options.out)
+    options.check()
     if not options.claims:
         raise TrainError("no claim files given (--claims FILE.jsonl)")
     seed = options.settings.seed
