@@ -19,6 +19,7 @@ from feverous_es.export.cli import export_command
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
 from feverous_es.index.search import MODES
+from feverous_es.params import COUNT, EXISTING_FILE, FILE, PATH, TOKENS
 from feverous_es.serve.cli import ServeOptions, run_server, serve_options
 from feverous_es.training.cli import train_group
 from feverous_es.training.gpu.cli import gpu_group
@@ -45,23 +46,23 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("wiki_db", type=click.Path(path_type=Path))
+@click.argument("wiki_db", type=PATH)
 @click.option(
-    "--out", "-o", default=DEFAULT_INDEX, show_default=True, type=click.Path(path_type=Path),
+    "--out", "-o", default=DEFAULT_INDEX, show_default=True, type=PATH,
     help="Index directory (embedded store). Re-running resumes an interrupted build.",
 )  # fmt: skip
 @click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True)
-@click.option("--limit", type=click.IntRange(min=1), help="Index only the dump's first N pages.")
+@click.option("--limit", type=COUNT, help="Index only the dump's first N pages.")
 @click.option(
-    "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+    "--batch-size", type=COUNT, default=32, show_default=True,
     help="Texts per embedding batch (batches are formed by length).",
 )  # fmt: skip
 @click.option(
-    "--max-length", type=click.IntRange(min=8, max=512), default=128, show_default=True,
+    "--max-length", type=TOKENS, default=128, show_default=True,
     help="Tokens per text kept for embedding.",
 )  # fmt: skip
 @click.option(
-    "--chunk-size", type=click.IntRange(min=1), default=20_000, show_default=True,
+    "--chunk-size", type=COUNT, default=20_000, show_default=True,
     help="Elements per atomic write; an interrupt loses at most the chunk in flight.",
 )  # fmt: skip
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
@@ -146,9 +147,9 @@ def index(
 
 
 @main.command()
-@click.argument("wiki_db", type=click.Path(path_type=Path))
+@click.argument("wiki_db", type=PATH)
 @click.option(
-    "--sample", type=click.IntRange(min=1),
+    "--sample", type=COUNT,
     help="Count N pages spread over the dump and scale up, instead of every page.",
 )  # fmt: skip
 @click.option(
@@ -157,15 +158,15 @@ def index(
     "temporary directory) instead of using the stored ones.",
 )  # fmt: skip
 @click.option(
-    "--rates", "rates_file", type=click.Path(path_type=Path),
+    "--rates", "rates_file", type=PATH,
     help="Rates file to project with (default: the rates stored with the package).",
 )  # fmt: skip
 @click.option(
-    "--save-rates", type=click.Path(path_type=Path), help="Write the rates used to this file."
+    "--save-rates", type=PATH, help="Write the rates used to this file."
 )
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Device --measure embeds on.")  # fmt: skip
-@click.option("--max-length", type=click.IntRange(min=8, max=512), default=128, show_default=True,
+@click.option("--max-length", type=TOKENS, default=128, show_default=True,
               help="Tokens per text kept for embedding (as for `index`).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print counts, rates and projections.")
 @user_errors()
@@ -221,10 +222,10 @@ def plan(
 @click.argument("query")
 @click.option(
     "--index", "index_dir", default=DEFAULT_INDEX, show_default=True,
-    type=click.Path(path_type=Path), help="Index directory.",
+    type=PATH, help="Index directory.",
 )  # fmt: skip
 @click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True)
-@click.option("-k", "--top", "k", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("-k", "--top", "k", type=COUNT, default=10, show_default=True)
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True)
 @click.option("--page", "pages", multiple=True, help="Only elements of this page (repeatable).")
 @click.option(
@@ -273,11 +274,11 @@ def _pipeline_options(command: F) -> F:
     for option in reversed([
         click.option(
             "--index", "index_dir", default=DEFAULT_INDEX, show_default=True,
-            type=click.Path(path_type=Path), help="Index directory (embedded store).",
+            type=PATH, help="Index directory (embedded store).",
         ),
         click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True),
         click.option(
-            "--config", "config_path", type=click.Path(path_type=Path),
+            "--config", "config_path", type=PATH,
             help="Pipeline configuration (TOML); default $FEVEROUS_ES_CONFIG.",
         ),
         click.option(
@@ -336,14 +337,14 @@ def verify(
 
 
 @main.command()
-@click.argument("claims", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.argument("claims", type=EXISTING_FILE)
 @click.option(
-    "--out", "-o", required=True, type=click.Path(path_type=Path, dir_okay=False),
+    "--out", "-o", required=True, type=FILE,
     help="Submission jsonl; an existing one is resumed (claims already in it are skipped).",
 )  # fmt: skip
 @_pipeline_options
 @click.option(
-    "--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
+    "--batch-size", type=COUNT, default=16, show_default=True,
     help="Claims per batch (model inference batches across them).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -429,13 +430,13 @@ def serve(
     "--evidence-file",
     "evidence_files",
     multiple=True,
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=EXISTING_FILE,
     help="A document to read CLAIM against (UTF-8 text); repeat for several.",
 )
 @click.option("--title", default="", help="The page the evidence is from ([Title] text).")
 @click.option(
     "--model",
-    type=click.Path(path_type=Path),
+    type=PATH,
     default=None,
     help="Entailment model directory (instead of --reader).",
 )

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from feverous_es.errors import StoreUnreachable
 from feverous_es.plugins.interfaces import Label, Verdict
 from feverous_es.serve.app import create_app
-from feverous_es.serve.cli import ServeOptions
+from feverous_es.serve.cli import allowed_hosts
 from feverous_es.serve.worker import SHUTDOWN_GRACE
 from feverous_es.verify.pipeline import ClaimResult
 
@@ -145,10 +145,10 @@ def test_readiness_is_measured_from_the_start_without_a_probe() -> None:
 
 
 def test_a_loopback_service_answers_only_loopback_host_names() -> None:
-    hosts = ServeOptions(host="127.0.0.1").allowed_hosts()
+    hosts = allowed_hosts("127.0.0.1")
     assert hosts == ["127.0.0.1", "[::1]", "localhost"]
-    assert ServeOptions(host="0.0.0.0").allowed_hosts() is None  # reached by any name: a token
-    assert ServeOptions(host="::1").allowed_hosts() == hosts
+    assert allowed_hosts("0.0.0.0") is None  # reached by any name: a token
+    assert allowed_hosts("::1") == hosts
     with client(FaultyPipeline(), allowed_hosts=hosts) as http:
         answers = {
             host: http.get("/v1/health/live", headers={"Host": host}).status_code

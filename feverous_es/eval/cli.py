@@ -8,12 +8,13 @@ import click
 from rich.console import Console
 
 from feverous_es.console import print_json, user_errors
+from feverous_es.params import FILE
 
 
 @click.command("score")
-@click.argument("predictions", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("predictions", type=FILE)
 @click.option(
-    "--gold", "-g", required=True, type=click.Path(path_type=Path, dir_okay=False),
+    "--gold", "-g", required=True, type=FILE,
     help="Gold claim file (official FEVEROUS jsonl; a dummy first line is skipped).",
 )  # fmt: skip
 @click.option(

@@ -13,12 +13,13 @@ from rich.table import Table
 from feverous_es.console import console, fail, print_json, user_errors
 from feverous_es.export import PRECISIONS, TASKS
 from feverous_es.export.int8 import RECIPES
+from feverous_es.params import FOLDER, PATH, TOKENS
 
 
 @click.command("export")
-@click.argument("model_dir", type=click.Path(path_type=Path))
+@click.argument("model_dir", type=PATH)
 @click.option(
-    "--out", "-o", required=True, type=click.Path(path_type=Path, file_okay=False),
+    "--out", "-o", required=True, type=FOLDER,
     help="Directory to write; an existing one is replaced once the new export passed parity.",
 )  # fmt: skip
 @click.option("--task", type=click.Choice(TASKS), default="text-classification", show_default=True)
@@ -28,7 +29,7 @@ from feverous_es.export.int8 import RECIPES
     "[default: all three; fp32 for text2text-generation].",
 )  # fmt: skip
 @click.option(
-    "--max-length", type=click.IntRange(min=8, max=512), default=256, show_default=True,
+    "--max-length", type=TOKENS, default=256, show_default=True,
     help="Tokens per pair (per text for feature-extraction) in the parity check.",
 )  # fmt: skip
 @click.option(

@@ -6,12 +6,14 @@ import ipaddress
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from feverous_es.console import console, fail, user_errors
+from feverous_es.params import COUNT
 from feverous_es.runtime.malloc import limit_arenas
 
 TOKEN_ENV = "FEVEROUS_ES_SERVE_TOKEN"
@@ -22,26 +24,28 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """The service's own options (the pipeline's come from the shared pipeline options)."""
+    """The service's own options (the pipeline's come from the shared pipeline options); their
+    defaults are :func:`serve_options`', the one place a user reads them (``--help``)."""
 
-    host: str = "127.0.0.1"
-    port: int = 8080
-    max_queue: int = 64
-    max_batch: int = 16
-    log_claims: bool = False
-    drain_timeout: int = 30
-    request_timeout: int = 120
-    allowed_host: tuple[str, ...] = ()
+    host: str
+    port: int
+    max_queue: int
+    max_batch: int
+    log_claims: bool
+    drain_timeout: int
+    request_timeout: int
+    allowed_host: tuple[str, ...]
 
-    def allowed_hosts(self) -> list[str] | None:
-        """The ``Host`` names served: those given; else, bound to loopback, the loopback names
-        (and the bound address); else any (None)."""
-        if self.allowed_host:
-            return list(self.allowed_host)
-        if _loopback(self.host):
-            bound = f"[{self.host}]" if ":" in self.host else self.host
-            return sorted({*LOOPBACK_HOSTS, bound})
-        return None
+
+def allowed_hosts(host: str, given: Sequence[str] = ()) -> list[str] | None:
+    """The ``Host`` names a service bound to ``host`` answers: those ``given``; else, bound to
+    loopback, the loopback names (and the bound address); else any (None)."""
+    if given:
+        return list(given)
+    if _loopback(host):
+        bound = f"[{host}]" if ":" in host else host
+        return sorted({*LOOPBACK_HOSTS, bound})
+    return None
 
 
 def serve_options(command):  # type: ignore[no-untyped-def]
@@ -51,9 +55,9 @@ def serve_options(command):  # type: ignore[no-untyped-def]
         click.option("--host", default="127.0.0.1", show_default=True,
                      help="Address to bind (loopback unless told otherwise)."),
         click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True),
-        click.option("--max-queue", type=click.IntRange(min=1), default=64, show_default=True,
+        click.option("--max-queue", type=COUNT, default=64, show_default=True,
                      help="Requests that may wait for the pipeline; more are answered 503."),
-        click.option("--max-batch", type=click.IntRange(min=1), default=16, show_default=True,
+        click.option("--max-batch", type=COUNT, default=16, show_default=True,
                      help="Claims of waiting requests verified together."),
         click.option("--log-claims", is_flag=True,
                      help="Put each claim's text in its request's log line (by default only "
@@ -63,7 +67,7 @@ def serve_options(command):  # type: ignore[no-untyped-def]
                      help="On SIGTERM, seconds the requests in flight and queued may take to "
                           "finish; then those still queued get 503, the running batch has 5 s "
                           "more, and the server exits 0 (within the timeout + 10 s)."),
-        click.option("--request-timeout", type=click.IntRange(min=1), default=120,
+        click.option("--request-timeout", type=COUNT, default=120,
                      show_default=True,
                      help="Seconds a request may wait for its answer, queue included; then "
                           "504. Keep it above the store's own timeout (FEVEROUS_ES_TIMEOUT)."),
@@ -107,7 +111,8 @@ def run_server(
     app = create_app(
         pipeline, health=health, token=token, max_queue=options.max_queue,
         max_batch=options.max_batch, log_claims=options.log_claims,
-        request_timeout=options.request_timeout, allowed_hosts=options.allowed_hosts(),
+        request_timeout=options.request_timeout,
+        allowed_hosts=allowed_hosts(options.host, options.allowed_host),
     )  # fmt: skip
     _log_requests_as_lines()
     console.print(

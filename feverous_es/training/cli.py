@@ -9,6 +9,7 @@ import click
 
 from feverous_es.console import console, print_json, user_errors
 from feverous_es.export.int8 import RECIPES
+from feverous_es.params import COUNT, EXISTING_FILE, EXISTING_FOLDER, PATH
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
@@ -17,6 +18,7 @@ from feverous_es.training.options import (
     export_options,
     feature_verdict_options,
     fit_options,
+    train_claims_option,
     training_options,
     training_run,
     work_dir,
@@ -44,16 +46,13 @@ def train_group() -> None:
     cache="Evidence",
     holdout=0.35,
 )
-@click.option(
-    "--train-claims",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Claim file used only for training (e.g. tabfact_train.jsonl); repeat for several.",
+@train_claims_option(
+    "Claim file used only for training (e.g. tabfact_train.jsonl); repeat for several."
 )
 @click.option(
     "--pairs",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=PATH,
     help="NLI pair file (the data's nli/text_pairs.jsonl.gz, table_pairs.jsonl.gz); repeat.",
 )
 @click.option(
@@ -84,7 +83,7 @@ def train_group() -> None:
 )
 @click.option(
     "--contrastive",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=EXISTING_FILE,
     default=None,
     help="A FEVEROUS wiki.db whose lead sentences make contrastive pairs: the lead as SUPPORTS, "
     "one attribute (nationality, number, description) taken from another page as REFUTES, the "
@@ -114,7 +113,7 @@ def train_group() -> None:
 @click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
 @click.option(
     "--from-gpu",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    type=EXISTING_FOLDER,
     default=None,
     help="A reader job's results folder (the GPU queue's `reader`, docs/gpu-training.md): its "
     "student is the model; then export, scores and card as after a CPU training. Needs "
@@ -200,15 +199,15 @@ def sentence_verdict_command(options: FeatureRunOptions) -> None:
 @train_group.command("verdict-large")
 @click.option(
     "--from-gpu", "weights", required=True,
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    type=EXISTING_FOLDER,
     help="The teacher fetched from the GPU machine (int8-rows parts and SHA256SUMS).",
 )  # fmt: skip
 @click.option(
-    "--job", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
+    "--job", required=True, type=EXISTING_FOLDER,
     help="The same GPU job's results (report.json: the device, seconds, held-out accuracy).",
 )  # fmt: skip
 @click.option(
-    "--student", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
+    "--student", required=True, type=EXISTING_FOLDER,
     help="The student that job distilled, as `train verdict --from-gpu` wrote it (its claims "
     "split is the teacher's).",
 )  # fmt: skip
@@ -233,10 +232,10 @@ def verdict_large_command(
 
 
 @train_group.command("grounding")
-@click.argument("data", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.argument("data", type=EXISTING_FILE)
 @click.option(
     "--reader-dir", required=True,
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    type=EXISTING_FOLDER,
     help="The reader's model directory: grounding.json is written into it (for the package's "
     "default reader, feverous_es/models/verdict).",
 )  # fmt: skip
@@ -245,7 +244,7 @@ def verdict_large_command(
     help="Words of source a window holds.",
 )  # fmt: skip
 @click.option(
-    "--max-windows", type=click.IntRange(min=1), default=MAX_WINDOWS, show_default=True,
+    "--max-windows", type=COUNT, default=MAX_WINDOWS, show_default=True,
     help="Windows read a claim: those sharing the most words with it.",
 )  # fmt: skip
 def grounding_command(data: Path, reader_dir: Path, window_words: int, max_windows: int) -> None:
@@ -291,7 +290,7 @@ def grounding_command(data: Path, reader_dir: Path, window_words: int, max_windo
 
 
 @train_group.command("install")
-@click.argument("model_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("model_dir", type=EXISTING_FOLDER)
 @click.option(
     "--as",
     "role",
@@ -333,13 +332,13 @@ def install_command(model_dir: Path, role: str) -> None:
 @click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
 @click.option(
     "--teacher",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    type=EXISTING_FOLDER,
     help="Distil this exported ranker (a model directory with an int8 graph): the student "
     "starts from its weights and learns its order of each group, instead of the gold one.",
 )
 @click.option(
     "--layers",
-    type=click.IntRange(min=1),
+    type=COUNT,
     help="With --teacher: encoder layers the student keeps, evenly spaced (3 of 6: 0, 2, 4).",
 )
 @fit_options(

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from feverous_es.console import progress_bars, user_errors
+from feverous_es.params import EXISTING_FOLDER, FOLDER, PATH
 from feverous_es.training.progress import Progress
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -91,18 +92,18 @@ def data_options(
     :class:`~feverous_es.training.common.RunOptions`."""
     return _options([
         click.option(
-            "--claims", multiple=True, required=True, type=click.Path(path_type=Path), help=claims
+            "--claims", multiple=True, required=True, type=PATH, help=claims
         ),
-        click.option("--out", "-o", required=True, type=click.Path(path_type=Path), help=out),
+        click.option("--out", "-o", required=True, type=PATH, help=out),
         click.option(
-            "--index", required=True, type=click.Path(path_type=Path), help=f"{index} (read only)."
+            "--index", required=True, type=PATH, help=f"{index} (read only)."
         ),
         click.option(
             "--store", default="embedded", show_default=True, help="Store kind of --index."
         ),
         click.option(
             "--work",
-            type=click.Path(path_type=Path),
+            type=PATH,
             default=None,
             help=f"{cache} cache and checkpoints [default: OUT.work beside --out]; rerun to "
             "resume.",
@@ -114,6 +115,18 @@ def data_options(
             "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
         ),
     ])  # fmt: skip
+
+
+def seed_option(what: str) -> Callable[[F], F]:
+    """``--seed``: which claims are held out, which pairs are sampled, and the ``what``."""
+    return click.option(
+        "--seed", default=13, show_default=True, help=f"Split, sampling and {what} seed."
+    )
+
+
+def train_claims_option(help: str) -> Callable[[F], F]:
+    """``--train-claims``: claim files read for training only, never held out."""
+    return click.option("--train-claims", multiple=True, type=PATH, help=help)
 
 
 def fit_options(
@@ -132,7 +145,7 @@ def fit_options(
     return _options([
         click.option(
             "--base",
-            type=click.Path(path_type=Path),
+            type=PATH,
             # no default=None: click 8.5 takes an explicit None as the value of a required option
             required=seq2seq_base is not None,
             help=seq2seq_base or ENCODER_BASE,
@@ -145,9 +158,7 @@ def fit_options(
             "--batch-size", default=batch_size[0], show_default=True, help=batch_size[1]
         ),
         click.option("--lr", "learning_rate", default=learning_rate, show_default=True),
-        click.option(
-            "--seed", default=13, show_default=True, help="Split, sampling and training seed."
-        ),
+        seed_option("training"),
         click.option(
             "--freeze-embeddings/--train-embeddings",
             default=freeze,
@@ -180,21 +191,14 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
         f"OUT --as {kind}-verdict` puts it there)."
     )
     options = [
-        click.option(
-            "--train-claims",
-            multiple=True,
-            type=click.Path(path_type=Path),
-            help="Claim file used for training only (never held out).",
-        ),
+        train_claims_option("Claim file used for training only (never held out)."),
         click.option("--trees", default=300, show_default=True, help="Boosting rounds."),
         click.option("--depth", default=4, show_default=True, help="Depth of each tree."),
         click.option("--lr", "learning_rate", default=0.05, show_default=True),
-        click.option(
-            "--seed", default=13, show_default=True, help="Split, sampling and fitting seed."
-        ),
+        seed_option("fitting"),
         click.option(
             "--entailment",
-            type=click.Path(path_type=Path, exists=True, file_okay=False),
+            type=EXISTING_FOLDER,
             default=None,
             help="A `train verdict` output: stack its entailment probabilities (its "
             "scores.jsonl, out-of-fold for training claims) on the features.",
@@ -221,11 +225,11 @@ def export_options(command: F) -> F:
     """``--out`` (the model directory to write) and ``--work`` (the read-back weights and the
     full export), for the commands that take a model made elsewhere in."""
     command = click.option(
-        "--work", type=click.Path(path_type=Path, file_okay=False), default=None,
+        "--work", type=FOLDER, default=None,
         help="The read-back weights and the full export [default: OUT.work beside --out].",
     )(command)  # fmt: skip
     return click.option(
-        "--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+        "--out", required=True, type=FOLDER,
         help="Model directory to write (never the installed package's).",
     )(command)  # fmt: skip
 

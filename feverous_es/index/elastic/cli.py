@@ -13,6 +13,7 @@ import click
 
 from feverous_es.console import print_json, user_errors
 from feverous_es.errors import StoreError
+from feverous_es.params import COUNT
 
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
@@ -183,7 +184,7 @@ def status(as_json: bool) -> None:
 
 @es_group.command("new-build")
 @click.option(
-    "--dim", type=click.IntRange(min=1), default=384, show_default=True,
+    "--dim", type=COUNT, default=384, show_default=True,
     help="Vector size (the embedder's).",
 )  # fmt: skip
 @user_errors()
@@ -222,7 +223,7 @@ def new_build(dim: int) -> None:
 
 @es_group.command("prune")
 @click.option(
-    "--keep", type=click.IntRange(min=1), default=2, show_default=True,
+    "--keep", type=COUNT, default=2, show_default=True,
     help="Complete versions to keep (the published one always stays).",
 )  # fmt: skip
 @click.option("--yes", is_flag=True, help="Delete without asking.")

@@ -178,38 +178,14 @@ def hybrid_search(
             "query": text_query(query, filters, boost=weights.text, name=TEXT_PART),
             "track_total_hits": False,
         }
-    if config.hybrid == "rrf":
-        return {
-            "size": result_size(k),
-            "retriever": {
-                "rrf": {
-                    "retrievers": [
-                        {"standard": {"query": text_query(query, filters)}},
-                        {"knn": knn_clause(vector, k, config, filters)},
-                    ],
-                    "rank_window_size": max(k, MIN_CANDIDATES),
-                }
-            },
-        }
-    if config.hybrid == "linear":
-        return {
-            "size": result_size(k),
-            "retriever": {
-                "linear": {
-                    "retrievers": [
-                        {
-                            "retriever": {"standard": {"query": text_query(query, filters)}},
-                            "weight": weights.text,
-                        },
-                        {
-                            "retriever": {"knn": knn_clause(vector, k, config, filters)},
-                            "weight": weights.vector,
-                        },
-                    ],
-                    "rank_window_size": max(k, MIN_CANDIDATES),
-                }
-            },
-        }
+    if config.hybrid in ("rrf", "linear"):
+        text: Body = {"standard": {"query": text_query(query, filters)}}
+        knn: Body = {"knn": knn_clause(vector, k, config, filters)}
+        if config.hybrid == "linear":
+            text = {"retriever": text, "weight": weights.text}
+            knn = {"retriever": knn, "weight": weights.vector}
+        retriever = {"retrievers": [text, knn], "rank_window_size": max(k, MIN_CANDIDATES)}
+        return {"size": result_size(k), "retriever": {config.hybrid: retriever}}
     # Named parts: each hit's text and vector scores come back apart
     # (include_named_queries_score), so a row's vector part can reach all its cells.
     return {

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from feverous_es.console import console, print_json, user_errors
+from feverous_es.params import EXISTING, EXISTING_FILE, EXISTING_FOLDER, FOLDER
 from feverous_es.training.gpu.command import JOBS
 from feverous_es.training.options import export_options, training_run, work_dir
 
@@ -22,20 +23,20 @@ def gpu_group() -> None:
 
 @gpu_group.command("bundle")
 @click.option(
-    "--index", required=True, type=click.Path(path_type=Path, exists=True),
+    "--index", required=True, type=EXISTING,
     help="The index the jobs' evidence and candidates are retrieved from (the mini index).",
 )  # fmt: skip
 @click.option(
     "--data", "data_dir", default=Path("../shared/data"), show_default=True,
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    type=EXISTING_FOLDER,
     help="The data folder (minifeverous/ claim files, nli/ pairs).",
 )  # fmt: skip
 @click.option(
-    "--wiki", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+    "--wiki", type=EXISTING_FILE, default=None,
     help="The wiki.db whose people make the reader's contrastive and attribute pairs.",
 )  # fmt: skip
 @click.option(
-    "--teacher-from", type=click.Path(path_type=Path, exists=True, file_okay=False),
+    "--teacher-from", type=EXISTING_FOLDER,
     default=None, help="The fetched large reader (int8 rows, SHA256SUMS) the reader job's "
     "teacher continues from [default: all-mpnet-base-v2, 4 epochs].",
 )  # fmt: skip
@@ -44,12 +45,12 @@ def gpu_group() -> None:
     help="The jobs to bundle, comma-separated; they run in the queue's order.",
 )  # fmt: skip
 @click.option(
-    "--work", required=True, type=click.Path(path_type=Path, file_okay=False),
+    "--work", required=True, type=FOLDER,
     help="Cache of the retrievals (a rerun reads them back); keep it outside the repository.",
 )  # fmt: skip
 @click.option(
     "--out", "bundle", default=Path("gpu-bundle"), show_default=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,
     help="The bundle folder, relative to the repository root (git-ignored).",
 )  # fmt: skip
 @click.option("--limit", type=int, default=None, help="Claims per file (a seeded sample).")
@@ -89,7 +90,7 @@ def bundle_command(
 
 
 @gpu_group.command("intake")
-@click.argument("results", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("results", type=EXISTING_FOLDER)
 @click.option(
     "--student", default="student", show_default=True,
     help="Which of the job's students (the ranker's: student, student-3).",

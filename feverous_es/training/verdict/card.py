@@ -20,8 +20,6 @@ NLI_PAIRS_LICENCES = (
 
 def write_card(out: Path, report: dict[str, Any]) -> None:
     """The model card, ``README.md`` beside the model."""
-    held = report["holdout_accuracy"]
-    rows = "\n".join(f"| {name} | {r['pairs']} | {r['accuracy']:.1%} |" for name, r in held.items())
     training = report["training"]
     pool = ", ".join(f"{source} {n:,}" for source, n in training["pool"].items())
     epochs = "\n".join(
@@ -76,12 +74,7 @@ ones."""
 | epoch | {epoch_head} |
 |---|{"---|" * len(training["epochs"][0]["held_out"]) if training["epochs"] else ""}
 {epochs}"""
-    metrics = f"""
-| source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
-|---|---|---|
-{rows}
-
-{card.classifier_parity(report["export"]["parity"])}"""
+    metrics = held_out_metrics(report["holdout_accuracy"], report["export"]["parity"])
     save_reader_card(
         out, report, "feverous-es verdict", title="feverous-es entailment verdict model",
         about=about, sections=[
@@ -91,6 +84,19 @@ ones."""
             ("Metrics (held-out claims, this int8 model)", metrics),
         ],
     )  # fmt: skip
+
+
+def held_out_metrics(held: dict[str, dict[str, Any]], parity: dict[str, Any]) -> str:
+    """A reader's held-out accuracy per pair source, and its export's parity with torch."""
+    rows = "\n".join(
+        f"| {name} | {r['pairs']:,} | {r['accuracy']:.1%} |" for name, r in held.items()
+    )
+    return f"""
+| source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
+|---|---|---|
+{rows}
+
+{card.classifier_parity(parity)}"""
 
 
 def save_reader_card(

@@ -20,7 +20,7 @@ from feverous_es.export.exporter import export_model, install_subset
 from feverous_es.runtime.files import INT8_FILE
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training.gpu import results as gpu_results
-from feverous_es.training.verdict.card import save_reader_card
+from feverous_es.training.verdict.card import held_out_metrics, save_reader_card
 
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json")
 
@@ -85,9 +85,6 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 
 def _write_card(out: Path, report: dict[str, Any]) -> None:
     training = report["training"]
-    held = "\n".join(
-        f"| {name} | {r['pairs']:,} | {r['accuracy']:.1%} |" for name, r in training["held"].items()
-    )
     curve = ", ".join(f"epoch {e['epoch']} {e['score']:.3f}" for e in training["curve"])
     int8 = report["export"]["int8"]
     about = f"""
@@ -102,14 +99,10 @@ Fine-tuned by the GPU job of docs/gpu-training.md on {training["device"]} in
 {training["seconds"]:.0f} s (bf16, batch 64, {len(training["curve"])} epochs; validation score
 {curve}; epoch {training["best_epoch"]} kept), weights fetched in the transfer format of
 `../shared/gpu/README.md` (int8 rows + fp16 scales) and read back here."""
-    metrics = f"""
-Torch bf16 on the GPU, the job's held-out pairs (claims held out of every model):
-
-| source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
-|---|---|---|
-{held}
-
-{card.classifier_parity(report["export"]["parity"])}"""
+    metrics = (
+        "\nTorch bf16 on the GPU, the job's held-out pairs (claims held out of every model):\n"
+        + held_out_metrics(training["held"], report["export"]["parity"])
+    )
     save_reader_card(
         out, report, "feverous-es verdict-large", title="feverous-es large verdict reader",
         about=about, sections=[card.command_section(report["command"], run), ("Metrics", metrics)],

@@ -1,0 +1,19 @@
+"""The click parameter types the commands share, named once: a path is always a
+:class:`pathlib.Path`, a folder or file the command reads must exist, a count starts at 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+PATH = click.Path(path_type=Path)
+FOLDER = click.Path(path_type=Path, file_okay=False)
+FILE = click.Path(path_type=Path, dir_okay=False)
+EXISTING = click.Path(path_type=Path, exists=True)
+EXISTING_FOLDER = click.Path(path_type=Path, exists=True, file_okay=False)
+EXISTING_FILE = click.Path(path_type=Path, exists=True, dir_okay=False)
+COUNT = click.IntRange(min=1)
+# Tokens a model reads per text or pair: 8 leaves room for the special tokens, 512 is the
+# position limit of every encoder the project ships or trains.
+TOKENS = click.IntRange(min=8, max=512)
