@@ -19,7 +19,15 @@ from feverous_es.export.cli import export_command
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.elastic.cli import es_group
 from feverous_es.index.search import MODES
-from feverous_es.params import COUNT, EXISTING_FILE, FILE, PATH, TOKENS
+from feverous_es.params import (
+    COUNT,
+    DEVICE,
+    EXISTING_FILE,
+    FILE,
+    PATH,
+    json_option,
+    max_length_option,
+)
 from feverous_es.serve.cli import ServeOptions, run_server, serve_options
 from feverous_es.training.cli import train_group
 from feverous_es.training.gpu.cli import gpu_group
@@ -57,16 +65,13 @@ def main() -> None:
     "--batch-size", type=COUNT, default=32, show_default=True,
     help="Texts per embedding batch (batches are formed by length).",
 )  # fmt: skip
-@click.option(
-    "--max-length", type=TOKENS, default=128, show_default=True,
-    help="Tokens per text kept for embedding.",
-)  # fmt: skip
+@max_length_option(128, "Tokens per text kept for embedding.")
 @click.option(
     "--chunk-size", type=COUNT, default=20_000, show_default=True,
     help="Elements per atomic write; an interrupt loses at most the chunk in flight.",
 )  # fmt: skip
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
-@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
+@click.option("--device", type=DEVICE, default="auto")
+@json_option("the build report")
 @user_errors()
 def index(
     wiki_db: Path,
@@ -166,9 +171,8 @@ def index(
 )
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Device --measure embeds on.")  # fmt: skip
-@click.option("--max-length", type=TOKENS, default=128, show_default=True,
-              help="Tokens per text kept for embedding (as for `index`).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print counts, rates and projections.")
+@max_length_option(128, "Tokens per text kept for embedding (as for `index`).")
+@json_option("counts, rates and projections")
 @user_errors()
 def plan(
     wiki_db: Path,
@@ -233,7 +237,7 @@ def plan(
     type=click.Choice(["sentence", "cell", "header_cell", "table_caption", "item"]),
     help="Only elements of this type (repeatable).",
 )  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
+@json_option("hits")
 @user_errors()
 def search(
     query: str,
@@ -288,7 +292,7 @@ def _pipeline_options(command: F) -> F:
         click.option(
             "--hops", type=click.IntRange(min=0), help="Next-hop rounds (default 7; 0: none)."
         ),
-        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto"),
+        click.option("--device", type=DEVICE, default="auto"),
         READER_OPTION,
     ]):  # fmt: skip
         command = option(command)
@@ -316,7 +320,7 @@ def _open_pipeline(
 @click.argument("claim")
 @_pipeline_options
 @click.option("--explain", is_flag=True, help="Also show the pages retrieved and each hop.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("the result")
 @user_errors()
 def verify(
     claim: str, index_dir: Path, store: str, config_path: Path | None, plugins: tuple[str, ...],
@@ -347,7 +351,7 @@ def verify(
     "--batch-size", type=COUNT, default=16, show_default=True,
     help="Claims per batch (model inference batches across them).",
 )  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option("the summary")
 @user_errors()
 def predict(
     claims: Path, out: Path, index_dir: Path, store: str, config_path: Path | None,
@@ -441,8 +445,8 @@ def serve(
     help="Entailment model directory (instead of --reader).",
 )
 @READER_OPTION
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--device", type=DEVICE, default="auto")
+@json_option("the result")
 @user_errors()
 def entail(
     claim: str, evidence: tuple[str, ...], evidence_files: tuple[Path, ...], title: str,
@@ -492,7 +496,7 @@ def _read_document(path: Path) -> str:
 
 
 @main.command("plugins")
-@click.option("--json", "as_json", is_flag=True, help="Print the plugins as JSON.")
+@json_option("the plugins")
 def plugins_command(as_json: bool) -> None:
     """List the installed pipeline plugins per stage, and the ones configured by default."""
     from feverous_es.plugins.config import DEFAULT_PLUGINS

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 from feverous_es.console import print_json, user_errors
-from feverous_es.params import FILE
+from feverous_es.params import FILE, json_option
 
 
 @click.command("score")
@@ -21,7 +21,7 @@ from feverous_es.params import FILE
     "--count-missing", is_flag=True,
     help="Score gold claims with no prediction as wrong (default: leave them out, say how many).",
 )  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("the report")
 @user_errors()
 def score_command(predictions: Path, gold: Path, count_missing: bool, as_json: bool) -> None:
     """Score PREDICTIONS (submission jsonl, as `predict` writes it) against --gold with the

@@ -141,26 +141,28 @@ def score_claim(
 class Metrics:
     """Official aggregate numbers over ``claims`` claims."""
 
-    claims: int = 0
-    feverous_score: float = 0.0
-    label_accuracy: float = 0.0
-    evidence_precision: float = 0.0
-    evidence_recall: float = 0.0
-    evidence_f1: float = 0.0
+    claims: int
+    feverous_score: float
+    label_accuracy: float
+    evidence_precision: float
+    evidence_recall: float
+    evidence_f1: float
 
     @classmethod
     def of(cls, scores: Sequence[ClaimScore]) -> Metrics:
         n = len(scores)
-        if n == 0:
-            # The official scorer divides by zero here; precision's own default is 1.0.
-            return cls(evidence_precision=1.0)
-        precision = sum(s.precision for s in scores) / n
-        recall = sum(s.recall for s in scores) / n
+
+        def mean(values: Iterable[float]) -> float:
+            return sum(values) / n if n else 0.0
+
+        # No claims: the official scorer divides by zero; precision's own default is 1.0.
+        precision = mean(s.precision for s in scores) if n else 1.0
+        recall = mean(s.recall for s in scores)
         f1 = 2.0 * precision * recall / (precision + recall) if precision + recall else 0.0
         return cls(
             claims=n,
-            feverous_score=sum(s.strict for s in scores) / n,
-            label_accuracy=sum(s.label_correct for s in scores) / n,
+            feverous_score=mean(s.strict for s in scores),
+            label_accuracy=mean(s.label_correct for s in scores),
             evidence_precision=precision,
             evidence_recall=recall,
             evidence_f1=f1,

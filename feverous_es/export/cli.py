@@ -13,7 +13,7 @@ from rich.table import Table
 from feverous_es.console import console, fail, print_json, user_errors
 from feverous_es.export import PRECISIONS, TASKS
 from feverous_es.export.int8 import RECIPES
-from feverous_es.params import FOLDER, PATH, TOKENS
+from feverous_es.params import FOLDER, PATH, json_option, max_length_option
 
 
 @click.command("export")
@@ -28,17 +28,14 @@ from feverous_es.params import FOLDER, PATH, TOKENS
     help="Comma-separated graphs: fp32,fp16,int8 (fp32 is always written) "
     "[default: all three; fp32 for text2text-generation].",
 )  # fmt: skip
-@click.option(
-    "--max-length", type=TOKENS, default=256, show_default=True,
-    help="Tokens per pair (per text for feature-extraction) in the parity check.",
-)  # fmt: skip
+@max_length_option(256, "Tokens per pair (per text for feature-extraction) in the parity check.")
 @click.option(
     "--int8", "int8_recipe", type=click.Choice(RECIPES), default="dynamic", show_default=True,
     help="How the int8 graph is made: dynamic (int8 arithmetic: fastest), weight-only (int8 "
     "weights, fp32 arithmetic: fp32's answers at int8's size), mixed (dynamic, the feed-forward "
     "outputs weight-only).",
 )  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+@json_option("the manifest")
 @user_errors()
 def export_command(
     model_dir: Path, out: Path, task: str, precision: str | None, max_length: int,

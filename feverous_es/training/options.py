@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from feverous_es.console import progress_bars, user_errors
-from feverous_es.params import EXISTING_FOLDER, FOLDER, PATH
+from feverous_es.params import EXISTING_FOLDER, FOLDER, PATH, max_length_option
 from feverous_es.training.progress import Progress
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -151,9 +151,7 @@ def fit_options(
             help=seq2seq_base or ENCODER_BASE,
         ),
         click.option("--epochs", default=epochs, show_default=True),
-        click.option(
-            "--max-length", default=max_length[0], show_default=True, help=max_length[1]
-        ),
+        max_length_option(*max_length),
         click.option(
             "--batch-size", default=batch_size[0], show_default=True, help=batch_size[1]
         ),

@@ -13,7 +13,7 @@ import click
 
 from feverous_es.console import print_json, user_errors
 from feverous_es.errors import StoreError
-from feverous_es.params import COUNT
+from feverous_es.params import COUNT, json_option
 
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
@@ -94,7 +94,7 @@ def es_group() -> None:
 @es_group.command("reader-key")
 @click.option("--name", default=DEFAULT_KEY_NAME, show_default=True, help="Name of the API key.")
 @click.option("--expiration", help="Lifetime, e.g. 90d (default: never expires).")
-@click.option("--json", "as_json", is_flag=True, help="Print the API's whole answer as JSON.")
+@json_option("the API's whole answer")
 @user_errors()
 def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
     """Create an API key that may only read the aliases, for another team.
@@ -120,7 +120,7 @@ def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
 
 
 @es_group.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@json_option("the status")
 @user_errors()
 def status(as_json: bool) -> None:
     """The cluster, what the aliases point at, and every build version with its state."""

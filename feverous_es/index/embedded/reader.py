@@ -114,25 +114,12 @@ def _restricted(query: Query, only: Query) -> Query:
 
 
 def _element(row: tuple) -> Element:
-    (_, id_, page, type_, text, linearized, key, embed_text, links, section_path, context,
-     table, row_, column, list_index, level) = row  # fmt: skip
+    # _ELEMENT_SELECT's columns after eid are Element's fields, in their order.
+    _, id_, page, type_, text, linearized, key, embed_text, links, sections, context, *place = row
     return Element(
-        id=id_,
-        page=page,
-        type=TYPES_BY_NAME[type_],
-        text=text,
-        linearized=linearized,
-        vector_key=key,
-        embed_text=embed_text,
-        links=tuple_of(links),
-        section_path=tuple_of(section_path),
-        context=tuple_of(context),
-        table=table,
-        row=row_,
-        column=column,
-        list_index=list_index,
-        level=level,
-    )
+        id_, page, TYPES_BY_NAME[type_], text, linearized, key, embed_text,
+        tuple_of(links), tuple_of(sections), tuple_of(context), *place,
+    )  # fmt: skip
 
 
 def _element_where(filters: Filters) -> tuple[str, list[str | None]]:
