@@ -36,6 +36,11 @@ from feverous_es.verdict.readers import READERS
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_INDEX = "feverous-index"
+STORE_OPTION = click.option("--store", type=click.Choice(STORES), default="embedded")
+INDEX_OPTION = click.option(
+    "--index", "index_dir", default=DEFAULT_INDEX, type=PATH,
+    help="Index directory (embedded store).",
+)  # fmt: skip
 READER_OPTION = click.option(
     "--reader", type=click.Choice(list(READERS)), default=None,
     help="The verdict's reader: default (MiniLM, fast) or large (mpnet 110 M averaged with the "
@@ -44,7 +49,8 @@ READER_OPTION = click.option(
 )  # fmt: skip
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Every option's default shows in --help (click leaves out None and an off flag's).
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.version_option(__version__, prog_name="feverous-es")
 def main() -> None:
     """Fact verification over Wikipedia (FEVEROUS): index a dump, then search it.
@@ -56,18 +62,18 @@ def main() -> None:
 @main.command()
 @click.argument("wiki_db", type=PATH)
 @click.option(
-    "--out", "-o", default=DEFAULT_INDEX, show_default=True, type=PATH,
+    "--out", "-o", default=DEFAULT_INDEX, type=PATH,
     help="Index directory (embedded store). Re-running resumes an interrupted build.",
 )  # fmt: skip
-@click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True)
+@STORE_OPTION
 @click.option("--limit", type=COUNT, help="Index only the dump's first N pages.")
 @click.option(
-    "--batch-size", type=COUNT, default=32, show_default=True,
+    "--batch-size", type=COUNT, default=32,
     help="Texts per embedding batch (batches are formed by length).",
 )  # fmt: skip
 @max_length_option(128, "Tokens per text kept for embedding.")
 @click.option(
-    "--chunk-size", type=COUNT, default=20_000, show_default=True,
+    "--chunk-size", type=COUNT, default=20_000,
     help="Elements per atomic write; an interrupt loses at most the chunk in flight.",
 )  # fmt: skip
 @click.option("--device", type=DEVICE, default="auto")
@@ -169,7 +175,7 @@ def index(
 @click.option(
     "--save-rates", type=PATH, help="Write the rates used to this file."
 )
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
               help="Device --measure embeds on.")  # fmt: skip
 @max_length_option(128, "Tokens per text kept for embedding (as for `index`).")
 @json_option("counts, rates and projections")
@@ -224,13 +230,10 @@ def plan(
 
 @main.command()
 @click.argument("query")
-@click.option(
-    "--index", "index_dir", default=DEFAULT_INDEX, show_default=True,
-    type=PATH, help="Index directory.",
-)  # fmt: skip
-@click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True)
-@click.option("-k", "--top", "k", type=COUNT, default=10, show_default=True)
-@click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True)
+@INDEX_OPTION
+@STORE_OPTION
+@click.option("-k", "--top", "k", type=COUNT, default=10)
+@click.option("--mode", type=click.Choice(MODES), default="hybrid")
 @click.option("--page", "pages", multiple=True, help="Only elements of this page (repeatable).")
 @click.option(
     "--type", "types", multiple=True,
@@ -276,11 +279,8 @@ def search(
 def _pipeline_options(command: F) -> F:
     """The options every claim-pipeline command shares: index, store, plugins, hops, device."""
     for option in reversed([
-        click.option(
-            "--index", "index_dir", default=DEFAULT_INDEX, show_default=True,
-            type=PATH, help="Index directory (embedded store).",
-        ),
-        click.option("--store", type=click.Choice(STORES), default="embedded", show_default=True),
+        INDEX_OPTION,
+        STORE_OPTION,
         click.option(
             "--config", "config_path", type=PATH,
             help="Pipeline configuration (TOML); default $FEVEROUS_ES_CONFIG.",
@@ -348,7 +348,7 @@ def verify(
 )  # fmt: skip
 @_pipeline_options
 @click.option(
-    "--batch-size", type=COUNT, default=16, show_default=True,
+    "--batch-size", type=COUNT, default=16,
     help="Claims per batch (model inference batches across them).",
 )  # fmt: skip
 @json_option("the summary")
@@ -437,7 +437,9 @@ def serve(
     type=EXISTING_FILE,
     help="A document to read CLAIM against (UTF-8 text); repeat for several.",
 )
-@click.option("--title", default="", help="The page the evidence is from ([Title] text).")
+@click.option(
+    "--title", default="", show_default=False, help="The page the evidence is from ([Title] text)."
+)
 @click.option(
     "--model",
     type=PATH,

@@ -26,7 +26,7 @@ DEVICE = click.Choice(["auto", "cpu", "cuda"])
 
 def max_length_option(default: int, help: str) -> Callable[[F], F]:
     """``--max-length``: the tokens a model reads per text or pair."""
-    return click.option("--max-length", type=TOKENS, default=default, show_default=True, help=help)
+    return click.option("--max-length", type=TOKENS, default=default, help=help)
 
 
 def json_option(what: str) -> Callable[[F], F]:

@@ -22,7 +22,7 @@ from feverous_es.params import FOLDER, PATH, json_option, max_length_option
     "--out", "-o", required=True, type=FOLDER,
     help="Directory to write; an existing one is replaced once the new export passed parity.",
 )  # fmt: skip
-@click.option("--task", type=click.Choice(TASKS), default="text-classification", show_default=True)
+@click.option("--task", type=click.Choice(TASKS), default="text-classification")
 @click.option(
     "--precision", default=None, metavar="LIST",
     help="Comma-separated graphs: fp32,fp16,int8 (fp32 is always written) "
@@ -30,7 +30,7 @@ from feverous_es.params import FOLDER, PATH, json_option, max_length_option
 )  # fmt: skip
 @max_length_option(256, "Tokens per pair (per text for feature-extraction) in the parity check.")
 @click.option(
-    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="dynamic", show_default=True,
+    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="dynamic",
     help="How the int8 graph is made: dynamic (int8 arithmetic: fastest), weight-only (int8 "
     "weights, fp32 arithmetic: fp32's answers at int8's size), mixed (dynamic, the feed-forward "
     "outputs weight-only).",

@@ -52,23 +52,21 @@ def serve_options(command):  # type: ignore[no-untyped-def]
     """The service's own options, after the pipeline's: the command gets them as
     :class:`ServeOptions`' fields."""
     for option in reversed([
-        click.option("--host", default="127.0.0.1", show_default=True,
+        click.option("--host", default="127.0.0.1",
                      help="Address to bind (loopback unless told otherwise)."),
-        click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True),
-        click.option("--max-queue", type=COUNT, default=64, show_default=True,
+        click.option("--port", type=click.IntRange(0, 65535), default=8080),
+        click.option("--max-queue", type=COUNT, default=64,
                      help="Requests that may wait for the pipeline; more are answered 503."),
-        click.option("--max-batch", type=COUNT, default=16, show_default=True,
+        click.option("--max-batch", type=COUNT, default=16,
                      help="Claims of waiting requests verified together."),
         click.option("--log-claims", is_flag=True,
                      help="Put each claim's text in its request's log line (by default only "
                           "its length and verdict)."),
         click.option("--drain-timeout", type=click.IntRange(min=0), default=30,
-                     show_default=True,
                      help="On SIGTERM, seconds the requests in flight and queued may take to "
                           "finish; then those still queued get 503, the running batch has 5 s "
                           "more, and the server exits 0 (within the timeout + 10 s)."),
         click.option("--request-timeout", type=COUNT, default=120,
-                     show_default=True,
                      help="Seconds a request may wait for its answer, queue included; then "
                           "504. Keep it above the store's own timeout (FEVEROUS_ES_TIMEOUT)."),
         click.option("--allowed-host", multiple=True, metavar="NAME",

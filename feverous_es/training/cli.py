@@ -58,13 +58,11 @@ def train_group() -> None:
 @click.option(
     "--folds",
     default=2,
-    show_default=True,
     help="Cross-fitting models whose out-of-fold scores the feature verdicts stack on (0: none).",
 )
 @click.option(
     "--stack-share",
     default=0.0,
-    show_default=True,
     help="Instead of --folds (one training, for a CPU): this share of the --claims training "
     "claims is kept out of the model, scored by it, and left for the feature verdicts to stack on.",
 )
@@ -72,13 +70,11 @@ def train_group() -> None:
     "--per-source",
     type=int,
     default=6000,
-    show_default=True,
     help="At most this many training pairs of each source (so none swamps the others).",
 )
 @click.option(
     "--retrieved",
     default=1500,
-    show_default=True,
     help="Claims of each table file also read against retrieved evidence.",
 )
 @click.option(
@@ -91,22 +87,21 @@ def train_group() -> None:
     "claims).",
 )
 @click.option(
-    "--contrastive-pages", default=4000, show_default=True, help="Pages --contrastive reads."
+    "--contrastive-pages", default=4000, help="Pages --contrastive reads."
 )
 @click.option(
-    "--attributes/--no-attributes", default=False, show_default=True,
+    "--attributes/--no-attributes", default=False,
     help="With --contrastive: claims about one attribute of every person's lead too, true "
     "(SUPPORTS) and changed (REFUTES): nationality, profession, a year (training/attributes.py).",
 )  # fmt: skip
 @click.option(
-    "--windows/--no-windows", default=False, show_default=True,
+    "--windows/--no-windows", default=False,
     help="With --contrastive: each claim's gold sentences also inside a window of other pages' "
     "sentences as long as `entail` reads (its label), and the window without them (NEI).",
 )  # fmt: skip
 @click.option(
     "--reranker",
     default=DEFAULT_PLUGINS["reranker"],
-    show_default=True,
     help="Reranker plugin used while collecting evidence (default: the pipeline's, so the model "
     "learns from the evidence it will read).",
 )
@@ -213,7 +208,7 @@ def sentence_verdict_command(options: FeatureRunOptions) -> None:
 )  # fmt: skip
 @export_options
 @click.option(
-    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="weight-only", show_default=True,
+    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="weight-only",
     help="The int8 graph's recipe (bench/quantization.py compares them).",
 )  # fmt: skip
 def verdict_large_command(
@@ -240,11 +235,11 @@ def verdict_large_command(
     "default reader, feverous_es/models/verdict).",
 )  # fmt: skip
 @click.option(
-    "--window-words", type=click.IntRange(min=10), default=WINDOW_WORDS, show_default=True,
+    "--window-words", type=click.IntRange(min=10), default=WINDOW_WORDS,
     help="Words of source a window holds.",
 )  # fmt: skip
 @click.option(
-    "--max-windows", type=COUNT, default=MAX_WINDOWS, show_default=True,
+    "--max-windows", type=COUNT, default=MAX_WINDOWS,
     help="Windows read a claim: those sharing the most words with it.",
 )  # fmt: skip
 def grounding_command(data: Path, reader_dir: Path, window_words: int, max_windows: int) -> None:
@@ -324,12 +319,11 @@ def install_command(model_dir: Path, role: str) -> None:
     "--kind",
     type=click.Choice(["both", "cells", "sentences", "rows"]),
     default="both",
-    show_default=True,
     help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
     "captions), both, or rows (the table ranking's row model, from claims naming gold_tables).",
 )
-@click.option("--negatives", default=4, show_default=True, help="Hard negatives a group.")
-@click.option("--others", default=2, show_default=True, help="Other claims' gold a group.")
+@click.option("--negatives", default=4, help="Hard negatives a group.")
+@click.option("--others", default=2, help="Other claims' gold a group.")
 @click.option(
     "--teacher",
     type=EXISTING_FOLDER,
@@ -410,9 +404,9 @@ def rerank_command(options: RerankRunOptions, kind: str) -> None:
     cache="Retrieval and pairs",
     holdout=0.2,
 )
-@click.option("--target-length", default=64, show_default=True, help="Tokens of the target.")
+@click.option("--target-length", default=64, help="Tokens of the target.")
 @click.option(
-    "--distractors", default=0, show_default=True, help="Retrieved non-gold elements a pair."
+    "--distractors", default=0, help="Retrieved non-gold elements a pair."
 )
 @fit_options(
     max_length=(512, "Tokens of the input."),

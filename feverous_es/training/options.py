@@ -99,7 +99,7 @@ def data_options(
             "--index", required=True, type=PATH, help=f"{index} (read only)."
         ),
         click.option(
-            "--store", default="embedded", show_default=True, help="Store kind of --index."
+            "--store", default="embedded", help="Store kind of --index."
         ),
         click.option(
             "--work",
@@ -109,7 +109,7 @@ def data_options(
             "resume.",
         ),
         click.option(
-            "--holdout", default=holdout, show_default=True, help="Share of claims held out."
+            "--holdout", default=holdout, help="Share of claims held out."
         ),
         click.option(
             "--limit", type=int, default=None, help="Seeded sample of this many claims a file."
@@ -120,7 +120,7 @@ def data_options(
 def seed_option(what: str) -> Callable[[F], F]:
     """``--seed``: which claims are held out, which pairs are sampled, and the ``what``."""
     return click.option(
-        "--seed", default=13, show_default=True, help=f"Split, sampling and {what} seed."
+        "--seed", default=13, help=f"Split, sampling and {what} seed."
     )
 
 
@@ -150,27 +150,25 @@ def fit_options(
             required=seq2seq_base is not None,
             help=seq2seq_base or ENCODER_BASE,
         ),
-        click.option("--epochs", default=epochs, show_default=True),
+        click.option("--epochs", default=epochs),
         max_length_option(*max_length),
         click.option(
-            "--batch-size", default=batch_size[0], show_default=True, help=batch_size[1]
+            "--batch-size", default=batch_size[0], help=batch_size[1]
         ),
-        click.option("--lr", "learning_rate", default=learning_rate, show_default=True),
+        click.option("--lr", "learning_rate", default=learning_rate),
         seed_option("training"),
         click.option(
             "--freeze-embeddings/--train-embeddings",
             default=freeze,
-            show_default=True,
             help=freeze_help,
         ),
         click.option(
-            "--checkpoint-every", default=50, show_default=True, help="Steps between saves."
+            "--checkpoint-every", default=50, help="Steps between saves."
         ),
         click.option("--threads", type=int, default=None, help="torch CPU threads."),
         click.option(
             "--device",
             default="cpu",
-            show_default=True,
             help="Device for retrieval models (and for training, in `train verdict`).",
         ),
     ])  # fmt: skip
@@ -190,9 +188,9 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
     )
     options = [
         train_claims_option("Claim file used for training only (never held out)."),
-        click.option("--trees", default=300, show_default=True, help="Boosting rounds."),
-        click.option("--depth", default=4, show_default=True, help="Depth of each tree."),
-        click.option("--lr", "learning_rate", default=0.05, show_default=True),
+        click.option("--trees", default=300, help="Boosting rounds."),
+        click.option("--depth", default=4, help="Depth of each tree."),
+        click.option("--lr", "learning_rate", default=0.05),
         seed_option("fitting"),
         click.option(
             "--entailment",
@@ -207,7 +205,6 @@ def feature_verdict_options(kind: str) -> Callable[[F], F]:
             click.option(
                 "--retrieved",
                 default=0,
-                show_default=True,
                 help="Also read this many training claims against the table the pipeline "
                 "retrieves for them (~0.5 s a claim; cached in WORK).",
             )

@@ -92,7 +92,7 @@ def es_group() -> None:
 
 
 @es_group.command("reader-key")
-@click.option("--name", default=DEFAULT_KEY_NAME, show_default=True, help="Name of the API key.")
+@click.option("--name", default=DEFAULT_KEY_NAME, help="Name of the API key.")
 @click.option("--expiration", help="Lifetime, e.g. 90d (default: never expires).")
 @json_option("the API's whole answer")
 @user_errors()
@@ -184,7 +184,7 @@ def status(as_json: bool) -> None:
 
 @es_group.command("new-build")
 @click.option(
-    "--dim", type=COUNT, default=384, show_default=True,
+    "--dim", type=COUNT, default=384,
     help="Vector size (the embedder's).",
 )  # fmt: skip
 @user_errors()
@@ -223,7 +223,7 @@ def new_build(dim: int) -> None:
 
 @es_group.command("prune")
 @click.option(
-    "--keep", type=COUNT, default=2, show_default=True,
+    "--keep", type=COUNT, default=2,
     help="Complete versions to keep (the published one always stays).",
 )  # fmt: skip
 @click.option("--yes", is_flag=True, help="Delete without asking.")

@@ -27,7 +27,7 @@ def gpu_group() -> None:
     help="The index the jobs' evidence and candidates are retrieved from (the mini index).",
 )  # fmt: skip
 @click.option(
-    "--data", "data_dir", default=Path("../shared/data"), show_default=True,
+    "--data", "data_dir", default=Path("../shared/data"),
     type=EXISTING_FOLDER,
     help="The data folder (minifeverous/ claim files, nli/ pairs).",
 )  # fmt: skip
@@ -41,7 +41,7 @@ def gpu_group() -> None:
     "teacher continues from [default: all-mpnet-base-v2, 4 epochs].",
 )  # fmt: skip
 @click.option(
-    "--jobs", default=",".join(JOBS), show_default=True,
+    "--jobs", default=",".join(JOBS),
     help="The jobs to bundle, comma-separated; they run in the queue's order.",
 )  # fmt: skip
 @click.option(
@@ -49,13 +49,13 @@ def gpu_group() -> None:
     help="Cache of the retrievals (a rerun reads them back); keep it outside the repository.",
 )  # fmt: skip
 @click.option(
-    "--out", "bundle", default=Path("gpu-bundle"), show_default=True,
+    "--out", "bundle", default=Path("gpu-bundle"),
     type=FOLDER,
     help="The bundle folder, relative to the repository root (git-ignored).",
 )  # fmt: skip
 @click.option("--limit", type=int, default=None, help="Claims per file (a seeded sample).")
 @click.option(
-    "--wheels/--no-wheels", default=True, show_default=True,
+    "--wheels/--no-wheels", default=True,
     help="Bundle this machine's transformers/tokenizers wheels for the GPU machine's Python.",
 )  # fmt: skip
 def bundle_command(
@@ -92,12 +92,12 @@ def bundle_command(
 @gpu_group.command("intake")
 @click.argument("results", type=EXISTING_FOLDER)
 @click.option(
-    "--student", default="student", show_default=True,
+    "--student", default="student",
     help="Which of the job's students (the ranker's: student, student-3).",
 )  # fmt: skip
 @export_options
 @click.option(
-    "--tokenizer-from", default="minilm", show_default=True,
+    "--tokenizer-from", default="minilm",
     help="The student's base, whose tokenizer it reads (as --base takes it).",
 )  # fmt: skip
 def intake_command(
