@@ -147,6 +147,17 @@ def test_training_evidence_is_what_the_default_pipeline_retrieves(
         assert [e["id"] for e in evidence] == [c.element.id for c in result.evidence]
 
 
+def test_pairs_are_rebuilt_when_the_pair_options_change(options: RunOptions) -> None:
+    # A rerun reads its pairs back; one with another pair mix (here, no NLI file) must not
+    # train on the pairs of the first.
+    first = build_pairs(options)
+    assert any(p.source.startswith("nli") for p in first)
+    options.mix.pairs = []
+    rebuilt = build_pairs(options)
+    assert rebuilt and not any(p.source.startswith("nli") for p in rebuilt)
+    assert [p.key for p in build_pairs(options)] == [p.key for p in rebuilt]  # read back
+
+
 def test_train_resume_export_and_load(options: RunOptions) -> None:
     steps, progress = recorded_steps(stop_after=2)
     assert run_training(options, progress) is None

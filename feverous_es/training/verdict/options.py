@@ -12,6 +12,7 @@ from feverous_es.training import common
 
 EVIDENCE_FILE = "evidence.jsonl"
 PAIRS_FILE = "pairs.jsonl.gz"
+PAIRS_RECIPE_FILE = "pairs.recipe.json"  # the options PAIRS_FILE was built from
 SCORES_FILE = "scores.jsonl"  # out-of-fold and held-out entailment probabilities, by pair key
 FULL_MODEL = "full"  # the work subdirectory of the model that ships
 

@@ -3,6 +3,7 @@ run, and which of them train the model, which it scores for the feature verdicts
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,12 @@ from feverous_es.training import contrastive, datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.attributes import attribute_pairs
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
-from feverous_es.training.verdict.options import EVIDENCE_FILE, PAIRS_FILE, RunOptions
+from feverous_es.training.verdict.options import (
+    EVIDENCE_FILE,
+    PAIRS_FILE,
+    PAIRS_RECIPE_FILE,
+    RunOptions,
+)
 from feverous_es.verdict.windows import WINDOW_WORDS
 
 
@@ -20,11 +26,15 @@ def build_pairs(
     options: RunOptions, on_evidence: Callable[[int, int], None] | None = None
 ) -> list[data.Pair]:
     """Every pair of the run (:mod:`~feverous_es.training.entailment_data`), from
-    ``<work>/pairs.jsonl.gz`` when an earlier run wrote it."""
+    ``<work>/pairs.jsonl.gz`` when an earlier run wrote it from the same recipe (a run with
+    other pair options rebuilds them; the evidence cache stays)."""
     from feverous_es.index.backends import open_store
 
     cache = options.work / PAIRS_FILE
-    if cache.is_file():
+    recipe_file = options.work / PAIRS_RECIPE_FILE
+    recipe = pair_recipe(options)
+    made_from = recipe_file.read_text(encoding="utf-8") if recipe_file.is_file() else "null"
+    if cache.is_file() and json.loads(made_from) == recipe:
         return data.read_pairs(cache)
     seed = options.settings.seed
     split = data.Split(seed, options.holdout, options.stacking.folds)
@@ -72,7 +82,22 @@ def build_pairs(
         if options.mix.windows:
             pairs += data.window_pairs(claims, options.mix.contrastive, split, WINDOW_WORDS)
     data.write_pairs(cache, pairs)
+    recipe_file.write_text(json.dumps(recipe, indent=1), encoding="utf-8")
     return pairs
+
+
+def pair_recipe(options: RunOptions) -> dict[str, Any]:
+    """What the pairs are made from: the claims, their split and the pair mix (not the cap a
+    source, applied when the pool is drawn)."""
+    mix = options.mix
+    return {
+        "claims": [str(p) for p in options.claims], "holdout": options.holdout,
+        "limit": options.limit, "seed": options.settings.seed, "folds": options.stacking.folds,
+        "train_claims": [str(p) for p in mix.train_claims], "pairs": [str(p) for p in mix.pairs],
+        "retrieved": mix.retrieved, "contrastive": str(mix.contrastive or ""),
+        "contrastive_pages": mix.contrastive_pages, "attributes": mix.attributes,
+        "windows": mix.windows,
+    }  # fmt: skip
 
 
 def kept_out_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
