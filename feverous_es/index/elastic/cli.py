@@ -6,7 +6,9 @@ The cluster and credentials come from the environment or the config file (see
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -84,6 +86,20 @@ def _connect() -> tuple[ElasticConfig, Elasticsearch]:
     return config, connect(config)
 
 
+@contextlib.contextmanager
+def _cluster(doing: str = "") -> Iterator[tuple[ElasticConfig, Elasticsearch]]:
+    """The configured cluster's config and client, closed after the block; the client's errors
+    inside it are one line saying what could not be done (``doing``)."""
+    from feverous_es.index.elastic.errors import elastic_errors
+
+    config, client = _connect()
+    try:
+        with elastic_errors(config, doing):
+            yield config, client
+    finally:
+        client.close()
+
+
 @click.group("es")
 def es_group() -> None:
     """Elasticsearch cluster commands. The cluster comes from FEVEROUS_ES_URL (credentials from
@@ -102,11 +118,8 @@ def reader_key(name: str, expiration: str | None, as_json: bool) -> None:
     The key (its `encoded` form, for `Authorization: ApiKey …`) is printed once on stdout;
     store it now, it cannot be shown again.
     """
-    config, client = _connect()
-    try:
+    with _cluster() as (config, client):
         answer = create_reader_key(client, config, name, expiration)
-    finally:
-        client.close()
     if as_json:
         print_json(answer)
         return
@@ -132,17 +145,12 @@ def status(as_json: bool) -> None:
         tables_from_meta,
     )
     from feverous_es.index.elastic.client import check_cluster
-    from feverous_es.index.elastic.errors import elastic_errors
     from feverous_es.index.elastic.loader import alias_holders
 
-    config, client = _connect()
-    try:
-        with elastic_errors(config):
-            version = check_cluster(client, config)
-            aliases = {alias: alias_holders(client, alias) for alias in config.aliases}
-            builds = list_builds(client, config)
-    finally:
-        client.close()
+    with _cluster() as (config, client):
+        version = check_cluster(client, config)
+        aliases = {alias: alias_holders(client, alias) for alias in config.aliases}
+        builds = list_builds(client, config)
     rows = []
     for number, build in sorted(builds.items()):
         meta = build["meta"]
@@ -197,27 +205,18 @@ def new_build(dim: int) -> None:
         list_builds,
         next_version,
     )
-    from feverous_es.index.elastic.errors import elastic_errors
 
-    config, client = _connect()
-    try:
-        with elastic_errors(config, "cannot create the new build"):
-            check_aliases_free(client, config)
-            builds = list_builds(client, config)
-            latest = max(builds, default=None)
-            if (
-                latest is not None
-                and builds[latest]["meta"]
-                and not builds[latest]["meta"].get("complete")
-            ):
-                raise StoreError(
-                    f"v{latest} is still in progress: finish it with `feverous-es index "
-                    "--store elasticsearch`, or delete its indices first"
-                )
-            version = next_version(builds)
-            indices = create_build(client, config, version, dim)
-    finally:
-        client.close()
+    with _cluster("cannot create the new build") as (config, client):
+        check_aliases_free(client, config)
+        builds = list_builds(client, config)
+        latest = builds[max(builds)]["meta"] if builds else None
+        if latest and not latest.get("complete"):
+            raise StoreError(
+                f"v{max(builds)} is still in progress: finish it with `feverous-es index "
+                "--store elasticsearch`, or delete its indices first"
+            )
+        version = next_version(builds)
+        indices = create_build(client, config, version, dim)
     click.echo(f"created v{version}: {', '.join(indices)} (empty; run `feverous-es index`)")
 
 
@@ -232,34 +231,22 @@ def prune(keep: int, yes: bool) -> None:
     """Delete old versioned indices: all but the newest KEEP complete builds; never the one
     behind the aliases, never a build in progress."""
     from feverous_es.index.elastic.builds import KINDS, list_builds
-    from feverous_es.index.elastic.errors import elastic_errors
     from feverous_es.index.elastic.loader import alias_holders
 
-    config, client = _connect()
-    try:
-        with elastic_errors(config, "cannot prune"):
-            published = set(alias_holders(client, config.elements_alias))
-            builds = list_builds(client, config)
-            complete = [
-                number
-                for number, build in sorted(builds.items(), reverse=True)
-                if build["meta"] and build["meta"].get("complete")
-            ]
-            doomed = [
-                number for number in complete[keep:] if builds[number]["elements"] not in published
-            ]
-            names = [
-                name
-                for number in doomed
-                for name in (builds[number][kind] for kind in KINDS)
-                if name
-            ]
-            if not names:
-                click.echo("nothing to delete")
-                return
-            if not yes:
-                click.confirm(f"delete {', '.join(names)}?", abort=True)
-            client.indices.delete(index=",".join(names))
-    finally:
-        client.close()
+    with _cluster("cannot prune") as (config, client):
+        published = set(alias_holders(client, config.elements_alias))
+        builds = list_builds(client, config)
+        complete = [
+            number
+            for number, build in sorted(builds.items(), reverse=True)
+            if build["meta"] and build["meta"].get("complete")
+        ]
+        doomed = [n for n in complete[keep:] if builds[n]["elements"] not in published]
+        names = [name for n in doomed for name in (builds[n][kind] for kind in KINDS) if name]
+        if not names:
+            click.echo("nothing to delete")
+            return
+        if not yes:
+            click.confirm(f"delete {', '.join(names)}?", abort=True)
+        client.indices.delete(index=",".join(names))
     click.echo(f"deleted {', '.join(names)}")
