@@ -4,7 +4,9 @@ runs)."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -14,6 +16,18 @@ from feverous_es.console import console, fail, print_json, user_errors
 from feverous_es.export import PRECISIONS, TASKS
 from feverous_es.export.int8 import RECIPES
 from feverous_es.params import FOLDER, PATH, json_option, max_length_option
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def int8_option(default: str) -> Callable[[F], F]:
+    """``--int8`` (``int8_recipe``): how a command that exports makes the int8 graph."""
+    return click.option(
+        "--int8", "int8_recipe", type=click.Choice(RECIPES), default=default,
+        help="How the int8 graph is made: dynamic (int8 arithmetic: fastest), weight-only (int8 "
+        "weights, fp32 arithmetic: fp32's answers at int8's size), mixed (dynamic, the "
+        "feed-forward outputs weight-only); bench/quantization.py compares them.",
+    )  # fmt: skip
 
 
 @click.command("export")
@@ -29,12 +43,7 @@ from feverous_es.params import FOLDER, PATH, json_option, max_length_option
     "[default: all three; fp32 for text2text-generation].",
 )  # fmt: skip
 @max_length_option(256, "Tokens per pair (per text for feature-extraction) in the parity check.")
-@click.option(
-    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="dynamic",
-    help="How the int8 graph is made: dynamic (int8 arithmetic: fastest), weight-only (int8 "
-    "weights, fp32 arithmetic: fp32's answers at int8's size), mixed (dynamic, the feed-forward "
-    "outputs weight-only).",
-)  # fmt: skip
+@int8_option("dynamic")
 @json_option("the manifest")
 @user_errors()
 def export_command(

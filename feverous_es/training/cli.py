@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from feverous_es.console import console, print_json, user_errors
-from feverous_es.export.int8 import RECIPES
+from feverous_es.export.cli import int8_option
 from feverous_es.params import COUNT, EXISTING_FILE, EXISTING_FOLDER, PATH
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training.install import ROLES
@@ -207,10 +207,7 @@ def sentence_verdict_command(options: FeatureRunOptions) -> None:
     "split is the teacher's).",
 )  # fmt: skip
 @export_options
-@click.option(
-    "--int8", "int8_recipe", type=click.Choice(RECIPES), default="weight-only",
-    help="The int8 graph's recipe (bench/quantization.py compares them).",
-)  # fmt: skip
+@int8_option("weight-only")
 def verdict_large_command(
     weights: Path, job: Path, student: Path, out: Path, work: Path | None, int8_recipe: str
 ) -> None:
