@@ -36,6 +36,9 @@ class HybridWeights:
     vector: float = 1.0
 
 
+EQUAL_WEIGHTS = HybridWeights()  # every search's default (one frozen instance, shared)
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     element: Element
@@ -126,7 +129,7 @@ class Store(Protocol):
         vector: np.ndarray,
         k: int = 100,
         filters: Filters | None = None,
-        weights: HybridWeights = HybridWeights(),
+        weights: HybridWeights = EQUAL_WEIGHTS,
     ) -> list[Hit]: ...
 
     def search_cells(

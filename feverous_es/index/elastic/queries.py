@@ -20,7 +20,7 @@ import numpy as np
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.documents import VECTOR, table_id
 from feverous_es.index.elements import ElementType
-from feverous_es.index.store import Filters, HybridWeights, TableKey
+from feverous_es.index.store import EQUAL_WEIGHTS, Filters, HybridWeights, TableKey
 
 MAX_CANDIDATES = 10_000
 MIN_CANDIDATES = 100
@@ -39,7 +39,6 @@ VECTOR_PART = "vector"
 MAX_ROW_ELEMENTS = 64
 
 Body = dict[str, Any]
-_EQUAL_WEIGHTS = HybridWeights()
 
 
 def filter_clauses(filters: Filters | None, vectors: bool = False) -> list[Body]:
@@ -166,7 +165,7 @@ def hybrid_search(
     k: int,
     config: ElasticConfig,
     filters: Filters | None = None,
-    weights: HybridWeights = _EQUAL_WEIGHTS,
+    weights: HybridWeights = EQUAL_WEIGHTS,
 ) -> Body:
     """One request with ``query`` and ``knn`` (``knn_query``), or a retriever (``rrf`` /
     ``linear``, Enterprise licence only). ``msearch`` mode uses :func:`text_search` and

@@ -41,6 +41,7 @@ from feverous_es.index.elastic.documents import (
 from feverous_es.index.elastic.errors import elastic_errors, item_reason
 from feverous_es.index.elements import Element, ElementType, PageRecord
 from feverous_es.index.store import (
+    EQUAL_WEIGHTS,
     BuildState,
     CellHit,
     Filters,
@@ -54,7 +55,6 @@ from feverous_es.index.store import (
 _log = logging.getLogger(__name__)
 # Elements that share their vector with others: the cells of one table row.
 _ROW_TYPES = (ElementType.CELL, ElementType.HEADER_CELL)
-_EQUAL_WEIGHTS = HybridWeights()
 _MGET_BATCH = 1000
 _MSEARCH_BATCH = 100
 _MAX_TITLE_HITS = 10_000
@@ -339,7 +339,7 @@ class ElasticStore:
         vector: np.ndarray,
         k: int = 100,
         filters: Filters | None = None,
-        weights: HybridWeights = _EQUAL_WEIGHTS,
+        weights: HybridWeights = EQUAL_WEIGHTS,
     ) -> list[Hit]:
         return self.search_hybrid_batch([(query, vector)], k, filters, weights)[0]
 
@@ -357,7 +357,7 @@ class ElasticStore:
         requests: Sequence[tuple[str, np.ndarray]],
         k: int = 100,
         filters: Filters | None = None,
-        weights: HybridWeights = _EQUAL_WEIGHTS,
+        weights: HybridWeights = EQUAL_WEIGHTS,
     ) -> list[list[Hit]]:
         """Hybrid retrieval for many (query, vector) pairs in ``_msearch`` requests, scored as
         Elasticsearch scores ``query`` + ``knn``: ``knn_query`` sends one search each and reads

@@ -35,6 +35,7 @@ from feverous_es.index.embedded.layout import (
 )
 from feverous_es.index.embedded.vectors import VectorMatrix
 from feverous_es.index.store import (
+    EQUAL_WEIGHTS,
     BuildState,
     CellHit,
     Filters,
@@ -72,7 +73,6 @@ SELECT eid, page, tbl FROM elements WHERE tbl IS NOT NULL AND eid {_IN_JSON}
 """
 
 
-_EQUAL_WEIGHTS = HybridWeights()
 
 
 def _disjunction(schema: tantivy.Schema, fields: Sequence[str], terms: Sequence[str]) -> Query:
@@ -293,7 +293,7 @@ class EmbeddedStore:
         vector: np.ndarray,
         k: int = 100,
         filters: Filters | None = None,
-        weights: HybridWeights = _EQUAL_WEIGHTS,
+        weights: HybridWeights = EQUAL_WEIGHTS,
     ) -> list[Hit]:
         text = self._text_scores(query, k, filters)
         vector_scores = self._vector_scores(vector, k, filters)
