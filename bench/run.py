@@ -144,7 +144,7 @@ def load(path: Path = CONDITIONS) -> tuple[dict[str, Condition], dict[str, str]]
     for entry in data.get("condition", []):
         figures = tuple(Figure(**figure) for figure in entry.pop("figures", []))
         if entry["area"] not in AREAS:
-            raise ValueError(f"{entry['name']}: area {entry['area']!r} is not one of {AREAS}")
+            raise BenchError(f"{entry['name']}: area {entry['area']!r} is not one of {AREAS}")
         conditions[entry["name"]] = Condition(**entry, figures=figures)
     experiments = {entry["name"]: entry["about"] for entry in data.get("experiment", [])}
     return conditions, experiments

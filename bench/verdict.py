@@ -151,7 +151,7 @@ def stripped(evidence, record: dict):
     gold = gold_ids(record)
     tables = {table_key(t) for t in record.get("gold_tables") or []}
     if None in tables:
-        raise ValueError(f"not a table id among {record['gold_tables']!r}")
+        raise BenchError(f"not a table id among {record['gold_tables']!r}")
     return [
         c for c in evidence
         if c.element.id not in gold and (c.element.page, table_number(c.element)) not in tables

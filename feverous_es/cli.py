@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
@@ -25,6 +24,7 @@ from feverous_es.params import (
     EXISTING_FILE,
     FILE,
     PATH,
+    F,
     json_option,
     max_length_option,
 )
@@ -32,8 +32,6 @@ from feverous_es.serve.cli import ServeOptions, run_server, serve_options
 from feverous_es.training.cli import train_group
 from feverous_es.training.gpu.cli import gpu_group
 from feverous_es.verdict.readers import READERS
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_INDEX = "feverous-index"
 STORE_OPTION = click.option("--store", type=click.Choice(STORES), default="embedded")

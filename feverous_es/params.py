@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., Any])  # a command, as an option decorator takes and gives it
 
 PATH = click.Path(path_type=Path)
 FOLDER = click.Path(path_type=Path, file_okay=False)

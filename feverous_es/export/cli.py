@@ -6,7 +6,6 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -15,9 +14,7 @@ from rich.table import Table
 from feverous_es.console import console, fail, print_json, user_errors
 from feverous_es.export import PRECISIONS, TASKS
 from feverous_es.export.int8 import RECIPES
-from feverous_es.params import FOLDER, PATH, json_option, max_length_option
-
-F = TypeVar("F", bound=Callable[..., Any])
+from feverous_es.params import FOLDER, PATH, F, json_option, max_length_option
 
 
 def int8_option(default: str) -> Callable[[F], F]:

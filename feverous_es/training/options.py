@@ -11,16 +11,13 @@ import shlex
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from feverous_es.console import progress_bars, user_errors
-from feverous_es.params import EXISTING_FOLDER, FOLDER, PATH, max_length_option
+from feverous_es.params import EXISTING_FOLDER, FOLDER, PATH, F, max_length_option
 from feverous_es.training.progress import Progress
-
-F = TypeVar("F", bound=Callable[..., Any])
-
 
 ENCODER_BASE = (
     "Encoder to fine-tune: minilm (all-MiniLM-L6-v2, from its wheel), mpnet (all-mpnet-base-v2, "

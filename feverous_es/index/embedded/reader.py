@@ -73,8 +73,6 @@ SELECT eid, page, tbl FROM elements WHERE tbl IS NOT NULL AND eid {_IN_JSON}
 """
 
 
-
-
 def _disjunction(schema: tantivy.Schema, fields: Sequence[str], terms: Sequence[str]) -> Query:
     return Query.boolean_query(
         [

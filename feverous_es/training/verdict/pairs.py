@@ -33,9 +33,10 @@ def build_pairs(
     cache = options.work / PAIRS_FILE
     recipe_file = options.work / PAIRS_RECIPE_FILE
     recipe = pair_recipe(options)
-    made_from = recipe_file.read_text(encoding="utf-8") if recipe_file.is_file() else "null"
-    if cache.is_file() and json.loads(made_from) == recipe:
-        return data.read_pairs(cache)
+    if cache.is_file() and recipe_file.is_file():
+        if json.loads(recipe_file.read_text(encoding="utf-8")) == recipe:
+            return data.read_pairs(cache)
+        recipe_file.unlink()  # stale: an interrupted rebuild must not pass for the old recipe
     seed = options.settings.seed
     split = data.Split(seed, options.holdout, options.stacking.folds)
     never_held = data.Split(seed, 0.0, options.stacking.folds)
