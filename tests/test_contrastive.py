@@ -4,6 +4,7 @@ sentences (NOT ENOUGH INFO), held out by page, the same on every run."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -84,3 +85,75 @@ def test_a_persons_attributes_are_claimed_true_and_changed() -> None:
 
 def pairs_by_page_held() -> list[tuple[str, bool]]:
     return [(page, pairs[0].held_out) for page, pairs in pairs_by_page().items()]
+
+
+def _lead(page: str, *sentences: str) -> contrastive.Lead:
+    leads = contrastive.read_leads(
+        iter([(0, page, json.dumps({f"sentence_{i}": s for i, s in enumerate(sentences)}))])
+    )
+    assert len(leads) == 1, f"the lead pattern does not read {sentences[0]!r}"
+    return leads[0]
+
+
+# Real lead sentences of the mini dump's pages (links stripped).
+EIFFEL = _lead(
+    "Eiffel Tower",
+    "The Eiffel Tower is a lattice tower on the Champ de Mars in Paris, France.",
+    "It is named after the engineer Gustave Eiffel, whose company designed and built the tower "
+    "from 1887 to 1889.",
+)
+THULIUM = _lead("Thulium", "Thulium is a chemical element; it has symbol Tm and atomic number 69.")
+ANTIMONY = _lead(
+    "Antimony", "Antimony is a chemical element with the symbol Sb and atomic number 51."
+)
+PSYCHO = _lead(
+    "Psycho (1960 film)",
+    "Psycho is a 1960 American horror film produced and directed by Alfred Hitchcock.",
+)
+LAKE = _lead("Lake Urmia", "Lake Urmia is an endorheic salt lake in Iran.")
+
+
+def test_simple_facts_of_a_lead_are_claimed_as_a_person_would_say_them() -> None:
+    from feverous_es.training import relations
+
+    said = {
+        lead.page: {kind: relations.say(lead, fact) for kind, fact in relations.facts(lead).items()}
+        for lead in (EIFFEL, THULIUM, ANTIMONY, PSYCHO, LAKE)
+    }
+    assert said == {
+        "Eiffel Tower": {"named-after": "The Eiffel Tower was named after Gustave Eiffel."},
+        "Thulium": {"symbol": "The chemical symbol of thulium is Tm."},
+        "Antimony": {"symbol": "The chemical symbol of antimony is Sb."},
+        "Psycho (1960 film)": {"made-by": "Psycho was directed by Alfred Hitchcock."},
+        "Lake Urmia": {"located-in": "Lake Urmia is in Iran."},
+    }
+    # other wordings of the same fact: a true restatement not in the lead's words
+    symbol = relations.facts(THULIUM)["symbol"]
+    assert relations.say(THULIUM, symbol, 1) == "Thulium has the chemical symbol Tm."
+
+
+def test_a_changed_fact_takes_the_object_of_another_page_that_states_it() -> None:
+    import random
+
+    from feverous_es.training import relations
+
+    stated = relations.relation_leads([THULIUM, ANTIMONY, EIFFEL])
+    claims = relations.relation_claims(THULIUM, stated, random.Random(0), 0)
+    assert [(kind, claim, donor.page) for kind, claim, donor in claims] == [
+        ("relation-true-symbol", "The chemical symbol of thulium is Tm.", "Antimony"),
+        ("relation-symbol", "The chemical symbol of thulium is Sb.", "Antimony"),
+    ]
+    # nothing else states a namesake: no changed twin can be made, so no pair at all
+    assert relations.relation_claims(EIFFEL, stated, random.Random(0), 0) == []
+
+
+def test_relation_pairs_read_the_page_and_the_donor_held_out_by_page() -> None:
+    from feverous_es.training import relations
+
+    pairs = relations.relation_pairs([THULIUM, ANTIMONY], Split(13, 0.35, 0), wordings=2)
+    assert len(pairs) == 8  # 2 pages x 2 wordings x (true, changed)
+    for pair in pairs:
+        assert pair.label == relations.CLASSES[pair.source]
+        assert "[Thulium]" in pair.premise and "[Antimony]" in pair.premise
+        assert pair.held_out == Split(13, 0.35, 0).held_out(contrastive.SOURCE, pair.id)
+    assert len({p.key for p in pairs}) == len(pairs)  # each wording its own key

@@ -348,3 +348,41 @@ def test_a_table_claim_without_its_gold_table_is_not_enough_info(
     assert data.in_table("KJLT-FM_cell_0_2_1", ("KJLT-FM", 0))
     assert not data.in_table("KJLT-FM_cell_1_2_1", ("KJLT-FM", 0))
     assert not data.in_table("KJLT-FM_sentence_0", ("KJLT-FM", 0))
+
+
+def test_distilling_on_this_machine_replays_the_pairs_with_the_teachers_probabilities(
+    options: RunOptions, tiny_base: Path, tmp_path: Path
+) -> None:
+    """`--teacher`: every replayed pair of the pool is scored by the teacher once (cached in
+    WORK, read back on a rerun); the failure classes' pairs (here the sample dump's
+    contrastive and relation pairs) learn their gold label alone and are never scored."""
+    from feverous_es.training.verdict.distill import replayed
+    from feverous_es.training.verdict.options import TEACHER_FILE, Distillation
+
+    options.stacking.folds = 0
+    with pytest.raises(TrainError, match="not a verdict reader"):  # a base is no teacher
+        options.distill = Distillation(teacher=tiny_base)
+        run_training(options)
+    options.distill = Distillation()
+    run_training(options)  # a 3-way model to teach the next one
+    teacher = shutil.copytree(options.work / FULL_MODEL / TRAINED_DIR, tmp_path / "teacher")
+    shutil.rmtree(options.work / FULL_MODEL)
+    options.mix.contrastive = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"
+    options.mix.relations = True
+    options.distill = Distillation(teacher=teacher, alpha=0.7, temperature=2.0)
+    report = run_training(options)
+    assert report is not None and report["distill"]["alpha"] == 0.7
+    pool = training_pool(build_pairs(options), options)
+    assert any(p.source.startswith("contrastive-") for p in pool)
+    scored = [json.loads(line) for line in (options.work / TEACHER_FILE).read_text().splitlines()]
+    assert sorted(r["key"] for r in scored) == sorted(p.key for p in pool if replayed(p))
+    assert all(sum(r["probabilities"]) == pytest.approx(1, abs=1e-3) for r in scored)
+
+    # a rerun that trains again scores nothing again
+    before = (options.work / TEACHER_FILE).read_text()
+    shutil.rmtree(options.work / FULL_MODEL)
+    assert run_training(options) is not None
+    assert (options.work / TEACHER_FILE).read_text() == before
+    with pytest.raises(TrainError, match="give --folds 0"):
+        options.stacking.folds = 2
+        run_training(options)

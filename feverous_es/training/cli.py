@@ -100,6 +100,27 @@ def train_group() -> None:
     "sentences as long as `entail` reads (its label), and the window without them (NEI).",
 )  # fmt: skip
 @click.option(
+    "--relations/--no-relations", default=False,
+    help="With --contrastive: simple facts of the leads too, true and changed, in several "
+    "wordings: named after, written / directed … by, a chemical symbol, located in "
+    "(training/relations.py).",
+)  # fmt: skip
+@click.option(
+    "--teacher",
+    type=EXISTING_FOLDER,
+    default=None,
+    help="Distil while training on this machine: the large reader's fetched weights (e.g. "
+    "../shared/gpu/verdict-large-h200-2026-11-27) or a torch model directory. Every replayed "
+    "pair learns its probabilities beside the gold label; the failure classes' pairs "
+    "(contrastive, attribute, relation) their gold label alone. Needs --folds 0.",
+)
+@click.option(
+    "--alpha", default=0.5, help="With --teacher: the weight of the teacher's probabilities."
+)
+@click.option(
+    "--temperature", default=2.0, help="With --teacher: the temperature both are read at."
+)
+@click.option(
     "--reranker",
     default=DEFAULT_PLUGINS["reranker"],
     help="Reranker plugin used while collecting evidence (default: the pipeline's, so the model "

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,16 @@ from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOpt
 from feverous_es.training.verdict.pairs import training_pool
 
 # LABELS (SUPPORTS, REFUTES, NOT ENOUGH INFO) is the logit order: config.json's id2label.
+
+
+@dataclass(frozen=True)
+class Soft:
+    """A teacher's probabilities at ``temperature`` for each pool pair (a NaN row: none, the
+    pair learns its gold label alone), weighted ``alpha`` against the gold label."""
+
+    targets: Any  # numpy (pairs, labels)
+    alpha: float
+    temperature: float
 
 
 def _encode(tokenizer: Any, pairs: Sequence[data.Pair], max_length: int) -> list[dict]:
@@ -75,11 +86,14 @@ def train(
     settings: TrainSettings,
     work: Path,
     steps: Steps = NO_STEPS,
+    *,
+    soft: Soft | None = None,
 ) -> Path | None:
     """Fine-tune ``settings.base`` on ``pool`` into ``<work>/trained`` and return that
     directory (None when ``steps.stop_after`` stopped it first); after each epoch the accuracy on
-    ``held`` is added to ``<work>/epochs.json``. Resumable
-    (:func:`~feverous_es.training.common.fit`)."""
+    ``held`` is added to ``<work>/epochs.json``. With ``soft``, the pairs it gives a teacher's
+    probabilities for learn them too (:class:`~feverous_es.training.verdict.options.
+    Distillation`). Resumable (:func:`~feverous_es.training.common.fit`)."""
     torch = import_torch()
     check_base(settings.base)
     if not pool:
@@ -90,11 +104,23 @@ def train(
     labels = [LABELS.index(p.label) for p in pool]
     pad_id = tokenizer.pad_token_id or 0
 
+    functional = torch.nn.functional
+    teacher = None if soft is None else torch.tensor(soft.targets, dtype=torch.float32)
+
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
         batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
         batch = {k: v.to(settings.device) for k, v in batch.items()}
         target = torch.tensor([labels[i] for i in ids], device=settings.device)
-        loss = torch.nn.functional.cross_entropy(model(**batch).logits, target)
+        logits = model(**batch).logits
+        if teacher is None or soft is None:
+            return functional.cross_entropy(logits, target), int(batch["attention_mask"].sum())
+        gold = functional.cross_entropy(logits, target, reduction="none")
+        wanted = teacher[ids].to(settings.device)
+        has = ~torch.isnan(wanted[:, 0])  # rows without a teacher (failure classes): gold only
+        log_student = functional.log_softmax(logits / soft.temperature, dim=-1)
+        kl = functional.kl_div(log_student, torch.nan_to_num(wanted), reduction="none").sum(-1)
+        mixed = soft.alpha * soft.temperature**2 * kl + (1 - soft.alpha) * gold
+        loss = torch.where(has, mixed, gold).mean()
         return loss, int(batch["attention_mask"].sum())
 
     def epoch_done(epoch: int) -> None:
@@ -139,9 +165,11 @@ def train_models(
     pairs: Sequence[data.Pair],
     options: RunOptions,
     steps: Steps = NO_STEPS,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Path | None, dict[str, Any]]:
     """The cross-fitting models, then the full one; their scores in ``<work>/scores.jsonl``.
-    Returns the full model's trained directory (None when stopped) and the training record."""
+    Returns the full model's trained directory (None when stopped) and the training record;
+    ``progress`` counts the pairs a teacher scores (``options.distill``)."""
     settings = options.settings
     pool = training_pool(pairs, options)
     # A sample of the held-out pairs (EPOCH_PAIRS a source) measures each epoch: all of them
@@ -168,7 +196,10 @@ def train_models(
         trained, timing = _gpu_student(options.from_gpu, settings.base, work)
         timing_path.write_text(json.dumps(timing) + "\n", encoding="utf-8")
     else:
-        trained, timing = common.timed_training(partial(train, pool, held, settings, work), steps)
+        soft = _soft_targets(pool, options, progress) if options.distill.teacher else None
+        trained, timing = common.timed_training(
+            partial(train, pool, held, settings, work, soft=soft), steps
+        )
         if trained is None:
             return None, record
         timing = {**timing, "device": _device_name(settings.device)}
@@ -177,6 +208,30 @@ def train_models(
     record.update(timing)
     record["epochs"] = json.loads(curve.read_text(encoding="utf-8")) if curve.is_file() else []
     return trained, record
+
+
+def _soft_targets(
+    pool: Sequence[data.Pair],
+    options: RunOptions,
+    progress: Callable[[int, int], None] | None,
+) -> Soft:
+    """The teacher's probabilities at the distillation's temperature for every replayed pair of
+    ``pool`` (NaN rows for the failure classes' pairs)."""
+    import numpy as np
+
+    from feverous_es.training.verdict import distill
+
+    chosen = options.distill
+    assert chosen.teacher is not None
+    replay = [p for p in pool if distill.replayed(p)]
+    found = distill.teacher_probabilities(
+        chosen.teacher, replay, options.settings, options.work, progress
+    )
+    targets = np.full((len(pool), len(LABELS)), np.nan, dtype=np.float32)
+    for i, pair in enumerate(pool):
+        if pair.key in found:
+            targets[i] = distill.at_temperature(found[pair.key], chosen.temperature)
+    return Soft(targets, chosen.alpha, chosen.temperature)
 
 
 def _gpu_student(results: Path, base: Path, work: Path) -> tuple[Path, dict[str, Any]]:

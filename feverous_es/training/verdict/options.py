@@ -39,6 +39,25 @@ class PairMix:
     contrastive_pages: int = 4000
     attributes: bool = False  # with contrastive: the person-attribute classes too (attributes.py)
     windows: bool = False  # with contrastive: each claim's gold sentences inside a long window
+    relations: bool = False  # with contrastive: simple facts of the leads too (relations.py)
+
+
+@dataclass
+class Distillation:
+    """A teacher whose probabilities the replayed pairs learn beside their gold label, so that
+    training on new pairs keeps what the model knew: the loss of a replayed pair is
+    ``alpha·T²·KL(teacher_T ‖ student_T) + (1 - alpha)·gold``, as the GPU job's students learn;
+    the failure classes' pairs (:data:`GOLD_ONLY`) learn their gold label alone."""
+
+    teacher: Path | None = None  # the large reader's fetched weights, or a torch model directory
+    alpha: float = 0.5
+    temperature: float = 2.0
+
+
+# The sources made to teach a failure class: the teacher is wrong on some of them, so they
+# learn their gold label only.
+GOLD_ONLY = ("contrastive-", "attribute-", "relation-")
+TEACHER_FILE = "teacher.jsonl"  # the teacher's probabilities of the replayed pairs, by key
 
 
 @dataclass
@@ -65,6 +84,7 @@ class RunOptions(common.RunOptions):
     retrieval: Retrieval = field(default_factory=Retrieval)
     mix: PairMix = field(default_factory=PairMix)
     stacking: Stacking = field(default_factory=Stacking)
+    distill: Distillation = field(default_factory=Distillation)
     from_gpu: Path | None = None  # a GPU reader job's results: their student is the model
 
     def check(self) -> None:
@@ -76,3 +96,8 @@ class RunOptions(common.RunOptions):
             raise TrainError("--stack-share must be in [0, 1), and given with --folds 0")
         if self.from_gpu and folds:
             raise TrainError("the GPU job trains no cross-fitting models: give --folds 0")
+        if self.distill.teacher is not None and (folds or self.from_gpu):
+            raise TrainError("--teacher trains one model on this machine: give --folds 0, "
+                             "without --from-gpu")
+        if not 0.0 <= self.distill.alpha <= 1.0 or self.distill.temperature <= 0:
+            raise TrainError("--alpha must be in [0, 1] and --temperature above 0")

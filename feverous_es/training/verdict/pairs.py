@@ -12,6 +12,7 @@ from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training import contrastive, datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.attributes import attribute_pairs
+from feverous_es.training.relations import relation_pairs
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
 from feverous_es.training.verdict.options import (
     EVIDENCE_FILE,
@@ -20,6 +21,9 @@ from feverous_es.training.verdict.options import (
     RunOptions,
 )
 from feverous_es.verdict.windows import WINDOW_WORDS
+
+# A relation claim is said in this many wordings: true restatements not in the lead's words.
+RELATION_WORDINGS = 3
 
 
 def build_pairs(
@@ -80,6 +84,8 @@ def build_pairs(
         pairs += contrastive.contrastive_pairs(leads, options.mix.contrastive_pages, split)
         if options.mix.attributes:
             pairs += attribute_pairs(leads, split)
+        if options.mix.relations:
+            pairs += relation_pairs(leads, split, wordings=RELATION_WORDINGS)
         if options.mix.windows:
             pairs += data.window_pairs(claims, options.mix.contrastive, split, WINDOW_WORDS)
     data.write_pairs(cache, pairs)
@@ -97,7 +103,7 @@ def pair_recipe(options: RunOptions) -> dict[str, Any]:
         "train_claims": [str(p) for p in mix.train_claims], "pairs": [str(p) for p in mix.pairs],
         "retrieved": mix.retrieved, "contrastive": str(mix.contrastive or ""),
         "contrastive_pages": mix.contrastive_pages, "attributes": mix.attributes,
-        "windows": mix.windows,
+        "windows": mix.windows, "relations": mix.relations,
     }  # fmt: skip
 
 

@@ -1,0 +1,217 @@
+"""The reader's failure classes through the whole pipeline: held-out claims made from the dump's
+leads, each verified as a user's claim is (retrieval, reranking, hops, the verdict's route,
+premise and NOT ENOUGH INFO rules), beside the same reader on the claim's prepared pair.
+
+    run = "bench.pipeline_contrast:pipeline_classes"   # on the mini index (--index) and dump
+    # (--wiki); options: models, commits, per_class, pages, holdout, seed, batch_size
+
+The classes, on pages held out as ``train verdict --contrastive`` holds them out (seed, share):
+
+* ``contrastive-lead`` (a page's lead restated: ``X was a German politician.``) and its changed
+  twins ``contrastive-nationality`` / ``-description`` / ``-number``
+  (:mod:`feverous_es.training.contrastive`);
+* a person's nationality, profession, a year and the country, true and changed
+  (:mod:`feverous_es.training.attributes`);
+* simple facts of a lead: named after, made by, a chemical symbol, located in, true and changed
+  (:mod:`feverous_es.training.relations`).
+
+Per class and reader: the share answered right through the pipeline, and the prepared pair's
+(the claim against the page's first two sentences and a donor's lead, read alone). Where the
+pipeline loses what the pair gets right, each miss of the default reader is put down to what it
+read: routed to a table, called NOT ENOUGH INFO, the page's lead sentence not among the
+evidence, or read wrong with the lead in hand; and the same reader on the evidence of the
+claim's own page alone shows what the other pages' sentences cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.context import Context
+from bench.data import models_at
+from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.training.attributes import CLASSES as ATTRIBUTE_CLASSES
+from feverous_es.training.attributes import attribute_pairs
+from feverous_es.training.contrastive import contrastive_pairs, read_leads
+from feverous_es.training.entailment_data import Pair, Split
+from feverous_es.training.relations import CLASSES as RELATION_CLASSES
+from feverous_es.training.relations import relation_pairs
+
+# The contrastive classes a user's claim can be (the NOT ENOUGH INFO one reads made-up evidence).
+CONTRASTIVE_CLASSES = (
+    "contrastive-lead", "contrastive-nationality", "contrastive-description", "contrastive-number",
+)  # fmt: skip
+CLASSES = (*CONTRASTIVE_CLASSES, *ATTRIBUTE_CLASSES, *RELATION_CLASSES)
+
+
+def held_out_claims(
+    wiki: Path, *, per_class: int, pages: int, holdout: float, seed: int
+) -> list[Pair]:
+    """At most ``per_class`` held-out claims of each class (a seeded sample), as pairs."""
+    split = Split(seed, holdout, 0)
+    leads = read_leads(WikiDB(wiki).rows())
+    made = [
+        *contrastive_pairs(leads, pages, split),
+        *attribute_pairs(leads, split),
+        *relation_pairs(leads, split),
+    ]
+    chosen: list[Pair] = []
+    for name in CLASSES:
+        pairs = [p for p in made if p.held_out and p.source == name]
+        chosen += random.Random(f"{seed}\0{name}").sample(pairs, min(per_class, len(pairs)))
+    return chosen
+
+
+def pipeline_classes(
+    context: Context,
+    *,
+    models: Sequence[str] = (),
+    commits: Sequence[str] = (),
+    per_class: int = 80,
+    pages: int = 4000,
+    holdout: float = 0.35,
+    seed: int = 13,
+    batch_size: int = 16,
+) -> dict[str, Any]:
+    """Each class's share answered right through the pipeline with the shipped reader, each of
+    ``models`` (a reader's name or a directory) and the package's reader at each of
+    ``commits``, all on the evidence the shipped pipeline retrieved; beside each, the same
+    reader on the prepared pairs."""
+    from feverous_es.plugins.registry import load
+    from feverous_es.verdict.entailment import EntailmentModel
+    from feverous_es.verify.pipeline import Pipeline
+
+    claims = held_out_claims(
+        context.dump(Path("/tmp/feverous-es-bench")), per_class=per_class, pages=pages,
+        holdout=holdout, seed=seed,
+    )  # fmt: skip
+    figures: dict[str, Any] = {"claims": dict(Counter(p.source for p in claims))}
+    with contextlib.ExitStack() as stack:
+        readers: dict[str, str | None] = {"shipped": None, **{m: m for m in models}}
+        for commit in commits:
+            readers[commit] = str(stack.enter_context(models_at(commit)) / "verdict")
+        pipeline = stack.enter_context(Pipeline.open(context.place("index")))
+        verdicts = {
+            name: load("verdict", "classifier", pipeline.context, {"model": reader})
+            for name, reader in readers.items()
+        }
+        started = time.perf_counter()
+        answers, diagnosis = _verify(pipeline, verdicts, claims, batch_size)
+        figures["seconds"] = round(time.perf_counter() - started, 1)
+        for name, reader in readers.items():
+            model = EntailmentModel(reader, device="cpu")
+            rows = model.probabilities([p.claim for p in claims], [p.premise for p in claims])
+            pair_answers = [model.labels[int(r.argmax())].value for r in rows]
+            figures[name] = _by_class(claims, answers[name], pair_answers)
+    figures["misses"] = _misses(claims, answers["shipped"], diagnosis)
+    _print(figures, list(readers))
+    return figures
+
+
+def _verify(
+    pipeline: Any, verdicts: dict[str, Any], claims: Sequence[Pair], batch_size: int
+) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
+    """Every claim's evidence retrieved once; each verdict's label on it; for the first
+    (shipped) one, what it read and the label on the claim's own page's evidence alone."""
+    from feverous_es.plugins.interfaces import Query
+    from feverous_es.verdict.feature_model import evidence_table
+
+    answers: dict[str, list[str]] = {name: [] for name in verdicts}
+    diagnosis: list[dict[str, Any]] = []
+    shipped = verdicts["shipped"]
+    store = pipeline.context.store
+    for start in range(0, len(claims), batch_size):
+        chunk = claims[start : start + batch_size]
+        retrieved = pipeline.retrieve_many([p.claim for p in chunk])
+        batch = [(Query(r.claim, np.zeros(0)), r.evidence) for r in retrieved]
+        for name, verdict in verdicts.items():
+            answers[name] += [v.label.value for v in verdict.predict(batch)]
+        own = [
+            (query, [c for c in evidence if c.element.page == pair.id])
+            for (query, evidence), pair in zip(batch, chunk, strict=True)
+        ]
+        alone = shipped.predict([item for item in own if item[1]])
+        alone_labels = iter(v.label.value for v in alone)
+        for (query, evidence), (_, mine), pair in zip(batch, own, chunk, strict=True):
+            diagnosis.append({
+                "route": "table" if evidence_table(query.text, evidence, store) else "sentence",
+                "lead": any(c.element.id == f"{pair.id}_sentence_0" for c in evidence),
+                "page": bool(mine),
+                "own_page_label": next(alone_labels) if mine else None,
+                "evidence": [c.element.id for c in evidence],
+            })  # fmt: skip
+    return answers, diagnosis
+
+
+def _by_class(
+    claims: Sequence[Pair], pipeline: Sequence[str], pairs: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    result: dict[str, dict[str, Any]] = {}
+    for name in CLASSES:
+        chosen = [i for i, p in enumerate(claims) if p.source == name]
+        if not chosen:
+            continue
+        expected = claims[chosen[0]].label
+        result[name] = {
+            "claims": len(chosen),
+            "expected": expected,
+            "pipeline": round(sum(pipeline[i] == expected for i in chosen) / len(chosen), 3),
+            "pair": round(sum(pairs[i] == expected for i in chosen) / len(chosen), 3),
+            "answered": dict(Counter(pipeline[i] for i in chosen).most_common()),
+        }
+    return result
+
+
+def _misses(
+    claims: Sequence[Pair], answers: Sequence[str], diagnosis: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The shipped reader's misses by cause, per class, and the share its own page's evidence
+    alone would have answered right; a few examples."""
+    result: dict[str, Any] = {}
+    for name in CLASSES:
+        missed = [
+            i for i, p in enumerate(claims) if p.source == name and answers[i] != p.label
+        ]
+        if not missed:
+            continue
+        causes: Counter[str] = Counter()
+        for i in missed:
+            d = diagnosis[i]
+            causes[
+                "table route" if d["route"] == "table"
+                else "NOT ENOUGH INFO" if answers[i] == "NOT ENOUGH INFO"
+                else "lead not retrieved" if not d["lead"]
+                else "read wrong, lead in hand"
+            ] += 1  # fmt: skip
+        own = [diagnosis[i]["own_page_label"] == claims[i].label for i in missed]
+        result[name] = {
+            "misses": len(missed),
+            "causes": dict(causes.most_common()),
+            "own_page_alone_right": round(sum(own) / len(missed), 3),
+            "examples": [
+                {"claim": claims[i].claim, "answer": answers[i], **diagnosis[i]}
+                for i in missed[:3]
+            ],
+        }
+    return result
+
+
+def _print(figures: dict[str, Any], readers: Sequence[str]) -> None:
+    print(f"{'class':<34} " + " ".join(f"{r[:14]:>16}" for r in readers) + "   (pipeline / pair)")
+    for name in CLASSES:
+        if name not in figures["shipped"]:
+            continue
+        cells = [figures[r][name] for r in readers]
+        print(f"{name:<34} " + " ".join(f"{c['pipeline']:>7.3f} / {c['pair']:.3f}" for c in cells)
+              + f"   n={cells[0]['claims']}")  # fmt: skip
+    for name, miss in figures["misses"].items():
+        print(f"  {name}: {miss['misses']} missed {miss['causes']}, own page alone right "
+              f"{miss['own_page_alone_right']:.2f}")  # fmt: skip
