@@ -171,7 +171,8 @@ def test_one_word_chooses_the_reader_in_the_configuration() -> None:
 
 def test_a_bad_reader_name_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["entail", "x", "-e", "y", "--reader", "huge"])
-    assert result.exit_code == 2 and "'huge' is not one of 'default', 'large'" in result.output
+    assert result.exit_code == 2
+    assert "'huge' is not one of 'default', 'large', 'auto'" in result.output
 
 
 SOURCE = "[Henri Schoeman] Henri Schoeman is a South African triathlete."
@@ -269,3 +270,24 @@ def test_train_verdict_large_takes_a_fetched_teacher_in(
             CLAIMS, PREMISES),
         atol=2e-2,
     )  # fmt: skip
+
+
+def test_the_cascade_reads_the_large_tier_only_where_the_default_is_unsure() -> None:
+    """`--reader auto`: the default reader's answer where it is sure, the large tier's (the
+    two averaged, as `--reader large`) where its top probability is below the threshold."""
+    claims = [
+        "Henri Schoeman is a triathlete.", "Henri Schoeman is a swimmer.",
+        "Henri Schoeman is South African.", "Henri Schoeman won a medal.",
+        "Henri Schoeman was born in 1991.", "Henri Schoeman is a famous painter.",
+    ]  # fmt: skip
+    premises = [SOURCE] * len(claims)
+    default = EntailmentModel("default", device="cpu").probabilities(claims, premises)
+    large = EntailmentModel(LARGE_READER, device="cpu").probabilities(claims, premises)
+    threshold = float(np.median(default.max(axis=1)))
+    auto = EntailmentModel("auto", device="cpu", cascade_below=threshold)
+    got = auto.probabilities(claims, premises)
+    unsure = default.max(axis=1) < threshold
+    assert unsure.any() and not unsure.all()
+    np.testing.assert_allclose(got[~unsure], default[~unsure], atol=1e-6)
+    np.testing.assert_allclose(got[unsure], large[unsure], atol=1e-6)
+    assert auto.second is not None and auto.model_dirs == reader_dirs("default")

@@ -14,7 +14,7 @@ from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.retrieve.evidence_text import seq2seq_input
 from feverous_es.verdict.classifier import ClassifierVerdict
-from feverous_es.verdict.inputs import premise
+from feverous_es.verdict.inputs import premise, sentence_premise
 from tests.conftest import CLASSIFIER_LABELS as LABELS
 from tests.test_page import ARABINOSE, by_id
 
@@ -123,3 +123,35 @@ def test_classifier_reads_its_input_settings_from_training_json(
     assert (given.reader.models[0].max_length, given.reader.hints) == (128, False)
     plain = ClassifierVerdict(context, model=str(model_dir))  # no training.json
     assert (plain.reader.models[0].max_length, plain.reader.hints) == (256, False)
+
+
+def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
+    """Evidence of several pages: the reading is the mean of the whole evidence's and of the
+    first page's sentences alone (other subjects' sentences beside the claim's own page must
+    not decide it); `page_premises=0` reads the whole evidence only."""
+    model_dir, _ = tiny_classifier
+    context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
+    own = [Candidate(Element(f"Jeanne Moreau_sentence_{i}", "Jeanne Moreau", ElementType.SENTENCE,
+                             t, f"[Jeanne Moreau] {t}", "k", t), 1)
+           for i, t in enumerate(["Jeanne Moreau was a French actress.", "She won awards."])]
+    other = [Candidate(Element("Jeanne Rongier_sentence_0", "Jeanne Rongier",
+                               ElementType.SENTENCE, "Jeanne Rongier was a painter.",
+                               "[Jeanne Rongier] Jeanne Rongier was a painter.", "k", ""), 1)]
+    evidence = [own[0], other[0], own[1]]
+    claim = Query("Jeanne Moreau was French.", np.zeros(384, dtype=np.float32))
+    verdict = ClassifierVerdict(context, model=str(model_dir), table_model="", sentence_model="")
+    whole = ClassifierVerdict(context, model=str(model_dir), table_model="", sentence_model="",
+                              page_premises=0)  # fmt: skip
+    reader = whole.reader
+    rows = reader.probabilities([claim.text] * 2, [sentence_premise(evidence),
+                                                   sentence_premise(own)])  # fmt: skip
+    [mean] = verdict.predict([(claim, evidence)])
+    [alone] = whole.predict([(claim, evidence)])
+    labels = [Label(LABELS[i]) for i in range(3)]
+    got = [mean.probabilities[x] for x in labels]
+    np.testing.assert_allclose(got, rows.mean(axis=0), atol=1e-5)
+    np.testing.assert_allclose([alone.probabilities[x] for x in labels], rows[0], atol=1e-5)
+    # one page: nothing more to read
+    [single] = verdict.predict([(claim, own)])
+    [single_whole] = whole.predict([(claim, own)])
+    assert single.probabilities == single_whole.probabilities

@@ -194,7 +194,7 @@ def window_pairs(claims: Sequence[Any], wiki: Path, split: Split, words: int) ->
             if made is None or claim.label == NOT_ENOUGH_INFO:
                 continue
             fold, held = split.fold(claim.source, claim.id), split.held_out(claim.source, claim.id)
-            source = f"{claim.source}-window"
+            source = f"{claim.source}-window"  # verdict.pairs.WINDOW
             with_gold, without = made
             pairs.append(Pair(source, claim.id, claim.claim, with_gold, claim.label, SENTENCE,
                               fold=fold, held_out=held))  # fmt: skip

@@ -111,6 +111,10 @@ def _names(lead: Lead, fact: Fact) -> bool:
     return named in subject or subject in named
 
 
+def _content(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 2 and w != "the"}
+
+
 def say(lead: Lead, fact: Fact, wording: int = 0) -> str:
     """The claim that ``lead``'s subject stands in ``fact``'s relation, in one of its wordings."""
     template = WORDINGS[fact.kind][wording % len(WORDINGS[fact.kind])]
@@ -128,11 +132,14 @@ def relation_claims(
     donor that states the same relation of something else (a maker of the same participle
     where one exists)."""
     claims: list[tuple[str, str, Lead]] = []
+    said = _content(" ".join(lead.sentences[:2]))
     for kind, fact in facts(lead).items():
+        # another object the lead does not name ("Guangdong is in China" is no change of "a
+        # province in South China")
         fitting = [
             (donor, theirs[kind]) for donor, theirs in donors
-            if kind in theirs and theirs[kind].object.lower() != fact.object.lower()
-            and donor.page != lead.page
+            if kind in theirs and not _content(theirs[kind].object) & said
+            and theirs[kind].object.lower() != fact.object.lower() and donor.page != lead.page
         ]  # fmt: skip
         same = [(d, f) for d, f in fitting if f.verb == fact.verb]
         if not (fitting := same or fitting):

@@ -39,10 +39,12 @@ from feverous_es.verdict.feature_model import (
     sentence_texts,
 )
 from feverous_es.verdict.inputs import (
+    TEXT_TYPES,
     read_evidence,
     sentence_premise,
     table_premise,
 )
+from feverous_es.verdict.readers import CASCADE_BELOW
 from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_features
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
@@ -51,6 +53,11 @@ from feverous_es.verdict.table_facts import claim_features as table_claim_featur
 # with an NEI label only), chosen by bench/verdict.py's gold-removed measurement: the table of
 # `nei_above` values in docs/verdict.md.
 DEFAULT_NEI_ABOVE = 0.9
+# The leading pages of a sentence-routed claim's evidence whose sentences the reader also reads
+# alone, its probabilities the mean over them and the whole evidence: other subjects' sentences
+# beside the claim's own page turned true restatements into REFUTES ("Jeanne Moreau was French."
+# beside two other Jeannes' leads); chosen in docs/verdict.md ("Which premise").
+DEFAULT_PAGE_PREMISES = 1
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 
 
@@ -78,6 +85,13 @@ class ClassifierVerdict:
     verdict is NEI (``1.0`` or more: never; the default is chosen in ``bench/verdict.py``'s
     gold-removed measurement, see docs/verdict.md). ``nei_below``: a verdict's own probability under
     which it is NEI (0: never).
+
+    ``cascade_below``: with the ``auto`` reader, the default reader's top probability under
+    which the large tier reads the pair (default chosen in ``bench/cascade.py``).
+
+    ``page_premises``: for a claim routed to sentences, the reader also reads the sentences of
+    this many leading pages of the evidence alone (in evidence order) and the verdict takes the
+    mean of those readings and the whole evidence's (0: the whole evidence only).
     """
 
     def __init__(
@@ -91,10 +105,13 @@ class ClassifierVerdict:
         sentence_model: str | None = None,
         nei_above: float = DEFAULT_NEI_ABOVE,
         table_reader: str | None = None,
+        cascade_below: float = CASCADE_BELOW,
+        page_premises: int = DEFAULT_PAGE_PREMISES,
     ) -> None:
         self.reader = EntailmentModel(
-            model, device=context.device, max_length=max_length, math_hints=math_hints
-        )
+            model, device=context.device, max_length=max_length, math_hints=math_hints,
+            cascade_below=cascade_below,
+        )  # fmt: skip
         self.labels = self.reader.labels
         self.table_reader = _table_reader(table_reader, context.device)
         if self.table_reader is not None and self.table_reader.labels != self.labels:
@@ -104,6 +121,7 @@ class ClassifierVerdict:
             )
         self.nei_below = nei_below
         self.nei_above = nei_above
+        self.page_premises = page_premises
         self.store = context.store
         self.tables = _feature_model(table_model, "table")
         self.sentences = _feature_model(sentence_model, "sentence")
@@ -155,13 +173,26 @@ class ClassifierVerdict:
         pairs = [(batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i]))
                  for i in reads]  # fmt: skip
         pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
+        pages = [
+            (n, page) for n, i in enumerate(reads) if tables[i] is None
+            for page in page_premises(batch[i][1], self.page_premises)
+        ]  # fmt: skip
+        pairs += [(pairs[n][0], page) for n, page in pages]
         if not pairs:
             return {}, {}
         on_table = [n < len(reads) and tables[reads[n]] is not None for n in range(len(pairs))]
         rows = self._read_routes(pairs, on_table)
+        routed = rows[: len(reads)]
+        if pages:  # each claim's reading: the mean of its whole evidence's and its pages'
+            end = len(reads) + len(sentences)
+            sums, counts = routed.copy(), np.ones(len(reads))
+            for (n, _), row in zip(pages, rows[end:], strict=True):
+                sums[n] += row
+                counts[n] += 1
+            routed = sums / counts[:, None]
         return (
-            dict(zip(reads, rows[: len(reads)], strict=True)),
-            dict(zip(sentences, rows[len(reads) :], strict=True)),
+            dict(zip(reads, routed, strict=True)),
+            dict(zip(sentences, rows[len(reads) : len(reads) + len(sentences)], strict=True)),
         )
 
     @staticmethod
@@ -196,6 +227,8 @@ class ClassifierVerdict:
         # a reader that averages several models (the large reader): the others too
         for i, directory in enumerate(self.reader.model_dirs[1:]):
             dirs["verdict-averaged" + (f"-{i + 1}" if i else "")] = directory
+        if self.reader.second is not None:  # a cascade: the reader of the unsure pairs
+            dirs["verdict-cascade"] = self.reader.second.model_dir
         if self.table_reader is not None:
             dirs["table-reader"] = self.table_reader.model_dir
         for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):
@@ -254,6 +287,19 @@ class ClassifierVerdict:
 
 
 _STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
+
+
+def page_premises(evidence: Sequence[Candidate], pages: int) -> list[str]:
+    """The sentence premises of the first ``pages`` pages of ``evidence`` read alone, in
+    evidence order; none when the evidence's sentences are of one page (its premise is the
+    whole evidence's)."""
+    by_page: dict[str, list[Candidate]] = {}
+    for candidate in evidence:
+        if candidate.element.type in TEXT_TYPES:
+            by_page.setdefault(candidate.element.page, []).append(candidate)
+    if len(by_page) < 2:
+        return []
+    return [sentence_premise(group) for group in list(by_page.values())[:pages]]
 
 
 def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> str:

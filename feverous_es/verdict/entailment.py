@@ -36,7 +36,7 @@ from feverous_es.errors import EmptyClaimError, ModelError
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.verdict.math_hints import math_hints
-from feverous_es.verdict.readers import reader_dirs
+from feverous_es.verdict.readers import CASCADE_BELOW, CASCADES, reader_dirs
 from feverous_es.verdict.windows import (
     MAX_WINDOWS,
     WINDOW_WORDS,
@@ -170,8 +170,10 @@ class TextCheck:
 
 class EntailmentModel:
     """An entailment model: a reader's name (``"default"``, the package's verdict model, also
-    when None; ``"large"``: :mod:`~feverous_es.verdict.readers`) or a model directory (ONNX +
-    tokenizer.json + config.json). A reader of several models averages their probabilities.
+    when None; ``"large"``, ``"auto"``: :mod:`~feverous_es.verdict.readers`) or a model
+    directory (ONNX + tokenizer.json + config.json). A reader of several models averages their
+    probabilities; a cascade (``auto``) has its second reader read the pairs the first is unsure
+    of (top probability below ``cascade_below``, default the package's choice).
     ``max_length`` and ``math_hints`` default to what the (first) model was trained with (its
     ``training.json``), else 256 and no hints; ``device``: ``auto``, ``cpu`` or ``cuda``. The
     ONNX sessions load on first use."""
@@ -183,7 +185,15 @@ class EntailmentModel:
         device: str = "auto",
         max_length: int | None = None,
         math_hints: bool | None = None,
+        cascade_below: float = CASCADE_BELOW,
     ) -> None:
+        cascade = CASCADES.get(str(model))
+        self.second: EntailmentModel | None = None
+        if cascade is not None:
+            model = cascade[0]
+            self.second = EntailmentModel(cascade[1], device=device, max_length=max_length,
+                                          math_hints=math_hints)  # fmt: skip
+        self.cascade_below = cascade_below
         self.model_dirs = reader_dirs(model or None)
         missing = [d for d in self.model_dirs if not d.exists()]
         if missing:
@@ -215,6 +225,7 @@ class EntailmentModel:
 
     def probabilities(self, claims: Sequence[str], premises: Sequence[str]) -> np.ndarray:
         """The label probabilities (in :attr:`labels` order) of each (claim, premise) pair."""
+        given = premises
         if self.hints:
             premises = [
                 f"{hints} {text}" if (hints := math_hints(claim, text)) else text
@@ -227,6 +238,13 @@ class EntailmentModel:
                 f"the verdict model has {probabilities.shape[1]} outputs but config.json names "
                 f"{len(self.labels)} labels"
             )
+        if self.second is not None and len(pairs):
+            unsure = np.flatnonzero(probabilities.max(axis=1) < self.cascade_below)
+            if len(unsure):
+                # the premises as given: the second reader adds its own hints
+                probabilities[unsure] = self.second.probabilities(
+                    [claims[i] for i in unsure], [given[i] for i in unsure]
+                )
         return probabilities
 
     def entail(self, claim: str, evidence: Sequence[str], *, title: str = "") -> Entailment:

@@ -10,6 +10,12 @@ A reader is one packaged model, or several whose label probabilities are average
   of): ``bench/readers.py``, docs/verdict.md. ``verdict-large`` ships as parts joined into the
   user cache on first use (:mod:`~feverous_es.runtime.parts`).
 
+* ``auto``: a cascade. The default reader reads every pair; the large tier (as ``large``)
+  reads again only the pairs whose top probability under the default one is below
+  :data:`CASCADE_BELOW`, chosen on validation claims through the whole pipeline
+  (``python -m bench run cascade``, docs/verdict.md): most of the large tier's gain for a
+  fraction of its time. The large model loads only when a first pair needs it.
+
 Anything else a reader option takes is one model directory.
 """
 
@@ -23,11 +29,17 @@ from feverous_es.runtime.parts import whole_model_dir
 
 DEFAULT_READER = "default"
 LARGE_READER = "large"
+AUTO_READER = "auto"
 # A reader's packaged models (roles), whose probabilities it averages.
 READERS: dict[str, tuple[str, ...]] = {
     DEFAULT_READER: ("verdict",),
     LARGE_READER: ("verdict-large", "verdict"),
+    AUTO_READER: ("verdict",),
 }
+# The cascade's readers (first, then where it is unsure) and the default reader's top
+# probability under which the second reads a pair.
+CASCADES: dict[str, tuple[str, str]] = {AUTO_READER: (DEFAULT_READER, LARGE_READER)}
+CASCADE_BELOW = 0.8
 
 
 def packaged_model(role: str) -> Path:

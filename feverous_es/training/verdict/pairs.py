@@ -22,6 +22,7 @@ from feverous_es.training.verdict.options import (
 )
 from feverous_es.verdict.windows import WINDOW_WORDS
 
+WINDOW = "-window"  # a claim file's window pairs are its stem and this (entailment_data)
 # A relation claim is said in this many wordings: true restatements not in the lead's words.
 RELATION_WORDINGS = 3
 
@@ -126,6 +127,14 @@ def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.
     training, capped per source."""
     kept_out = {p.key for p in kept_out_pairs(pairs, options)}
     pool = [p for p in pairs if p.train and not p.held_out and p.key not in kept_out]
+    if options.distill.teacher is not None:
+        # A model distilled here from the GPU job's readers leaves out the claims that job kept
+        # for validation (their window pairs too): no reader trains on them, so they can choose
+        # the cascade's threshold.
+        from feverous_es.training.gpu.jobs import is_valid
+
+        seed = options.settings.seed
+        pool = [p for p in pool if not is_valid(seed, p.source.removesuffix(WINDOW), p.id)]
     return data.capped(pool, options.mix.per_source, options.settings.seed)
 
 
