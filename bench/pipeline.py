@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bench.context import Context
@@ -79,15 +80,24 @@ def verify_latency(store: str, index: str, claims: dict[str, list[dict]]) -> dic
 
 
 def warm_profile(
-    store: str, index: str, claims: dict[str, list[dict]], reader: str | None = None
+    store: str,
+    index: str,
+    claims: dict[str, list[dict]],
+    reader: str | None = None,
+    verdict_options: dict | None = None,
 ) -> dict:
     """``Pipeline.open``, a first claim, then the whole call and each stage per claim (with
-    the verdict's ``reader`` when given: a name or a model directory)."""
+    the verdict's ``reader`` when given: a name or a model directory, and ``verdict_options``
+    over the configuration's)."""
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
 
+    config = load_config(reader=reader)
+    if verdict_options:
+        verdict = {**config.stage_options("verdict"), **verdict_options}
+        config = replace(config, options={**config.options, "verdict": verdict})
     started = time.perf_counter()
-    pipeline = Pipeline.open(index, store=store, config=load_config(reader=reader))
+    pipeline = Pipeline.open(index, store=store, config=config)
     opened = time.perf_counter() - started
     files: dict[str, dict] = {}
     everything: list[float] = []
@@ -161,9 +171,11 @@ def pipeline_speed(
     batch_size: int = 16,
     seed: int = 0,
     against_embedded: bool = False,
+    commit_options: dict | None = None,
 ) -> dict[str, object]:
-    """Verify latency, the warm profile (and per reader: default, large, or a git commit's
-    shipped reader) and predict throughput, each on that many claims of each dev file."""
+    """Verify latency, the warm profile (and per reader: default, large, auto, or a git
+    commit's shipped reader, with the verdict options ``commit_options``: e.g. the rules it
+    shipped with) and predict throughput, each on that many claims of each dev file."""
     if store not in ("embedded", "elasticsearch"):
         raise BenchError(f"store {store!r} is not embedded or elasticsearch")
     index = str(context.place("index")) if store == "embedded" else ""
@@ -173,9 +185,10 @@ def pipeline_speed(
             name: name if name in READERS else str(stack.enter_context(models_at(name)) / "verdict")
             for name in readers
         }
+        options = {name: commit_options or {} for name in readers if name not in READERS}
         return profile(
             store, index, chosen, (verify_claims, warm_claims, predict_claims), batch_size, seed,
-            against,
+            against, options,
         )  # fmt: skip
 
 
@@ -187,6 +200,7 @@ def profile(
     batch_size: int,
     seed: int,
     against: str | None,
+    reader_options: dict[str, dict] | None = None,
 ) -> dict[str, object]:
     verify_claims, warm_claims, predict_claims = counts
     figures: dict[str, object] = {}
@@ -227,7 +241,8 @@ def profile(
         claims = dev_claims(warm_claims or 50, seed + 2)
         figures["warm_by_reader"] = by_reader = {}
         for name, reader in readers.items():
-            by_reader[name] = one = warm_profile(store, index, claims, reader)
+            extra = (reader_options or {}).get(name)
+            by_reader[name] = one = warm_profile(store, index, claims, reader, extra)
             verdict = [
                 f["stages"].get("verdict", {}).get("p50_s", 0.0) for f in one["files"].values()
             ]

@@ -80,11 +80,14 @@ def pipeline_classes(
     holdout: float = 0.35,
     seed: int = 13,
     batch_size: int = 16,
+    commit_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Each class's share answered right through the pipeline with the shipped reader, each of
     ``models`` (a reader's name or a directory) and the package's reader at each of
-    ``commits``, all on the evidence the shipped pipeline retrieved; beside each, the same
-    reader on the prepared pairs."""
+    ``commits`` (with the verdict options ``commit_options``: e.g. the rules it shipped with),
+    all on the evidence the shipped pipeline retrieved; beside each, the same reader on the
+    prepared pairs."""
+    commit_options = commit_options or {}
     from feverous_es.plugins.registry import load
     from feverous_es.verdict.entailment import EntailmentModel
     from feverous_es.verify.pipeline import Pipeline
@@ -100,9 +103,10 @@ def pipeline_classes(
             readers[commit] = str(stack.enter_context(models_at(commit)) / "verdict")
         pipeline = stack.enter_context(Pipeline.open(context.place("index")))
         verdicts = {
-            name: load("verdict", "classifier", pipeline.context, {"model": reader})
+            name: load("verdict", "classifier", pipeline.context,
+                       {"model": reader, **(commit_options if name in commits else {})})
             for name, reader in readers.items()
-        }
+        }  # fmt: skip
         started = time.perf_counter()
         answers, diagnosis = _verify(pipeline, verdicts, claims, batch_size)
         figures["seconds"] = round(time.perf_counter() - started, 1)

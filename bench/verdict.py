@@ -312,6 +312,7 @@ class Setup:
     config: Path | None
     nei: Sequence[float]
     batch_size: int
+    commit_options: dict  # verdict options of the other models' baselines (e.g. today's rules)
 
 
 def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
@@ -331,8 +332,9 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
         ),
     }  # fmt: skip
     for name, models, reader in setup.baselines:
+        extra = setup.commit_options if name.startswith("baseline ") and reader is None else {}
         verdicts[name] = load(
-            "verdict", "classifier", context, reader_options(models, reader)
+            "verdict", "classifier", context, {**reader_options(models, reader), **extra}
         )
     # nei_above 1.0: the probe reads the NEI probability on every route as the verdict under
     # test does (a threshold over 1 skips it where no feature model needs the entailment model).
@@ -467,12 +469,15 @@ def verdict_accuracy(
     files: Sequence[str] = (),
     nei: Sequence[float] = (0.3, 0.5, 0.7, 0.9, 1.1),
     batch_size: int = 16,
+    commit_options: dict | None = None,
 ) -> dict:
     """The figures of the verdict under test (``models``: a directory holding ``verdict/``,
     ``table-verdict/``, ``sentence-verdict/``, default the shipped ones; ``reader``: default,
     large or a model directory) beside each baseline: another models directory, the package's
     models at a commit, the same models with another reader; on the claims every one of them and
-    each ``held_out_by`` model kept out (at most ``per_file`` a file; only ``files``' stems)."""
+    each ``held_out_by`` model kept out (at most ``per_file`` a file; only ``files``' stems).
+    ``commit_options``: verdict options of the baselines of other models (directories,
+    commits), e.g. ``{page_premises = 0}`` for the rules a commit shipped with."""
     models_dir = Path(models) if models else REPO / "feverous_es" / "models"
     with contextlib.ExitStack() as stack:
         baselines = [(f"baseline {m}", Path(m), None) for m in baseline_models]
@@ -482,7 +487,7 @@ def verdict_accuracy(
         baselines += [(f"reader {r}", models_dir, r) for r in baseline_readers]
         setup = Setup(
             context.place("index"), models_dir, reader, baselines,
-            Path(config) if config else None, nei, batch_size,
+            Path(config) if config else None, nei, batch_size, commit_options or {},
         )  # fmt: skip
         under_test = model_dirs(models_dir)
         if reader:

@@ -33,7 +33,7 @@ def gpu_group() -> None:
 )  # fmt: skip
 @click.option(
     "--wiki", type=EXISTING_FILE, default=None,
-    help="The wiki.db whose people make the reader's contrastive and attribute pairs.",
+    help="The wiki.db whose leads make the reader's contrastive, attribute and relation pairs.",
 )  # fmt: skip
 @click.option(
     "--teacher-from", type=EXISTING_FOLDER,

@@ -24,7 +24,8 @@ class QueueOptions:
     """What the queue's jobs are built from. ``claims``: the claim files split into training
     and held-out claims (FM2, FEVEROUS-S, TabFact dev; the ranker reads those with gold
     sentences); ``train_claims`` and ``pairs`` as ``train verdict`` takes them; ``contrastive``:
-    the wiki.db whose lead sentences (and person attributes) make contrastive reader pairs;
+    the wiki.db whose lead sentences (person attributes, simple facts) make contrastive reader
+    pairs;
     ``teacher_from``: the fetched large reader (int8 rows) the reader's teacher continues from,
     None to start from all-mpnet-base-v2."""
 
@@ -110,7 +111,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
             train_claims=list(options.train_claims), pairs=list(options.pairs),
             per_source=options.per_source, retrieved=options.retrieved,
             contrastive=options.contrastive, attributes=options.contrastive is not None,
-            windows=options.contrastive is not None,
+            windows=options.contrastive is not None, relations=options.contrastive is not None,
         ),
     )  # fmt: skip
     run.check()
@@ -121,7 +122,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
         "pairs": [Path(p).name for p in run.mix.pairs], "holdout": HOLDOUT, "seed": SEED,
         "limit": options.limit, "per_source": run.mix.per_source, "retrieved": run.mix.retrieved,
         "contrastive": bool(run.mix.contrastive), "attributes": run.mix.attributes,
-        "windows": run.mix.windows,
+        "windows": run.mix.windows, "relations": run.mix.relations,
         "max_length": options.max_length,
     }  # fmt: skip
     return pairs, training_pool(pairs, run), recipe
