@@ -5,10 +5,12 @@ table are scored per file, on the held-out claims and on the others.
 
     run = "bench.table_route:table_route"   # needs --pairs and --index; options: margins, deltas
 
-* ``margin m``: the table route when the table holds more than the best sentence's share of the
-  claim's content words minus ``m`` (0: today's router);
-* ``delta d``: today's router, then a claim it sends to sentences goes to the table when the
-  table route's verdict is more probable than the sentence route's by more than ``d``.
+* ``margin M`` (``m`` in hundredths: a record's keys hold no dot): the table route when the
+  table holds more than the best sentence's share of the claim's content words minus ``m``
+  (0: today's router);
+* ``delta D`` (``d`` in hundredths): today's router, then a claim it sends to sentences goes to
+  the table when the table route's verdict is more probable than the sentence route's by
+  more than ``d``.
 """
 
 from __future__ import annotations
@@ -67,10 +69,13 @@ def table_route(
         store.close()
     rules: dict[str, Any] = {}
     for m in margins:
-        rules[f"margin {m}"] = lambda c, m=m: c["table_share"] > c["sentence_share"] - m
+        rules[f"margin {round(m * 100)}"] = lambda c, m=m: (
+            c["table_share"] > c["sentence_share"] - m
+        )
     for d in deltas:
-        rules[f"delta {d}"] = lambda c, d=d: c["table_share"] > c["sentence_share"] or (
-            c["read"]["table"][1] > c["read"]["sentence"][1] + d
+        rules[f"delta {round(d * 100)}"] = lambda c, d=d: (
+            c["table_share"] > c["sentence_share"]
+            or c["read"]["table"][1] > c["read"]["sentence"][1] + d
         )
     figures: dict[str, Any] = {}
     for name, to_table in rules.items():

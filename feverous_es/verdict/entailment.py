@@ -239,7 +239,7 @@ class EntailmentModel:
                 f"{len(self.labels)} labels"
             )
         if self.second is not None and len(pairs):
-            unsure = np.flatnonzero(probabilities.max(axis=1) < self.cascade_below)
+            unsure = np.flatnonzero(probabilities.max(axis=1) < self.cascade_below).tolist()
             if len(unsure):
                 # the premises as given: the second reader adds its own hints
                 probabilities[unsure] = self.second.probabilities(
