@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from bench.context import Context
 from bench.data import MINI, REPO
+from feverous_es.eval.samples import read_records
 from feverous_es.training.datasets import is_holdout
 from feverous_es.training.gpu.jobs import is_valid
 
@@ -35,20 +36,15 @@ def validation_records(per_file: int) -> dict[str, list[dict[str, Any]]]:
     held out nor trained on (the GPU job's validation share), in file order."""
     training = json.loads((REPO / "feverous_es/models/verdict/training.json").read_text())
     seed, share = training["training"]["seed"], training["holdout"]
-    chosen: dict[str, list[dict[str, Any]]] = {}
-    for name in FILES:
-        records = []
-        for line in (MINI / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
-            record = json.loads(line) if line.strip() else {}
-            claim_id = str(record.get("id"))
-            if (
-                record.get("claim")
-                and not is_holdout(seed, name, claim_id, share)
-                and is_valid(seed, name, claim_id)
-            ):
-                records.append(record)
-        chosen[name] = records[:per_file]
-    return chosen
+
+    def validation(name: str) -> Callable[[dict[str, Any]], bool]:
+        return lambda r: not is_holdout(seed, name, str(r["id"]), share) and is_valid(
+            seed, name, str(r["id"])
+        )
+
+    return {
+        name: read_records(MINI / f"{name}.jsonl", validation(name))[:per_file] for name in FILES
+    }
 
 
 def cascade_threshold(

@@ -34,7 +34,6 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from bench.context import Context
@@ -92,10 +91,7 @@ def warm_profile(
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
 
-    config = load_config(reader=reader)
-    if verdict_options:
-        verdict = {**config.stage_options("verdict"), **verdict_options}
-        config = replace(config, options={**config.options, "verdict": verdict})
+    config = load_config(reader=reader).with_stage_options("verdict", **(verdict_options or {}))
     started = time.perf_counter()
     pipeline = Pipeline.open(index, store=store, config=config)
     opened = time.perf_counter() - started

@@ -127,4 +127,3 @@ def _print(reader: str, table: dict[str, dict[str, float]]) -> None:
     print(f"  {'source':<34}" + "".join(f"{f'({i + 1})':>8}" for i in range(len(names))))
     for source, row in table.items():
         print(f"  {source:<34}" + "".join(f"{row[n]:>8.3f}" for n in names))
-

@@ -40,7 +40,7 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -321,8 +321,8 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
     from feverous_es.verify.pipeline import Pipeline
 
     config = load_config(setup.config)
-    options = {**config.stage_options("verdict"), **reader_options(setup.models, setup.reader)}
-    config = replace(config, options={**config.options, "verdict": options})
+    config = config.with_stage_options("verdict", **reader_options(setup.models, setup.reader))
+    options = config.stage_options("verdict")
     pipeline = Pipeline.open(setup.index, config=config)
     context = pipeline.context
     verdicts = {
@@ -332,7 +332,7 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
         ),
     }  # fmt: skip
     for name, models, reader in setup.baselines:
-        extra = setup.commit_options if name.startswith("baseline ") and reader is None else {}
+        extra = setup.commit_options if reader is None else {}  # another models directory
         verdicts[name] = load(
             "verdict", "classifier", context, {**reader_options(models, reader), **extra}
         )

@@ -50,11 +50,15 @@ class PipelineConfig:
     def stage_options(self, stage: str) -> dict[str, Any]:
         return dict(self.options.get(stage, {}))
 
+    def with_stage_options(self, stage: str, **options: Any) -> PipelineConfig:
+        """The configuration with these options of ``stage`` set over the ones it has."""
+        merged = {**self.stage_options(stage), **options}
+        return replace(self, options={**self.options, stage: merged})
+
     def with_reader(self, reader: str) -> PipelineConfig:
         """The configuration with the verdict's reader (its ``model`` option) set: ``default``,
-        ``large`` (:mod:`feverous_es.verdict.readers`) or a model directory."""
-        verdict = {**self.stage_options("verdict"), "model": reader}
-        return replace(self, options={**self.options, "verdict": verdict})
+        ``large``, ``auto`` (:mod:`feverous_es.verdict.readers`) or a model directory."""
+        return self.with_stage_options("verdict", model=reader)
 
     def with_plugins(self, **names: str) -> PipelineConfig:
         unknown = set(names) - set(STAGES)

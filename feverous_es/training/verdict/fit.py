@@ -105,17 +105,16 @@ def train(
     pad_id = tokenizer.pad_token_id or 0
 
     functional = torch.nn.functional
-    teacher = None if soft is None else torch.tensor(soft.targets, dtype=torch.float32)
 
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
         batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
         batch = {k: v.to(settings.device) for k, v in batch.items()}
         target = torch.tensor([labels[i] for i in ids], device=settings.device)
         logits = model(**batch).logits
-        if teacher is None or soft is None:
+        if soft is None:
             return functional.cross_entropy(logits, target), int(batch["attention_mask"].sum())
         gold = functional.cross_entropy(logits, target, reduction="none")
-        wanted = teacher[ids].to(settings.device)
+        wanted = torch.tensor(soft.targets[ids], dtype=torch.float32, device=settings.device)
         has = ~torch.isnan(wanted[:, 0])  # rows without a teacher (failure classes): gold only
         log_student = functional.log_softmax(logits / soft.temperature, dim=-1)
         kl = functional.kl_div(log_student, torch.nan_to_num(wanted), reduction="none").sum(-1)
