@@ -322,3 +322,33 @@ def test_the_worker_drops_requests_whose_client_went_away() -> None:
         return pipeline.batches
 
     assert asyncio.run(scenario()) == [["a"], ["c"]]
+
+
+class PoisonedPipeline(BlockingPipeline):
+    """Raises on any batch that holds the claim "poison", as a plugin would on strange input."""
+
+    def verify_many(self, claims):
+        if "poison" in claims:
+            self.batches.append(list(claims))
+            raise ValueError("cannot read this claim")
+        return super().verify_many(claims)
+
+
+def test_one_raising_claim_fails_only_its_own_request() -> None:
+    async def scenario() -> list:
+        pipeline = PoisonedPipeline()
+        worker = PipelineWorker(pipeline, max_queue=8, max_batch=16)  # type: ignore[arg-type]
+        worker.start()
+        first = asyncio.ensure_future(worker.verify(["a"]))
+        await asyncio.sleep(0.2)  # "a" holds the worker; the next three wait and go as one batch
+        queued = [asyncio.ensure_future(worker.verify([c])) for c in ("b", "poison", "d")]
+        await asyncio.sleep(0.1)
+        pipeline.release.set()
+        answers = await asyncio.gather(first, *queued, return_exceptions=True)
+        worker.stop()
+        return [answers, pipeline.batches]
+
+    answers, batches = asyncio.run(scenario())
+    assert answers[:2] == [["result of a"], ["result of b"]] and answers[3] == ["result of d"]
+    assert isinstance(answers[2], ValueError)
+    assert batches == [["a"], ["b", "poison", "d"], ["b"], ["poison"], ["d"]]  # then one by one

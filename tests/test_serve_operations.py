@@ -106,8 +106,13 @@ def test_metrics_are_prometheus_text_and_move_with_requests(server) -> None:
     too_large = ("feverous_es_requests_total",
                  (("method", "POST"), ("route", "/v1/verify"), ("status", "413")))  # fmt: skip
     assert http.post("/v1/verify", content=b"x" * (MAX_BODY_BYTES + 1)).status_code == 413
+    for n in range(30):  # invented methods: one OTHER series, not one a name
+        http.request(f"INVENTED{n}", "/v1/verify")
     last = samples(http.get("/metrics").text)
     assert last[unmatched] - after.get(unmatched, 0) == 2
+    methods = {dict(labels).get("method") for name, labels in last
+               if name == "feverous_es_requests_total"}  # fmt: skip
+    assert methods <= {"GET", "POST", "HEAD", "OTHER"} and "OTHER" in methods
     assert last[too_large] - after.get(too_large, 0) == 1  # labelled by the route it was sent to
 
 

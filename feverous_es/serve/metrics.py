@@ -4,7 +4,8 @@ Each app has a registry of its own (not the library's global one), so two apps i
 never share counts. What is measured:
 
 * ``feverous_es_requests_total{route, method, status}``, ``feverous_es_request_seconds{route}``:
-  every request, by its route template (``unmatched`` for paths that are no route);
+  every request, by its route template (``unmatched`` for paths that are no route) and method
+  (GET, POST, HEAD, or OTHER for any other name: the label sets stay closed);
 * ``feverous_es_stage_seconds{stage}``: the time each pipeline stage took per verified batch
   (embed, pages, candidates, rerank, select, hop, verdict), ``feverous_es_batch_claims``: the
   claims each batch held;
@@ -44,6 +45,8 @@ from feverous_es.runtime.costs import MODEL_KINDS, STORE_KINDS, read_count_name
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PREFIX = "feverous_es"
+METHODS = frozenset({"GET", "POST", "HEAD"})  # the methods a route answers; the rest: OTHER
+OTHER_METHOD = "OTHER"
 UNMATCHED = "unmatched"  # the route label of a path no route serves: one series, not one a URL
 # Request and stage latencies run from milliseconds (search, health) to tens of seconds (a batch
 # of 64 claims): the buckets cover both.
@@ -135,6 +138,9 @@ class ServiceMetrics:
                 model_info.labels(model=model["name"], file=file).info({"sha256": digest})
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count a request. ``method`` is the client's: a name outside :data:`METHODS` counts
+        as ``OTHER`` (a client inventing methods must not add a series for each)."""
+        method = method if method in METHODS else OTHER_METHOD
         self.requests.labels(route=route, method=method, status=str(status)).inc()
         self.request_seconds.labels(route=route).observe(seconds)
 

@@ -185,18 +185,28 @@ class PipelineWorker:
             seconds, costs = dict(self.pipeline.seconds), _total(self.pipeline.costs)
             try:
                 results = self._verify(claims, job.hops)
-            except Exception as error:  # every waiting request hears of it; the thread goes on
+            except Exception as error:
+                self._answer_alone(batch, error)
+            else:
+                start = 0
                 for j in batch:
-                    _settle(j.future, _raiser(error))
-                continue
-            start = 0
-            for j in batch:
-                chunk = results[start : start + len(j.claims)]
-                _settle(j.future, partial(list, chunk))
-                start += len(j.claims)
+                    _settle(j.future, partial(list, results[start : start + len(j.claims)]))
+                    start += len(j.claims)
             self._in_flight = []
             self.batches += 1
             self._after(partial(self._observe, len(claims), seconds, costs))
+
+    def _answer_alone(self, batch: list[_Job], error: Exception) -> None:
+        """A batch raised: each of its requests is verified again on its own, so that only the
+        one whose claims raise gets an error (the thread goes on either way)."""
+        if len(batch) == 1:
+            _settle(batch[0].future, _raiser(error))
+            return
+        log.warning("a batch of %d requests failed (%s); verifying each alone", len(batch),
+                    type(error).__name__)  # fmt: skip
+        for j in batch:
+            if not j.future.cancelled():
+                _settle(j.future, partial(self._verify, list(j.claims), j.hops))
 
     def _observe(self, claims: int, seconds: dict[str, float], costs: Counter[str]) -> None:
         """Tell the hooks what a batch took: the pipeline's totals now less ``seconds`` and
