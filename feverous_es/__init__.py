@@ -17,6 +17,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from feverous_es.errors import (
+    BadTextError,
     ConfigError,
     EmptyClaimError,
     FeverousError,
@@ -66,6 +67,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "BadTextError",
     "Candidate",
     "ClaimResult",
     "ConfigError",

@@ -53,7 +53,11 @@ class PluginError(FeverousError):
     """An unknown stage or plugin name, or a plugin that failed to load."""
 
 
-class EmptyClaimError(FeverousError, ValueError):
+class BadTextError(FeverousError, ValueError):
+    """A claim, query or source that cannot be read (:mod:`feverous_es.input_text`)."""
+
+
+class EmptyClaimError(BadTextError):
     """A claim with no text."""
 
 

@@ -352,3 +352,20 @@ def test_one_raising_claim_fails_only_its_own_request() -> None:
     assert answers[:2] == [["result of a"], ["result of b"]] and answers[3] == ["result of d"]
     assert isinstance(answers[2], ValueError)
     assert batches == [["a"], ["b", "poison", "d"], ["b"], ["poison"], ["d"]]  # then one by one
+
+
+def test_strange_text_has_one_rule_on_every_route(server) -> None:
+    answer = server.post("/v1/verify", json={"claim": "Paris\x00 is in \u202eFrance.\x1b"})
+    assert answer.status_code == 200 and answer.json()["claim"] == "Paris  is in France. "
+    hits = server.post("/v1/search", json={"query": "Paris\x07 France\u200b"})
+    assert hits.status_code == 200 and hits.json()
+    for path, body in (
+        ("/v1/verify", {"claim": "Rome\ud83d is in Italy."}),
+        ("/v1/verify/batch", {"claims": [CLAIM, "Rome\ud83d"]}),
+        ("/v1/search", {"query": "Rome\ud83d"}),
+        ("/v1/entail", {"claim": "Rome\ud83d", "evidence": ["Rome is in Italy."]}),
+        ("/v1/entail", {"claim": "Rome is in Italy.", "evidence": ["Rome\ud83d"]}),
+    ):
+        sent = json.dumps(body).encode()  # "\\ud83d" escaped: valid JSON, not valid text
+        answer = server.post(path, content=sent, headers={"Content-Type": "application/json"})
+        one_line_error(answer, 422)  # refused before any stage reads it (pydantic's check)

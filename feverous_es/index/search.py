@@ -10,6 +10,7 @@ import numpy as np
 
 from feverous_es.errors import EmptyClaimError
 from feverous_es.index.store import Filters, Hit, Store
+from feverous_es.input_text import clean_text
 
 MODES = ("hybrid", "bm25", "knn")
 
@@ -24,6 +25,7 @@ def search(
 ) -> list[Hit]:
     """The ``k`` best elements for ``query``: BM25 (``bm25``), the embedding's nearest
     neighbours (``knn``) or both fused (``hybrid``); ``embed`` runs only when a mode needs it."""
+    query = clean_text(query, "the query")
     if not query.strip():
         raise EmptyClaimError("the query is empty")
     if mode == "bm25":

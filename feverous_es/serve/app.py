@@ -61,7 +61,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feverous_es import __version__
-from feverous_es.errors import EmptyClaimError, FeverousError, StoreError
+from feverous_es.errors import BadTextError, FeverousError, StoreError
 from feverous_es.index.elements import ElementType
 from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
@@ -401,7 +401,7 @@ def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
 
     @app.exception_handler(FeverousError)
     async def failed(_: Request, error: FeverousError) -> JSONResponse:
-        if isinstance(error, EmptyClaimError):
+        if isinstance(error, BadTextError):
             return _error(422, str(error))
         if isinstance(error, RequestTimeout):
             return _error(504, str(error))

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import EmptyClaimError, ModelError
+from feverous_es.input_text import clean_text
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.verdict.math_hints import math_hints
@@ -257,7 +258,7 @@ class EntailmentModel:
     ) -> list[Entailment]:
         """Each (claim, evidence texts) read as :meth:`entail` reads one, every window of every
         claim in one batch."""
-        claims = [" ".join(claim.split()) for claim, _ in items]
+        claims = [" ".join(clean_text(claim).split()) for claim, _ in items]
         if not all(claims):
             raise EmptyClaimError("the claim is empty")
         # A text's sentences share one source: it is split and windowed once.
@@ -281,7 +282,7 @@ class EntailmentModel:
 
     def check_text(self, text: str, evidence: Sequence[str], *, title: str = "") -> TextCheck:
         """Each sentence of ``text`` read as a claim against ``evidence`` (:meth:`entail`)."""
-        spans = sentence_spans(text)
+        spans = sentence_spans(clean_text(text, "the text"))
         if not spans:
             raise EmptyClaimError("the text is empty")
         answers = self.entail_many([(span.text, evidence) for span in spans], title=title)
@@ -289,7 +290,7 @@ class EntailmentModel:
 
     def _windows(self, evidence: Sequence[str]) -> list[Window]:
         """``evidence`` as one source, in windows; evidence with no sentence is refused."""
-        source = Source.of(evidence)
+        source = Source.of([clean_text(text, "the source") for text in evidence])
         if not source.sentences:
             raise EmptyClaimError("no evidence given: entail reads a claim against evidence")
         return source.windows(self.window_words)

@@ -21,6 +21,7 @@ import numpy as np
 from feverous_es.errors import EmptyClaimError
 from feverous_es.index.backends import open_store
 from feverous_es.index.store import PageHit
+from feverous_es.input_text import clean_text
 from feverous_es.plugins.config import PipelineConfig, load_config
 from feverous_es.plugins.interfaces import (
     Candidate,
@@ -235,6 +236,7 @@ class Pipeline:
 
     def _gather(self, claims: Sequence[str]) -> _Gathered:
         """The stages before the models: each claim's query, pages and candidate pool."""
+        claims = [clean_text(claim) for claim in claims]
         if any(not claim.strip() for claim in claims):
             raise EmptyClaimError("the claim is empty")
         with self._timed("embed"):
