@@ -178,8 +178,8 @@ def test_search_and_health(server) -> None:
     assert "entry in `probabilities`" in answer["probability"]["description"]
     error = {"$ref": "#/components/schemas/ErrorAnswer"}
     for path, method, statuses in [
-        ("/v1/verify", "post", ("400", "401", "413", "422", "503", "504")),
-        ("/v1/entail", "post", ("401", "413", "422", "501", "503", "504")),
+        ("/v1/verify", "post", ("400", "401", "413", "422", "500", "503", "504")),
+        ("/v1/entail", "post", ("401", "413", "422", "500", "501", "503", "504")),
         ("/v1/health/ready", "get", ("503",)),
     ]:
         responses = openapi["paths"][path][method]["responses"]

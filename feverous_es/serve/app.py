@@ -66,8 +66,8 @@ from feverous_es.index.elements import ElementType
 from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
 from feverous_es.output.report import result_to_dict
-from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics
-from feverous_es.serve.readiness import Readiness
+from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics, store_error_kind
+from feverous_es.serve.readiness import CATEGORIES, PIPELINE_STOPPED, Readiness
 from feverous_es.serve.request_log import RequestLog, add_fields, claim_fields
 from feverous_es.serve.schema import (
     BatchAnswer,
@@ -82,6 +82,7 @@ from feverous_es.serve.worker import (
     PipelineWorker,
     QueueFull,
     RequestTimeout,
+    ShuttingDown,
     WorkerStopped,
 )
 from feverous_es.verdict.entailment import Entailment, TextCheck
@@ -165,12 +166,13 @@ ERROR_MEANINGS = {
     401: "The server has a token and the request lacks it (or has another).",
     413: f"The request body is over {MAX_BODY_BYTES} bytes.",
     422: "A field is unknown, missing or out of its limits.",
+    500: "A fault of the server: the answer names the request's id, the log the error.",
     501: "The configured verdict plugin reads no entailment model.",
     503: "The queue is full (Retry-After), the store fails, the pipeline stopped, or the "
     "server is shutting down; from a probe: not alive, or not ready and why.",
     504: "No answer within the request's deadline (serve --request-timeout).",
 }
-API_ERRORS = (400, 401, 413, 422, 503, 504)
+API_ERRORS = (400, 401, 413, 422, 500, 503, 504)
 
 
 def _documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -326,8 +328,8 @@ def create_app(
     @app.get("/v1/health/live", summary="Liveness: the process answers, its pipeline thread runs",
              responses=_documented(503))  # fmt: skip
     async def live() -> dict[str, str]:
-        if worker.failure is not None:  # only a restart brings the thread back
-            raise ServeError(503, f"not alive: {worker.failure}")
+        if worker.failure is not None:  # only a restart brings the thread back (the log says why)
+            raise ServeError(503, f"not alive: {PIPELINE_STOPPED}")
         return {"status": "alive"}
 
     @app.get("/v1/health/ready", summary="Readiness: the store answers, the pipeline runs",
@@ -400,24 +402,34 @@ def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
         return _error(503, str(error), {"Retry-After": "1"})
 
     @app.exception_handler(FeverousError)
-    async def failed(_: Request, error: FeverousError) -> JSONResponse:
+    async def failed(request: Request, error: FeverousError) -> JSONResponse:
+        # The messages of these are the service's own words (the caller's text at most).
         if isinstance(error, BadTextError):
             return _error(422, str(error))
         if isinstance(error, RequestTimeout):
             return _error(504, str(error))
-        if isinstance(error, WorkerStopped):
+        if isinstance(error, ShuttingDown):
             return _error(503, str(error))
-        status = 500
+        # The rest may name a URL, a path or an exception: a category for the caller.
         if isinstance(error, StoreError):
-            status = 503
             metrics.observe_store_error(error)
-        log.error("request failed: %s", error)
-        return _error(status, str(error))
+            return _internal(request, 503, CATEGORIES[store_error_kind(error)], error)
+        if isinstance(error, WorkerStopped):
+            return _internal(request, 503, PIPELINE_STOPPED, error)
+        return _internal(request, 500, "internal error", error)
 
     @app.exception_handler(Exception)
-    async def bug(_: Request, error: Exception) -> JSONResponse:
-        log.exception("internal error", exc_info=error)
-        return _error(500, "internal error (the server log has the details)")
+    async def bug(request: Request, error: Exception) -> JSONResponse:
+        return _internal(request, 500, "internal error", error)
+
+
+def _internal(request: Request, status: int, category: str, error: Exception) -> JSONResponse:
+    """An answer that tells the caller ``category`` and the request's id, and the log (once,
+    under that id) the error itself."""
+    request_id = getattr(request.state, "request_id", "-")
+    log.error("request %s failed (%s): %s", request_id, category, error,
+              exc_info=error if status == 500 else None)  # fmt: skip
+    return _error(status, f"{category} (request {request_id}: the server log has the details)")
 
 
 class BodyLimit:

@@ -70,6 +70,7 @@ class RequestLog:
         given = dict(scope["headers"]).get(HEADER.encode(), b"").decode("latin-1")
         request_id = given if _PLAIN_ID.fullmatch(given) else uuid.uuid4().hex
         status = 500  # what the client gets when the app fails before it answers
+        scope.setdefault("state", {})["request_id"] = request_id  # the error answers name it
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
