@@ -261,3 +261,31 @@ def test_readiness_is_cached_and_follows_the_store(caplog) -> None:
     ]  # logged once, not at every probe
     assert store.pings == 4  # five probes in a row cost one ping
     assert len(seen) == 2 and isinstance(seen[0], StoreUnreachable)
+
+
+def test_slow_and_idle_clients_are_closed_while_others_are_answered(server) -> None:
+    import socket
+    from urllib.parse import urlparse
+
+    address = (urlparse(server.url).hostname, urlparse(server.url).port)
+    half = (b"POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 400\r\n\r\n" + b'{"claim": "half a body')  # fmt: skip
+    held: list[socket.socket] = []
+    try:
+        for n in range(800):  # 300 send their headers and half a body, 500 send nothing
+            connection = socket.create_connection(address, timeout=60)
+            if n < 300:
+                connection.sendall(half)
+            held.append(connection)
+        opened = time.monotonic()
+        http = httpx.Client(base_url=server.url, headers=AUTH, timeout=60)
+        assert http.post("/v1/verify", json={"claim": CLAIM}).status_code == 200  # meanwhile
+        answers = [b"".join(iter(lambda c=c: c.recv(4096), b"")) for c in held]  # until closed
+        closed_within = time.monotonic() - opened
+    finally:
+        for connection in held:
+            connection.close()
+    assert closed_within < 30
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers[:300])  # told why
+    assert set(answers[300:]) <= {b"", answers[0]}  # silent ones: closed (or told the same)
+    assert http.get("/v1/health/live").status_code == 200
