@@ -160,3 +160,32 @@ def test_a_loopback_service_answers_only_loopback_host_names() -> None:
     assert answers == {
         "localhost:8080": 200, "127.0.0.1:8080": 200, "[::1]:8080": 200, "evil.example:8080": 400,
     }  # fmt: skip
+
+
+def test_serving_beyond_loopback_without_a_token_is_refused_unless_asked(sample_index) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "FEVEROUS_ES_SERVE_TOKEN"}
+    command = [sys.executable, "-m", "feverous_es", "serve", "--index", str(sample_index),
+               "--host", "0.0.0.0", "--port", "0"]  # fmt: skip
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert "without a token" in refused.stderr and "--open-without-token" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_compose_serves_with_a_token_and_the_host_check() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).parents[1] / "docker/compose.yaml").read_text())
+    serve = compose["services"]["serve"]
+    assert serve["environment"]["FEVEROUS_ES_SERVE_TOKEN"].startswith(
+        "${FEVEROUS_ES_SERVE_TOKEN:?"  # compose refuses to start without one
+    )
+    command = serve["command"]
+    hosts = [command[i + 1] for i, arg in enumerate(command) if arg == "--allowed-host"]
+    assert "--open-without-token" not in command and hosts and "*" not in hosts

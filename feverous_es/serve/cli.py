@@ -35,6 +35,7 @@ class ServeOptions:
     drain_timeout: int
     request_timeout: int
     allowed_host: tuple[str, ...]
+    open_without_token: bool
 
 
 def allowed_hosts(host: str, given: Sequence[str] = ()) -> list[str] | None:
@@ -73,6 +74,10 @@ def serve_options(command):  # type: ignore[no-untyped-def]
                      help="A Host name the service answers (repeat for more; '*' for any); "
                           "others get 400. Default: bound to loopback, the loopback names "
                           "only; else any."),
+        click.option("--open-without-token", is_flag=True,
+                     help=f"Serve beyond loopback without {TOKEN_ENV}: anyone who reaches the "
+                          "address can use the API. Without this flag such a start is "
+                          "refused."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -92,6 +97,9 @@ def run_server(
         fail(f"serving needs the serve extra: pip install 'feverous-es[serve]' ({missing.name})")
     token = os.environ.get(TOKEN_ENV) or None
     if token is None and not _loopback(options.host):
+        if not options.open_without_token:
+            fail(f"serving on {options.host} without a token would let anyone who reaches it "
+                 f"use the API: set {TOKEN_ENV}, or pass --open-without-token", 2)  # fmt: skip
         console.print(
             f"[yellow]warning:[/yellow] serving on {options.host} without a token: anyone who "
             f"reaches it can use it (set {TOKEN_ENV})",
