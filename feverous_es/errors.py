@@ -76,3 +76,8 @@ class TrainError(FeverousError):
 class ExportError(FeverousError):
     """A model that cannot be exported to ONNX: not a model, the export extra missing, a failed
     export, or graphs that drift from torch."""
+
+
+class WorkAbandoned(FeverousError):
+    """The pipeline stopped between two stages because nobody waits for the answer any more
+    (:attr:`Pipeline.stop_when`)."""

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from feverous_es.cli import main
-from feverous_es.errors import EmptyClaimError, PluginError
+from feverous_es.errors import EmptyClaimError, PluginError, WorkAbandoned
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.config import DEFAULT_PLUGINS, load_config
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
@@ -387,3 +387,21 @@ def test_predict_writes_official_lines_skips_bad_ones_and_resumes(
     assert (report["predicted"], report["already_done"]) == (2, 4)
     again = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(w["id"] for w in again) == sorted(c["id"] for c in claims)
+
+
+def test_a_pipeline_told_nobody_waits_stops_at_the_next_stage(
+    sample_index: Path, toy_verdict: str
+) -> None:
+    config = load_config(plugins={"reranker": "retrieval", "verdict": toy_verdict}, environ={})
+    asked: list[int] = []
+
+    def nobody_after_two_stages() -> bool:
+        asked.append(1)
+        return len(asked) > 2
+
+    with Pipeline.open(sample_index, config=config) as pipeline:
+        pipeline.stop_when = nobody_after_two_stages
+        with pytest.raises(WorkAbandoned, match="stopped before the candidates stage"):
+            pipeline.verify("Hamlet is a play.")  # embed and pages ran, then it stopped
+        pipeline.stop_when = None
+        assert pipeline.verify("Hamlet is a play.").claim == "Hamlet is a play."

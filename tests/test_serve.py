@@ -226,6 +226,8 @@ def test_bad_requests_are_one_line_4xx(server) -> None:
     assert "malformed JSON" in one_line_error(malformed, 400)
     too_many = server.post("/v1/verify/batch", json={"claims": [CLAIM] * 65})
     assert "claims" in one_line_error(too_many, 422)
+    heaviest = server.post("/v1/verify/batch", json={"claims": [CLAIM] * 64, "hops": 10})
+    assert "over 512" in one_line_error(heaviest, 422)
     assert "hops" in one_line_error(
         server.post("/v1/verify", json={"claim": CLAIM, "hops": 99}), 422
     )

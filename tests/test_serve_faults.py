@@ -15,7 +15,7 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient
 
-from feverous_es.errors import StoreUnreachable
+from feverous_es.errors import StoreUnreachable, WorkAbandoned
 from feverous_es.plugins.interfaces import Label, Verdict
 from feverous_es.serve.app import create_app
 from feverous_es.serve.cli import allowed_hosts
@@ -99,13 +99,17 @@ def test_a_store_that_hangs_is_a_504_within_the_deadline_and_does_not_hold_the_e
     with client(pipeline, request_timeout=0.5) as http:
         answer = http.post("/v1/verify", json={"claim": "One claim."})
         live = http.get("/v1/health/live")
+        time.sleep(1.2)  # the batch has run past three deadlines of 0.5 s
+        hung = http.get("/v1/health/live")
         leaving = time.monotonic()
     # The stuck batch is left to the daemon thread after the grace.
     assert time.monotonic() - leaving < SHUTDOWN_GRACE + 2
     pipeline.release.set()
     assert answer.status_code == 504
     assert answer.json()["error"].startswith("no answer within 0.5 s")
-    assert live.status_code == 200  # a slow store is not a dead process
+    assert live.status_code == 200  # a slow store is not a dead process ...
+    assert hung.status_code == 503  # ... until its batch has run three deadlines: restart it
+    assert hung.json() == {"error": "not alive: pipeline hung"}
 
 
 HEALTH = {
@@ -189,3 +193,65 @@ def test_compose_serves_with_a_token_and_the_host_check() -> None:
     command = serve["command"]
     hosts = [command[i + 1] for i, arg in enumerate(command) if arg == "--allowed-host"]
     assert "--open-without-token" not in command and hosts and "*" not in hosts
+
+
+class SteppingPipeline(FaultyPipeline):
+    """Works in 100 steps of 50 ms, asking ``stop_when`` between them as the pipeline does
+    between its stages."""
+
+    stop_when = None
+    steps = 0
+
+    def verify_many(self, claims: list[str]) -> list[Any]:
+        import time
+
+        for _ in range(100):
+            if self.stop_when is not None and self.stop_when():
+                raise WorkAbandoned("stopped")
+            time.sleep(0.05)
+            self.steps += 1
+        return super().verify_many(claims)
+
+    def settled(self) -> int:
+        """The steps taken, once they stopped moving."""
+        import time
+
+        while True:
+            before = self.steps
+            time.sleep(0.3)
+            if self.steps == before:
+                return before
+
+
+def test_a_request_past_its_deadline_stops_its_work() -> None:
+    pipeline = SteppingPipeline()
+    with client(pipeline, request_timeout=0.5) as http:
+        answer = http.post("/v1/verify", json={"claim": "One claim."})
+        steps = pipeline.settled()
+    assert answer.status_code == 504
+    assert steps < 30  # stopped within a step of its deadline, not after 100
+
+
+def test_a_client_gone_mid_request_stops_its_work() -> None:
+    import httpx
+    import uvicorn
+
+    from feverous_es.serve.process import free_port
+
+    pipeline = SteppingPipeline()
+    port = free_port()
+    app = create_app(pipeline, health={})  # type: ignore[arg-type]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            thread.join(0.05)
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes its connection
+            httpx.post(f"http://127.0.0.1:{port}/v1/verify", json={"claim": "x"}, timeout=0.5)
+        steps = pipeline.settled()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert steps < 30  # the work stopped soon after the client left
+

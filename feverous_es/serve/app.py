@@ -43,11 +43,11 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Depends, FastAPI, Request
 from fastapi import HTTPException as FastAPIHTTPException
@@ -90,7 +90,14 @@ from feverous_es.verdict.inputs import TEXT_TYPES
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
 
 MAX_CLAIM_CHARS = 1000  # a FEVEROUS claim is 10-60 words; 1,000 characters is far beyond
+T = TypeVar("T")
+HUNG = 3  # a batch running this many request deadlines is hung: liveness fails
+PIPELINE_HUNG = "pipeline hung"
+DISCONNECT_POLL = 0.25  # seconds between two looks at whether a waiting client is still there
 MAX_BATCH_CLAIMS = 64
+# A request's work: claims times retrieval rounds at most (the first and each hop); 64 claims at
+# the default 7 hops fit, 64 at 10 hops do not.
+MAX_CLAIM_ROUNDS = 512
 MAX_HOPS = 10
 MAX_K = 100
 MAX_EVIDENCE_PIECES = 256
@@ -267,7 +274,9 @@ def create_app(
 
     @api_post("/v1/verify", summary="Verify one claim", responses=_api_answers(VerifyAnswer))
     async def verify(body: VerifyRequest, request: Request) -> dict[str, Any]:
-        [result] = await worker.verify([body.claim], body.hops, timeout=request_timeout)
+        [result] = await _while_connected(
+            request, worker.verify([body.claim], body.hops, timeout=request_timeout)
+        )
         logged(request, [result])
         answer = result_to_dict(result)
         if body.evidence_scores:
@@ -279,7 +288,13 @@ def create_app(
     @api_post("/v1/verify/batch", summary="Verify many claims, batched",
               responses=_api_answers(BatchAnswer))  # fmt: skip
     async def verify_batch(body: BatchRequest, request: Request) -> dict[str, Any]:
-        results = await worker.verify(body.claims, body.hops, timeout=request_timeout)
+        rounds = 1 + (pipeline.config.hops if body.hops is None else body.hops)
+        if len(body.claims) * rounds > MAX_CLAIM_ROUNDS:
+            raise ServeError(422, f"{len(body.claims)} claims by {rounds} retrieval rounds is "
+                             f"over {MAX_CLAIM_ROUNDS}: send fewer claims or hops")  # fmt: skip
+        results = await _while_connected(
+            request, worker.verify(body.claims, body.hops, timeout=request_timeout)
+        )
         logged(request, results)
         return {"results": [result_to_dict(r) for r in results]}
 
@@ -330,6 +345,11 @@ def create_app(
     async def live() -> dict[str, str]:
         if worker.failure is not None:  # only a restart brings the thread back (the log says why)
             raise ServeError(503, f"not alive: {PIPELINE_STOPPED}")
+        if request_timeout is not None and worker.running_for() > HUNG * request_timeout:
+            # A batch past several deadlines is hung (a stage that never returns): only a
+            # restart frees the thread.
+            log.error("not alive: a batch has run %.0f s", worker.running_for())
+            raise ServeError(503, f"not alive: {PIPELINE_HUNG}")
         return {"status": "alive"}
 
     @app.get("/v1/health/ready", summary="Readiness: the store answers, the pipeline runs",
@@ -374,6 +394,30 @@ def _without_paths(health: dict[str, Any]) -> dict[str, Any]:
     return {**health, "store": store, "models": models}
 
 
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
+async def _while_connected(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result; if the client goes away first, ``work`` is cancelled (the worker
+    drops the request, or stops its batch at the next stage when nobody else waits for it)."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        raise ClientGone
+    return task.result()
+
+
+async def _disconnect(request: Request) -> None:
+    while not await request.is_disconnected():
+        await asyncio.sleep(DISCONNECT_POLL)
+
+
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -395,6 +439,10 @@ def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
     async def http_error(_: Request, error: HTTPException) -> JSONResponse:
         message = {404: "not found", 405: "method not allowed"}.get(error.status_code)
         return _error(error.status_code, message or str(error.detail), error.headers)
+
+    @app.exception_handler(ClientGone)
+    async def gone(_: Request, error: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it; the log and metrics count it
 
     @app.exception_handler(QueueFull)
     async def busy(_: Request, error: QueueFull) -> JSONResponse:

@@ -14,13 +14,14 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from feverous_es.errors import FeverousError
+from feverous_es.errors import FeverousError, WorkAbandoned
 from feverous_es.runtime.costs import METER
 from feverous_es.runtime.malloc import release_free_memory
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
@@ -90,6 +91,7 @@ class PipelineWorker:
         self._in_flight: list[_Job] = []
         self.batches = 0
         self.failure: str | None = None  # why the thread ended, if it did
+        self.batch_started: float | None = None  # monotonic time the running batch began
         self.closing: str | None = None  # set by cut_off: why waiting requests are refused
 
     def start(self) -> None:
@@ -119,6 +121,11 @@ class PipelineWorker:
     @property
     def waiting(self) -> int:
         return self._queue.qsize()
+
+    def running_for(self) -> float:
+        """Seconds the batch now running has run (0 when none runs)."""
+        started = self.batch_started
+        return 0.0 if started is None else time.monotonic() - started
 
     async def verify(
         self, claims: Sequence[str], hops: int | None = None, *, timeout: float | None = None
@@ -183,8 +190,12 @@ class PipelineWorker:
             batch = self._in_flight = self._batch(job)
             claims = [claim for j in batch for claim in j.claims]
             seconds, costs = dict(self.pipeline.seconds), _total(self.pipeline.costs)
+            self.pipeline.stop_when = partial(_abandoned, batch)
+            self.batch_started = time.monotonic()
             try:
                 results = self._verify(claims, job.hops)
+            except WorkAbandoned:  # every request of the batch went away: nobody to answer
+                log.info("a batch of %d claims stopped: nobody waits for it", len(claims))
             except Exception as error:
                 self._answer_alone(batch, error)
             else:
@@ -192,6 +203,8 @@ class PipelineWorker:
                 for j in batch:
                     _settle(j.future, partial(list, results[start : start + len(j.claims)]))
                     start += len(j.claims)
+            finally:
+                self.pipeline.stop_when, self.batch_started = None, None
             self._in_flight = []
             self.batches += 1
             self._after(partial(self._observe, len(claims), seconds, costs))
@@ -268,6 +281,11 @@ class PipelineWorker:
             return self.pipeline.verify_many(claims)
         finally:
             self.pipeline.config = config
+
+
+def _abandoned(batch: Sequence[_Job]) -> bool:
+    """Whether every request of ``batch`` went away (deadline passed, client gone)."""
+    return all(job.future.cancelled() for job in batch)
 
 
 def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from feverous_es.errors import EmptyClaimError
+from feverous_es.errors import EmptyClaimError, WorkAbandoned
 from feverous_es.index.backends import open_store
 from feverous_es.index.store import PageHit
 from feverous_es.input_text import clean_text
@@ -122,6 +122,9 @@ class Pipeline:
         self._verdict: VerdictModel | None = None
         self.seconds: dict[str, float] = defaultdict(float)
         self.costs: dict[str, Counter[str]] = defaultdict(Counter)
+        # Asked before each stage (each hop round too): True stops the work with WorkAbandoned
+        # (the service sets it while nobody waits for a batch's answer any more).
+        self.stop_when: Callable[[], bool] | None = None
         self._tallying = threading.Lock()
         workers = context.store.concurrent_claims
         self._claim_threads = ThreadPoolExecutor(workers) if workers > 1 else None
@@ -192,7 +195,10 @@ class Pipeline:
 
     @contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
-        """Time the block into ``seconds`` and what this thread counts in it into ``costs``."""
+        """Time the block into ``seconds`` and what this thread counts in it into ``costs``;
+        first, stop if :attr:`stop_when` says so."""
+        if self.stop_when is not None and self.stop_when():
+            raise WorkAbandoned(f"stopped before the {stage} stage: nobody waits for the answer")
         started = time.perf_counter()
         with METER.tally() as counted:
             try:
