@@ -161,6 +161,8 @@ def test_a_loopback_service_answers_only_loopback_host_names() -> None:
             host: http.get("/v1/health/live", headers={"Host": host}).status_code
             for host in ("localhost:8080", "127.0.0.1:8080", "[::1]:8080", "evil.example:8080")
         }
+        refused = http.get("/v1/health/live", headers={"Host": "evil.example"})
+    assert refused.json() == {"error": "invalid Host header"}  # the one error body
     assert answers == {
         "localhost:8080": 200, "127.0.0.1:8080": 200, "[::1]:8080": 200, "evil.example:8080": 400,
     }  # fmt: skip

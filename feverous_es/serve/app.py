@@ -376,8 +376,7 @@ def create_app(
     _install_error_handlers(app, metrics)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     if allowed_hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts),
-                           www_redirect=False)  # fmt: skip
+        app.add_middleware(HostCheck, allowed_hosts=allowed_hosts)
     # Outermost: it sees every answer, a 413 or a wrong host's 400 too.
     app.add_middleware(RequestLog, metrics=metrics, routes=app.routes)
     return app
@@ -506,6 +505,35 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class HostCheck:
+    """Starlette's ``TrustedHostMiddleware`` (``Host`` must be one of ``allowed_hosts``), its
+    refusal answered as every other error is: 400 with one ``{"error": …}`` line."""
+
+    _PASSED = "feverous_es.host_ok"
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
+        self.app = app
+        self.check = TrustedHostMiddleware(self._passed, allowed_hosts=list(allowed_hosts),
+                                           www_redirect=False)  # fmt: skip
+
+    async def _passed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[self._PASSED] = True
+        await self.app(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = False
+
+        async def answer(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and not scope.get(self._PASSED):
+                refused = True  # the check's own plain-text answer: ours instead
+                await _error(400, "invalid Host header")(scope, receive, send)
+            elif not refused:
+                await send(message)
+
+        await self.check(scope, receive, answer)
 
 
 def evidence_scores(result: ClaimResult, pipeline: Pipeline) -> dict[str, dict[str, float]]:
