@@ -45,6 +45,10 @@ class IncompatibleIndex(StoreError):
     mapping); the message says whether to rebuild or start a new build."""
 
 
+class IndexChanged(StoreError):
+    """The index's files were removed, replaced or truncated under a running reader."""
+
+
 class ModelError(FeverousError):
     """Model files that are missing, corrupt, or cannot be installed or loaded here."""
 

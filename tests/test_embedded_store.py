@@ -715,3 +715,31 @@ def test_an_index_of_format_2_is_still_read(
     query = store.vectors.query(key_vector("Page7_row_0_1"))
     assert store.search_vector(query, k=1)[0].element.id.startswith("Page7_cell_0_1_")
     store.close()
+
+
+def test_a_mapped_vector_file_truncated_under_a_reader_is_an_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    # In a process of its own: without the check, the read past the file's new end is SIGBUS.
+    script = f"""
+import numpy as np
+from pathlib import Path
+from feverous_es.errors import IndexChanged
+from feverous_es.index.embedded import vectors
+vectors._IN_MEMORY_BYTES = 0  # mapped, as a large index's vectors are
+path = Path({str(tmp_path / "vectors.f16")!r})
+np.ones((4096, 64), dtype=np.float16).tofile(path)
+matrix = vectors.VectorMatrix(path, 64, 4096, np.float16)
+query = matrix.query(np.ones(64))
+assert len(matrix.search(query, 3)[0]) == 3
+with open(path, "r+b") as file:
+    file.truncate(1024)
+try:
+    matrix.search(query, 3)
+except IndexChanged as error:
+    print("refused:", error)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused:") and "truncated" in done.stdout

@@ -289,3 +289,38 @@ def test_slow_and_idle_clients_are_closed_while_others_are_answered(server) -> N
     assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers[:300])  # told why
     assert set(answers[300:]) <= {b"", answers[0]}  # silent ones: closed (or told the same)
     assert http.get("/v1/health/live").status_code == 200
+
+
+def test_an_index_removed_under_the_server_makes_it_unready_with_a_category(
+    sample_index, tmp_path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "index"
+    shutil.copytree(sample_index, copy)
+    with running_server(copy, token=TOKEN) as server:
+        assert httpx.get(server.url + "/v1/health/ready").status_code == 200
+        (copy / "elements.sqlite").unlink()  # the open handle still reads: the check must see it
+        deadline = time.monotonic() + 30
+        while (ready := httpx.get(server.url + "/v1/health/ready")).status_code == 200:
+            assert time.monotonic() < deadline, "readiness never noticed"
+            time.sleep(0.5)
+        assert ready.json() == {"error": "not ready: index changed"}  # no path
+        assert str(copy) not in ready.text
+        assert server.process.poll() is None  # still up: an orchestrator moves traffic away
+
+
+def test_a_model_file_gone_makes_readiness_fail_with_a_category(tmp_path) -> None:
+    model = tmp_path / "model.int8.onnx"
+    model.write_bytes(b"onnx")
+
+    class Answering:
+        def ping(self, timeout: float) -> None:
+            pass
+
+    readiness = Readiness(Answering(), model_files=[model], ttl=0)  # type: ignore[arg-type]
+    assert asyncio.run(readiness.check()).ready
+    model.unlink()
+    check = asyncio.run(readiness.check())
+    assert not check.ready and check.category == "model missing"
+    assert str(model) in check.detail  # for the log and the token holder, not the probe

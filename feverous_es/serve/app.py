@@ -226,6 +226,7 @@ def create_app(
         pipeline.context.store, stopped=lambda: worker.failure,
         on_store_error=metrics.observe_store_error,
         on_check=lambda check: metrics.ready.set(1 if check.ready else 0),
+        model_files=[Path(m["path"]) / f for m in health.get("models", ()) for f in m["files"]],
     )  # fmt: skip
     public_health = health if token is not None else _without_paths(health)
 

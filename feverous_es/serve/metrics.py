@@ -40,7 +40,13 @@ from prometheus_client import (
     generate_latest,
 )
 
-from feverous_es.errors import IncompatibleIndex, StoreError, StoreUnauthorized, StoreUnreachable
+from feverous_es.errors import (
+    IncompatibleIndex,
+    IndexChanged,
+    StoreError,
+    StoreUnauthorized,
+    StoreUnreachable,
+)
 from feverous_es.runtime.costs import MODEL_KINDS, STORE_KINDS, read_count_name
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -56,6 +62,7 @@ _STORE_ERROR_KINDS: tuple[tuple[type[StoreError], str], ...] = (
     (StoreUnreachable, "unreachable"),
     (StoreUnauthorized, "unauthorized"),
     (IncompatibleIndex, "incompatible"),
+    (IndexChanged, "changed"),
 )
 
 

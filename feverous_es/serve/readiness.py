@@ -1,8 +1,9 @@
 """Readiness: may this instance take traffic now?
 
-Ready means the pipeline's thread runs and the store answers a cheap query
-(:meth:`Store.ping`) within ``timeout`` seconds (the models are loaded before the server
-listens, so an app that answers has them). The answer is kept for ``ttl`` seconds, so an
+Ready means the pipeline's thread runs, every model file the pipeline runs is still there
+(the models are loaded before the server listens, but a later session reads them again), and
+the store answers a cheap query (:meth:`Store.ping`: the embedded store also checks that its
+files were not removed, replaced or truncated) within ``timeout`` seconds. The answer is kept for ``ttl`` seconds, so an
 orchestrator polling every instance does not load the cluster; concurrent probes share one
 check. The ping runs on a thread of its own, not the pipeline's: a probe must not wait behind a
 queue of claims. :meth:`Readiness.watch` checks every ``interval`` seconds in the background,
@@ -18,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from feverous_es.errors import StoreError
 from feverous_es.index.store import Store
@@ -34,9 +36,11 @@ CATEGORIES = {
     "unreachable": "store unreachable",
     "unauthorized": "store refused the credentials",
     "incompatible": "index incompatible",
+    "changed": "index changed",
     "other": "store error",
 }
 STORE_NOT_ANSWERING = "store not answering"
+MODEL_MISSING = "model missing"
 PIPELINE_STOPPED = "pipeline stopped"
 
 log = logging.getLogger("feverous_es.serve")
@@ -72,8 +76,10 @@ class Readiness:
         timeout: float = TIMEOUT,
         on_store_error: Callable[[StoreError], None] = lambda _: None,
         on_check: Callable[[Check], None] = lambda _: None,
+        model_files: Sequence[Path] = (),
     ) -> None:
         self.store, self.stopped, self.ttl, self.timeout = store, stopped, ttl, timeout
+        self.model_files = list(model_files)  # read again by a later session: they must stay
         self.on_store_error, self.on_check = on_store_error, on_check
         self._last: Check | None = None
         self._checked_at = 0.0
@@ -101,6 +107,8 @@ class Readiness:
             await asyncio.sleep(interval)
 
     async def _probe(self) -> Check:
+        if missing := [str(f) for f in self.model_files if not f.is_file()]:
+            return Check(False, MODEL_MISSING, f"model files gone: {', '.join(missing)}")
         try:
             # The thread's own timeout bounds a store that hangs past its client's timeout.
             await asyncio.wait_for(

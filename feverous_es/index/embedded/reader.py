@@ -33,7 +33,7 @@ from feverous_es.index.embedded.layout import (
     vector_files,
     vector_types,
 )
-from feverous_es.index.embedded.vectors import VectorMatrix
+from feverous_es.index.embedded.vectors import MappedFiles, VectorMatrix
 from feverous_es.index.store import (
     EQUAL_WEIGHTS,
     BuildState,
@@ -154,6 +154,8 @@ class EmbeddedStore:
             # serialized here, so threads may share the connection.
             uri = f"file:{quote(str(self.path / SQLITE))}?mode=rw"
             self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._files = MappedFiles()
+            self._files.add(self.path / SQLITE)
             ensure_title_keys(self.path, self._db)
             self._db.execute("PRAGMA query_only = ON")
             state, vectors = load_state(self._db)
@@ -203,6 +205,9 @@ class EmbeddedStore:
             load_state(self._db)
         except sqlite3.Error as error:
             raise StoreError(f"{self.path} does not answer: {error}") from error
+        self._files.check()  # the database replaced or removed: its open handle still answers
+        self._vectors.check()
+        self._page_vectors.check()
 
     def close(self) -> None:
         self._db.close()

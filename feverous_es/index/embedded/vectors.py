@@ -24,7 +24,7 @@ from numpy.typing import DTypeLike
 import onnxruntime  # noqa: F401  # isort: skip
 from usearch.index import Index  # isort: skip
 
-from feverous_es.errors import IncompatibleIndex  # isort: skip
+from feverous_es.errors import IncompatibleIndex, IndexChanged  # isort: skip
 
 # Exact search costs ~23 ms per query over 290k x 384 on 2 cores (memory bound, linear in
 # rows). HNSW costs ~3 ms per graph, but its build ~0.2 ms per vector (~60 s for 280k). Below
@@ -170,6 +170,42 @@ def _build_graph(
     os.replace(tmp, out)
 
 
+class MappedFiles:
+    """The files a reader maps into memory, with their size and identity when opened.
+
+    A mapped file truncated under the process ends it with SIGBUS at the first read past the
+    new end, which no handler can turn into an error; so each read first compares the files
+    with what was opened (a ``stat`` each, microseconds) and raises :class:`IndexChanged`
+    instead. (A truncation between the check and the read still crashes: the window is a
+    search's length, not the server's lifetime.)"""
+
+    def __init__(self) -> None:
+        self._opened: dict[Path, tuple[int, int]] = {}
+
+    def add(self, *paths: Path) -> None:
+        for path in paths:
+            self._opened[path] = _identity(path)
+
+    def check(self) -> None:
+        """Raise :class:`IndexChanged` if a file was removed, replaced or cut shorter (a build in
+        progress only appends: growing is fine)."""
+        for path, (inode, size) in self._opened.items():
+            try:
+                now = os.stat(path)
+            except OSError:
+                now = None
+            if now is None or now.st_ino != inode or now.st_size < size:
+                raise IndexChanged(
+                    f"{path} was removed, replaced or truncated after the index was opened: "
+                    "restart the reader on a complete index"
+                )
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_ino, stat.st_size
+
+
 class VectorMatrix:
     """Read side: the first ``rows`` vectors of a file, searched by cosine similarity.
 
@@ -188,6 +224,7 @@ class VectorMatrix:
     ) -> None:
         self.dim = dim
         self.rows = rows
+        self._mapped = MappedFiles()
         self._matrix: np.ndarray = (
             np.memmap(path, dtype=dtype, mode="r", shape=(rows, dim))
             if rows
@@ -197,6 +234,8 @@ class VectorMatrix:
             # Small matrices (the page vectors, small indexes) are scanned whole per query:
             # kept as float32 in memory, a scan skips the per-query float16 conversion.
             self._matrix = np.array(self._matrix, dtype=np.float32)
+        elif rows:
+            self._mapped.add(path)
         # Each group's rows, with its shards' graphs (none: searched exactly).
         self._groups: list[tuple[np.ndarray, list[Index]]] = []
         if groups is not None:
@@ -204,6 +243,7 @@ class VectorMatrix:
                 members = np.flatnonzero(groups == group)
                 files = group_graphs(path, int(group))
                 loaded = [_restored(file) for file in files]
+                self._mapped.add(*files)
                 if sum(len(graph) for graph in loaded) not in (0, len(members)):
                     raise IncompatibleIndex(
                         f"the graphs of group {group} do not match its vectors; rebuild the index"
@@ -213,8 +253,13 @@ class VectorMatrix:
                     graph.expansion_search = HNSW_EXPANSION_SEARCH  # type: ignore[misc]
                 self._groups.append((members, loaded))
 
+    def check(self) -> None:
+        """Raise :class:`IndexChanged` if a file this matrix maps changed since it was opened."""
+        self._mapped.check()
+
     def get(self, rows: np.ndarray) -> np.ndarray:
         """The stored vectors of ``rows``, as float32."""
+        self._mapped.check()
         return np.asarray(self._matrix[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
 
     @property
@@ -245,6 +290,7 @@ class VectorMatrix:
         page or a table). ``allowed`` is a boolean mask over all rows. With graphs, each group
         gives candidates (see :meth:`_candidates`), all rescored exactly.
         """
+        self._mapped.check()
         if rows is None and self.has_hnsw and not exact:
             rows = np.unique(
                 np.concatenate(
