@@ -107,6 +107,7 @@ def test_a_store_that_hangs_is_a_504_within_the_deadline_and_does_not_hold_the_e
     pipeline.release.set()
     assert answer.status_code == 504
     assert answer.json()["error"].startswith("no answer within 0.5 s")
+    assert answer.json()["error"].endswith(f"(request {answer.headers['x-request-id']})")
     assert live.status_code == 200  # a slow store is not a dead process ...
     assert hung.status_code == 503  # ... until its batch has run three deadlines: restart it
     assert hung.json() == {"error": "not alive: pipeline hung"}

@@ -445,9 +445,9 @@ def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
         return Response(status_code=499)  # nobody reads it; the log and metrics count it
 
     @app.exception_handler(QueueFull)
-    async def busy(_: Request, error: QueueFull) -> JSONResponse:
+    async def busy(request: Request, error: QueueFull) -> JSONResponse:
         metrics.rejected.inc()
-        return _error(503, str(error), {"Retry-After": "1"})
+        return _error(503, _with_id(request, str(error)), {"Retry-After": "1"})
 
     @app.exception_handler(FeverousError)
     async def failed(request: Request, error: FeverousError) -> JSONResponse:
@@ -455,9 +455,9 @@ def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
         if isinstance(error, BadTextError):
             return _error(422, str(error))
         if isinstance(error, RequestTimeout):
-            return _error(504, str(error))
+            return _error(504, _with_id(request, str(error)))
         if isinstance(error, ShuttingDown):
-            return _error(503, str(error))
+            return _error(503, _with_id(request, str(error)))
         # The rest may name a URL, a path or an exception: a category for the caller.
         if isinstance(error, StoreError):
             metrics.observe_store_error(error)
@@ -474,10 +474,19 @@ def _install_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
 def _internal(request: Request, status: int, category: str, error: Exception) -> JSONResponse:
     """An answer that tells the caller ``category`` and the request's id, and the log (once,
     under that id) the error itself."""
-    request_id = getattr(request.state, "request_id", "-")
+    request_id = _request_id(request)
     log.error("request %s failed (%s): %s", request_id, category, error,
               exc_info=error if status == 500 else None)  # fmt: skip
     return _error(status, f"{category} (request {request_id}: the server log has the details)")
+
+
+def _with_id(request: Request, message: str) -> str:
+    """A 5xx message in the service's own words, with the request's id to find its log line."""
+    return f"{message} (request {_request_id(request)})"
+
+
+def _request_id(request: Request) -> str:
+    return str(getattr(request.state, "request_id", "-"))
 
 
 class BodyLimit:

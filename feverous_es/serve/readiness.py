@@ -3,11 +3,12 @@
 Ready means the pipeline's thread runs, every model file the pipeline runs is still there
 (the models are loaded before the server listens, but a later session reads them again), and
 the store answers a cheap query (:meth:`Store.ping`: the embedded store also checks that its
-files were not removed, replaced or truncated) within ``timeout`` seconds. The answer is kept for ``ttl`` seconds, so an
-orchestrator polling every instance does not load the cluster; concurrent probes share one
-check. The ping runs on a thread of its own, not the pipeline's: a probe must not wait behind a
-queue of claims. :meth:`Readiness.watch` checks every ``interval`` seconds in the background,
-so the readiness metric is right from the start, whether anything probes or not.
+files were not removed, replaced or truncated) within ``timeout`` seconds. The answer is kept
+for ``ttl`` seconds, so an orchestrator polling every instance does not load the cluster;
+concurrent probes share one check. The ping runs on a thread of its own, not the pipeline's: a
+probe must not wait behind a queue of claims. :meth:`Readiness.watch` checks every
+``interval`` seconds in the background, so the readiness metric is right from the start,
+whether anything probes or not.
 
 A check that fails has a public ``category`` (``store unreachable``, ``store not answering``,
 …: what anyone may read, with no host, port or path in it) and a ``detail`` (the error itself,
