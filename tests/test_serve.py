@@ -356,6 +356,26 @@ def test_one_raising_claim_fails_only_its_own_request() -> None:
     assert batches == [["a"], ["b", "poison", "d"], ["b"], ["poison"], ["d"]]  # then one by one
 
 
+def test_every_status_the_server_answered_is_documented(server) -> None:
+    """Real answers of the verify route, each status in OpenAPI with the error body."""
+    route = "/v1/verify"
+    answers = [
+        server.post(route, json={"claim": CLAIM}),
+        server.post(route, content=b'{"claim": ', headers={"Content-Type": "application/json"}),
+        httpx.post(str(server.base_url) + route, json={"claim": CLAIM}),  # no token
+        server.post(route, content=b"x" * (MAX_BODY_BYTES + 1)),
+        server.post(route, json={"claim": " "}),
+    ]
+    documented = server.get("/openapi.json").json()["paths"][route]["post"]["responses"]
+    for answer in answers:
+        assert str(answer.status_code) in documented, answer.status_code
+        if answer.status_code != 200:
+            schema = documented[str(answer.status_code)]["content"]["application/json"]
+            assert schema["schema"] == {"$ref": "#/components/schemas/ErrorAnswer"}
+            assert set(answer.json()) == {"error"}
+    assert {a.status_code for a in answers} == {200, 400, 401, 413, 422}
+
+
 def test_strange_text_has_one_rule_on_every_route(server) -> None:
     answer = server.post("/v1/verify", json={"claim": "Paris\x00 is in \u202eFrance.\x1b"})
     assert answer.status_code == 200 and answer.json()["claim"] == "Paris  is in France. "

@@ -46,6 +46,8 @@ class FaultyPipeline:
             raise Stopped("a plugin ended the thread")
         if self.fault == "hang":
             self.release.wait(30)  # a store that neither answers nor fails
+        if self.fault == "value-error":
+            raise ValueError("a plugin's bug, with /srv/secret/path in its message")
         return [ClaimResult(claim, Verdict(Label.SUPPORTS, 0.9, {}), [], []) for claim in claims]
 
     def ping(self, timeout: float) -> None:
@@ -257,4 +259,22 @@ def test_a_client_gone_mid_request_stops_its_work() -> None:
         server.should_exit = True
         thread.join(10)
     assert steps < 30  # the work stopped soon after the client left
+
+
+def test_every_status_a_fault_answers_is_documented_with_the_error_body() -> None:
+    """The statuses are those real answers had, not a list written beside the code."""
+    answered: set[int] = set()
+    for fault, options in (("base-exception", {}), ("hang", {"request_timeout": 0.3}),
+                           ("value-error", {})):  # fmt: skip
+        pipeline = FaultyPipeline(fault)
+        with client(pipeline, **options) as http:
+            answer = http.post("/v1/verify", json={"claim": "One claim."})
+            documented = http.app.openapi()["paths"]["/v1/verify"]["post"]["responses"]
+            pipeline.release.set()
+        assert set(answer.json()) == {"error"} and "\n" not in answer.json()["error"]
+        assert "/srv" not in answer.text and "Error" not in answer.text  # nothing internal
+        answered.add(answer.status_code)
+        schema = documented[str(answer.status_code)]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/ErrorAnswer"}, answer.status_code
+    assert answered == {500, 503, 504}
 

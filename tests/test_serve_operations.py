@@ -106,7 +106,7 @@ def test_metrics_are_prometheus_text_and_move_with_requests(server) -> None:
     too_large = ("feverous_es_requests_total",
                  (("method", "POST"), ("route", "/v1/verify"), ("status", "413")))  # fmt: skip
     assert http.post("/v1/verify", content=b"x" * (MAX_BODY_BYTES + 1)).status_code == 413
-    for n in range(30):  # invented methods: one OTHER series, not one a name
+    for n in range(300):  # invented methods: one OTHER series, not one a name
         http.request(f"INVENTED{n}", "/v1/verify")
     last = samples(http.get("/metrics").text)
     assert last[unmatched] - after.get(unmatched, 0) == 2
