@@ -290,22 +290,42 @@ def test_slow_and_idle_clients_are_closed_while_others_are_answered(server) -> N
     assert http.get("/v1/health/live").status_code == 200
 
 
-def test_an_index_removed_under_the_server_makes_it_unready_with_a_category(
+def test_a_model_or_the_index_gone_under_the_server_makes_it_unready_with_a_category(
     sample_index, tmp_path
 ) -> None:
     import shutil
 
-    copy = tmp_path / "index"
+    from feverous_es.verdict.readers import reader_dirs
+
+    copy, model = tmp_path / "index", tmp_path / "verdict"
     shutil.copytree(sample_index, copy)
-    with running_server(copy, token=TOKEN) as server:
-        assert httpx.get(server.url + "/v1/health/ready").status_code == 200
-        (copy / "elements.sqlite").unlink()  # the open handle still reads: the check must see it
+    shutil.copytree(reader_dirs(None)[0], model)
+    config = tmp_path / "pipeline.toml"
+    config.write_text(f'[options.verdict]\nmodel = "{model}"\n')
+
+    def unready_with() -> dict:
         deadline = time.monotonic() + 30
         while (ready := httpx.get(server.url + "/v1/health/ready")).status_code == 200:
             assert time.monotonic() < deadline, "readiness never noticed"
             time.sleep(0.5)
-        assert ready.json() == {"error": "not ready: index changed"}  # no path
-        assert str(copy) not in ready.text
+        assert str(tmp_path) not in ready.text  # a category, no path
+        return ready.json()
+
+    with running_server(copy, token=TOKEN, args=("--config", str(config))) as server:
+        assert httpx.get(server.url + "/v1/health/ready").status_code == 200
+        onnx = next(model.glob("*.onnx"))
+        kept = onnx.read_bytes()
+        onnx.unlink()  # a cache cleared under the server
+        assert unready_with() == {"error": "not ready: model missing"}
+        onnx.write_bytes(kept)
+        (copy / "elements.sqlite").unlink()  # the open handle still reads: the check must see
+        deadline = time.monotonic() + 30
+        while httpx.get(server.url + "/v1/health/ready").json() == {
+            "error": "not ready: model missing"
+        }:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert unready_with() == {"error": "not ready: index changed"}
         assert server.process.poll() is None  # still up: an orchestrator moves traffic away
 
 
