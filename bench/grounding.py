@@ -42,6 +42,7 @@ from feverous_es.training.grounding import (
     read_grounding_pairs,
     support_scores,
 )
+from feverous_es.training.grounding_settings import WINDOW_SIZES, compare_settings, score_windows
 from feverous_es.verdict.entailment import EntailmentModel, evidence_premise
 
 WICE_DEV = DATA / "grounding" / "wice_dev.jsonl"
@@ -152,3 +153,69 @@ def grounding(
     figures["five_claims_1000_words"] = latency(model, wice)
     print(f"five claims, 1,000-word source: {figures['five_claims_1000_words']}")
     return figures
+
+
+DEV_SETS = {
+    "wice": "wice_dev.jsonl",
+    "lfqa": "lfqa_dev.jsonl.gz",
+    "factcheck_gpt": "factcheck_gpt_dev.jsonl.gz",
+}
+
+
+def dev_sets(per_set: int | None, seed: int = 13) -> dict[str, list[GroundingPair]]:
+    """The three grounding dev sets (a seeded sample of ``per_set`` pairs each when given)."""
+    from feverous_es.training.datasets import sample
+
+    sets = {}
+    for name, file in DEV_SETS.items():
+        pairs = read_grounding_pairs(DATA / "grounding" / file)
+        sets[name] = sample(pairs, per_set, seed, key=lambda p: ("grounding", p.claim))
+    return sets
+
+
+def grounding_settings(
+    context: Context,
+    *,
+    readers: tuple[str, ...] = ("default", "large"),
+    per_set: int | None = None,
+    per_file: int = 150,
+    words: int = 600,
+    sizes: tuple[int, ...] = WINDOW_SIZES,
+) -> dict:
+    """Every grounding setting (window size, windows read, threshold) of each reader, scored on
+    WiCE, LFQA and FactCheck-GPT dev and our own long sources: each set's two-fold balanced
+    accuracy and their mean (the chosen setting: the best mean), beside the reader's stored
+    settings; and the seconds a claim per 1,000 source words of each setting."""
+    sets = dev_sets(per_set)
+    sets["own"] = own_pairs(context.place("wiki"), per_file, words)
+    print("pairs:", {name: len(pairs) for name, pairs in sets.items()})
+    figures: dict = {"pairs": {name: len(pairs) for name, pairs in sets.items()}}
+    for reader in readers:
+        model = EntailmentModel(reader)
+        scored, seconds = {}, {}
+        for size in sizes:
+            started = time.perf_counter()
+            scored[size] = {name: score_windows(model, pairs, size) for name, pairs in sets.items()}
+            seconds[size] = time.perf_counter() - started
+        rows = compare_settings(scored, per_claim={"own": 2})  # with and without gold
+        stored = {"window_words": model.window_words, "max_windows": model.max_windows}
+        for row in rows:
+            row["stored"] = {k: row[k] for k in stored} == stored
+        figures[reader] = {"settings": rows, "chosen": rows[0], "stored_threshold": model.threshold,
+                           "read_seconds_by_size": seconds}  # fmt: skip
+        _print_settings(reader, rows)
+    return figures
+
+
+def _print_settings(reader: str, rows: list[dict]) -> None:
+    names = list(rows[0]["two_fold"])
+    print(f"reader {reader}: two-fold balanced accuracy (threshold chosen jointly on the other "
+          "half of every set)")  # fmt: skip
+    print(f"  {'words':>5} {'windows':>7} {'threshold':>9} " + " ".join(f"{n:>13}" for n in names)
+          + f" {'mean':>6}")  # fmt: skip
+    for i, row in enumerate(rows):
+        mark = "  <- chosen" if i == 0 else ("  (stored)" if row["stored"] else "")
+        kept = "all" if row["max_windows"] is None else row["max_windows"]
+        cells = " ".join(f"{row['two_fold'][n]:>13.1%}" for n in names)
+        print(f"  {row['window_words']:>5} {kept!s:>7} {row['threshold']:>9.4f} {cells} "
+              f"{row['mean']:>6.1%}{mark}")  # fmt: skip

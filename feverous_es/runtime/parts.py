@@ -66,7 +66,11 @@ def joined_model_dir(packaged: Path, *, cache: Path | None = None) -> Path:
     joined: dict[str, dict[str, Any]] = manifest.get(JOINED_KEY) or {}
     if not joined:
         raise ModelError(f"{packaged} ships no split files (no '{JOINED_KEY}' in its manifest)")
-    key = hashlib.sha256("".join(e["sha256"] for e in joined.values()).encode()).hexdigest()
+    # Every file's digest names the joined copy: a file changed in the package (a new
+    # grounding.json beside the same weights) makes a new one, never a stale cache.
+    digests = [e["sha256"] for e in joined.values()]
+    digests += [str(f.get("sha256")) for _, f in sorted(manifest.get("files", {}).items())]
+    key = hashlib.sha256("".join(digests).encode()).hexdigest()
     out = (cache or models_dir()) / f"{packaged.name}-{key[:12]}"
     if manifest_complete(out):
         return out

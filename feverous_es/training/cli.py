@@ -23,7 +23,7 @@ from feverous_es.training.options import (
     training_run,
     work_dir,
 )
-from feverous_es.verdict.windows import MAX_WINDOWS, WINDOW_WORDS
+from feverous_es.verdict.readers import DEFAULT_READER, READERS
 
 if TYPE_CHECKING:
     from feverous_es.training.features.data import RunOptions as FeatureRunOptions
@@ -245,61 +245,66 @@ def verdict_large_command(
 
 
 @train_group.command("grounding")
-@click.argument("data", type=EXISTING_FILE)
+@click.argument("data", type=EXISTING_FILE, nargs=-1, required=True)
 @click.option(
-    "--reader-dir", required=True,
-    type=EXISTING_FOLDER,
-    help="The reader's model directory: grounding.json is written into it (for the package's "
-    "default reader, feverous_es/models/verdict).",
+    "--reader-dir", type=EXISTING_FOLDER, default=None,
+    help="A reader's model directory (a `train verdict` output): read, and grounding.json "
+    "written into it. Default: the package's --reader.",
 )  # fmt: skip
 @click.option(
-    "--window-words", type=click.IntRange(min=10), default=WINDOW_WORDS,
-    help="Words of source a window holds.",
+    "--reader", type=click.Choice(list(READERS)), default=DEFAULT_READER, show_default=True,
+    help="The package's reader whose settings are chosen (written beside its first model).",
 )  # fmt: skip
 @click.option(
-    "--max-windows", type=COUNT, default=MAX_WINDOWS,
-    help="Windows read a claim: those sharing the most words with it.",
+    "--window-words", type=click.IntRange(min=10), multiple=True,
+    help="Window sizes tried (repeat; default 80, 120, 200 words).",
 )  # fmt: skip
-def grounding_command(data: Path, reader_dir: Path, window_words: int, max_windows: int) -> None:
-    """Choose the reader's grounding threshold on DATA (WiCE's layout: doc, claim, label 1 =
-    supported) and store it with the reader, for `entail` and every other entry point: the
-    P(SUPPORTS) of a claim's best source window at which it is called supported, the one with
-    the highest balanced accuracy."""
-    import numpy as np
+def grounding_command(
+    data: tuple[Path, ...], reader_dir: Path | None, reader: str, window_words: tuple[int, ...]
+) -> None:
+    """Choose a reader's grounding settings on DATA files (WiCE's layout: doc, claim, label 1 =
+    supported; .jsonl or .jsonl.gz) and store them with the reader, for `entail` and every
+    other entry point: the window size, how many windows a claim reads (the closest by shared
+    words, or all) and the P(SUPPORTS) of the best window at which a claim is supported. The
+    setting with the highest mean balanced accuracy over the files (two-fold: the threshold
+    chosen on the other half of every file) wins; its threshold is then chosen on all pairs."""
+    from functools import partial
 
     from feverous_es.console import progress_bars
-    from feverous_es.training.grounding import (
-        best_threshold,
-        read_grounding_pairs,
-        store_threshold,
-        support_scores,
+    from feverous_es.training.grounding import read_grounding_pairs, store_threshold
+    from feverous_es.training.grounding_settings import (
+        WINDOW_SIZES,
+        compare_settings,
+        score_windows,
     )
     from feverous_es.verdict.entailment import EntailmentModel
+    from feverous_es.verdict.readers import packaged_source_dir
 
     with user_errors():
-        pairs = read_grounding_pairs(data)
-        model = EntailmentModel(reader_dir)
-        model.window_words, model.max_windows = window_words, max_windows
+        sets = {path.name: read_grounding_pairs(path) for path in data}
+        model = EntailmentModel(reader_dir or reader)
+        target = reader_dir or packaged_source_dir(reader)
+        sizes = window_words or WINDOW_SIZES
+        scored: dict[int, dict] = {size: {} for size in sizes}
         with progress_bars() as update:
-            done = 0
-
-            def step(count: int) -> None:
-                nonlocal done
-                done += count
-                update("claims read", done, len(pairs))
-
-            scores = support_scores(model, pairs, step)
-        supported = np.array([p.supported for p in pairs])
-        threshold, accuracy = best_threshold(scores, supported)
+            for size in sizes:
+                for name, pairs in sets.items():
+                    bar = partial(update, f"{name}, {size}-word windows")
+                    scored[size][name] = score_windows(model, pairs, size, bar)
+        chosen = compare_settings(scored)[0]
         settings = {
-            "threshold": round(threshold, 4),
-            "window_words": window_words,
-            "max_windows": max_windows,
-            "chosen_on": {"data": data.name, "pairs": len(pairs), "supported": int(supported.sum()),
-                          "balanced_accuracy": round(accuracy, 4)},
+            "threshold": round(chosen["threshold"], 4),
+            "window_words": chosen["window_words"],
+            "max_windows": chosen["max_windows"],
+            "chosen_on": {
+                "data": {name: len(pairs) for name, pairs in sets.items()},
+                "two_fold_balanced_accuracy": {k: round(v, 4) for k, v in
+                                               chosen["two_fold"].items()},
+                "mean": round(chosen["mean"], 4),
+            },
         }  # fmt: skip
-        store_threshold(reader_dir, settings)
-    print_json({"reader": str(reader_dir), **settings})
+        store_threshold(target, settings)
+    print_json({"reader": str(target), **settings})
 
 
 @train_group.command("install")

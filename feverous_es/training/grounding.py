@@ -16,6 +16,7 @@ without them.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -47,9 +48,11 @@ class GroundingPair:
 
 
 def read_grounding_pairs(path: Path) -> list[GroundingPair]:
-    """The pairs of a WiCE-layout JSON-lines file; a bad line is one error naming it."""
+    """The pairs of a WiCE-layout JSON-lines file (gzipped when it ends ``.gz``); a bad line is
+    one error naming it."""
     pairs = []
-    with path.open(encoding="utf-8") as lines:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

@@ -215,7 +215,8 @@ class EntailmentModel:
         grounding = grounding_settings(directories[0])
         self.threshold = float(grounding.get("threshold", DEFAULT_THRESHOLD))
         self.window_words = int(grounding.get("window_words", WINDOW_WORDS))
-        self.max_windows = int(grounding.get("max_windows", MAX_WINDOWS))
+        # None (stored as null): every window is read.
+        self.max_windows: int | None = grounding.get("max_windows", MAX_WINDOWS)
 
     @cached_property
     def models(self) -> list[CrossEncoder]:

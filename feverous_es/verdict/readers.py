@@ -53,6 +53,12 @@ def packaged_model(role: str) -> Path:
     return whole_model_dir(packaged)
 
 
+def packaged_source_dir(reader: str) -> Path:
+    """The package's directory of ``reader``'s first model, where its settings
+    (``grounding.json``) are kept (never the joined copy in the user cache)."""
+    return PACKAGED_MODELS_DIR / READERS[reader][0]
+
+
 def reader_dirs(reader: str | Path | None) -> list[Path]:
     """The model directories a reader averages: those of a name of :data:`READERS` (None: the
     default), else the one directory given."""

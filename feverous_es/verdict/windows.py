@@ -110,10 +110,10 @@ class Source:
         return windows
 
 
-def closest(claim: str, windows: Sequence[Window], keep: int) -> list[int]:
+def closest(claim: str, windows: Sequence[Window], keep: int | None) -> list[int]:
     """The indices, in source order, of the ``keep`` windows sharing the most of the claim's
-    words (stop words aside; the earlier window on a tie)."""
-    if len(windows) <= keep:
+    words (stop words aside; the earlier window on a tie); None keeps them all."""
+    if keep is None or len(windows) <= keep:
         return list(range(len(windows)))
     wanted = marked_words(claim)
     shared = [len(wanted & window.words) for window in windows]

@@ -1,0 +1,126 @@
+"""A reader's grounding settings chosen on several kinds of source at once.
+
+A claim is read against its source in windows (:mod:`feverous_es.verdict.windows`); three
+settings decide its answer: the window's size (``window_words``), how many windows are read
+(``max_windows``: the closest by shared words; ``None``: all) and the threshold on the best
+window's P(SUPPORTS). Settings chosen on one set fit its sources (WiCE's web pages: two
+windows of a thousand words; LFQA's answers need all of a few documents), so every setting is
+scored on every set and the one with the highest *mean* balanced accuracy over the sets wins:
+no one set decides.
+
+Each pair's windows are read once per window size (:func:`score_windows`): every other setting
+is arithmetic on those scores. The figures are two-fold: the threshold is chosen on one half of
+every set's claims (jointly, by the mean over sets) and measured on the other half, both ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from feverous_es.plugins.interfaces import Label
+from feverous_es.text import marked_words
+from feverous_es.training.grounding import GroundingPair, balanced_accuracy
+from feverous_es.verdict.entailment import EntailmentModel, evidence_premise
+from feverous_es.verdict.windows import Source
+
+WINDOW_SIZES = (80, 120, 200)  # words a window holds
+KEEPS: tuple[int | None, ...] = (1, 2, 3, 4, None)  # windows read: the closest k, or all
+CHUNK = 256  # premises read per call: a progress step
+THRESHOLDS = np.round(np.arange(0.01, 1.0, 0.0025), 4)  # the thresholds tried
+
+
+@dataclass(frozen=True)
+class ScoredWindows:
+    """Every window's P(SUPPORTS) of each pair (source order), and the windows in order of the
+    words they share with the claim (most first; the earlier on a tie)."""
+
+    scores: list[np.ndarray]
+    by_overlap: list[np.ndarray]
+    supported: np.ndarray
+
+    def best(self, keep: int | None) -> np.ndarray:
+        """Each pair's best P(SUPPORTS) among its ``keep`` closest windows (None: all)."""
+        return np.array([s[o[:keep]].max() for s, o in zip(self.scores, self.by_overlap,
+                                                              strict=True)])  # fmt: skip
+
+
+def score_windows(
+    model: EntailmentModel,
+    pairs: Sequence[GroundingPair],
+    window_words: int,
+    on_chunk: Callable[[int, int], None] = lambda done, total: None,
+) -> ScoredWindows:
+    """Read every window of every pair's source once (``on_chunk(done, total)``: premises
+    read)."""
+    claims, premises, counts, orders = [], [], [], []
+    for pair in pairs:
+        windows = Source.of([pair.source]).windows(window_words)
+        wanted = marked_words(pair.claim)
+        shared = [len(wanted & w.words) for w in windows]
+        orders.append(np.array(sorted(range(len(windows)), key=lambda i: (-shared[i], i))))
+        counts.append(len(windows))
+        claims += [pair.claim] * len(windows)
+        premises += [evidence_premise(w.texts()) for w in windows]
+    supports = model.labels.index(Label.SUPPORTS)
+    read = []
+    for start in range(0, len(premises), CHUNK):
+        rows = model.probabilities(claims[start : start + CHUNK], premises[start : start + CHUNK])
+        read.append(rows[:, supports])
+        on_chunk(min(start + CHUNK, len(premises)), len(premises))
+    flat = np.concatenate(read) if read else np.zeros(0)
+    scores = np.split(flat, np.cumsum(counts)[:-1]) if counts else []
+    supported = np.array([p.supported for p in pairs])
+    return ScoredWindows(list(scores), orders, supported)
+
+
+def joint_threshold(sets: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """The threshold with the highest mean balanced accuracy over ``sets`` ((scores,
+    supported) each), and that mean."""
+    means = [np.mean([balanced_accuracy(s, x >= t) for x, s in sets]) for t in THRESHOLDS]
+    best = int(np.argmax(means))
+    return float(THRESHOLDS[best]), float(means[best])
+
+
+def two_fold(
+    sets: Mapping[str, tuple[np.ndarray, np.ndarray]], per_claim: Mapping[str, int] | None = None
+) -> dict[str, float]:
+    """Each set's balanced accuracy with the threshold chosen jointly on the other half of
+    every set (claims alternate between halves; ``per_claim``: a set's consecutive pairs of one
+    claim, 1 unless given), averaged over both ways."""
+    figures: dict[str, list[float]] = {name: [] for name in sets}
+    each = per_claim or {}
+    half = {n: (np.arange(len(x)) // each.get(n, 1)) % 2 for n, (x, _) in sets.items()}
+    for chosen, measured in ((0, 1), (1, 0)):
+        threshold, _ = joint_threshold(
+            [(x[half[n] == chosen], s[half[n] == chosen]) for n, (x, s) in sets.items()]
+        )
+        for name, (x, s) in sets.items():
+            on = half[name] == measured
+            figures[name].append(balanced_accuracy(s[on], x[on] >= threshold))
+    return {name: float(np.mean(values)) for name, values in figures.items()}
+
+
+def compare_settings(
+    scored: Mapping[int, Mapping[str, ScoredWindows]], per_claim: Mapping[str, int] | None = None
+) -> list[dict[str, Any]]:
+    """Every setting's figures (``scored``: by window size, each set's windows read;
+    ``per_claim`` as :func:`two_fold` takes it): each set's two-fold balanced accuracy and
+    their mean, the threshold chosen on all of every set (in-sample) and its mean; best
+    first."""
+    rows = []
+    for words, by_set in scored.items():
+        for keep in KEEPS:
+            sets = {name: (w.best(keep), w.supported) for name, w in by_set.items()}
+            folds = two_fold(sets, per_claim)
+            threshold, in_sample = joint_threshold(list(sets.values()))
+            rows.append({
+                "window_words": words, "max_windows": keep, "threshold": threshold,
+                "two_fold": folds, "mean": float(np.mean(list(folds.values()))),
+                "in_sample_mean": in_sample,
+            })  # fmt: skip
+    # A set too small to hold both labels in each half has no two-fold figure (NaN): last.
+    return sorted(rows, key=lambda row: -np.nan_to_num(row["mean"], nan=-1.0))
