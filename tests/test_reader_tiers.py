@@ -165,7 +165,8 @@ def test_one_word_chooses_the_reader_in_the_configuration() -> None:
     assert load_config(environ={}).stage_options("verdict") == {}
     chosen = load_config(environ={}, reader=LARGE_READER).stage_options("verdict")
     assert chosen == {"model": "large"}
-    assert reader_dirs(None) == reader_dirs("default") == [PACKAGED_MODELS_DIR / "verdict"]
+    two_students = [PACKAGED_MODELS_DIR / "verdict", PACKAGED_MODELS_DIR / "verdict-2"]
+    assert reader_dirs(None) == reader_dirs("default") == two_students  # averaged
     assert reader_dirs("/some/model") == [Path("/some/model")]
 
 

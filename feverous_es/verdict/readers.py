@@ -2,13 +2,19 @@
 
 A reader is one packaged model, or several whose label probabilities are averaged:
 
-* ``default``: the ``verdict`` model (all-MiniLM-L6-v2, 22 M, int8), distilled on a GPU from
-  the large model: fast on 2 cores;
-* ``large``: the ``verdict-large`` model (all-mpnet-base-v2, 110 M: the teacher the default was
-  distilled from) averaged with the default one. Chosen on validation claims over the large
-  model alone and over a cascade (the large model reading only what the default one is unsure
-  of): ``bench/readers.py``, docs/verdict.md. ``verdict-large`` ships as parts joined into the
-  user cache on first use (:mod:`~feverous_es.runtime.parts`).
+* ``default``: two all-MiniLM-L6-v2 students (22 M each, int8) averaged: ``verdict``,
+  distilled on an H200 from the large model (2026-11-27), and ``verdict-2``, distilled on an
+  H200 (2026-11-28) from that teacher after two more epochs on the failure classes (a person's
+  true profession, nationality and year and their changed twins, a page's simple facts) beside
+  the first one's pairs. Averaged, they read those classes through the pipeline better than
+  either alone (``verdict-2`` alone refutes true nationalities; ``verdict`` alone true
+  professions) and hold FM2, FEVEROUS-S and TabFact within 0.5 point (docs/verdict.md); the
+  second costs one more small model run a premise;
+* ``large``: the ``verdict-large`` model (all-mpnet-base-v2, 110 M: the teacher the first
+  student was distilled from) averaged with that student (``verdict``). Chosen on validation
+  claims over the large model alone and over a cascade (the large model reading only what the
+  default one is unsure of): ``bench/readers.py``, docs/verdict.md. ``verdict-large`` ships
+  as parts joined into the user cache on first use (:mod:`~feverous_es.runtime.parts`).
 
 * ``auto``: a cascade. The default reader reads every pair; the large tier (as ``large``)
   reads again only the pairs whose top probability under the default one is below
@@ -32,9 +38,9 @@ LARGE_READER = "large"
 AUTO_READER = "auto"
 # A reader's packaged models (roles), whose probabilities it averages.
 READERS: dict[str, tuple[str, ...]] = {
-    DEFAULT_READER: ("verdict",),
+    DEFAULT_READER: ("verdict", "verdict-2"),
     LARGE_READER: ("verdict-large", "verdict"),
-    AUTO_READER: ("verdict",),
+    AUTO_READER: ("verdict", "verdict-2"),
 }
 # The cascade's readers (first, then where it is unsure) and the default reader's top
 # probability under which the second reads a pair.
