@@ -434,7 +434,9 @@ def serve(
     "evidence_files",
     multiple=True,
     type=EXISTING_FILE,
-    help="A document to read CLAIM against (UTF-8 text); repeat for several.",
+    help="A document to read CLAIM against (UTF-8 text); repeat for several, each read on its "
+    "own (no window crosses two; the answer names the one that decided; the -e texts are one "
+    "more).",
 )
 @click.option(
     "--title", default="", show_default=False, help="The page the evidence is from ([Title] text)."
@@ -466,21 +468,24 @@ def entail(
 
     from feverous_es.output.entail_view import print_entailment, print_text_check
     from feverous_es.verdict.entailment import EntailmentModel
-    from feverous_es.verdict.windows import sentence_spans
+    from feverous_es.verdict.windows import PIECE_SEPARATOR, sentence_spans
 
     if not claim.strip():
         fail("the claim is empty", 2)
     pieces = [sys.stdin.read() if e == "-" else e for e in evidence]
-    pieces += [_read_document(path) for path in evidence_files]
-    if not any(p.strip() for p in pieces):
+    files = [_read_document(path) for path in evidence_files]
+    if not any(p.strip() for p in [*pieces, *files]):
         fail("the evidence is empty: give it with -e TEXT, -e - or --evidence-file PATH", 2)
+    # Files beside other evidence are documents read one by one (the -e pieces: one of them).
+    documents = bool(files) and len(files) + bool(pieces) > 1
+    given = [PIECE_SEPARATOR.join(pieces)] * bool(pieces) + files if documents else pieces + files
     reading = EntailmentModel(model or reader, device=device)
     out = Console()
     if len(sentence_spans(claim)) > 1:
-        check = reading.check_text(claim, pieces, title=title)
+        check = reading.check_text(claim, given, title=title, documents=documents)
         print_json(check.to_dict()) if as_json else print_text_check(out, check)
         return
-    result = reading.entail(claim, pieces, title=title)
+    result = reading.entail(claim, given, title=title, documents=documents)
     print_json(result.to_dict()) if as_json else print_entailment(out, result)
 
 

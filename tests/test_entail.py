@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from feverous_es import EntailmentModel, Label
 from feverous_es.cli import main
-from feverous_es.verdict.windows import Source
+from feverous_es.verdict.windows import Source, document_windows
 
 CLAIM = "Henri Schoeman is a South African triathlete."
 EVIDENCE = ["Henri Schoeman (born 3 December 1991) is a South African triathlete."]
@@ -117,3 +117,29 @@ def test_a_document_that_is_not_text_is_one_line(tmp_path: Path) -> None:
         result = runner.invoke(main, ["entail", CLAIM, "--evidence-file", str(path)])
         assert result.exit_code == 2 and message in result.output
         assert result.output.count("\n") == 1
+
+
+def test_several_documents_are_read_one_by_one_and_the_deciding_one_is_named(
+    tmp_path: Path,
+) -> None:
+    first, second = " ".join(FILLER[:20]), " ".join([*FILLER[20:30], FACT, *FILLER[30:35]])
+    windows = document_windows([first, second], 120)
+    assert {w.document for w in windows} == {0, 1}
+    for window in windows:  # each inside one document: offsets into it, none crossing
+        text = (first, second)[window.document or 0]
+        assert text[window.span.start : window.span.end] == window.span.text
+    claim = "Henri Schoeman won a bronze medal at the 2016 Olympics."
+    answer = EntailmentModel().entail(claim, [first, second], documents=True)
+    assert answer.label is Label.SUPPORTS and answer.document == 1
+    assert FACT in second[answer.window.start : answer.window.end]
+    assert EntailmentModel().entail(claim, [first, second]).document is None  # one source
+    paths = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for path, text in zip(paths, (first, second), strict=True):
+        path.write_text(text)
+    result = CliRunner().invoke(
+        main, ["entail", claim, "--json", *(f"--evidence-file={p}" for p in paths)]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["document"] == 1
+    shown = CliRunner().invoke(main, ["entail", claim, *(f"--evidence-file={p}" for p in paths)])
+    assert "of document 2" in " ".join(shown.output.split())  # counted from 1 for a person

@@ -391,3 +391,14 @@ def test_strange_text_has_one_rule_on_every_route(server) -> None:
         sent = json.dumps(body).encode()  # "\\ud83d" escaped: valid JSON, not valid text
         answer = server.post(path, content=sent, headers={"Content-Type": "application/json"})
         one_line_error(answer, 422)  # refused before any stage reads it (pydantic's check)
+
+
+def test_entail_reads_several_documents_one_by_one(server) -> None:
+    documents = ["Paris is the capital of France.", "Henri Schoeman is a South African triathlete."]
+    body = {"claim": "Henri Schoeman is a triathlete.", "evidence": documents, "documents": True}
+    got = server.post("/v1/entail", json=body).json()
+    EntailAnswer.model_validate(got)
+    assert got["label"] == "SUPPORTS" and got["document"] == 1
+    assert documents[1][got["window"]["start"] : got["window"]["end"]] == got["window"]["text"]
+    one_source = server.post("/v1/entail", json={**body, "documents": False}).json()
+    assert one_source["document"] is None

@@ -23,7 +23,8 @@ def _span(answer: Entailment) -> Text:
     for match in _WORD.finditer(shown.plain):
         if marked_words(match.group()) & claim_words:
             shown.stylize("bold", match.start(), match.end())
-    where = f"chars {answer.window.start}-{answer.window.end} of the source"
+    source = "the source" if answer.document is None else f"document {answer.document + 1}"
+    where = f"chars {answer.window.start}-{answer.window.end} of {source}"
     return Text.assemble("  ", shown, (f"  ({where})", "dim"))
 
 

@@ -152,6 +152,11 @@ class EntailRequest(_Strict):
         f"{MAX_SOURCE_CHARS} characters (413 beyond): a sentence, a page, a document.",
     )  # fmt: skip
     title: str = Field("", max_length=200, description="The page the evidence is from.")
+    documents: bool = Field(
+        False, description="Each evidence item is a document of its own (an answer's sources, "
+        "a RAG answer's passages): no window crosses two, and the answer names the one that "
+        "decided (`document`).",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _one_of_claim_and_text(self) -> EntailRequest:
@@ -323,10 +328,11 @@ def create_app(
             reader = getattr(p.verdict, "reader", None)
             if reader is None:
                 raise ServeError(501, "the configured verdict plugin reads no entailment model")
+            read = {"title": body.title, "documents": body.documents}
             if body.text is not None:
-                check: TextCheck = reader.check_text(body.text, body.evidence, title=body.title)
+                check: TextCheck = reader.check_text(body.text, body.evidence, **read)
                 return check.to_dict()
-            result: Entailment = reader.entail(body.claim, body.evidence, title=body.title)
+            result: Entailment = reader.entail(body.claim, body.evidence, **read)
             return result.to_dict()
 
         answer: dict[str, Any] = await worker.run(run, timeout=request_timeout)

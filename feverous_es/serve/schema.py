@@ -121,6 +121,10 @@ class EntailAnswer(_Answer):
     threshold: float = Field(description="The reader's grounding threshold (chosen on WiCE dev).")
     window: SpanItem = Field(description="The window of the source that decided the label.")
     windows: int = Field(description="Windows of the source read.")
+    document: int | None = Field(
+        description="With `documents`: the index of the evidence item (document) that decided; "
+        "`window`'s offsets are in it. Else null."
+    )
 
 
 class SentenceAnswer(EntailAnswer):

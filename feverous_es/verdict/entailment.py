@@ -45,6 +45,7 @@ from feverous_es.verdict.windows import (
     Span,
     Window,
     closest,
+    document_windows,
     sentence_spans,
 )
 
@@ -123,6 +124,7 @@ class Entailment:
     window: Span = field(default_factory=lambda: Span(0, 0, ""))
     windows: int = 1
     threshold: float = DEFAULT_THRESHOLD
+    document: int | None = None  # which document decided, when the source is several
 
     @property
     def supported(self) -> bool:
@@ -138,6 +140,7 @@ class Entailment:
             "threshold": self.threshold,
             "window": self.window.to_dict(),
             "windows": self.windows,
+            "document": self.document,
         }
 
 
@@ -249,13 +252,22 @@ class EntailmentModel:
                 )
         return probabilities
 
-    def entail(self, claim: str, evidence: Sequence[str], *, title: str = "") -> Entailment:
+    def entail(
+        self, claim: str, evidence: Sequence[str], *, title: str = "", documents: bool = False
+    ) -> Entailment:
         """``claim`` read against ``evidence`` (texts of any length, of the page ``title`` if
-        given)."""
-        return self.entail_many([(claim, evidence)], title=title)[0]
+        given): pieces of one source, or with ``documents`` each a document of its own (a RAG
+        answer's passages, an answer's sources), whose windows never cross from one into the
+        next; the answer then names the document that decided (``document``, its index) and
+        its window's offsets are in that document."""
+        return self.entail_many([(claim, evidence)], title=title, documents=documents)[0]
 
     def entail_many(
-        self, items: Sequence[tuple[str, Sequence[str]]], *, title: str = ""
+        self,
+        items: Sequence[tuple[str, Sequence[str]]],
+        *,
+        title: str = "",
+        documents: bool = False,
     ) -> list[Entailment]:
         """Each (claim, evidence texts) read as :meth:`entail` reads one, every window of every
         claim in one batch."""
@@ -267,7 +279,7 @@ class EntailmentModel:
         read = []
         for claim, (_, evidence) in zip(claims, items, strict=True):
             if (key := tuple(evidence)) not in windowed:
-                windowed[key] = self._windows(evidence)
+                windowed[key] = self._windows(evidence, documents)
             windows = windowed[key]
             read.append([windows[i] for i in closest(claim, windows, self.max_windows)])
         premises = [[evidence_premise(w.texts(), title) for w in windows] for windows in read]
@@ -281,20 +293,30 @@ class EntailmentModel:
             at += len(texts)
         return answers
 
-    def check_text(self, text: str, evidence: Sequence[str], *, title: str = "") -> TextCheck:
+    def check_text(
+        self, text: str, evidence: Sequence[str], *, title: str = "", documents: bool = False
+    ) -> TextCheck:
         """Each sentence of ``text`` read as a claim against ``evidence`` (:meth:`entail`)."""
         spans = sentence_spans(clean_text(text, "the text"))
         if not spans:
             raise EmptyClaimError("the text is empty")
-        answers = self.entail_many([(span.text, evidence) for span in spans], title=title)
+        answers = self.entail_many(
+            [(span.text, evidence) for span in spans], title=title, documents=documents
+        )
         return TextCheck(text, list(zip(spans, answers, strict=True)))
 
-    def _windows(self, evidence: Sequence[str]) -> list[Window]:
-        """``evidence`` as one source, in windows; evidence with no sentence is refused."""
-        source = Source.of([clean_text(text, "the source") for text in evidence])
-        if not source.sentences:
+    def _windows(self, evidence: Sequence[str], documents: bool) -> list[Window]:
+        """``evidence`` in windows: as one source, or document by document; evidence with no
+        sentence is refused."""
+        texts = [clean_text(text, "the source") for text in evidence]
+        windows = (
+            document_windows(texts, self.window_words)
+            if documents
+            else Source.of(texts).windows(self.window_words)
+        )
+        if not windows:
             raise EmptyClaimError("no evidence given: entail reads a claim against evidence")
-        return source.windows(self.window_words)
+        return windows
 
     def _decide(
         self,
@@ -321,4 +343,5 @@ class EntailmentModel:
             window=windows[chosen].span,
             windows=len(windows),
             threshold=self.threshold,
+            document=windows[chosen].document,
         )

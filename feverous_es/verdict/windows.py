@@ -60,6 +60,7 @@ class Window:
 
     span: Span
     sentences: tuple[Span, ...]
+    document: int | None = None  # the document it is in, when the source is several
 
     def texts(self) -> list[str]:
         return [sentence.text for sentence in self.sentences]
@@ -87,8 +88,9 @@ class Source:
             at += len(piece) + len(PIECE_SEPARATOR)
         return cls(PIECE_SEPARATOR.join(pieces), tuple(sentences))
 
-    def windows(self, words: int = WINDOW_WORDS) -> list[Window]:
-        """The windows that cover the source, in order."""
+    def windows(self, words: int = WINDOW_WORDS, document: int | None = None) -> list[Window]:
+        """The windows that cover the source, in order (``document``: the source's number
+        among several, carried by each window)."""
         sentences, counts = self.sentences, [len(s.text.split()) for s in self.sentences]
         windows, first = [], 0
         while first < len(sentences):
@@ -98,7 +100,7 @@ class Source:
                 total += counts[last]
             start, end = sentences[first].start, sentences[last].end
             span = Span(start, end, self.text[start:end])
-            windows.append(Window(span, sentences[first : last + 1]))
+            windows.append(Window(span, sentences[first : last + 1], document))
             if last == len(sentences) - 1:
                 break
             # The next window starts at the sentence that reaches past this one's middle.
@@ -108,6 +110,16 @@ class Source:
                 step += 1
             first = max(step, first + 1)
         return windows
+
+
+def document_windows(documents: Sequence[str], words: int = WINDOW_WORDS) -> list[Window]:
+    """The windows of several documents, each cut on its own: no window crosses from one
+    document into the next (a claim's support must be whole in one of them)."""
+    return [
+        window
+        for number, text in enumerate(documents)
+        for window in Source.of([text]).windows(words, document=number)
+    ]
 
 
 def closest(claim: str, windows: Sequence[Window], keep: int | None) -> list[int]:
