@@ -131,3 +131,12 @@ def test_a_person_checks_a_text_against_its_source(browser, sample_index, tmp_pa
         assert closest == answer["sentences"][1]["window"]["text"]
         assert second.get_attribute("aria-current") == "true"
         assert first.get_attribute("aria-current") is None
+        # Two documents, a line of --- between them: each read on its own, the span marked in
+        # the second where the fact is.
+        two = "\n".join(filler[:20]) + "\n---\n" + "\n".join([*filler[20:], FACT])
+        browser.execute_script("document.getElementById('source').value = arguments[0]", two)
+        browser.find_element(By.ID, "check-text").click()
+        wait.until(lambda b: "---" in b.find_element(By.ID, "source-view").text)  # the answer
+        shown = browser.find_element(By.ID, "source-view").text
+        span = browser.find_element(By.ID, "decided-span").text
+        assert FACT in span and shown.index(FACT) > shown.index("---")  # in the second one

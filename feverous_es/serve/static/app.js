@@ -153,14 +153,35 @@ function check(event) {
     async () => show(await api("/v1/verify", { claim, evidence_scores: true })));
 }
 
-// The source with one span marked: the window that decided the selected sentence.
-function showSpan(source, window) {
-  const mark = element("mark", { id: "decided-span" }, source.slice(window.start, window.end));
-  $("source-view").replaceChildren(source.slice(0, window.start), mark, source.slice(window.end));
+// The source's documents: its parts between lines holding only "---", each read on its own
+// (no window crosses two), trimmed as the server trims them, with where each starts.
+function documentsOf(source) {
+  const parts = [];
+  let at = 0;
+  const add = (end) => {
+    const part = source.slice(at, end);
+    const text = part.trim();
+    if (text) parts.push({ start: at + part.length - part.trimStart().length, text });
+  };
+  for (const line of source.matchAll(/^---[ \t]*$/gm)) {
+    add(line.index);
+    at = line.index + line[0].length;
+  }
+  add(source.length);
+  return parts;
+}
+
+// The source with one span marked: the window that decided the selected sentence (its offsets
+// are in its document, which starts at `offset` in the source).
+function showSpan(source, window, offset) {
+  const [start, end] = [offset + window.start, offset + window.end];
+  const mark = element("mark", { id: "decided-span" }, source.slice(start, end));
+  $("source-view").replaceChildren(source.slice(0, start), mark, source.slice(end));
   mark.scrollIntoView({ block: "nearest" });
 }
 
-function showText(result, source) {
+function showText(result, source, documents) {
+  const offset = (answer) => documents[answer.document ?? 0].start;
   const { supported, sentences } = result.summary;
   $("summary").textContent = `${supported} of ${sentences} sentences supported by the source`;
   const items = result.sentences.map((answer, i) => {
@@ -172,7 +193,7 @@ function showText(result, source) {
     const select = () => {
       for (const other of $("sentences").children) other.removeAttribute("aria-current");
       item.setAttribute("aria-current", "true");
-      showSpan(source, answer.window);
+      showSpan(source, answer.window, offset(answer));
     };
     item.addEventListener("click", select);
     item.addEventListener("focus", select);
@@ -182,7 +203,7 @@ function showText(result, source) {
   $("text-result").hidden = false;
   if (items.length) {
     items[0].setAttribute("aria-current", "true");
-    showSpan(source, result.sentences[0].window);
+    showSpan(source, result.sentences[0].window, offset(result.sentences[0]));
   }
 }
 
@@ -195,8 +216,10 @@ function checkText(event) {
     $("text-status").className = "error";
     return;
   }
+  const documents = documentsOf(source);
+  const body = { text, evidence: documents.map((d) => d.text), documents: documents.length > 1 };
   submitting($("check-text"), $("text-status"),
-    async () => showText(await api("/v1/entail", { text, evidence: [source] }), source));
+    async () => showText(await api("/v1/entail", body), source, documents));
 }
 
 // The two views, one shown at a time, chosen by the address's #fragment.
