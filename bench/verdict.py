@@ -48,7 +48,7 @@ import numpy as np
 from bench.context import Context
 from bench.data import MINI, REPO, models_at
 from bench.errors import BenchError
-from feverous_es.verdict.readers import reader_dirs
+from feverous_es.verdict.readers import DEFAULT_READER, reader_dirs
 
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
@@ -479,6 +479,8 @@ def verdict_accuracy(
     ``commit_options``: verdict options of the baselines of other models (directories,
     commits), e.g. ``{page_premises = 0}`` for the rules a commit shipped with."""
     models_dir = Path(models) if models else REPO / "feverous_es" / "models"
+    if models is None and reader is None:  # the package's verdict reads with its default reader
+        reader = DEFAULT_READER
     with contextlib.ExitStack() as stack:
         baselines = [(f"baseline {m}", Path(m), None) for m in baseline_models]
         baselines += [
