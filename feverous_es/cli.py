@@ -478,7 +478,9 @@ def entail(
         fail("the evidence is empty: give it with -e TEXT, -e - or --evidence-file PATH", 2)
     # Files beside other evidence are documents read one by one (the -e pieces: one of them).
     documents = bool(files) and len(files) + bool(pieces) > 1
-    given = [PIECE_SEPARATOR.join(pieces)] * bool(pieces) + files if documents else pieces + files
+    given = pieces + files
+    if documents and pieces:
+        given = [PIECE_SEPARATOR.join(pieces), *files]
     reading = EntailmentModel(model or reader, device=device)
     out = Console()
     if len(sentence_spans(claim)) > 1:

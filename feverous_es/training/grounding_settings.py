@@ -22,10 +22,9 @@ from typing import Any
 import numpy as np
 
 from feverous_es.plugins.interfaces import Label
-from feverous_es.text import marked_words
 from feverous_es.training.grounding import GroundingPair, balanced_accuracy
 from feverous_es.verdict.entailment import EntailmentModel, evidence_premise
-from feverous_es.verdict.windows import Source
+from feverous_es.verdict.windows import Source, by_overlap
 
 WINDOW_SIZES = (80, 120, 200)  # words a window holds
 KEEPS: tuple[int | None, ...] = (1, 2, 3, 4, None)  # windows read: the closest k, or all
@@ -59,9 +58,7 @@ def score_windows(
     claims, premises, counts, orders = [], [], [], []
     for pair in pairs:
         windows = Source.of([pair.source]).windows(window_words)
-        wanted = marked_words(pair.claim)
-        shared = [len(wanted & w.words) for w in windows]
-        orders.append(np.array(sorted(range(len(windows)), key=lambda i: (-shared[i], i))))
+        orders.append(np.array(by_overlap(pair.claim, windows)))
         counts.append(len(windows))
         claims += [pair.claim] * len(windows)
         premises += [evidence_premise(w.texts()) for w in windows]

@@ -122,11 +122,17 @@ def document_windows(documents: Sequence[str], words: int = WINDOW_WORDS) -> lis
     ]
 
 
-def closest(claim: str, windows: Sequence[Window], keep: int | None) -> list[int]:
-    """The indices, in source order, of the ``keep`` windows sharing the most of the claim's
-    words (stop words aside; the earlier window on a tie); None keeps them all."""
-    if keep is None or len(windows) <= keep:
-        return list(range(len(windows)))
+def by_overlap(claim: str, windows: Sequence[Window]) -> list[int]:
+    """The windows' indices, those sharing the most of the claim's words first (stop words
+    aside; the earlier window on a tie)."""
     wanted = marked_words(claim)
     shared = [len(wanted & window.words) for window in windows]
-    return sorted(sorted(range(len(windows)), key=lambda i: -shared[i])[:keep])
+    return sorted(range(len(windows)), key=lambda i: -shared[i])
+
+
+def closest(claim: str, windows: Sequence[Window], keep: int | None) -> list[int]:
+    """The indices, in source order, of the ``keep`` windows of :func:`by_overlap`; None
+    keeps them all."""
+    if keep is None or len(windows) <= keep:
+        return list(range(len(windows)))
+    return sorted(by_overlap(claim, windows)[:keep])
