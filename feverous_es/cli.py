@@ -16,6 +16,7 @@ from feverous_es.console import console, fail, print_json, progress_bars, user_e
 from feverous_es.eval.cli import score_command
 from feverous_es.export.cli import export_command
 from feverous_es.index.backends import STORES, open_store, open_writer
+from feverous_es.index.dump.wiki import WHOLE, Part
 from feverous_es.index.elastic.cli import es_group
 from feverous_es.index.search import MODES
 from feverous_es.params import (
@@ -23,6 +24,7 @@ from feverous_es.params import (
     DEVICE,
     EXISTING_FILE,
     FILE,
+    PART,
     PATH,
     F,
     json_option,
@@ -67,6 +69,12 @@ def main() -> None:
 @STORE_OPTION
 @click.option("--limit", type=COUNT, help="Index only the dump's first N pages.")
 @click.option(
+    "--part", type=PART, default=None,
+    help="Write part I of N into one shared Elasticsearch build (N workers, started anywhere; "
+    "each reads every N-th page, resumes itself, and the last to finish publishes). "
+    "docs/scale.md: running N workers.",
+)  # fmt: skip
+@click.option(
     "--batch-size", type=COUNT, default=32,
     help="Texts per embedding batch (batches are formed by length).",
 )  # fmt: skip
@@ -83,6 +91,7 @@ def index(
     out: Path,
     store: str,
     limit: int | None,
+    part: Part | None,
     batch_size: int,
     max_length: int,
     chunk_size: int,
@@ -98,14 +107,18 @@ def index(
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.runtime.embedder import Embedder
 
+    part = part or WHOLE
+    if not part.whole and store != "elasticsearch":
+        fail("--part writes one build from several workers: it needs --store elasticsearch")
     db = WikiDB(wiki_db)
+    until = db.rowid_at(limit)
+    total = db.count(until=until, part=part)
     embedder = Embedder(max_length=max_length, batch_size=batch_size, device=device)
-    writer = open_writer(store, out, embedder.dim)
+    writer = open_writer(store, out, embedder.dim, part, (total, db.count(until=until)))
     destination = writer.destination
     try:
         state = writer.state()
-        done = db.count() - db.count(state.last_rowid)
-        total = db.count(limit=limit)
+        done = total - db.count(state.last_rowid, until=until, part=part)
         with progress_bars(disable=as_json) as update:
             pages, elements = [min(done, total)], [0]
             started = time.perf_counter()
@@ -125,6 +138,7 @@ def index(
                 writer,
                 embedder,
                 limit=limit,
+                part=part,
                 chunk_elements=chunk_size,
                 on_progress=advance,
                 on_publish=publishing,
@@ -135,9 +149,17 @@ def index(
         db.close()
 
     if as_json:
-        print_json({**dataclasses.asdict(report), "index": destination, "store": store})
+        print_json({**dataclasses.asdict(report), "index": destination, "store": store,
+                    "part": str(part)})  # fmt: skip
         return
     final = report.state
+    if report.waiting_for:
+        console.print(
+            f"part {part} complete ({final.elements:,} elements, {final.pages:,} pages) -> "
+            f"{destination}; not published yet: waiting for part(s) "
+            f"{', '.join(report.waiting_for)} (the last part to finish publishes the build)"
+        )
+        return
     if report.already_complete:
         console.print(
             f"{destination}: index already complete ({final.elements:,} elements); nothing to do"
@@ -171,9 +193,7 @@ def index(
     "--rates", "rates_file", type=PATH,
     help="Rates file to project with (default: the rates stored with the package).",
 )  # fmt: skip
-@click.option(
-    "--save-rates", type=PATH, help="Write the rates used to this file."
-)
+@click.option("--save-rates", type=PATH, help="Write the rates used to this file.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
               help="Device --measure embeds on.")  # fmt: skip
 @max_length_option(128, "Tokens per text kept for embedding (as for `index`).")

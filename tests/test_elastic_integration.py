@@ -328,6 +328,119 @@ def test_kill_9_midway_then_resume_holds_every_element_once(
     assert set(ids) == expected
 
 
+def index_part(config: ElasticConfig, part: str, out: int = subprocess.PIPE) -> subprocess.Popen:
+    """``feverous-es index`` of the sample as part ``part`` (``I/N``), started, not waited for."""
+    args = [sys.executable, "-m", "feverous_es", "index", str(SAMPLE_DB), "--store",
+            "elasticsearch", "--chunk-size", "200", "--part", part, "--json"]  # fmt: skip
+    return subprocess.Popen(args, env=cli_env(config), cwd=REPO, stdout=out,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def finished(process: subprocess.Popen) -> dict:
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    return json.loads(stdout)
+
+
+@pytest.fixture(scope="module")
+def in_parts() -> Iterator[tuple[ElasticConfig, dict]]:
+    """The sample indexed by 3 parts as parallel processes, the hard way: parts 1 and 2
+    together, part 2 killed (-9) once it saved a chunk, a publish tried before parts 2 and 3
+    are done; then parts 2 (resuming) and 3 together. Its configuration, and what was seen on
+    the way."""
+    config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
+    seen: dict = {}
+    first, second = index_part(config, "1/3"), index_part(config, "2/3", subprocess.DEVNULL)
+    client = connect(config)
+    try:
+        progress = f"{config.elements_alias}-v1-parts"
+        deadline = time.monotonic() + 300
+        while second.poll() is None and time.monotonic() < deadline:
+            # 404: not made yet; 503: made, its shard not started yet.
+            doc = client.options(ignore_status=(404, 503)).get(index=progress, id="2").body
+            if doc.get("found") and doc["_source"]["next_seq"] >= 1:
+                break
+            time.sleep(0.1)
+        assert second.poll() is None, "part 2 ended before it could be killed"
+        second.send_signal(signal.SIGKILL)
+        second.wait()
+        seen["first"] = finished(first)
+        seen["early publish"] = feverous_es(config, "es", "publish")
+        seen["alias before"] = client.indices.exists_alias(name=config.elements_alias)
+        last = [index_part(config, "2/3"), index_part(config, "3/3")]
+        seen["last"] = [finished(process) for process in last]
+        seen["status"] = json.loads(feverous_es(config, "es", "status", "--json").stdout)
+    finally:
+        client.close()
+    yield config, seen
+    delete_prefix(config)
+
+
+def test_a_build_in_parts_publishes_only_when_every_part_is_done(
+    in_parts: tuple[ElasticConfig, dict],
+) -> None:
+    config, seen = in_parts
+    assert seen["first"]["waiting_for"] == ["2/3", "3/3"]
+    early = seen["early publish"]
+    assert early.returncode == 1 and "2/3, 3/3 not complete" in early.stderr
+    assert not seen["alias before"]
+    # Whichever of the last two finished second published the build.
+    assert sorted(len(report["waiting_for"]) for report in seen["last"]) == [0, 1]
+    (build,) = seen["status"]["builds"]
+    assert build["published"] and build["state"]["complete"]
+    assert [(p["part"], p["complete"], p["pages"]) for p in build["parts"]] == [
+        ("1/3", True, 43), ("2/3", True, 43), ("3/3", True, 43)
+    ]  # fmt: skip
+    client = connect(config)
+    try:
+        for alias in config.aliases:
+            assert list(client.indices.get_alias(name=alias).body) == [f"{alias}-v1"]
+    finally:
+        client.close()
+
+
+def ranking(hits: list) -> tuple[list[float], list[str]]:
+    """Hits as two builds of the same documents must agree on them: the scores in order, and
+    the ids above the last score (ties are ordered by where a document sits in its segment,
+    which differs with the order documents were written)."""
+    scores = [round(hit.score, 2) for hit in hits]
+    return scores, sorted(hit.element.id for hit in hits if round(hit.score, 2) > scores[-1])
+
+
+def test_a_build_in_parts_holds_what_one_process_writes(
+    in_parts: tuple[ElasticConfig, dict], resumed: tuple[ElasticConfig, dict]
+) -> None:
+    """The same documents, once each (part 2 was killed mid-build and resumed), and the same
+    BM25 and kNN answers as the sample built by one process."""
+    from feverous_es.runtime.embedder import Embedder
+
+    parted, (whole, _) = in_parts[0], resumed
+    ids = element_ids(parted)
+    assert len(ids) == len(set(ids)) and set(ids) == set(element_ids(whole))
+    queries = ["fourth planet from the Sun", "Henri Schoeman triathlon bronze", "Turkish Cup"]
+    vectors = Embedder().embed(queries)
+    stores = [ElasticStore(parted), ElasticStore(whole)]
+    try:
+        a, b = (store.state() for store in stores)
+        assert (a.elements, a.pages) == (b.elements, b.pages)
+        for query, vector in zip(queries, vectors, strict=True):
+            text = [ranking(store.search_text(query, 10)) for store in stores]
+            assert text[0] == text[1], query
+            # int8 kNN: a segment's quantiles depend on the documents it was first written with,
+            # so two builds of the same vectors score a few hundredths apart (as two one-process
+            # builds written in other chunks do), and a table row's cells share one vector: the
+            # same nearest vectors (keys), all but one of the rest.
+            knn = [store.search_vector(vector, 10) for store in stores]
+            keys = [list(dict.fromkeys(hit.element.vector_key for hit in hits)) for hits in knn]
+            assert keys[0][0] == keys[1][0], query
+            assert len(set(keys[0]) & set(keys[1])) >= min(map(len, keys)) - 1, query
+            for a, b in zip(knn[0][:3], knn[1][:3], strict=True):
+                assert a.score == pytest.approx(b.score, abs=0.05), query
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_es_status_new_build_and_prune(built: ElasticConfig) -> None:
     status = feverous_es(built, "es", "status", "--json")
     assert status.returncode == 0, status.stderr

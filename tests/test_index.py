@@ -263,3 +263,30 @@ def _drop_wiki(path: Path) -> Path:
     conn.execute("CREATE TABLE other (x)")
     conn.commit()
     return path
+
+
+def test_parts_split_the_dump_into_shares_that_cover_it_once(third_slice: Path) -> None:
+    from feverous_es.index.dump.wiki import Part, WikiDB
+
+    with WikiDB(third_slice) as db:
+        until = db.rowid_at(30)
+        shares = [[row[0] for row in db.rows(until=until, part=Part(i, 4))] for i in (1, 2, 3, 4)]
+        assert sorted(r for share in shares for r in share) == [r for r, *_ in db.rows(limit=30)]
+        assert [db.count(until=until, part=Part(i, 4)) for i in (1, 2, 3, 4)] == list(
+            map(len, shares)
+        )
+        # A part resumes after the last page it wrote, within its own share.
+        assert [r for r, *_ in db.rows(shares[1][2], until=until, part=Part(2, 4))] == shares[1][3:]
+    assert Part.parse(" 3/8 ") == Part(3, 8)
+
+
+@pytest.mark.parametrize("part", ["0/3", "4/3", "3", "a/b", "1/2000"])
+def test_a_bad_part_is_one_clear_line(third_slice: Path, tmp_path: Path, part: str) -> None:
+    code, output = run_cli("index", str(third_slice), "--store", "elasticsearch", "--part", part)
+    assert code == 2 and "not a part: give I/N" in output
+
+
+def test_parts_need_elasticsearch(third_slice: Path, tmp_path: Path) -> None:
+    code, output = run_cli("index", str(third_slice), "--out", str(tmp_path / "i"), "--part", "1/2")
+    assert code == 1 and "--part" in output and "--store elasticsearch" in output
+    assert not (tmp_path / "i").exists()

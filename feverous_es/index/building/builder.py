@@ -18,7 +18,7 @@ import numpy as np
 
 from feverous_es.errors import MalformedPage
 from feverous_es.index.dump.page import parse_page
-from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.index.dump.wiki import WHOLE, Part, WikiDB
 from feverous_es.index.elements import Element, PageRecord
 from feverous_es.index.store import BuildState, Chunk, StoreWriter
 
@@ -56,6 +56,7 @@ class BuildReport:
     write: StageTime = field(default_factory=StageTime)
     state: BuildState = field(default_factory=BuildState)
     already_complete: bool = False
+    waiting_for: list[str] = field(default_factory=list)  # parts not complete: not published
 
 
 @dataclass
@@ -72,12 +73,17 @@ _DONE = object()
 
 
 def _chunks(
-    db: WikiDB, state: BuildState, limit: int | None, chunk_elements: int, stage: StageTime
+    db: WikiDB,
+    state: BuildState,
+    until: int | None,
+    part: Part,
+    chunk_elements: int,
+    stage: StageTime,
 ) -> Iterator[_Parsed]:
     seq = state.next_seq
     current = _Parsed(seq, state.last_rowid, 0, [], [], [])
     started = time.perf_counter()
-    for rowid, page_id, data in db.rows(state.last_rowid, limit):
+    for rowid, page_id, data in db.rows(state.last_rowid, until=until, part=part):
         try:
             parsed = parse_page(page_id, data)
             current.elements.extend(parsed.elements)
@@ -137,23 +143,23 @@ def build(
     encoder: Encoder,
     *,
     limit: int | None = None,
+    part: Part = WHOLE,
     chunk_elements: int = 20_000,
     on_progress: Callable[[int, int], None] | None = None,
     on_publish: Callable[[], None] | None = None,
 ) -> BuildReport:
-    """Index the dump's rows after the writer's resume point (up to ``limit`` rows counted from
-    the dump's start). ``on_progress(rows, elements)`` is called after each written chunk,
-    ``on_publish()`` before the writer publishes the build (a segment merge or a vector graph
-    may take minutes)."""
+    """Index ``part``'s rows of the dump (all of them by default) after the writer's resume
+    point, among the dump's first ``limit`` rows. ``on_progress(rows, elements)`` is called
+    after each written chunk, ``on_publish()`` before the writer publishes the build (a segment
+    merge or a vector graph may take minutes); the writer of one part of several publishes
+    only when every part is complete (``report.waiting_for``: the parts it still waits for)."""
     report = BuildReport()
     state = writer.state()
-    remaining = db.count(state.last_rowid)
-    if limit is not None:
-        remaining = max(0, limit - db.count() + remaining)
-    if remaining == 0:
+    until = db.rowid_at(limit)
+    if db.count(state.last_rowid, until=until, part=part) == 0:
         if on_publish:
             on_publish()
-        writer.finish()
+        report.waiting_for = writer.finish()
         report.state = writer.state()
         report.already_complete = True
         return report
@@ -176,7 +182,7 @@ def build(
     def read() -> None:
         # SQLite connections belong to the thread that made them: the reader opens its own.
         with WikiDB(db.path) as own_db:
-            for parsed in _chunks(own_db, state, remaining, chunk_elements, report.read):
+            for parsed in _chunks(own_db, state, until, part, chunk_elements, report.read):
                 if not put(parsed_queue, parsed, main):
                     return
         put(parsed_queue, _DONE, main)
@@ -222,7 +228,7 @@ def build(
         _raise_from(writer_thread)
         if on_publish:
             on_publish()
-        writer.finish()
+        report.waiting_for = writer.finish()
     finally:
         stop.set()
         reader.join()

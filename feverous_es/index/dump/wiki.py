@@ -3,15 +3,50 @@ NFD page title and ``data`` the page JSON."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import unicodedata
 from collections.abc import Iterable, Iterator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 from feverous_es.errors import WikiError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+MAX_PARTS = 1024  # a build's chunk numbers leave room for this many parts (elastic.parts)
+
+
+@dataclass(frozen=True)
+class Part:
+    """Part ``number`` (from 1) of a build split ``count`` ways: the dump's rows whose rowid
+    leaves ``number - 1`` divided by ``count``. Interleaved rather than ranges, so every part
+    gets its share of the dump's early prose and late table pages; fixed by the rowids, so a
+    part run twice reads the same pages."""
+
+    number: int = 1
+    count: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> Part:
+        """``"I/N"``, 1 <= I <= N <= MAX_PARTS; anything else is a ValueError saying so."""
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if not match or not 1 <= int(match[1]) <= int(match[2]) <= MAX_PARTS:
+            raise ValueError(
+                f"{text!r} is not a part: give I/N, the part's number and the number of parts "
+                f"(1 <= I <= N <= {MAX_PARTS}), e.g. 2/8"
+            )
+        return cls(int(match[1]), int(match[2]))
+
+    @property
+    def whole(self) -> bool:
+        return self.count == 1
+
+    def __str__(self) -> str:
+        return f"{self.number}/{self.count}"
+
+
+WHOLE = Part()  # the dump as one part: a build by one writer
 
 
 class WikiDB:
@@ -36,22 +71,45 @@ class WikiDB:
         if not {"id", "data"} <= columns:
             raise WikiError(f"{self.path}: table 'wiki' lacks the columns id and data")
 
-    def count(self, after_rowid: int = 0, limit: int | None = None) -> int:
-        (total,) = self._conn.execute(
-            "SELECT count(*) FROM wiki WHERE rowid > ?", (after_rowid,)
-        ).fetchone()
+    def count(
+        self,
+        after_rowid: int = 0,
+        limit: int | None = None,
+        *,
+        until: int | None = None,
+        part: Part = WHOLE,
+    ) -> int:
+        """The rows after ``after_rowid`` (up to rowid ``until``, of ``part``), at most
+        ``limit``."""
+        where, args = _where(after_rowid, until, part)
+        (total,) = self._conn.execute(f"SELECT count(*) FROM wiki WHERE {where}", args).fetchone()
         return total if limit is None else min(total, limit)
 
     def rows(
-        self, after_rowid: int = 0, limit: int | None = None
+        self,
+        after_rowid: int = 0,
+        limit: int | None = None,
+        *,
+        until: int | None = None,
+        part: Part = WHOLE,
     ) -> Iterator[tuple[int, str, str]]:
-        """(rowid, page id, page JSON text) in rowid order."""
-        query = "SELECT rowid, id, data FROM wiki WHERE rowid > ? ORDER BY rowid"
-        args: tuple[int, ...] = (after_rowid,)
+        """(rowid, page id, page JSON text) in rowid order, after ``after_rowid`` (up to rowid
+        ``until``, of ``part``), at most ``limit``."""
+        where, args = _where(after_rowid, until, part)
+        query = f"SELECT rowid, id, data FROM wiki WHERE {where} ORDER BY rowid"
         if limit is not None:
             query += " LIMIT ?"
             args += (limit,)
         yield from self._conn.execute(query, args)
+
+    def rowid_at(self, n: int | None) -> int | None:
+        """The rowid of the dump's ``n``-th row (None: no bound, or fewer rows than ``n``)."""
+        if n is None or n < 1:
+            return None
+        row = self._conn.execute(
+            "SELECT rowid FROM wiki ORDER BY rowid LIMIT 1 OFFSET ?", (n - 1,)
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def spread_rows(self, n: int) -> Iterator[tuple[int, str, str]]:
         """About ``n`` rows spread evenly over the dump (one rowid seek each, no full scan), in
@@ -85,6 +143,15 @@ class WikiDB:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _where(after_rowid: int, until: int | None, part: Part) -> tuple[str, tuple[int, ...]]:
+    where, args = "rowid > ?", [after_rowid]
+    if until is not None:
+        where, args = where + " AND rowid <= ?", [*args, until]
+    if not part.whole:
+        where, args = where + " AND rowid % ? = ?", [*args, part.count, part.number - 1]
+    return where, tuple(args)
 
 
 def write_dump(path: Path, rows: Iterable[tuple[str, str]]) -> int:

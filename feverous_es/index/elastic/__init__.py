@@ -14,17 +14,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from feverous_es.index.dump.wiki import Part
     from feverous_es.index.elastic.store import ElasticStore
     from feverous_es.index.elastic.writer import ElasticWriter
 
 
-def open_writer(location: str | Path | None, dim: int) -> ElasticWriter:
+def open_writer(
+    location: str | Path | None, dim: int, part: Part | None = None, rows: tuple[int, int] = (0, 0)
+) -> ElasticWriter:
     """A writer for the cluster named by the environment, the config file and ``location`` (an
-    ``http(s)://`` URL or a config file; anything else is ignored)."""
+    ``http(s)://`` URL or a config file; anything else is ignored); ``part`` and ``rows`` as
+    :class:`ElasticWriter` takes them."""
+    from feverous_es.index.dump.wiki import WHOLE
     from feverous_es.index.elastic.config import load_config
     from feverous_es.index.elastic.writer import ElasticWriter
 
-    return ElasticWriter(load_config(location), dim)
+    return ElasticWriter(load_config(location), dim, part=part or WHOLE, rows=rows)
 
 
 def open_store(location: str | Path | None) -> ElasticStore:

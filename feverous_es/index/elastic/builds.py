@@ -3,11 +3,14 @@ elements index's mapping ``_meta``, listing, creating and checking them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 from typing import Any
 
 from elasticsearch import Elasticsearch
+from elasticsearch.exceptions import GeneralAvailabilityWarning
 
 from feverous_es.errors import StoreError
 from feverous_es.index.elastic.analysis import ENGLISH_FOLDING, probe_analysis
@@ -20,7 +23,13 @@ from feverous_es.index.elastic.documents import (
     ElementDoc,
     index_body,
 )
-from feverous_es.index.elastic.loader import BuildIndices, alias_holders, version_of
+from feverous_es.index.elastic.errors import item_reason
+from feverous_es.index.elastic.loader import (
+    BuildIndices,
+    alias_holders,
+    swap_aliases,
+    version_of,
+)
 from feverous_es.index.store import BuildState
 
 # The kinds of index in a build, in the order of ElasticConfig.aliases and BuildIndices.
@@ -104,10 +113,12 @@ def create_build(
     version: int,
     dim: int,
     analysis: str | None = None,
+    racing: bool = False,
 ) -> BuildIndices:
     """Create the versioned indices of a new, empty build (elements first: it holds the state,
     so a build exists exactly when its elements index does), with ``analysis``, by default the
-    best text analysis the cluster runs."""
+    best text analysis the cluster runs. ``racing``: parts starting together may create it at
+    once; an index another made first is taken as it is."""
     indices = BuildIndices.of(config, version)
     analysis = analysis or probe_analysis(client)
     meta = state_meta(BuildState(), dim, version, tables=0, analysis=analysis)
@@ -115,9 +126,76 @@ def create_build(
         body = index_body(
             document, name, config, dim, meta if document is ElementDoc else None, analysis
         )
-        client.indices.create(index=name, **body)
+        create_index(client, name, body, racing)
     return indices
+
+
+def create_index(
+    client: Elasticsearch, name: str, body: Mapping[str, Any], racing: bool = False
+) -> None:
+    """Create index ``name``; ``racing``: one that another writer created meanwhile is no
+    error."""
+    if not racing:
+        client.indices.create(index=name, **body)
+        return
+    answer = client.options(ignore_status=400).indices.create(index=name, **body)
+    if answer.meta.status == 400:
+        error = answer.body.get("error", {}) if isinstance(answer.body, dict) else {}
+        if error.get("type") != "resource_already_exists_exception":
+            raise StoreError(f"cannot create {name}: {item_reason(error)}")
 
 
 def next_version(builds: Mapping[int, Any]) -> int:
     return max(builds, default=0) + 1
+
+
+def publish_build(
+    client: Elasticsearch,
+    config: ElasticConfig,
+    indices: BuildIndices,
+    state: BuildState,
+    tables: int,
+    meta: Mapping[str, Any],
+) -> None:
+    """Publish a written build: refresh, check it holds every document ``state`` and ``tables``
+    count, restore refresh and replicas, record it complete in ``meta`` (its ``_meta`` entry),
+    then swap the three aliases in one request. Safe to repeat."""
+    client.indices.refresh(index=list(indices))
+    for index, expected in zip(indices, (state.elements, state.pages, tables), strict=True):
+        found = int(client.count(index=index)["count"])
+        if found != expected:
+            raise StoreError(
+                f"{index} holds {found:,} documents but the build wrote {expected:,} "
+                "(lost, or repeated ids): the aliases are unchanged; start a new build "
+                "with `feverous-es es new-build`"
+            )
+    if config.merge_segments:
+        merge_segments(client, list(indices), config.merge_segments)
+    client.indices.put_settings(
+        index=list(indices),
+        settings={"index": {"refresh_interval": config.refresh_interval,
+                            "number_of_replicas": config.replicas}},
+    )  # fmt: skip
+    if not meta.get("complete") or meta.get("elements") != state.elements:
+        done = state_meta(replace(state, complete=True), int(meta["dim"]), int(meta["version"]),
+                          tables, analysis_from_meta(meta))  # fmt: skip
+        client.indices.put_mapping(index=indices.elements, meta={META_KEY: done})
+    swap_aliases(client, dict(zip(config.aliases, indices, strict=True)))
+
+
+def merge_segments(client: Elasticsearch, indices: Sequence[str], segments: int) -> None:
+    """Force-merge ``indices`` to at most ``segments`` segments a shard, as a task polled until
+    it ends: merging a large build takes longer than one request may wait."""
+    task = client.indices.forcemerge(
+        index=",".join(indices), max_num_segments=segments, wait_for_completion=False
+    )["task"]
+    while True:
+        # The client marks the task API "technical preview"; its GET has been stable since 5.x.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GeneralAvailabilityWarning)
+            status = client.tasks.get(task_id=task)
+        if status.get("completed"):
+            break
+        time.sleep(1.0)
+    if "error" in status:
+        raise StoreError(f"merging the build's segments failed: {item_reason(status['error'])}")

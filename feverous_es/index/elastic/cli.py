@@ -1,4 +1,5 @@
-"""``feverous-es es …``: the cluster-side commands (status, new builds, pruning, reader keys).
+"""``feverous-es es …``: the cluster-side commands (status, new builds, publishing a build
+written in parts, pruning, reader keys).
 
 The cluster and credentials come from the environment or the config file (see
 :mod:`feverous_es.index.elastic.config`), never from flags.
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
 
     from feverous_es.index.elastic.config import ElasticConfig
+    from feverous_es.index.elastic.parts import PartProgress
 
 DEFAULT_KEY_NAME = "feverous-es-reader"
 
@@ -145,17 +147,20 @@ def status(as_json: bool) -> None:
         tables_from_meta,
     )
     from feverous_es.index.elastic.client import check_cluster
-    from feverous_es.index.elastic.loader import alias_holders
+    from feverous_es.index.elastic.loader import BuildIndices, alias_holders
+    from feverous_es.index.elastic.parts import read_progress
 
     with _cluster() as (config, client):
         version = check_cluster(client, config)
         aliases = {alias: alias_holders(client, alias) for alias in config.aliases}
         builds = list_builds(client, config)
+        progress = {n: read_progress(client, BuildIndices.of(config, n)) for n in builds}
     rows = []
     for number, build in sorted(builds.items()):
         meta = build["meta"]
         rows.append(
             {
+                "parts": [_part_row(p) for _, p in sorted(progress[number].items())],
                 "version": number,
                 **{f"{kind}_index": build[kind] for kind in KINDS},
                 "published": build["elements"] in aliases[config.elements_alias],
@@ -188,6 +193,50 @@ def status(as_json: bool) -> None:
         )
         mark = " (published)" if row["published"] else ""
         click.echo(f"  v{row['version']}: {detail}{mark}")
+        for part in row["parts"]:
+            click.echo(
+                f"    part {part['part']}: {'complete' if part['complete'] else 'in progress'}, "
+                f"{part['pages']:,} of {part['rows']:,} pages, {part['elements']:,} elements, "
+                f"{part['rate']:,.0f} elements/s"
+            )
+
+
+def _part_row(progress: PartProgress) -> dict[str, Any]:
+    """A part of a build as ``es status`` shows it."""
+    return {"part": str(progress.part), "complete": progress.state.complete,
+            "pages": progress.state.pages + progress.state.malformed, "rows": progress.rows,
+            "elements": progress.state.elements, "seconds": progress.seconds,
+            "rate": round(progress.rate, 1), "updated": progress.updated}  # fmt: skip
+
+
+@es_group.command("publish")
+@user_errors()
+def publish() -> None:
+    """Publish the latest build once every part of it is complete (the last part to finish
+    does this itself; run it after a part was finished on a machine that could not reach the
+    cluster at the end). Refuses, naming the parts missing, before then."""
+    from feverous_es.index.elastic.builds import list_builds
+    from feverous_es.index.elastic.loader import BuildIndices
+    from feverous_es.index.elastic.parts import read_progress
+    from feverous_es.index.elastic.writer import publish_parts
+
+    with _cluster("cannot publish the build") as (config, client):
+        builds = list_builds(client, config)
+        if not builds:
+            raise StoreError("there is no build to publish: run `feverous-es index`")
+        version = max(builds)
+        if not read_progress(client, BuildIndices.of(config, version)):
+            raise StoreError(
+                f"v{version} is not written in parts: `feverous-es index --store elasticsearch` "
+                "publishes it when it completes"
+            )
+        missing = publish_parts(client, config, version)
+    if missing:
+        raise StoreError(
+            f"v{version} cannot be published yet: part(s) {', '.join(missing)} not complete "
+            "(run them with `feverous-es index … --part I/N`)"
+        )
+    click.echo(f"published v{version}: the aliases point at it")
 
 
 @es_group.command("new-build")
@@ -231,7 +280,8 @@ def prune(keep: int, yes: bool) -> None:
     """Delete old versioned indices: all but the newest KEEP complete builds; never the one
     behind the aliases, never a build in progress."""
     from feverous_es.index.elastic.builds import KINDS, list_builds
-    from feverous_es.index.elastic.loader import alias_holders
+    from feverous_es.index.elastic.loader import BuildIndices, alias_holders
+    from feverous_es.index.elastic.parts import progress_index
 
     with _cluster("cannot prune") as (config, client):
         published = set(alias_holders(client, config.elements_alias))
@@ -243,6 +293,11 @@ def prune(keep: int, yes: bool) -> None:
         ]
         doomed = [n for n in complete[keep:] if builds[n]["elements"] not in published]
         names = [name for n in doomed for name in (builds[n][kind] for kind in KINDS) if name]
+        # A build written in parts keeps its parts' progress beside it: it goes with it.
+        names += [
+            progress_index(BuildIndices.of(config, n)) for n in doomed
+            if client.indices.exists(index=progress_index(BuildIndices.of(config, n)))
+        ]  # fmt: skip
         if not names:
             click.echo("nothing to delete")
             return

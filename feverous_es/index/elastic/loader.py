@@ -171,11 +171,18 @@ class BuildIndices(NamedTuple):
 
 
 def chunk_actions(
-    chunk: Chunk, indices: BuildIndices, state: BuildState
+    chunk: Chunk,
+    indices: BuildIndices,
+    state: BuildState,
+    seq: int | None = None,
+    ord_of: Callable[[int], int] = lambda ordinal: ordinal,
 ) -> Iterator[dict[str, Any]]:
     """The bulk actions of one chunk, made lazily: its elements, its pages, then one whole-table
     document per table. A vector goes on the first element of its key only (a table row's cells
-    share one), with the types of all the key's elements; ``ord`` continues the build's count."""
+    share one), with the types of all the key's elements; ``ord`` is ``ord_of`` the build's
+    count, ``seq`` (by default the chunk's) the chunk number its documents carry (a build in
+    parts gives each part its own: elastic.parts)."""
+    seq = chunk.seq if seq is None else seq
     types: dict[str, dict[str, None]] = {}
     for element in chunk.elements:
         types.setdefault(element.vector_key, {})[element.type.value] = None
@@ -184,10 +191,10 @@ def chunk_actions(
         carrier = element.vector_key not in rows
         row = rows.setdefault(element.vector_key, len(rows))
         source = (
-            element_source(element, state.elements + i, chunk.seq, chunk.vectors[row],
+            element_source(element, ord_of(state.elements + i), seq, chunk.vectors[row],
                            tuple(types[element.vector_key]))
             if carrier
-            else element_source(element, state.elements + i, chunk.seq, None)
+            else element_source(element, ord_of(state.elements + i), seq, None)
         )  # fmt: skip
         yield {
             "_op_type": "index",
@@ -200,14 +207,14 @@ def chunk_actions(
             "_op_type": "index",
             "_index": indices.pages,
             "_id": doc_id(page.title),
-            "_source": page_source(page, state.pages + j, chunk.seq, chunk.page_vectors[j]),
+            "_source": page_source(page, ord_of(state.pages + j), seq, chunk.page_vectors[j]),
         }
     for (title, table), text in chunk.table_texts().items():
         yield {
             "_op_type": "index",
             "_index": indices.tables,
             "_id": doc_id(table_id(title, table)),
-            "_source": table_source(title, table, text, chunk.seq),
+            "_source": table_source(title, table, text, seq),
         }
 
 

@@ -275,9 +275,11 @@ def title_keys_search(keys: Sequence[str], size: int) -> Body:
     }
 
 
-def stale_docs(seq: int) -> Body:
-    """Documents a build wrote from chunk ``seq`` on (what a failed or killed write left)."""
-    return {"range": {"seq": {"gte": seq}}}
+def stale_docs(seq: int, below: int | None = None) -> Body:
+    """Documents a build wrote from chunk ``seq`` on (what a failed or killed write left), below
+    ``below`` (a build in parts: the part's own chunk numbers)."""
+    bounds = {"gte": seq} if below is None else {"gte": seq, "lt": below}
+    return {"range": {"seq": bounds}}
 
 
 def cosine_from_score(score: float) -> float:

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from elasticsearch import Elasticsearch
-from elasticsearch.exceptions import GeneralAvailabilityWarning
 from elasticsearch.helpers import scan
 
 from feverous_es.errors import IncompatibleIndex, StoreError
-from feverous_es.index.elastic import queries
+from feverous_es.index.dump.wiki import WHOLE, Part
+from feverous_es.index.elastic import parts, queries
 from feverous_es.index.elastic.analysis import probe_analysis
 from feverous_es.index.elastic.builds import (
     KINDS,
@@ -24,7 +23,9 @@ from feverous_es.index.elastic.builds import (
     build_meta,
     check_aliases_free,
     create_build,
+    create_index,
     list_builds,
+    publish_build,
     state_from_meta,
     state_meta,
     tables_from_meta,
@@ -40,8 +41,8 @@ from feverous_es.index.elastic.documents import (
     index_body,
     mapping_conflicts,
 )
-from feverous_es.index.elastic.errors import describe, elastic_errors, item_reason
-from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions, swap_aliases
+from feverous_es.index.elastic.errors import describe, elastic_errors
+from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions
 from feverous_es.index.store import BuildState, Chunk
 
 # Deleting a failed chunk's documents may take longer than one search.
@@ -49,13 +50,22 @@ _DELETE_TIMEOUT = 600.0
 
 
 class ElasticWriter:
-    """Write side of the Elasticsearch store (see the module docstring)."""
+    """Write side of the Elasticsearch store (see the module docstring); ``part`` one of several
+    workers writing one build (:mod:`~feverous_es.index.elastic.parts`), covering ``rows`` of
+    the ``dump_rows`` pages the build covers."""
 
     def __init__(
-        self, config: ElasticConfig, dim: int, client: Elasticsearch | None = None
+        self,
+        config: ElasticConfig,
+        dim: int,
+        client: Elasticsearch | None = None,
+        part: Part = WHOLE,
+        rows: tuple[int, int] = (0, 0),
     ) -> None:
         self.config = config
         self.dim = dim
+        self.part = part
+        self._progress = parts.PartProgress(part, rows=rows[0], dump_rows=rows[1])
         self._own_client = client is None
         self._client = client if client is not None else connect(config)
         try:
@@ -73,10 +83,12 @@ class ElasticWriter:
         if latest is None:
             self.version = 1
             self._analysis = probe_analysis(client)
-            self.indices = create_build(client, config, 1, self.dim, self._analysis)
+            self.indices = create_build(client, config, 1, self.dim, self._analysis,
+                                        racing=not self.part.whole)  # fmt: skip
             self._state, self._tables = BuildState(), 0
         else:
             self._resume(latest, builds[latest])
+        self._open_part()
         if not self._state.complete:
             self._set_load_settings()
             self._discard_partial()
@@ -124,7 +136,34 @@ class ElasticWriter:
                     "`feverous-es es new-build`"
                 )
             body = index_body(document, name, config, self.dim, analysis=self._analysis)
-            client.indices.create(index=name, **body)
+            create_index(client, name, body, racing=not self.part.whole)
+
+    def _open_part(self) -> None:
+        """Take this part's state from its progress document; refuse to mix one writer and
+        parts, or parts of different counts, in one build."""
+        client, progress = self._client, parts.read_progress(self._client, self.indices)
+        if self.part.whole:
+            if progress:
+                count = next(iter(progress.values())).part.count
+                raise IncompatibleIndex(
+                    f"v{self.version} is being built in {count} parts: run each with --part "
+                    f"I/{count}, or start a new build with `feverous-es es new-build`"
+                )
+            return
+        parts.check_parts(self.version, progress, self.part)
+        if self._state.next_seq and not progress:
+            raise IncompatibleIndex(
+                f"v{self.version} was begun by one process, not in parts: finish it without "
+                "--part, or start a new build with `feverous-es es new-build`"
+            )
+        if self._state.complete:  # published already: nothing left to write
+            return
+        parts.ensure_progress_index(client, self.indices)
+        mine = progress.get(self.part.number)
+        if mine is not None:
+            mine.rows, mine.dump_rows = self._progress.rows, self._progress.dump_rows
+            self._progress = mine
+        self._state, self._tables = self._progress.state, self._progress.tables
 
     def _indices(self) -> list[str]:
         return list(self.indices)
@@ -153,7 +192,7 @@ class ElasticWriter:
         stale = scan(
             client,
             index=indices,
-            query={"query": queries.stale_docs(self._state.next_seq)},
+            query={"query": queries.stale_docs(*parts.seq_range(self.part, self._state.next_seq))},
             _source=False,
             size=queries.PAGE_SIZE,
         )
@@ -168,9 +207,15 @@ class ElasticWriter:
             )
         client.indices.refresh(index=indices)
 
-    def _save_state(self, state: BuildState, tables: int) -> None:
-        meta = state_meta(state, self.dim, self.version, tables, self._analysis)
-        self._client.indices.put_mapping(index=self.indices.elements, meta={META_KEY: meta})
+    def _save_state(self, state: BuildState, tables: int, seconds: float = 0.0) -> None:
+        if self.part.whole:
+            meta = state_meta(state, self.dim, self.version, tables, self._analysis)
+            self._client.indices.put_mapping(index=self.indices.elements, meta={META_KEY: meta})
+        else:
+            progress = replace(self._progress, state=state, tables=tables,
+                               seconds=self._progress.seconds + seconds)  # fmt: skip
+            parts.save_progress(self._client, self.indices, progress)
+            self._progress = progress
         self._state, self._tables = state, tables
 
     @property
@@ -180,9 +225,18 @@ class ElasticWriter:
     def state(self) -> BuildState:
         return self._state
 
-    def _stored_meta(self) -> dict[str, Any]:
-        """The build ``_meta`` as the cluster holds it (quickly, or an error)."""
+    def _stored_state(self) -> tuple[BuildState, int]:
+        """This writer's state and whole tables as the cluster holds them (quickly, or an
+        error)."""
         client = self._client.options(request_timeout=self.config.request_timeout, max_retries=0)
+        if not self.part.whole:
+            stored = parts.read_progress(client, self.indices)[self.part.number]
+            return stored.state, stored.tables
+        meta = self._stored_meta(client)
+        return state_from_meta(meta), tables_from_meta(meta)
+
+    def _stored_meta(self, client: Elasticsearch) -> dict[str, Any]:
+        """The build ``_meta`` as the cluster holds it."""
         body = client.indices.get_mapping(index=self.indices.elements).body
         meta = build_meta(body[self.indices.elements]["mappings"])
         if meta is None:
@@ -217,9 +271,13 @@ class ElasticWriter:
         so the same command resumes the build."""
         self._check_chunk(chunk)
         state, tables = self._state, self._tables
+        started = time.perf_counter()
         with elastic_errors(self.config, f"chunk {chunk.seq}"):
             try:
-                actions = chunk_actions(chunk, self.indices, state)
+                actions = chunk_actions(
+                    chunk, self.indices, state, parts.seq_of(self.part, chunk.seq),
+                    lambda ordinal: parts.ord_of(self.part, ordinal),
+                )  # fmt: skip
                 report = bulk_load(self._client, actions, self.config)
                 if not report.ok:
                     raise StoreError(
@@ -236,51 +294,34 @@ class ElasticWriter:
                         malformed=state.malformed + len(chunk.malformed),
                     ),
                     tables + len(chunk.table_texts()),
+                    time.perf_counter() - started,
                 )
             except BaseException:
                 self._state, self._tables = state, tables
                 # If this fails too, the next open discards the partial chunk.
                 with contextlib.suppress(Exception):
-                    stored = self._stored_meta()
-                    if state_from_meta(stored) == state:
+                    stored_state, stored_tables = self._stored_state()
+                    if stored_state == state:
                         self._discard_partial(quick=True)
                     else:  # the state was saved after all (its answer was lost)
-                        self._state, self._tables = (
-                            state_from_meta(stored),
-                            tables_from_meta(stored),
-                        )
+                        self._state, self._tables = stored_state, stored_tables
                 raise
 
-    def finish(self) -> None:
-        """Publish the build: refresh, check every document is there, restore refresh and
-        replicas, mark it complete, then swap the three aliases in one request. Safe to
-        repeat."""
+    def finish(self) -> list[str]:
+        """Publish the build (refresh, check every document is there, restore refresh and
+        replicas, mark it complete, swap the three aliases in one request); a part marks itself
+        complete and publishes only when every part is. Safe to repeat. Returns the parts still
+        missing (none once published)."""
         client, config, state = self._client, self.config, self._state
         with elastic_errors(config, "cannot publish the build"):
-            client.indices.refresh(index=self._indices())
-            expected_counts = (state.elements, state.pages, self._tables)
-            for index, expected in zip(self.indices, expected_counts, strict=True):
-                found = int(client.count(index=index)["count"])
-                if found != expected:
-                    raise StoreError(
-                        f"{index} holds {found:,} documents but the build wrote {expected:,} "
-                        "(lost, or repeated ids): the aliases are unchanged; start a new build "
-                        "with `feverous-es es new-build`"
-                    )
-            if config.merge_segments:
-                merge_segments(client, self._indices(), config.merge_segments)
-            client.indices.put_settings(
-                index=self._indices(),
-                settings={
-                    "index": {
-                        "refresh_interval": config.refresh_interval,
-                        "number_of_replicas": config.replicas,
-                    }
-                },
-            )
+            if self.part.whole:
+                meta = self._stored_meta(client)
+                publish_build(client, config, self.indices, state, self._tables, meta)
+                self._state = replace(state, complete=True)
+                return []
             if not state.complete:
                 self._save_state(replace(state, complete=True), self._tables)
-            swap_aliases(client, dict(zip(config.aliases, self.indices, strict=True)))
+            return publish_parts(client, config, self.version)
 
     def close(self) -> None:
         if self._own_client and self._client is not None:
@@ -288,19 +329,14 @@ class ElasticWriter:
             self._client = None  # type: ignore[assignment]
 
 
-def merge_segments(client: Elasticsearch, indices: Sequence[str], segments: int) -> None:
-    """Force-merge ``indices`` to at most ``segments`` segments a shard, as a task polled until
-    it ends: merging a large build takes longer than one request may wait."""
-    task = client.indices.forcemerge(
-        index=",".join(indices), max_num_segments=segments, wait_for_completion=False
-    )["task"]
-    while True:
-        # The client marks the task API "technical preview"; its GET has been stable since 5.x.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", GeneralAvailabilityWarning)
-            status = client.tasks.get(task_id=task)
-        if status.get("completed"):
-            break
-        time.sleep(1.0)
-    if "error" in status:
-        raise StoreError(f"merging the build's segments failed: {item_reason(status['error'])}")
+def publish_parts(client: Elasticsearch, config: ElasticConfig, version: int) -> list[str]:
+    """Publish build ``version`` if it was written in parts and every part is complete; the
+    parts still missing otherwise (published: none)."""
+    indices = BuildIndices.of(config, version)
+    progress = parts.read_progress(client, indices)
+    missing = parts.missing_parts(progress)
+    if progress and not missing:
+        state, tables = parts.whole_build(progress)
+        meta = list_builds(client, config)[version]["meta"]
+        publish_build(client, config, indices, state, tables, meta)
+    return missing

@@ -281,10 +281,11 @@ class EmbeddedWriter:
                 writer.delete_documents_by_query(later)
                 writer.commit()
 
-    def finish(self) -> None:
-        """Mark the build complete, first building the HNSW graphs if the index is large."""
+    def finish(self) -> list[str]:
+        """Mark the build complete, first building the HNSW graphs if the index is large (one
+        writer builds an embedded index: no part is ever missing)."""
         if self._state.complete:
-            return
+            return []
         types = vector_types(self._db, self._vectors)
         save_vector_types(self.path, types)
         if self._vectors > self._hnsw_threshold:
@@ -300,6 +301,7 @@ class EmbeddedWriter:
             build_graphs(self.path / self._files.pages, self.dim, self._files.dtype, one_group, 0)
         self._db.execute("UPDATE state SET complete = 1")
         self._state = replace(self._state, complete=True)
+        return []
 
     def close(self) -> None:
         if self._closed:
