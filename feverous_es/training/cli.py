@@ -86,7 +86,9 @@ def train_group() -> None:
     "changed claim against other subjects' sentences as NOT ENOUGH INFO (pages held out like "
     "claims).",
 )
-@click.option("--contrastive-pages", default=4000, help="Pages --contrastive reads.")
+@click.option(
+    "--contrastive-pages", default=4000, help="Pages --contrastive reads."
+)
 @click.option(
     "--attributes/--no-attributes", default=False,
     help="With --contrastive: claims about one attribute of every person's lead too, true "
@@ -426,7 +428,9 @@ def rerank_command(options: RerankRunOptions, kind: str) -> None:
     holdout=0.2,
 )
 @click.option("--target-length", default=64, help="Tokens of the target.")
-@click.option("--distractors", default=0, help="Retrieved non-gold elements a pair.")
+@click.option(
+    "--distractors", default=0, help="Retrieved non-gold elements a pair."
+)
 @fit_options(
     max_length=(512, "Tokens of the input."),
     batch_size=(8, None),

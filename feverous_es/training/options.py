@@ -116,7 +116,9 @@ def data_options(
 
 def seed_option(what: str) -> Callable[[F], F]:
     """``--seed``: which claims are held out, which pairs are sampled, and the ``what``."""
-    return click.option("--seed", default=13, help=f"Split, sampling and {what} seed.")
+    return click.option(
+        "--seed", default=13, help=f"Split, sampling and {what} seed."
+    )
 
 
 def train_claims_option(help: str) -> Callable[[F], F]:

@@ -126,7 +126,6 @@ def evidence_features(
     width = len(FEATURES[options.kind])
     return (np.stack(rows) if rows else np.zeros((0, width), np.float32)), kept
 
-
 @dataclass(kw_only=True)
 class RunOptions(common.RunOptions):
     kind: str = "table"  # or "sentence"

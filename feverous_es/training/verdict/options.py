@@ -97,8 +97,7 @@ class RunOptions(common.RunOptions):
         if self.from_gpu and folds:
             raise TrainError("the GPU job trains no cross-fitting models: give --folds 0")
         if self.distill.teacher is not None and (folds or self.from_gpu):
-            raise TrainError(
-                "--teacher trains one model on this machine: give --folds 0, without --from-gpu"
-            )
+            raise TrainError("--teacher trains one model on this machine: give --folds 0, "
+                             "without --from-gpu")
         if not 0.0 <= self.distill.alpha <= 1.0 or self.distill.temperature <= 0:
             raise TrainError("--alpha must be in [0, 1] and --temperature above 0")
