@@ -196,6 +196,12 @@ def index(
 @click.option("--save-rates", type=PATH, help="Write the rates used to this file.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
               help="Device --measure embeds on.")  # fmt: skip
+@click.option(
+    "--workers", type=COUNT, default=None,
+    help="Also plan an Elasticsearch build split among N workers (`index --part I/N`), one "
+    "machine of the rates' kind each: the wall time, and where the cluster's bulk rate stops "
+    "more workers from paying.",
+)  # fmt: skip
 @max_length_option(128, "Tokens per text kept for embedding (as for `index`).")
 @json_option("counts, rates and projections")
 @user_errors()
@@ -206,6 +212,7 @@ def plan(
     rates_file: Path | None,
     save_rates: Path | None,
     device: str,
+    workers: int | None,
     max_length: int,
     as_json: bool,
 ) -> None:
@@ -236,15 +243,17 @@ def plan(
         rates.save(save_rates)
     counts = counted.scaled()
     projections = planning.project(counts, rates)
+    parts = planning.project_parts(projections, workers) if workers else []
     if as_json:
         print_json({
             "counts": dataclasses.asdict(counts), "rates": dataclasses.asdict(rates),
             "projections": [dataclasses.asdict(p) for p in projections],
+            "parts": [dataclasses.asdict(p) for p in parts],
         })  # fmt: skip
         return
     from feverous_es.index.building.plan_report import print_plan
 
-    print_plan(Console(), counts, rates, projections)
+    print_plan(Console(), counts, rates, projections, parts)
 
 
 @main.command()

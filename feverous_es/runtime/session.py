@@ -92,7 +92,12 @@ def open_session(
         if session.get_providers()[0] == CUDA_PROVIDER:
             return session
         if device == "cuda":
-            raise ModelError("device='cuda' but the CUDA execution provider is not usable here")
+            raise ModelError(
+                "device='cuda' but the CUDA execution provider is not usable here: this "
+                f"onnxruntime {ort.__version__} offers {', '.join(ort.get_available_providers())}"
+                "; install onnxruntime-gpu of that version in its place, with the CUDA 12 and "
+                "cuDNN 9 libraries it loads (docs/scale.md: the GPU's rate)"
+            )
     return _load_optimized(model_file(False), options)
 
 

@@ -15,6 +15,7 @@ linear in elements, vectors and pages, with the per-unit sizes measured.
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import tempfile
@@ -255,6 +256,40 @@ def project(
                     store, device, read_s, embed_s, write_s, graph_s, wall, disk, rss, node_memory
                 )
             )
+    return result
+
+
+@dataclass
+class PartsProjection:
+    """An Elasticsearch build written by ``workers`` workers on one device each (``index
+    --part I/N``): each reads and embeds its share, all write to one cluster, whose bulk rate
+    (``bulk_s`` for the whole dump on the measured node count) is the floor no number of workers
+    goes below. ``bulk_bound_from``: the fewest workers whose share takes no longer than the
+    cluster's writing — beyond it, a worker more saves nothing."""
+
+    device: str
+    workers: int
+    wall_s: float | None
+    one_worker_s: float | None
+    bulk_s: float | None
+    bulk_bound_from: int | None
+
+
+def project_parts(projections: Iterable[Projection], workers: int) -> list[PartsProjection]:
+    """The Elasticsearch rows of ``projections`` with the build split among ``workers``."""
+    result = []
+    for p in projections:
+        if p.store != "elasticsearch":
+            continue
+        if p.embed_s is None or p.write_s is None:
+            result.append(PartsProjection(p.device, workers, None, None, p.write_s, None))
+            continue
+        shared = max(p.read_s, p.embed_s)  # the work a worker's own machine does
+        wall = max(shared / workers, p.write_s)
+        bound = max(1, math.ceil(shared / p.write_s)) if p.write_s else None
+        result.append(
+            PartsProjection(p.device, workers, wall, max(shared, p.write_s), p.write_s, bound)
+        )
     return result
 
 
