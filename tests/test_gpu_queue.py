@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_lines
+from tests.conftest import SAMPLE_DB, write_lines
 
 pytest.importorskip("torch")
 pytest.importorskip("optimum.exporters.onnx")
@@ -77,7 +77,7 @@ def run_call(call: dict, root: Path, out: Path, call_seconds: float | None = Non
     own command, the machine's folders moved under ``root``, the job on this CPU."""
     command = call["command"].replace(gpu_plan.DEVICE_DIR, str(root / "device"))
     command = command.replace("python3 ", f"{sys.executable} ").replace("$OUT", str(out))
-    if "job.py" in command:
+    if f"python3 {gpu_plan.DEVICE_DIR}/{gpu_plan.JOB_FILE}" in call["command"]:  # the queue's
         command += f" --device cpu --work {root / 'machine'}"
         if call_seconds is not None:
             command += f" --call-seconds {call_seconds}"
@@ -110,7 +110,7 @@ def queue(
         patch.chdir(root)
         plan = gpu_bundle.write_bundle(
             Path("bundle"), jobs, {"mpnet": {"dir": tiny_base}, "minilm": {"dir": tiny_base}},
-            wheels=False, part_bytes=PART_BYTES, rates=CPU,
+            wheels=False, part_bytes=PART_BYTES, rates=CPU, rates_from=SAMPLE_DB,
         )  # fmt: skip
     calls = plan["calls"]
     first_run = next(i for i, c in enumerate(calls) if c["what"] == "carry and run")
@@ -128,6 +128,9 @@ def queue(
     for n, report in enumerate(reports, 1):
         for number, fetch in enumerate(report["fetch"]):
             run_call(fetch, root, root / "out" / f"fetch-{n}-{number}")
+    # The rates job's calls, last: on this CPU it finds no CUDA provider and measures torch.
+    for call in [c for c in calls if "rates" in c["what"]]:
+        run_call(call, root, root / "out" / f"rates-{call['call']}")
     results = root / "results"
     for folder in (root / "out").iterdir():
         for path in folder.glob("*/*"):
@@ -144,12 +147,13 @@ def test_the_plan_sends_each_base_once_within_the_limits(
     assert [j["name"] for j in config["jobs"]] == ["reader", "ranker", "table"]
     # mpnet is every job's teacher and minilm every student's base: each travels once.
     assert set(config["bases"]) == {"mpnet", "minilm"}
-    carried = [Path(p).relative_to("bundle").as_posix() for c in plan["calls"] for p in c["carry"]]
+    queue_calls = [c for c in plan["calls"] if "rates" not in c["what"]]  # the rates job: apart
+    carried = [Path(p).relative_to("bundle").as_posix() for c in queue_calls for p in c["carry"]]
     assert len(carried) == len(set(carried))
     assert all(part in carried for base in config["bases"].values() for part in base["parts"])
     assert {"ranker", "reader", "table", "job.py", "queue.json"} <= set(carried)
     assert all(len(c["carry"]) <= gpu_plan.MAX_CARRY for c in plan["calls"])
-    assert all(c.get("bytes", 0) <= PART_BYTES for c in plan["calls"])
+    assert all(c.get("bytes", 0) <= PART_BYTES for c in queue_calls)
     assert all(len(c["command"]) <= 2000 for c in plan["calls"])  # the device tool's limit
     assert [c["what"] for c in plan["calls"]].count("carry and run") == 1
     # Each job states its own estimate, and the plan its total against a lend.
@@ -272,6 +276,33 @@ def run_job(device: Path, out: Path, work: Path) -> subprocess.CompletedProcess[
          "--work", str(work)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
+
+
+def test_the_rates_job_runs_last_and_says_why_it_measured_torch(
+    queue: tuple[Path, dict, list[dict]],
+) -> None:
+    """The GPU rates job (the queue's last calls): on a machine whose onnxruntime cannot use a
+    GPU it says why, measures torch's rate instead, labelled, and leaves the plan's CUDA rate
+    unmeasured (it ran on no GPU); its files stay out of the training queue's check."""
+    from feverous_es.index.building.plan import BuildRates
+
+    root, plan, _ = queue
+    whats = [call["what"] for call in plan["calls"]]
+    first_rates = whats.index("carry (rates)") if "carry (rates)" in whats else len(whats) - 1
+    assert whats[-1] == "carry and run rates"
+    assert all("rates" in w for w in whats[first_rates:])
+    assert all("rates" not in w for w in whats[:first_rates])
+    config = json.loads((root / "bundle" / gpu_job.CONFIG_FILE).read_text())
+    assert not any(n.startswith(("rates/", "ort/")) for n in config["files"])
+    assert "rates/embedder.fp16.onnx" in config["rates"]["files"]
+    report = json.loads((root / "results" / "rates" / "report.json").read_text())
+    # A CPU onnxruntime offers no CUDA provider; onnxruntime-gpu on a machine without a GPU
+    # puts the session on CPU: either way the reason names where it ran.
+    assert "CPUExecutionProvider" in report["why_not_onnxruntime"]
+    assert report["engine"].startswith("torch") and report["device"] == "cpu"
+    assert report["figures"]["embedder"]["tokens_per_s"] > 0
+    rates = BuildRates.load(root / "results" / "rates" / "rates.json")
+    assert rates.embed_tokens_per_s["cuda"] is None  # measured on no GPU: nothing claimed
 
 
 def test_a_torn_transfer_stops_the_call_before_any_training(device: Path, tmp_path: Path) -> None:

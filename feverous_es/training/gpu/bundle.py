@@ -33,6 +33,7 @@ from feverous_es.runtime.files import sha256_file
 from feverous_es.training.bases import base_name
 from feverous_es.training.gpu import job as gpu_job
 from feverous_es.training.gpu import plan
+from feverous_es.training.gpu import rates as gpu_rates
 from feverous_es.training.gpu.plan import JOB_FILE, PLAN_FILE
 
 MIB = 1 << 20
@@ -186,10 +187,12 @@ def write_bundle(
     wheels: bool = True,
     part_bytes: int = SEND_PART_BYTES,
     rates: plan.Rates = plan.H200,
+    rates_from: Path | None = None,
 ) -> dict[str, Any]:
     """Write the whole bundle into ``bundle`` (replaced) and return its plan. ``bases``: key ->
     ``{"dir": model directory}`` (sent as fp16) or ``{"dir": …, "weights": bytes, "format":
-    "int8-rows"}`` (sent as given); every base a job names must be among them."""
+    "int8-rows"}`` (sent as given); every base a job names must be among them. ``rates_from``:
+    a dump whose texts the GPU rates job (:mod:`.rates`) measures with, at the queue's end."""
     if bundle.is_absolute():
         raise TrainError(
             f"{bundle}: give the bundle folder relative to the repository root (the GPU calls "
@@ -213,6 +216,10 @@ def write_bundle(
         write_pairs(bundle / job.name / PAIRS_FILE, job.pairs)
         queue_jobs.append(job_entry(job, entries, {k: Path(bases[k]["dir"]) for k in used}))
     shutil.copyfile(Path(gpu_job.__file__), bundle / JOB_FILE)
+    rates_entry = (
+        None if rates_from is None
+        else gpu_rates.write_rates_job(bundle, rates_from, part_bytes, wheel=wheels)
+    )  # fmt: skip
     estimates = plan.estimate_jobs(jobs, {k: Path(bases[k]["dir"]) for k in used}, rates)
     for entry, estimate in zip(queue_jobs, estimates, strict=True):
         entry["budget_seconds"] = estimate.budget
@@ -225,13 +232,18 @@ def write_bundle(
     }
     sizes = {
         str(p.relative_to(bundle)): p.stat().st_size
-        for p in sorted(bundle.rglob("*")) if p.is_file() and p.name != JOB_FILE
+        for p in sorted(bundle.rglob("*"))
+        if p.is_file() and p.name != JOB_FILE
+        and not gpu_rates.is_rates_file(str(p.relative_to(bundle)))
     }  # fmt: skip
     config["files"] = {name: sha256_file(bundle / name) for name in sizes}
+    if rates_entry is not None:
+        config["rates"] = rates_entry
     if wheels:
         config["wheels"] = download_device_wheels(bundle / "wheels")
     (bundle / gpu_job.CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", "utf-8")
-    calls = plan.lay_out(bundle, queue_jobs, part_bytes, wheels=wheels, rates=rates)
+    calls = plan.lay_out(bundle, queue_jobs, part_bytes, wheels=wheels, rates=rates,
+                         rates_job=rates_entry)  # fmt: skip
     (bundle / PLAN_FILE).write_text(json.dumps(calls, indent=2) + "\n", "utf-8")
     return calls
 

@@ -42,7 +42,8 @@ def gpu_group() -> None:
 )  # fmt: skip
 @click.option(
     "--jobs", default=",".join(JOBS),
-    help="The jobs to bundle, comma-separated; they run in the queue's order.",
+    help="The jobs to bundle, comma-separated; they run in the queue's order (rates, the GPU's "
+    "rates for `plan`, needs --wiki and runs after the others).",
 )  # fmt: skip
 @click.option(
     "--work", required=True, type=FOLDER,
@@ -65,8 +66,10 @@ def bundle_command(
     """Write the GPU queue: every job's pairs, the bases once, the runner and the plan.
 
     The jobs, in order: ranker (a cross-encoder teacher and students of 6 and 3 layers),
-    reader (the verdict's reader, second version), table (a reader of table rows). Prints the
-    plan: the calls of a lend in order, what each carries and runs, the expected seconds.
+    reader (the verdict's reader, second version), table (a reader of table rows), rates (the
+    shipped embedder and ranker through ONNX Runtime's CUDA provider: a rates file for `plan
+    --rates`). Prints the plan: the calls of a lend in order, what each carries and runs, the
+    expected seconds.
     """
     from feverous_es.training.gpu.command import QueueOptions, write_queue
     from feverous_es.training.gpu.jobs import claim_files

@@ -14,7 +14,9 @@ from feverous_es.training.gpu import jobs as gpu_jobs
 from feverous_es.training.gpu.results import int8_rows_weights
 from feverous_es.training.progress import QUIET, Progress
 
-JOBS = ("ranker", "reader", "table")  # the queue's order: what moves the figures most first
+# The queue's order: what moves the figures most first; the GPU's rates for the planner last.
+TRAINING_JOBS = ("ranker", "reader", "table")
+JOBS = (*TRAINING_JOBS, "rates")
 SEED = 13  # the split every shipped model and benchmark shares (35 % held out by claim id)
 HOLDOUT = 0.35
 
@@ -37,7 +39,7 @@ class QueueOptions:
     pairs: list[Path] = field(default_factory=list)
     contrastive: Path | None = None
     teacher_from: Path | None = None
-    jobs: Sequence[str] = JOBS
+    jobs: Sequence[str] = TRAINING_JOBS
     store: str = "embedded"
     limit: int | None = None  # claims per file (a seeded sample), for a quick bundle
     retrieved: int = 300  # table-file claims read against retrieved evidence
@@ -54,6 +56,10 @@ class QueueOptions:
         for path in [*self.claims, *self.train_claims, *self.pairs]:
             if not Path(path).is_file():
                 raise TrainError(f"{path} is not a file: the queue's data is missing")
+        if "rates" in self.jobs and self.contrastive is None:
+            raise TrainError(
+                "the rates job embeds the dump's texts: give --wiki, or leave rates out of --jobs"
+            )
 
 
 def build_jobs(options: QueueOptions, progress: Progress = QUIET) -> list[gpu_bundle.Job]:
@@ -145,5 +151,6 @@ def write_queue(options: QueueOptions, progress: Progress = QUIET) -> dict[str, 
             "format": "int8-rows",
         }  # fmt: skip
     return gpu_bundle.write_bundle(
-        options.bundle, jobs, bases, wheels=options.wheels, part_bytes=options.part_bytes
-    )
+        options.bundle, jobs, bases, wheels=options.wheels, part_bytes=options.part_bytes,
+        rates_from=options.contrastive if "rates" in options.jobs else None,
+    )  # fmt: skip

@@ -153,25 +153,29 @@ def group_files(sizes: dict[str, int], last: Sequence[str], part_bytes: int) -> 
     return [*(g for i, g in enumerate(groups) if i != chosen), groups[chosen] + list(last)]
 
 
+PER_FILE = (["bases"], ["rates"], ["ort"])  # folders of parts and graphs: carried file by file
+
+
 def carried_paths(sizes: dict[str, int]) -> dict[str, int]:
-    """The paths a call carries (8 at most): each weight part on its own (the parts fill the
-    calls), each folder as one path (a job's pairs, the wheels, the bases' small files)."""
+    """The paths a call carries (8 at most): each weight part or graph on its own (they fill
+    the calls), each other folder as one path (a job's pairs, the wheels, small files)."""
     paths: dict[str, int] = {}
     for name, size in sizes.items():
         folders = name.split("/")[:-1]
-        key = "/".join(folders[:2]) if folders and folders != ["bases"] else name
+        key = "/".join(folders[:2]) if folders and folders not in PER_FILE else name
         paths[key] = paths.get(key, 0) + size
     return paths
 
 
+WHEELS_INSTALL = (
+    f"python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "
+    f"{DEVICE_DIR}/wheels/*.whl"
+)  # the carried libraries, installed on the machine
+
+
 def run_command(wheels: bool) -> str:
     """The command that runs the queue on the machine (the bundle already gathered)."""
-    command = ""
-    if wheels:
-        command += (
-            f"python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "
-            f"{DEVICE_DIR}/wheels/*.whl && export PYTHONPATH=/tmp/site && "
-        )
+    command = f"{WHEELS_INSTALL} && export PYTHONPATH=/tmp/site && " if wheels else ""
     return command + f"PYTHONUNBUFFERED=1 python3 {DEVICE_DIR}/{JOB_FILE} {DEVICE_DIR} $OUT"
 
 
@@ -187,16 +191,27 @@ def copy_command(carry: Sequence[str], bundle: Path) -> str:
 
 
 def lay_out(
-    bundle: Path, jobs: Sequence[dict[str, Any]], part_bytes: int, *, wheels: bool, rates: Rates
+    bundle: Path,
+    jobs: Sequence[dict[str, Any]],
+    part_bytes: int,
+    *,
+    wheels: bool,
+    rates: Rates,
+    rates_job: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The lend's calls in order — the transfers (the last one runs the queue), more runs while
-    jobs wait, the fetches — each with its carry list, command and expected seconds (a run call:
-    its jobs' estimates, and at their budgets); each job's estimate; the expected total against
-    :data:`LEND_SECONDS`, and the total if every job ran to its budget."""
-    sizes = {
+    jobs wait, the fetches, then the GPU rates job's transfers (the last one runs it) — each
+    with its carry list, command and expected seconds (a run call: its jobs' estimates, and at
+    their budgets); each job's estimate; the expected total against :data:`LEND_SECONDS`, and
+    the total if every job ran to its budget (the rates job apart: it runs when a lend has time
+    left)."""
+    from feverous_es.training.gpu.rates import is_rates_file
+
+    every = {
         str(p.relative_to(bundle)): p.stat().st_size
         for p in sorted(bundle.rglob("*")) if p.is_file() and p.name != PLAN_FILE
     }  # fmt: skip
+    sizes = {name: size for name, size in every.items() if not is_rates_file(name)}
     paths = carried_paths(sizes)
     groups = group_files(paths, [JOB_FILE, gpu_job.CONFIG_FILE], part_bytes)
     calls: list[dict[str, Any]] = []
@@ -236,10 +251,12 @@ def lay_out(
          "command": "the next entry of the last run's queue-report.json `fetch` list"}
         for _ in range(expected_fetches(runs))
     ]  # fmt: skip
-    for number, call in enumerate(calls, 1):
-        call["call"] = number
     total = rates.start + sum(c["seconds"] for c in calls)
     worst = rates.start + sum(c.get("budget_seconds", c["seconds"]) for c in calls)
+    if rates_job is not None:
+        calls += rates_calls(bundle, every, rates_job, part_bytes, rates)
+    for number, call in enumerate(calls, 1):
+        call["call"] = number
     return {
         "calls": calls,
         "jobs": {j["name"]: {"budget_seconds": j["budget_seconds"], **j["plan"]} for j in jobs},
@@ -248,6 +265,43 @@ def lay_out(
         "lend_seconds": LEND_SECONDS,
         "fits_lend": total <= LEND_SECONDS,
     }
+
+
+RATES_RUN_SECONDS = 90.0  # installing the wheel, two models' sessions, 20 s a rate, parity
+
+
+def rates_calls(
+    bundle: Path, every: dict[str, int], job: dict[str, Any], part_bytes: int, rates: Rates
+) -> list[dict[str, Any]]:
+    """The rates job's calls, after everything else: its files (and the runner, the queue's
+    config and the wheels again, so they stand alone on a fresh machine) in transfers, the last
+    of which installs the wheel and runs it (its results come back with it)."""
+    from feverous_es.training.gpu.rates import RUNNER, install_command, is_rates_file
+
+    own = {name: size for name, size in every.items() if is_rates_file(name)}
+    shared = [JOB_FILE, gpu_job.CONFIG_FILE]
+    paths = carried_paths({**own, **{n: every[n] for n in shared}})
+    wheels = {n: s for n, s in every.items() if n.startswith("wheels/")}
+    if wheels:
+        paths["wheels"] = sum(wheels.values())
+        shared.append("wheels")
+    calls: list[dict[str, Any]] = []
+    for group in group_files(paths, [RUNNER, *shared], part_bytes):
+        carry = [f"{bundle.as_posix()}/{name}" for name in group]
+        calls.append({"what": "carry (rates)", "carry": carry, "seconds": rates.call,
+                      "bytes": sum(paths[n] for n in group),
+                      "command": f"{copy_command(carry, bundle)} && ls {DEVICE_DIR}"})  # fmt: skip
+    site = "/tmp/ort:/tmp/site" if wheels else "/tmp/ort"
+    install_wheels = f"{WHEELS_INSTALL} && " if wheels else ""
+    last: list[str] = calls[-1]["carry"]
+    calls[-1].update({
+        "what": "carry and run rates",
+        "seconds": round(rates.call + RATES_RUN_SECONDS),
+        "command": f"{copy_command(last, bundle)} && {install_wheels}"
+        f"{install_command(job, DEVICE_DIR)} && PYTHONPATH={site} PYTHONUNBUFFERED=1 "
+        f"python3 {DEVICE_DIR}/{RUNNER} {DEVICE_DIR} $OUT",
+    })  # fmt: skip
+    return calls
 
 
 def result_files(job: dict[str, Any]) -> list[tuple[str, int]]:
