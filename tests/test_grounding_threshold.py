@@ -121,3 +121,26 @@ def test_window_pairs_teach_the_reader_evidence_inside_a_window(mini_wiki: Path)
         assert without.variant == NO_GOLD and len(without.premise) < len(with_gold.premise)
         assert with_gold.held_out == without.held_out == split.held_out(claim.source, claim.id)
         assert WINDOW_WORDS <= len(with_gold.premise.split()) < 2 * WINDOW_WORDS + 60
+
+
+def test_a_setting_past_the_latency_budget_is_not_chosen() -> None:
+    """Reading every window is the most accurate here, but five claims against a 1,000-word
+    source would take past a second: the best setting within the budget wins."""
+    from feverous_es.training.grounding_settings import (
+        BUDGET_SECONDS,
+        ScoredWindows,
+        compare_settings,
+    )
+
+    supported = np.array([True, True, False, False] * 2)  # each two-fold half holds both
+    # Each pair's fifth window (the one only `all` reads) holds its answer.
+    scores = [np.array([0.5] * 4 + [0.9 if s else 0.1]) for s in supported]
+    orders = [np.arange(5) for _ in supported]
+    scored = {120: {"set": ScoredWindows(scores, orders, supported)}}
+    fast = compare_settings(scored)
+    assert fast[0]["max_windows"] is None  # no costs given: the best mean
+    rows = compare_settings(scored, seconds_per_window={120: 0.01})  # 5 x 16 windows: 0.8 s
+    assert rows[0]["max_windows"] is None and rows[0]["budget_seconds"] <= BUDGET_SECONDS
+    slow = compare_settings(scored, seconds_per_window={120: 0.05})  # 5 x 16 windows: 4 s
+    assert slow[0]["max_windows"] is not None and slow[0]["budget_seconds"] <= BUDGET_SECONDS
+    assert slow[-1]["budget_seconds"] > BUDGET_SECONDS

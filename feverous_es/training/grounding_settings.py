@@ -30,6 +30,10 @@ WINDOW_SIZES = (80, 120, 200)  # words a window holds
 KEEPS: tuple[int | None, ...] = (1, 2, 3, 4, None)  # windows read: the closest k, or all
 CHUNK = 256  # premises read per call: a progress step
 THRESHOLDS = np.round(np.arange(0.01, 1.0, 0.0025), 4)  # the thresholds tried
+# The service's target: one call checking five claims against a 1,000-word source within 1 s
+# on 2 cores. A setting whose reads would take longer is not chosen, however accurate.
+BUDGET_SECONDS = 1.0
+BUDGET_CLAIMS, BUDGET_WORDS = 5, 1000
 
 
 @dataclass(frozen=True)
@@ -101,23 +105,57 @@ def two_fold(
     return {name: float(np.mean(values)) for name, values in figures.items()}
 
 
+def budget_reads(window_words: int, keep: int | None) -> int:
+    """The windows one claim reads in a BUDGET_WORDS-word source of 20-word sentences."""
+    sentences = ["word " * 19 + "end." for _ in range(BUDGET_WORDS // 20)]
+    windows = len(Source.of([" ".join(sentences)]).windows(window_words))
+    return windows if keep is None else min(keep, windows)
+
+
 def compare_settings(
-    scored: Mapping[int, Mapping[str, ScoredWindows]], per_claim: Mapping[str, int] | None = None
+    scored: Mapping[int, Mapping[str, ScoredWindows]],
+    per_claim: Mapping[str, int] | None = None,
+    seconds_per_window: Mapping[int, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Every setting's figures (``scored``: by window size, each set's windows read;
     ``per_claim`` as :func:`two_fold` takes it): each set's two-fold balanced accuracy and
-    their mean, the threshold chosen on all of every set (in-sample) and its mean; best
-    first."""
+    their mean, the threshold chosen on all of every set (in-sample) and its mean; with the
+    reader's ``seconds_per_window`` at each size, the seconds five claims against a 1,000-word
+    source would take (``budget_seconds``). Best first: the settings within BUDGET_SECONDS by
+    their mean, then the others."""
     rows = []
     for words, by_set in scored.items():
         for keep in KEEPS:
             sets = {name: (w.best(keep), w.supported) for name, w in by_set.items()}
             folds = two_fold(sets, per_claim)
             threshold, in_sample = joint_threshold(list(sets.values()))
+            cost = None
+            if seconds_per_window is not None:
+                reads = BUDGET_CLAIMS * budget_reads(words, keep)
+                cost = round(reads * seconds_per_window[words], 3)
             rows.append({
                 "window_words": words, "max_windows": keep, "threshold": threshold,
                 "two_fold": folds, "mean": float(np.mean(list(folds.values()))),
-                "in_sample_mean": in_sample,
+                "in_sample_mean": in_sample, "budget_seconds": cost,
             })  # fmt: skip
     # A set too small to hold both labels in each half has no two-fold figure (NaN): last.
-    return sorted(rows, key=lambda row: -np.nan_to_num(row["mean"], nan=-1.0))
+    def rank(row: dict[str, Any]) -> tuple[bool, float]:
+        over = row["budget_seconds"] is not None and row["budget_seconds"] > BUDGET_SECONDS
+        return over, -np.nan_to_num(row["mean"], nan=-1.0)
+
+    return sorted(rows, key=rank)
+
+
+def stored_settings(chosen: Mapping[str, Any], data: Mapping[str, int]) -> dict[str, Any]:
+    """The ``grounding.json`` of a chosen row of :func:`compare_settings` (the threshold chosen
+    on every pair of ``data``: set name -> pairs)."""
+    return {
+        "threshold": round(chosen["threshold"], 4),
+        "window_words": chosen["window_words"],
+        "max_windows": chosen["max_windows"],
+        "chosen_on": {
+            "data": dict(data),
+            "two_fold_balanced_accuracy": {k: round(v, 4) for k, v in chosen["two_fold"].items()},
+            "mean": round(chosen["mean"], 4),
+        },
+    }
