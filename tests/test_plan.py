@@ -194,3 +194,19 @@ def test_rates_measured_on_a_sample_of_the_dump(tmp_path: Path) -> None:
     # The sample's small graph is scaled to what a full shard costs a vector.
     assert f"times {FULL_SHARD_GRAPH_FACTOR} for full shards" in rates.measured["graphs"]
     assert "CPU cores" in rates.measured["machine"]  # a stored rate's machine is replaced
+
+
+def test_workers_pay_until_the_clusters_bulk_rate_is_the_limit() -> None:
+    from feverous_es.index.building.plan import Projection, project_parts
+
+    elastic = Projection("elasticsearch", "cpu", read_s=100.0, embed_s=6_000.0, write_s=1_000.0,
+                         graph_s=0.0, wall_s=6_000.0, disk_bytes=None, peak_rss_bytes=0.0,
+                         node_vector_memory_bytes=None)  # fmt: skip
+    unmeasured = Projection("elasticsearch", "cuda", 100.0, None, 1_000.0, 0.0, None, None, 0.0,
+                            None)  # fmt: skip
+    embedded = Projection("embedded", "cpu", 100.0, 6_000.0, 500.0, 0.0, 6_000.0, None, 0.0, None)
+    walls = {n: project_parts([elastic], n)[0].wall_s for n in (1, 3, 6, 12)}
+    assert walls == {1: 6_000.0, 3: 2_000.0, 6: 1_000.0, 12: 1_000.0}  # the cluster's floor
+    cpu, cuda = project_parts([embedded, elastic, unmeasured], 4)  # Elasticsearch rows only
+    assert cpu.bulk_bound_from == 6 and cpu.one_worker_s == 6_000.0
+    assert cuda.wall_s is None and cuda.bulk_bound_from is None
