@@ -21,7 +21,7 @@ from feverous_es.index.elastic.cli import es_group
 from feverous_es.index.search import MODES
 from feverous_es.params import (
     COUNT,
-    DEVICE,
+    DEVICE_OPTION,
     EXISTING_FILE,
     FILE,
     PART,
@@ -83,7 +83,7 @@ def main() -> None:
     "--chunk-size", type=COUNT, default=20_000,
     help="Elements per atomic write; an interrupt loses at most the chunk in flight.",
 )  # fmt: skip
-@click.option("--device", type=DEVICE, default="auto")
+@DEVICE_OPTION
 @json_option("the build report")
 @user_errors()
 def index(
@@ -320,7 +320,7 @@ def _pipeline_options(command: F) -> F:
         click.option(
             "--hops", type=click.IntRange(min=0), help="Next-hop rounds (default 7; 0: none)."
         ),
-        click.option("--device", type=DEVICE, default="auto"),
+        DEVICE_OPTION,
         READER_OPTION,
     ]):  # fmt: skip
         command = option(command)
@@ -477,7 +477,7 @@ def serve(
     help="Entailment model directory (instead of --reader).",
 )
 @READER_OPTION
-@click.option("--device", type=DEVICE, default="auto")
+@DEVICE_OPTION
 @json_option("the result")
 @user_errors()
 def entail(

@@ -22,6 +22,11 @@ COUNT = click.IntRange(min=1)
 # position limit of every encoder the project ships or trains.
 TOKENS = click.IntRange(min=8, max=512)
 DEVICE = click.Choice(["auto", "cpu", "cuda"])
+DEVICE_OPTION = click.option(
+    "--device", type=DEVICE, default="auto",
+    help="Where the models run: cuda needs onnxruntime-gpu and a GPU; auto takes one when both "
+    "are there.",
+)  # fmt: skip
 
 
 class PartType(click.ParamType):
