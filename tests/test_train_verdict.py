@@ -386,3 +386,28 @@ def test_distilling_on_this_machine_replays_the_pairs_with_the_teachers_probabil
     with pytest.raises(TrainError, match="give --folds 0"):
         options.stacking.folds = 2
         run_training(options)
+
+
+def test_failure_class_claims_are_also_read_against_the_pipelines_evidence(
+    options: RunOptions,
+) -> None:
+    """`--class-evidence N`: N training claims of each failure class retrieved as `verify`
+    retrieves them and read as the verdict reads them (the routed premise; without the page's
+    lead sentences, NOT ENOUGH INFO), held out with their page as the prepared pair is."""
+    from feverous_es.training.class_evidence import RETRIEVED
+    from feverous_es.training.verdict.options import CLASS_EVIDENCE_FILE
+
+    options.mix.contrastive = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"
+    options.mix.class_evidence = 2
+    pairs = build_pairs(options)
+    read = [p for p in pairs if p.source.endswith(RETRIEVED)]
+    prepared = {(p.source, p.id): p for p in pairs if p.source.startswith("contrastive-")}
+    classes = {p.source for p in read}
+    assert classes and all(c.removesuffix(RETRIEVED) in {s for s, _ in prepared} for c in classes)
+    for pair in read:
+        page = pair.id.split("#")[0]
+        twin = prepared[(pair.source.removesuffix(RETRIEVED), page)]
+        assert not pair.held_out and pair.fold == twin.fold
+        assert pair.premise != twin.premise  # the pipeline's evidence, not the prepared pair's
+    assert {p.label for p in read if p.variant == data.NO_GOLD} <= {"NOT ENOUGH INFO"}
+    assert (options.work / CLASS_EVIDENCE_FILE).is_file()  # cached: a rerun retrieves nothing

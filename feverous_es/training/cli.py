@@ -107,6 +107,12 @@ def train_group() -> None:
     "(training/relations.py).",
 )  # fmt: skip
 @click.option(
+    "--class-evidence", type=click.IntRange(min=0), default=0,
+    help="With --contrastive: N training claims of each failure class also read against the "
+    "evidence the pipeline retrieves for them, as the verdict reads a user's claim "
+    "(training/class_evidence.py; ~0.5 s a claim to retrieve, cached in the work directory).",
+)  # fmt: skip
+@click.option(
     "--teacher",
     type=EXISTING_FOLDER,
     default=None,

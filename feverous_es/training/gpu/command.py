@@ -44,6 +44,9 @@ class QueueOptions:
     limit: int | None = None  # claims per file (a seeded sample), for a quick bundle
     retrieved: int = 300  # table-file claims read against retrieved evidence
     per_source: int = 6000
+    # Each failure class's training claims read against the pipeline's evidence for them
+    # (class_evidence.py): what a CPU retrain on the prepared pairs alone lacked (docs/verdict.md).
+    class_evidence: int = 150
     max_length: int = 192  # the reader's (what the shipped readers read)
     wheels: bool = True
     part_bytes: int = gpu_bundle.SEND_PART_BYTES
@@ -118,6 +121,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
             per_source=options.per_source, retrieved=options.retrieved,
             contrastive=options.contrastive, attributes=options.contrastive is not None,
             windows=options.contrastive is not None, relations=options.contrastive is not None,
+            class_evidence=options.class_evidence if options.contrastive is not None else 0,
         ),
     )  # fmt: skip
     run.check()
@@ -129,7 +133,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
         "limit": options.limit, "per_source": run.mix.per_source, "retrieved": run.mix.retrieved,
         "contrastive": bool(run.mix.contrastive), "attributes": run.mix.attributes,
         "windows": run.mix.windows, "relations": run.mix.relations,
-        "max_length": options.max_length,
+        "class_evidence": run.mix.class_evidence, "max_length": options.max_length,
     }  # fmt: skip
     return pairs, training_pool(pairs, run), recipe
 

@@ -11,6 +11,7 @@ from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training import common
 
 EVIDENCE_FILE = "evidence.jsonl"
+CLASS_EVIDENCE_FILE = "class-evidence.jsonl"  # the failure classes' claims, retrieved
 PAIRS_FILE = "pairs.jsonl.gz"
 PAIRS_RECIPE_FILE = "pairs.recipe.json"  # the options PAIRS_FILE was built from
 SCORES_FILE = "scores.jsonl"  # out-of-fold and held-out entailment probabilities, by pair key
@@ -40,6 +41,9 @@ class PairMix:
     attributes: bool = False  # with contrastive: the person-attribute classes too (attributes.py)
     windows: bool = False  # with contrastive: each claim's gold sentences inside a long window
     relations: bool = False  # with contrastive: simple facts of the leads too (relations.py)
+    # With contrastive: this many training claims of each failure class also read against the
+    # evidence the pipeline retrieves for them (class_evidence.py); 0: none.
+    class_evidence: int = 0
 
 
 @dataclass

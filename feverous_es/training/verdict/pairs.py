@@ -12,9 +12,11 @@ from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training import contrastive, datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.attributes import attribute_pairs
+from feverous_es.training.class_evidence import class_claims, class_evidence_pairs
 from feverous_es.training.relations import relation_pairs
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
 from feverous_es.training.verdict.options import (
+    CLASS_EVIDENCE_FILE,
     EVIDENCE_FILE,
     PAIRS_FILE,
     PAIRS_RECIPE_FILE,
@@ -82,16 +84,42 @@ def build_pairs(
         pairs += data.nli_pairs(path)
     if options.mix.contrastive is not None:
         leads = contrastive.read_leads(WikiDB(options.mix.contrastive).rows())
-        pairs += contrastive.contrastive_pairs(leads, options.mix.contrastive_pages, split)
+        made = contrastive.contrastive_pairs(leads, options.mix.contrastive_pages, split)
         if options.mix.attributes:
-            pairs += attribute_pairs(leads, split)
+            made += attribute_pairs(leads, split)
         if options.mix.relations:
-            pairs += relation_pairs(leads, split, wordings=RELATION_WORDINGS)
+            made += relation_pairs(leads, split, wordings=RELATION_WORDINGS)
+        pairs += made
         if options.mix.windows:
             pairs += data.window_pairs(claims, options.mix.contrastive, split, WINDOW_WORDS)
+        if options.mix.class_evidence:
+            pairs += _retrieved_class_pairs(made, options, split, on_evidence)
     data.write_pairs(cache, pairs)
     recipe_file.write_text(json.dumps(recipe, indent=1), encoding="utf-8")
     return pairs
+
+
+def _retrieved_class_pairs(
+    made: Sequence[data.Pair],
+    options: RunOptions,
+    split: data.Split,
+    on_evidence: Callable[[int, int], None] | None,
+) -> list[data.Pair]:
+    """The failure classes' training claims against the evidence the pipeline retrieves for
+    them (:mod:`~feverous_es.training.class_evidence`; cached as the claim files' evidence is)."""
+    from feverous_es.index.backends import open_store
+
+    chosen = class_claims(made, options.mix.class_evidence, options.settings.seed)
+    retrieved = collect_evidence(
+        [claim for _, claim in chosen], options.index, options.work / CLASS_EVIDENCE_FILE,
+        store=options.store, reranker=options.retrieval.reranker, hops=options.retrieval.hops,
+        device=options.device, on_progress=on_evidence,
+    )  # fmt: skip
+    store = open_store(options.store, options.index)
+    try:
+        return class_evidence_pairs(chosen, retrieved, store, split)
+    finally:
+        store.close()
 
 
 def pair_recipe(options: RunOptions) -> dict[str, Any]:
@@ -105,6 +133,7 @@ def pair_recipe(options: RunOptions) -> dict[str, Any]:
         "retrieved": mix.retrieved, "contrastive": str(mix.contrastive or ""),
         "contrastive_pages": mix.contrastive_pages, "attributes": mix.attributes,
         "windows": mix.windows, "relations": mix.relations,
+        "class_evidence": mix.class_evidence,
     }  # fmt: skip
 
 
