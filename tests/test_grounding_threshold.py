@@ -144,3 +144,34 @@ def test_a_setting_past_the_latency_budget_is_not_chosen() -> None:
     slow = compare_settings(scored, seconds_per_window={120: 0.05})  # 5 x 16 windows: 4 s
     assert slow[0]["max_windows"] is not None and slow[0]["budget_seconds"] <= BUDGET_SECONDS
     assert slow[-1]["budget_seconds"] > BUDGET_SECONDS
+
+
+def test_a_source_one_window_holds_is_held_to_its_own_threshold(tmp_path: Path) -> None:
+    """`threshold_single`: a source that fits one window is one reading, not the best of
+    several; where the reader stores a threshold for it, `entail` applies that one to it and
+    the other to longer sources."""
+    from feverous_es.training.grounding_settings import ScoredWindows, compare_settings
+
+    reader = tmp_path / "verdict"
+    shutil.copytree(PACKAGED_MODELS_DIR / "verdict", reader)
+    settings = {"threshold": 0.999, "threshold_single": 0.01, "window_words": 40,
+                "max_windows": None}  # fmt: skip
+    (reader / "grounding.json").write_text(json.dumps(settings))
+    model = EntailmentModel(reader)
+    claim = "Henri Schoeman is a South African triathlete."
+    short, long = model.entail_many([(claim, [SOURCE]), (claim, [SOURCE + " " + SOURCE * 3])])
+    assert short.windows == 1 and short.threshold == 0.01 and short.label.value == "SUPPORTS"
+    assert long.windows > 1 and long.threshold == 0.999
+
+    # Chosen on pairs whose one-window sources want a lower bar than the longer ones'.
+    supported = np.array([True, True, False, False] * 4)
+    single = np.array([True] * 8 + [False] * 8)
+    scores = [np.array([0.3 if s else 0.1]) if o else np.array([0.1, 0.9 if s else 0.6])
+              for s, o in zip(supported, single, strict=True)]  # fmt: skip
+    orders = [np.arange(len(x)) for x in scores]
+    rows = compare_settings({120: {"set": ScoredWindows(scores, orders, supported)}})
+    best = rows[0]
+    assert best["threshold_single"] is not None and best["mean"] == 1.0
+    assert best["threshold_single"] < 0.3 <= 0.6 < best["threshold"] <= 0.9
+    one = max(r["mean"] for r in rows if r["threshold_single"] is None)
+    assert one < 1.0

@@ -74,7 +74,9 @@ def support_scores(
     on_chunk: Callable[[int], None] = lambda done: None,
 ) -> np.ndarray:
     """Each pair's best window's P(SUPPORTS) (read with no threshold)."""
-    threshold, model.threshold = model.threshold, 0.0  # every claim decided by its best window
+    # Every claim decided by its best window.
+    threshold, model.threshold = model.threshold, 0.0
+    single, model.threshold_single = model.threshold_single, None
     try:
         scores = []
         for start in range(0, len(pairs), CHUNK):
@@ -83,7 +85,7 @@ def support_scores(
             scores += [a.probabilities[Label.SUPPORTS] for a in answers]
             on_chunk(len(chunk))
     finally:
-        model.threshold = threshold
+        model.threshold, model.threshold_single = threshold, single
     return np.array(scores)
 
 

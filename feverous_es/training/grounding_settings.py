@@ -15,6 +15,7 @@ every set's claims (jointly, by the mean over sets) and measured on the other ha
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,11 @@ class ScoredWindows:
     scores: list[np.ndarray]
     by_overlap: list[np.ndarray]
     supported: np.ndarray
+
+    @property
+    def single(self) -> np.ndarray:
+        """Whether each pair's source is one window."""
+        return np.array([len(s) == 1 for s in self.scores], dtype=bool)
 
     def best(self, keep: int | None) -> np.ndarray:
         """Each pair's best P(SUPPORTS) among its ``keep`` closest windows (None: all)."""
@@ -78,30 +84,56 @@ def score_windows(
     return ScoredWindows(list(scores), orders, supported)
 
 
-def joint_threshold(sets: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
-    """The threshold with the highest mean balanced accuracy over ``sets`` ((scores,
-    supported) each), and that mean."""
-    means = [np.mean([balanced_accuracy(s, x >= t) for x, s in sets]) for t in THRESHOLDS]
-    best = int(np.argmax(means))
-    return float(THRESHOLDS[best]), float(means[best])
+Sets = Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # scores, supported, one window
+
+
+def predicted(
+    scores: np.ndarray, single: np.ndarray, thresholds: tuple[float, float]
+) -> np.ndarray:
+    """Supported or not at ``thresholds`` (sources of several windows, sources of one)."""
+    return scores >= np.where(single, thresholds[1], thresholds[0])
+
+
+def joint_threshold(
+    sets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], split: bool = False
+) -> tuple[tuple[float, float], float]:
+    """The thresholds with the highest mean balanced accuracy over ``sets`` ((scores,
+    supported, one-window source) each), and that mean: one for every source, or (``split``)
+    one for sources of several windows and one for a source one window holds (its score is one
+    reading, not the best of several), chosen in turn, twice."""
+
+    def mean(thresholds: tuple[float, float]) -> float:
+        return float(
+            np.mean([balanced_accuracy(s, predicted(x, o, thresholds)) for x, s, o in sets])
+        )
+
+    means = [mean((t, t)) for t in THRESHOLDS]
+    best = float(THRESHOLDS[int(np.argmax(means))])
+    chosen = (best, best)
+    for _ in range(2 if split else 0):
+        single = [mean((chosen[0], t)) for t in THRESHOLDS]
+        chosen = (chosen[0], float(THRESHOLDS[int(np.argmax(single))]))
+        multi = [mean((t, chosen[1])) for t in THRESHOLDS]
+        chosen = (float(THRESHOLDS[int(np.argmax(multi))]), chosen[1])
+    return chosen, mean(chosen)
 
 
 def two_fold(
-    sets: Mapping[str, tuple[np.ndarray, np.ndarray]], per_claim: Mapping[str, int] | None = None
+    sets: Sets, per_claim: Mapping[str, int] | None = None, split: bool = False
 ) -> dict[str, float]:
-    """Each set's balanced accuracy with the threshold chosen jointly on the other half of
+    """Each set's balanced accuracy with the thresholds chosen jointly on the other half of
     every set (claims alternate between halves; ``per_claim``: a set's consecutive pairs of one
     claim, 1 unless given), averaged over both ways."""
     figures: dict[str, list[float]] = {name: [] for name in sets}
     each = per_claim or {}
-    half = {n: (np.arange(len(x)) // each.get(n, 1)) % 2 for n, (x, _) in sets.items()}
+    half = {n: (np.arange(len(x)) // each.get(n, 1)) % 2 for n, (x, _, _) in sets.items()}
     for chosen, measured in ((0, 1), (1, 0)):
-        threshold, _ = joint_threshold(
-            [(x[half[n] == chosen], s[half[n] == chosen]) for n, (x, s) in sets.items()]
+        thresholds, _ = joint_threshold(
+            [tuple(a[half[n] == chosen] for a in arrays) for n, arrays in sets.items()], split
         )
-        for name, (x, s) in sets.items():
+        for name, (x, s, o) in sets.items():
             on = half[name] == measured
-            figures[name].append(balanced_accuracy(s[on], x[on] >= threshold))
+            figures[name].append(balanced_accuracy(s[on], predicted(x[on], o[on], thresholds)))
     return {name: float(np.mean(values)) for name, values in figures.items()}
 
 
@@ -125,19 +157,21 @@ def compare_settings(
     their mean, then the others."""
     rows = []
     for words, by_set in scored.items():
-        for keep in KEEPS:
-            sets = {name: (w.best(keep), w.supported) for name, w in by_set.items()}
-            folds = two_fold(sets, per_claim)
-            threshold, in_sample = joint_threshold(list(sets.values()))
+        for keep, split in itertools.product(KEEPS, (False, True)):
+            sets = {name: (w.best(keep), w.supported, w.single) for name, w in by_set.items()}
+            folds = two_fold(sets, per_claim, split)
+            thresholds, in_sample = joint_threshold(list(sets.values()), split)
             cost = None
             if seconds_per_window is not None:
                 reads = BUDGET_CLAIMS * budget_reads(words, keep)
                 cost = round(reads * seconds_per_window[words], 3)
             rows.append({
-                "window_words": words, "max_windows": keep, "threshold": threshold,
+                "window_words": words, "max_windows": keep, "threshold": thresholds[0],
+                "threshold_single": thresholds[1] if split else None,
                 "two_fold": folds, "mean": float(np.mean(list(folds.values()))),
                 "in_sample_mean": in_sample, "budget_seconds": cost,
             })  # fmt: skip
+
     # A set too small to hold both labels in each half has no two-fold figure (NaN): last.
     def rank(row: dict[str, Any]) -> tuple[bool, float]:
         over = row["budget_seconds"] is not None and row["budget_seconds"] > BUDGET_SECONDS
@@ -149,8 +183,10 @@ def compare_settings(
 def stored_settings(chosen: Mapping[str, Any], data: Mapping[str, int]) -> dict[str, Any]:
     """The ``grounding.json`` of a chosen row of :func:`compare_settings` (the threshold chosen
     on every pair of ``data``: set name -> pairs)."""
+    single = chosen.get("threshold_single")
     return {
         "threshold": round(chosen["threshold"], 4),
+        **({"threshold_single": round(single, 4)} if single is not None else {}),
         "window_words": chosen["window_words"],
         "max_windows": chosen["max_windows"],
         "chosen_on": {

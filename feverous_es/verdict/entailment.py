@@ -217,6 +217,10 @@ class EntailmentModel:
         self.device = device
         grounding = grounding_settings(directories[0])
         self.threshold = float(grounding.get("threshold", DEFAULT_THRESHOLD))
+        # A source one window holds is read once: its P(SUPPORTS) is one reading, not the best
+        # of several, and may have a threshold of its own (None: the same).
+        single = grounding.get("threshold_single")
+        self.threshold_single: float | None = None if single is None else float(single)
         self.window_words = int(grounding.get("window_words", WINDOW_WORDS))
         # None (stored as null): every window is read.
         self.max_windows: int | None = grounding.get("max_windows", MAX_WINDOWS)
@@ -288,8 +292,9 @@ class EntailmentModel:
             [premise for p in premises for premise in p],
         )
         answers, at = [], 0
-        for claim, windows, texts in zip(claims, read, premises, strict=True):
-            answers.append(self._decide(claim, windows, texts, rows[at : at + len(texts)]))
+        for claim, (_, evidence), windows, texts in zip(claims, items, read, premises, strict=True):
+            whole = len(windowed[tuple(evidence)]) == 1
+            answers.append(self._decide(claim, windows, texts, rows[at : at + len(texts)], whole))
             at += len(texts)
         return answers
 
@@ -324,11 +329,16 @@ class EntailmentModel:
         windows: Sequence[Window],
         premises: Sequence[str],
         rows: np.ndarray,
+        whole: bool = False,
     ) -> Entailment:
-        """The claim's answer from its windows' probabilities (the module's rule)."""
+        """The claim's answer from its windows' probabilities (the module's rule; ``whole``:
+        the source is one window)."""
+        threshold = self.threshold
+        if whole and self.threshold_single is not None:
+            threshold = self.threshold_single
         supports = rows[:, self.labels.index(Label.SUPPORTS)]
         label, chosen = Label.SUPPORTS, int(supports.argmax())
-        if supports[chosen] < self.threshold:
+        if supports[chosen] < threshold:
             label = Label.NOT_ENOUGH_INFO
             if Label.REFUTES in self.labels:
                 refutes = self.labels.index(Label.REFUTES)
@@ -342,6 +352,6 @@ class EntailmentModel:
             dict(zip(self.labels, map(float, rows[chosen]), strict=True)),
             window=windows[chosen].span,
             windows=len(windows),
-            threshold=self.threshold,
+            threshold=threshold,
             document=windows[chosen].document,
         )
