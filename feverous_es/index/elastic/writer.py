@@ -151,13 +151,13 @@ class ElasticWriter:
                 )
             return
         parts.check_parts(self.version, progress, self.part)
+        if self._state.complete:  # published already: nothing left to write
+            return
         if self._state.next_seq and not progress:
             raise IncompatibleIndex(
                 f"v{self.version} was begun by one process, not in parts: finish it without "
                 "--part, or start a new build with `feverous-es es new-build`"
             )
-        if self._state.complete:  # published already: nothing left to write
-            return
         parts.ensure_progress_index(client, self.indices)
         mine = progress.get(self.part.number)
         if mine is not None:
