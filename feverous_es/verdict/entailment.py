@@ -11,8 +11,9 @@ at most ``max_windows`` a claim, those sharing the most words with it), and a cl
 decided by one window, named with its offsets:
 
 * **SUPPORTS** when the best-supporting window's P(SUPPORTS) reaches the reader's grounding
-  threshold (chosen on WiCE dev and stored with the reader as ``grounding.json``): support must
-  be found whole in one place, as a reader would point at it;
+  threshold (chosen on four kinds of source and stored with the reader as ``grounding.json``; a
+  source one window holds may have its own): support must be found whole in one place, as a
+  reader would point at it;
 * else **REFUTES** when some window reads REFUTES as its likeliest label (the one with the
   highest P(REFUTES) decides): a contradiction anywhere in the source is one, whatever else the
   source says;

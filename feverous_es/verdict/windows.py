@@ -20,10 +20,9 @@ import sentencex
 from feverous_es.text import marked_words
 
 WINDOW_WORDS = 120  # ~160 tokens: with a claim, what a 192-token reader reads untruncated
-# Windows read a claim. On WiCE dev, a claim's 2 closest windows by shared words were read
-# better than all of them (balanced accuracy 0.701 vs 0.665, threshold chosen on a random half
-# and measured on the other, 100 draws; 3: 0.672, 4: 0.666, 8: 0.657): a window that merely
-# resembles the claim reads as support less often, and the cost no longer grows with the source.
+# Windows read a claim, for a reader without grounding.json (a reader's own is chosen on four
+# kinds of source: docs/grounding.md). The closest few by shared words read as well as all of
+# them, and the cost no longer grows with the source.
 MAX_WINDOWS = 2
 PIECE_SEPARATOR = "\n"  # evidence given as several pieces is one source, a piece a line
 
