@@ -47,6 +47,7 @@ from feverous_es.training.grounding_settings import (
     compare_settings,
     predicted,
     score_windows,
+    seconds_per_window,
 )
 from feverous_es.verdict.entailment import EntailmentModel, evidence_premise
 from feverous_es.verdict.windows import Source
@@ -215,16 +216,13 @@ def grounding_settings(
         figures.setdefault("pairs", {})[reader] = {n: len(p) for n, p in sets.items()}
         print(f"{reader} reads:", figures["pairs"][reader])
         model = EntailmentModel(reader)
-        scored, seconds = {}, {}
-        for size in sizes:
-            started = time.perf_counter()
-            scored[size] = {name: score_windows(model, pairs, size) for name, pairs in sets.items()}
-            seconds[size] = time.perf_counter() - started
-        per_window = {
-            size: seconds[size] / sum(len(x) for w in scored[size].values() for x in w.scores)
+        scored = {
+            size: {name: score_windows(model, pairs, size) for name, pairs in sets.items()}
             for size in sizes
         }
-        rows = compare_settings(scored, per_claim={"own": 2}, seconds_per_window=per_window)
+        seconds = {size: sum(w.seconds or 0.0 for w in scored[size].values()) for size in sizes}
+        per_window = {size: seconds_per_window(scored[size]) for size in sizes}
+        rows = compare_settings(scored, per_claim={"own": 2})
         stored = {"window_words": model.window_words, "max_windows": model.max_windows}
         for row in rows:
             row["stored"] = {k: row[k] for k in stored} == stored

@@ -28,8 +28,10 @@ from pathlib import Path
 from bench.context import Context
 from bench.data import REPO
 from bench.errors import BenchError
+from bench.store_search import delete_prefix
 from feverous_es.index.building import plan
 from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.index.elastic.config import load_config
 
 
 def index_parts(context: Context, *, limit: int = 1500, workers: tuple[int, ...] = (1, 2)) -> dict:
@@ -82,7 +84,7 @@ def _build(wiki: Path, limit: int, workers: int) -> dict:
             reports.append(json.loads(stdout))
         wall = time.perf_counter() - started
     finally:
-        _delete(prefix)
+        delete_prefix(replace(load_config(), prefix=prefix))
     elements = sum(r["elements"] for r in reports)
     return {
         "wall_s": round(wall, 2), "elements": elements,
@@ -91,17 +93,3 @@ def _build(wiki: Path, limit: int, workers: int) -> dict:
         "elements_per_s": round(elements / wall, 1),
         "embed_s_by_worker": [round(r["embed"]["seconds"], 2) for r in reports],
     }  # fmt: skip
-
-
-def _delete(prefix: str) -> None:
-    from feverous_es.index.elastic.client import connect
-    from feverous_es.index.elastic.config import load_config
-
-    config = replace(load_config(), prefix=prefix)
-    client = connect(config)
-    try:
-        names = list(client.indices.get(index=f"{prefix}-*", allow_no_indices=True))
-        if names:  # by name: a node may refuse wildcard deletes
-            client.indices.delete(index=",".join(names))
-    finally:
-        client.close()

@@ -348,11 +348,19 @@ def run_elastic(build: Build, keep: bool) -> dict:
         return figures
     finally:
         if not keep:
-            client = connect(config)
-            names = list(client.indices.get(index=f"{config.prefix}-*", allow_no_indices=True))
-            if names:
-                client.indices.delete(index=",".join(names))
-            client.close()
+            delete_prefix(config)
+
+
+def delete_prefix(config: ElasticConfig) -> None:
+    """Delete a bench build's indices (those of ``config.prefix``) by name: a node may refuse
+    wildcard deletes."""
+    client = connect(config)
+    try:
+        names = list(client.indices.get(index=f"{config.prefix}-*", allow_no_indices=True))
+        if names:
+            client.indices.delete(index=",".join(names))
+    finally:
+        client.close()
 
 
 def store_search(

@@ -136,12 +136,14 @@ def test_a_setting_past_the_latency_budget_is_not_chosen() -> None:
     # Each pair's fifth window (the one only `all` reads) holds its answer.
     scores = [np.array([0.5] * 4 + [0.9 if s else 0.1]) for s in supported]
     orders = [np.arange(5) for _ in supported]
-    scored = {120: {"set": ScoredWindows(scores, orders, supported)}}
-    fast = compare_settings(scored)
+    def read_in(seconds: float | None) -> dict:  # 8 pairs of 5 windows read in ``seconds``
+        return {120: {"set": ScoredWindows(scores, orders, supported, seconds)}}
+
+    fast = compare_settings(read_in(None))
     assert fast[0]["max_windows"] is None  # no costs given: the best mean
-    rows = compare_settings(scored, seconds_per_window={120: 0.01})  # 5 x 16 windows: 0.8 s
+    rows = compare_settings(read_in(0.4))  # 0.01 s a window: 5 x 16 windows, 0.8 s
     assert rows[0]["max_windows"] is None and rows[0]["budget_seconds"] <= BUDGET_SECONDS
-    slow = compare_settings(scored, seconds_per_window={120: 0.05})  # 5 x 16 windows: 4 s
+    slow = compare_settings(read_in(2.0))  # 0.05 s a window: 5 x 16 windows, 4 s
     assert slow[0]["max_windows"] is not None and slow[0]["budget_seconds"] <= BUDGET_SECONDS
     assert slow[-1]["budget_seconds"] > BUDGET_SECONDS
 

@@ -94,7 +94,7 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
     export's parity texts, against 0.987 for int8 with its per-batch activation scales); fp16 then
     halves them. No torch: onnx and onnxruntime's converters only.
     """
-    from feverous_es.runtime.graphs import dequantize, to_fp16
+    from feverous_es.runtime.graphs import fp16_from_int8
 
     out = (Path(out) if out is not None else cuda_model_dir()).resolve()
     if manifest_complete(out):
@@ -102,9 +102,7 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
     source = ensure_model()
     # replace=False: another process may have derived it meanwhile
     with staged_model_dir(out, replace=False) as tmp:
-        dequantize(_verified(source, INT8_FILE), tmp / FP32_FILE)
-        recipe = to_fp16(tmp / FP32_FILE, tmp / FP16_FILE)
-        (tmp / FP32_FILE).unlink()
+        recipe = fp16_from_int8(_verified(source, INT8_FILE), tmp / FP16_FILE)
         shutil.copyfile(_verified(source, TOKENIZER_FILE), tmp / TOKENIZER_FILE)
         # _verified checked the int8 file against this hash: no need to hash it again.
         listed = json.loads((source / MANIFEST_FILE).read_text())["files"]

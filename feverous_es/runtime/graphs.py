@@ -2,7 +2,8 @@
 
 * :func:`dequantize`: a dynamically quantized int8 graph back to fp32 matmuls over its
   dequantized weights (batch-independent outputs; the base for fp16);
-* :func:`to_fp16`: an fp32 graph in fp16 for the CUDA provider, fp32 at its inputs and outputs.
+* :func:`to_fp16`: an fp32 graph in fp16 for the CUDA provider, fp32 at its inputs and outputs;
+* :func:`fp16_from_int8`: the two in turn, for a model that ships only its int8 graph.
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ def to_fp16(fp32: Path, out: Path) -> dict:
         "keep_io_types": True,
         "fp32_ops": ["DEFAULT_OP_BLOCK_LIST", *kept],
     }
+
+
+def fp16_from_int8(int8_model: Path, out: Path) -> dict:
+    """An fp16 graph for the CUDA provider from a dynamically quantized int8 one, through the
+    fp32 graph :func:`dequantize` writes beside ``out`` (removed after); the fp16 recipe."""
+    fp32 = out.with_name(out.name + ".fp32")
+    dequantize(int8_model, fp32)
+    try:
+        return to_fp16(fp32, out)
+    finally:
+        fp32.unlink(missing_ok=True)
 
 
 def dequantize(int8_model: Path, out: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -295,16 +294,12 @@ def grounding_command(
         target = reader_dir or packaged_source_dir(reader)
         sizes = window_words or WINDOW_SIZES
         scored: dict[int, dict] = {size: {} for size in sizes}
-        per_window: dict[int, float] = {}
         with progress_bars() as update:
             for size in sizes:
-                started = time.perf_counter()
                 for name, pairs in sets.items():
                     bar = partial(update, f"{name}, {size}-word windows")
                     scored[size][name] = score_windows(model, pairs, size, bar)
-                read = sum(len(x) for w in scored[size].values() for x in w.scores)
-                per_window[size] = (time.perf_counter() - started) / max(read, 1)
-        chosen = compare_settings(scored, seconds_per_window=per_window)[0]
+        chosen = compare_settings(scored)[0]
         settings = stored_settings(chosen, {name: len(pairs) for name, pairs in sets.items()})
         store_threshold(target, settings)
     print_json({"reader": str(target), **settings})

@@ -16,6 +16,7 @@ every set's claims (jointly, by the mean over sets) and measured on the other ha
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,12 +40,14 @@ BUDGET_CLAIMS, BUDGET_WORDS = 5, 1000
 
 @dataclass(frozen=True)
 class ScoredWindows:
-    """Every window's P(SUPPORTS) of each pair (source order), and the windows in order of the
-    words they share with the claim (most first; the earlier on a tie)."""
+    """Every window's P(SUPPORTS) of each pair (source order), the windows in order of the
+    words they share with the claim (most first; the earlier on a tie), and the seconds reading
+    them took (None: not timed)."""
 
     scores: list[np.ndarray]
     by_overlap: list[np.ndarray]
     supported: np.ndarray
+    seconds: float | None = None
 
     @property
     def single(self) -> np.ndarray:
@@ -65,6 +68,7 @@ def score_windows(
 ) -> ScoredWindows:
     """Read every window of every pair's source once (``on_chunk(done, total)``: premises
     read)."""
+    started = time.perf_counter()
     claims, premises, counts, orders = [], [], [], []
     for pair in pairs:
         windows = Source.of([pair.source]).windows(window_words)
@@ -81,7 +85,17 @@ def score_windows(
     flat = np.concatenate(read) if read else np.zeros(0)
     scores = np.split(flat, np.cumsum(counts)[:-1]) if counts else []
     supported = np.array([p.supported for p in pairs])
-    return ScoredWindows(list(scores), orders, supported)
+    return ScoredWindows(list(scores), orders, supported, time.perf_counter() - started)
+
+
+def seconds_per_window(by_set: Mapping[str, ScoredWindows]) -> float | None:
+    """The reader's seconds a window over the sets read at one size (None: one was not
+    timed)."""
+    timed = [w.seconds for w in by_set.values()]
+    if any(t is None for t in timed):
+        return None
+    windows = sum(len(x) for w in by_set.values() for x in w.scores)
+    return sum(t for t in timed if t is not None) / max(windows, 1)
 
 
 Sets = Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # scores, supported, one window
@@ -147,24 +161,23 @@ def budget_reads(window_words: int, keep: int | None) -> int:
 def compare_settings(
     scored: Mapping[int, Mapping[str, ScoredWindows]],
     per_claim: Mapping[str, int] | None = None,
-    seconds_per_window: Mapping[int, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Every setting's figures (``scored``: by window size, each set's windows read;
     ``per_claim`` as :func:`two_fold` takes it): each set's two-fold balanced accuracy and
-    their mean, the threshold chosen on all of every set (in-sample) and its mean; with the
-    reader's ``seconds_per_window`` at each size, the seconds five claims against a 1,000-word
-    source would take (``budget_seconds``). Best first: the settings within BUDGET_SECONDS by
-    their mean, then the others."""
+    their mean, the threshold chosen on all of every set (in-sample) and its mean; where the
+    windows were timed, the seconds five claims against a 1,000-word source would take at the
+    reader's seconds a window (``budget_seconds``). Best first: the settings within
+    BUDGET_SECONDS by their mean, then the others."""
     rows = []
     for words, by_set in scored.items():
+        per_window = seconds_per_window(by_set)
         for keep, split in itertools.product(KEEPS, (False, True)):
             sets = {name: (w.best(keep), w.supported, w.single) for name, w in by_set.items()}
             folds = two_fold(sets, per_claim, split)
             thresholds, in_sample = joint_threshold(list(sets.values()), split)
             cost = None
-            if seconds_per_window is not None:
-                reads = BUDGET_CLAIMS * budget_reads(words, keep)
-                cost = round(reads * seconds_per_window[words], 3)
+            if per_window is not None:
+                cost = round(BUDGET_CLAIMS * budget_reads(words, keep) * per_window, 3)
             rows.append({
                 "window_words": words, "max_windows": keep, "threshold": thresholds[0],
                 "threshold_single": thresholds[1] if split else None,

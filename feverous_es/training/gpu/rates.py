@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -80,13 +79,11 @@ def install_command(entry: dict[str, Any], device_dir: str) -> str:
 def _write_models(folder: Path, files: Path) -> None:
     from feverous_es.runtime.embedder import PACKAGED_MODEL_DIR, ensure_cuda_model
     from feverous_es.runtime.files import INT8_FILE, PACKAGED_MODELS_DIR, TOKENIZER_FILE
-    from feverous_es.runtime.graphs import dequantize, to_fp16
+    from feverous_es.runtime.graphs import fp16_from_int8
 
     ranker = PACKAGED_MODELS_DIR / "sentence-ranker"
     shutil.copyfile(ensure_cuda_model() / "model.fp16.onnx", folder / "embedder.fp16.onnx")
-    with tempfile.TemporaryDirectory() as tmp:
-        dequantize(ranker / INT8_FILE, Path(tmp) / "fp32.onnx")
-        to_fp16(Path(tmp) / "fp32.onnx", folder / "ranker.fp16.onnx")
+    fp16_from_int8(ranker / INT8_FILE, folder / "ranker.fp16.onnx")
     for name, source in (("embedder", PACKAGED_MODEL_DIR), ("ranker", ranker)):
         shutil.copyfile(source / INT8_FILE, folder / f"{name}.int8.onnx")
         shutil.copyfile(source / TOKENIZER_FILE, files / f"{name}-tokenizer.json")

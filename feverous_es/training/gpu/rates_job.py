@@ -157,13 +157,13 @@ def torch_figures(bundle: Path, config: dict[str, Any], inputs: dict[str, list])
     """The fallback: the embedder's base (and the same shape read as a cross-encoder) in torch,
     fp16 on CUDA (fp32 on a CPU: the dry run)."""
     import torch
-    from job import join_base
+    from job import WORK_DIR, join_base
     from transformers import AutoModel
 
     base = config["bases"].get("minilm")
     if base is None:
         return {"error": "the bundle holds no minilm base to measure torch with"}
-    model_dir = join_base(bundle, base, Path("/tmp/feverous-es-gpu-job/bases/minilm"))
+    model_dir = join_base(bundle, base, Path(WORK_DIR) / "bases" / "minilm")  # the queue's copy
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.float16 if device == "cuda" else torch.float32
     model = AutoModel.from_pretrained(model_dir, torch_dtype=dtype).to(device).eval()
