@@ -125,10 +125,9 @@ class Condition:
     def command(self, overrides: dict[str, Any]) -> str:
         """The driver's command line that reruns it, with the options changed from the
         condition's."""
-        changed = [f"--option {key}={json.dumps(value)}" for key, value in overrides.items()]
-        return shlex.join(["python", "-m", "bench", "run", self.name]) + "".join(
-            " " + option for option in changed
-        )
+        changed = [word for key, value in overrides.items()
+                   for word in ("--option", f"{key}={json.dumps(value)}")]  # fmt: skip
+        return shlex.join(["python", "-m", "bench", "run", self.name, *changed])
 
     def tables(self) -> dict[str, list[Figure]]:
         grouped: dict[str, list[Figure]] = {}
@@ -303,7 +302,8 @@ def run(
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The driver's command line (the docs' commands are checked against it too)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the conditions and their latest records")
@@ -326,7 +326,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("check", help="every kept record against its condition; no run")
     generate = commands.add_parser("page", help="write docs/benchmarks.md and the README tables")
     generate.add_argument("--check", action="store_true", help="exit 1 if either is stale")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = (driver := parser()).parse_args(argv)
     conditions, experiments = load()
 
     if args.command == "list":
@@ -338,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         unknown = [name for name in args.names if name not in conditions]
         if unknown:
-            parser.error(f"no condition {', '.join(unknown)} (see `python -m bench list`)")
+            driver.error(f"no condition {', '.join(unknown)} (see `python -m bench list`)")
         overrides = dict(args.option)
         places = {place: Path(given) if (given := getattr(args, place)) else None
                   for place in PLACES}  # fmt: skip
