@@ -28,9 +28,9 @@ from pathlib import Path
 from bench.context import Context
 from bench.data import REPO
 from bench.errors import BenchError
-from bench.store_search import delete_prefix
 from feverous_es.index.building import plan
 from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.index.elastic.builds import delete_prefix
 from feverous_es.index.elastic.config import load_config
 
 

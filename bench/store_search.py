@@ -41,6 +41,7 @@ from feverous_es.eval.samples import claim_texts
 from feverous_es.index.building.plan import file_bytes
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.index.elastic.builds import delete_prefix
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig, load_config
 from feverous_es.index.elastic.queries import num_candidates
@@ -349,18 +350,6 @@ def run_elastic(build: Build, keep: bool) -> dict:
     finally:
         if not keep:
             delete_prefix(config)
-
-
-def delete_prefix(config: ElasticConfig) -> None:
-    """Delete a bench build's indices (those of ``config.prefix``) by name: a node may refuse
-    wildcard deletes."""
-    client = connect(config)
-    try:
-        names = list(client.indices.get(index=f"{config.prefix}-*", allow_no_indices=True))
-        if names:
-            client.indices.delete(index=",".join(names))
-    finally:
-        client.close()
 
 
 def store_search(

@@ -36,7 +36,7 @@ from feverous_es.index.building.builder import build
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elastic.analysis import STANDARD_STOP, probe_analysis
-from feverous_es.index.elastic.builds import build_meta
+from feverous_es.index.elastic.builds import build_meta, delete_prefix
 from feverous_es.index.elastic.cli import create_reader_key, reader_role
 from feverous_es.index.elastic.client import check_cluster, connect
 from feverous_es.index.elastic.config import ElasticConfig, load_config
@@ -92,18 +92,6 @@ def feverous_es(config: ElasticConfig, *args: str) -> subprocess.CompletedProces
         timeout=600,
         cwd=REPO,
     )
-
-
-def delete_prefix(config: ElasticConfig) -> None:
-    """Delete the indices of ``config.prefix`` by name: a real node refuses wildcard deletes
-    (``action.destructive_requires_name``)."""
-    client = connect(config)
-    try:
-        names = list(client.indices.get(index=f"{config.prefix}-*", allow_no_indices=True))
-        if names:
-            client.indices.delete(index=",".join(names))
-    finally:
-        client.close()
 
 
 @pytest.fixture(scope="module")

@@ -378,7 +378,7 @@ def rerank_command(options: RerankRunOptions, kind: str) -> None:
 
     --teacher DIR --layers 3 makes a smaller ranker of an exported one (e.g. the packaged
     sentence ranker): the student keeps 3 of its layers and learns its scores; ship it where
-    held-out recall holds (bench/sentence_ranker.py TEACHER --against STUDENT).
+    held-out recall holds (python -m bench run sentence-ranker --option 'against=["STUDENT"]').
     """
     from feverous_es.training import bases
     from feverous_es.training.rerank import data as rerank_data

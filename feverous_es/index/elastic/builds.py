@@ -14,6 +14,7 @@ from elasticsearch.exceptions import GeneralAvailabilityWarning
 
 from feverous_es.errors import StoreError
 from feverous_es.index.elastic.analysis import ENGLISH_FOLDING, probe_analysis
+from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.documents import (
     BUILD_DOCUMENTS,
@@ -181,6 +182,16 @@ def publish_build(
                           tables, analysis_from_meta(meta))  # fmt: skip
         client.indices.put_mapping(index=indices.elements, meta={META_KEY: done})
     swap_aliases(client, dict(zip(config.aliases, indices, strict=True)))
+
+
+def delete_prefix(config: ElasticConfig) -> list[str]:
+    """Delete every index of ``config.prefix`` (a bench's or a test's own builds), by name: a
+    node may refuse wildcard deletes (``action.destructive_requires_name``)."""
+    with connect(config) as client:
+        names = list(client.indices.get(index=f"{config.prefix}-*", allow_no_indices=True))
+        if names:
+            client.indices.delete(index=",".join(names))
+    return names
 
 
 def merge_segments(client: Elasticsearch, indices: Sequence[str], segments: int) -> None:
