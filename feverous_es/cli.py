@@ -24,7 +24,6 @@ from feverous_es.params import (
     DEVICE_OPTION,
     EXISTING_FILE,
     FILE,
-    PART,
     PATH,
     F,
     json_option,
@@ -36,6 +35,23 @@ from feverous_es.training.gpu.cli import gpu_group
 from feverous_es.verdict.readers import READERS
 
 DEFAULT_INDEX = "feverous-index"
+
+
+class PartType(click.ParamType):
+    """``I/N``: one part of a build written by N workers (:class:`Part`)."""
+
+    name = "I/N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Part):
+            return value
+        try:
+            return Part.parse(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+PART = PartType()
 STORE_OPTION = click.option("--store", type=click.Choice(STORES), default="embedded")
 INDEX_OPTION = click.option(
     "--index", "index_dir", default=DEFAULT_INDEX, type=PATH,

@@ -29,26 +29,6 @@ DEVICE_OPTION = click.option(
 )  # fmt: skip
 
 
-class PartType(click.ParamType):
-    """``I/N``: one part of a build written by N workers
-    (:class:`~feverous_es.index.dump.wiki.Part`)."""
-
-    name = "I/N"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from feverous_es.index.dump.wiki import Part
-
-        if isinstance(value, Part):
-            return value
-        try:
-            return Part.parse(str(value))
-        except ValueError as error:
-            self.fail(str(error), param, ctx)
-
-
-PART = PartType()
-
-
 def max_length_option(default: int, help: str) -> Callable[[F], F]:
     """``--max-length``: the tokens a model reads per text or pair."""
     return click.option("--max-length", type=TOKENS, default=default, help=help)

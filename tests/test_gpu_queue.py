@@ -28,6 +28,7 @@ from feverous_es.training.gpu import plan as gpu_plan
 from feverous_es.training.gpu.command import QueueOptions, build_jobs
 from feverous_es.training.gpu.intake import ROLES, intake
 from feverous_es.training.gpu.results import install_student, read_report
+from feverous_es.training.gpu.spec import Job, Model
 from feverous_es.training.install import check_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,10 +61,10 @@ def claim_files(root: Path) -> tuple[Path, Path, Path]:
     )
 
 
-def shrink(job: gpu_bundle.Job) -> gpu_bundle.Job:
+def shrink(job: Job) -> Job:
     """The job with a dry run's settings: 2 teacher epochs, 1 student epoch, short pairs."""
 
-    def small(model: gpu_bundle.Model, epochs: int) -> gpu_bundle.Model:
+    def small(model: Model, epochs: int) -> Model:
         settings = replace(model.settings, epochs=epochs, batch_size=16, max_length=64,
                            score_batch_size=64)  # fmt: skip
         return replace(model, settings=settings)

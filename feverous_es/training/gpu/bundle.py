@@ -23,7 +23,7 @@ import json
 import math
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from feverous_es.training.gpu import job as gpu_job
 from feverous_es.training.gpu import plan
 from feverous_es.training.gpu import rates as gpu_rates
 from feverous_es.training.gpu.plan import JOB_FILE, PLAN_FILE
+from feverous_es.training.gpu.spec import Job, Model
 
 MIB = 1 << 20
 # A call carries 64 MiB with the working tree (4.6 MiB without the models, which the calls leave
@@ -48,52 +49,6 @@ MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json",
 # The GPU machine's Python (3.12, manylinux x86-64) takes these wheels at this machine's versions.
 WHEEL_PACKAGES = ("transformers", "tokenizers", "huggingface_hub")
 DEVICE_PYTHON = "312"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A model's fine-tuning on the GPU: batch ≥ 64 (at 16, per-step Python work, not the
-    GPU, set the pace of the first GPU run), bf16, up to ``epochs`` with the best kept; a
-    student learns the teacher's probabilities at ``temperature``, weighted ``alpha`` against
-    the gold label."""
-
-    epochs: int = 4
-    batch_size: int = 64
-    learning_rate: float = 2e-5
-    warmup: float = 0.06
-    max_length: int = 256
-    freeze_embeddings: bool = False
-    score_batch_size: int = 256
-    temperature: float = 2.0
-    alpha: float = 0.5
-    seed: int = 13
-
-
-@dataclass(frozen=True)
-class Model:
-    """One model a job trains: the base it starts from (a key of the bundle's bases), and for a
-    student its name and how many of the base's layers it keeps (None: all)."""
-
-    base: str
-    settings: Settings
-    name: str = "teacher"
-    layers: int | None = None
-
-
-@dataclass(frozen=True)
-class Job:
-    """One job of the queue: its pairs (``role``, pair dict with ``claim``, ``premise``,
-    ``label``, ``source``, and a ranker's ``group``), its classes (one: a ranker's relevance),
-    its teacher and students."""
-
-    name: str
-    labels: tuple[str, ...]
-    pairs: Sequence[dict[str, Any]]
-    teacher: Model
-    students: tuple[Model, ...]
-    recall_at: int = 1  # a ranker's: the candidates its held-out recall counts
-    about: str = ""
-    options: dict[str, Any] = field(default_factory=dict)  # how the pairs were made (the intake)
 
 
 def fp16_weights(model_dir: Path) -> bytes:

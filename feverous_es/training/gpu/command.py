@@ -12,6 +12,7 @@ from feverous_es.training import bases as base_models
 from feverous_es.training.gpu import bundle as gpu_bundle
 from feverous_es.training.gpu import jobs as gpu_jobs
 from feverous_es.training.gpu.results import int8_rows_weights
+from feverous_es.training.gpu.spec import Job
 from feverous_es.training.progress import QUIET, Progress
 
 # The queue's order: what moves the figures most first; the GPU's rates for the planner last.
@@ -65,12 +66,12 @@ class QueueOptions:
             )
 
 
-def build_jobs(options: QueueOptions, progress: Progress = QUIET) -> list[gpu_bundle.Job]:
+def build_jobs(options: QueueOptions, progress: Progress = QUIET) -> list[Job]:
     """The queue's jobs in order (phases ``candidates`` and ``evidence``: the retrievals,
     cached in ``work`` so that a rerun reads them back)."""
     options.check()
     wanted = [name for name in JOBS if name in options.jobs]
-    jobs: list[gpu_bundle.Job] = []
+    jobs: list[Job] = []
     recipe = {"claims": [Path(p).name for p in options.claims], "holdout": HOLDOUT,
               "seed": SEED, "limit": options.limit}  # fmt: skip
     if "ranker" in wanted:

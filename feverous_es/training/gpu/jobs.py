@@ -32,7 +32,7 @@ from feverous_es.retrieve.selection import SENTENCE_BUDGET
 from feverous_es.training import datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.datasets import hash_unit
-from feverous_es.training.gpu.bundle import Job, Model, Settings
+from feverous_es.training.gpu.spec import Job, Model, Settings
 from feverous_es.training.rerank.data import build_groups, kind_of
 from feverous_es.training.retrieved import Retrieved
 

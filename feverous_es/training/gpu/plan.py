@@ -16,13 +16,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from feverous_es.errors import TrainError
 from feverous_es.training.gpu import job as gpu_job
-
-if TYPE_CHECKING:
-    from feverous_es.training.gpu.bundle import Job
+from feverous_es.training.gpu.spec import Job
 
 LEND_SECONDS = 780  # of the 15 minutes of device time: what a plan may use (the rest: margin)
 MAX_CARRY = 8  # paths a call may carry

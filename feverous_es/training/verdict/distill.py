@@ -57,12 +57,12 @@ def teacher_probabilities(
     pairs: Sequence[data.Pair],
     settings: TrainSettings,
     work: Path,
+    score: Callable[[Path, Sequence[data.Pair], TrainSettings], np.ndarray],
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The teacher's label probabilities (temperature 1) of each of ``pairs``, by key; scored
-    in chunks into ``<work>/teacher.jsonl``, read back on a rerun."""
-    from feverous_es.training.verdict.fit import score_with
-
+    """The teacher's label probabilities (temperature 1) of each of ``pairs``, by key, as
+    ``score`` reads them with a torch model directory; scored in chunks into
+    ``<work>/teacher.jsonl``, read back on a rerun."""
     path = work / TEACHER_FILE
     found = {r["key"]: np.array(r["probabilities"]) for r in datasets.read_jsonl(path)}
     wanted = list({p.key: p for p in pairs if p.key not in found}.values())
@@ -70,7 +70,7 @@ def teacher_probabilities(
         model = teacher_model(teacher, work)
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            rows = score_with(model, chunk, settings)
+            rows = score(model, chunk, settings)
             with datasets.append_to(path) as out:
                 for pair, row in zip(chunk, rows, strict=True):
                     found[pair.key] = row

@@ -224,7 +224,7 @@ def _soft_targets(
     assert chosen.teacher is not None
     replay = [p for p in pool if distill.replayed(p)]
     found = distill.teacher_probabilities(
-        chosen.teacher, replay, options.settings, options.work, progress
+        chosen.teacher, replay, options.settings, options.work, score_with, progress
     )
     targets = np.full((len(pool), len(LABELS)), np.nan, dtype=np.float32)
     for i, pair in enumerate(pool):
