@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.context import Context
-from bench.data import MINI, models_at
+from bench.data import MINI, baseline_options, models_at
 from bench.errors import BenchError
 from feverous_es.eval.samples import read_records, seeded_sample
 from feverous_es.verdict.readers import READERS
@@ -178,10 +178,12 @@ def pipeline_speed(
     against = str(context.place("index")) if against_embedded else None
     with contextlib.ExitStack() as stack:
         chosen = {
-            name: name if name in READERS else str(stack.enter_context(models_at(name)) / "verdict")
+            name: name if name in READERS else str(stack.enter_context(models_at(name)))
             for name in readers
         }
-        options = {name: commit_options or {} for name in readers if name not in READERS}
+        options = {
+            name: baseline_options(commit_options, name) for name in readers if name not in READERS
+        }
         return profile(
             store, index, chosen, (verify_claims, warm_claims, predict_claims), batch_size, seed,
             against, options,

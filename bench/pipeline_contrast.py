@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench.context import Context
-from bench.data import models_at
+from bench.data import baseline_options, models_at
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training.attributes import CLASSES as ATTRIBUTE_CLASSES
 from feverous_es.training.attributes import attribute_pairs
@@ -100,11 +100,12 @@ def pipeline_classes(
     with contextlib.ExitStack() as stack:
         readers: dict[str, str | None] = {"shipped": None, **{m: m for m in models}}
         for commit in commits:
-            readers[commit] = str(stack.enter_context(models_at(commit)) / "verdict")
+            readers[commit] = str(stack.enter_context(models_at(commit)))  # its default reader
         pipeline = stack.enter_context(Pipeline.open(context.place("index")))
+        rules = {name: baseline_options(commit_options, name) for name in commits}
         verdicts = {
             name: load("verdict", "classifier", pipeline.context,
-                       {"model": reader, **(commit_options if name in commits else {})})
+                       {"model": reader, **rules.get(name, {})})
             for name, reader in readers.items()
         }  # fmt: skip
         started = time.perf_counter()

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.context import Context
-from bench.data import MINI, REPO, models_at
+from bench.data import MINI, REPO, baseline_options, models_at
 from bench.errors import BenchError
 from feverous_es.verdict.readers import DEFAULT_READER, reader_dirs
 
@@ -282,11 +282,11 @@ def model_dirs(models: Path) -> list[Path]:
 
 
 def model_options(models: Path) -> dict:
-    """The verdict options of a models directory (``verdict/``, ``table-verdict/``,
-    ``sentence-verdict/``); a route whose feature model it lacks is read by the entailment
-    model alone."""
+    """The verdict options of a models directory (its default reader's models, ``verdict/``
+    and ``verdict-2/`` where it has them, and ``table-verdict/``, ``sentence-verdict/``); a route
+    whose feature model it lacks is read by the entailment model alone."""
     return {
-        "model": str(models / "verdict"),
+        "model": str(models),
         **{
             option: str(models / name) if (models / name).is_dir() else ""
             for option, name in FEATURE_MODELS.items()
@@ -332,7 +332,9 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
         ),
     }  # fmt: skip
     for name, models, reader in setup.baselines:
-        extra = setup.commit_options if reader is None else {}  # another models directory
+        # Another models directory or a commit's: the options it reads with.
+        chosen = name.split(" ", 1)[1]
+        extra = baseline_options(setup.commit_options, chosen) if reader is None else {}
         verdicts[name] = load(
             "verdict", "classifier", context, {**reader_options(models, reader), **extra}
         )

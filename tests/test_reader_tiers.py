@@ -168,6 +168,13 @@ def test_one_word_chooses_the_reader_in_the_configuration() -> None:
     two_students = [PACKAGED_MODELS_DIR / "verdict", PACKAGED_MODELS_DIR / "verdict-2"]
     assert reader_dirs(None) == reader_dirs("default") == two_students  # averaged
     assert reader_dirs("/some/model") == [Path("/some/model")]
+    # A models directory (a commit's, as the benches compare them): its default reader.
+    assert reader_dirs(PACKAGED_MODELS_DIR) == two_students
+
+
+def test_an_earlier_models_directory_reads_with_the_students_it_has(tmp_path: Path) -> None:
+    (tmp_path / "verdict").mkdir()  # before the second student shipped
+    assert reader_dirs(tmp_path) == [tmp_path / "verdict"]
 
 
 def test_a_bad_reader_name_is_a_usage_error() -> None:

@@ -67,7 +67,10 @@ def packaged_source_dir(reader: str) -> Path:
 
 def reader_dirs(reader: str | Path | None) -> list[Path]:
     """The model directories a reader averages: those of a name of :data:`READERS` (None: the
-    default), else the one directory given."""
+    default); a model directory; or a models directory (a package's ``models/``, e.g. as an
+    earlier commit shipped it): the default reader's roles it holds."""
     if reader is None or str(reader) in READERS:
         return [packaged_model(role) for role in READERS[str(reader or DEFAULT_READER)]]
-    return [Path(reader)]
+    given = Path(reader)
+    roles = [given / role for role in READERS[DEFAULT_READER] if (given / role).is_dir()]
+    return roles or [given]
