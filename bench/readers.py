@@ -25,6 +25,7 @@ import numpy as np
 
 from bench.context import Context
 from feverous_es.training.datasets import hash_unit
+from feverous_es.training.engine import accuracy_by_source
 from feverous_es.training.entailment_data import Pair, capped, read_pairs
 from feverous_es.training.gpu.jobs import VALID_SHARE
 from feverous_es.verdict.entailment import EntailmentModel
@@ -55,13 +56,10 @@ def read(reader: str | Path, pairs: list[Pair]) -> tuple[list[str], np.ndarray, 
 
 
 def accuracy(labels: list[str], rows: np.ndarray, pairs: list[Pair]) -> dict[str, float]:
-    answers = np.array([labels[i] for i in rows.argmax(axis=1)])
-    gold = np.array([p.label for p in pairs])
-    names = np.array([p.measured_as for p in pairs])
-    result = {"all": round(float((answers == gold).mean()), 4)}
-    for name in sorted(set(names)):
-        result[name] = round(float((answers[names == name] == gold[names == name]).mean()), 4)
-    return result
+    answers = [labels[i] for i in rows.argmax(axis=1)]
+    gold, sources = [p.label for p in pairs], [p.measured_as for p in pairs]
+    by_source = accuracy_by_source(answers, gold, sources)
+    return {name: figures["accuracy"] for name, figures in by_source.items()}
 
 
 def cascade(first: np.ndarray, second: np.ndarray, threshold: float) -> tuple[np.ndarray, float]:

@@ -152,7 +152,7 @@ def test_the_plan_sends_each_base_once_within_the_limits(
     carried = [Path(p).relative_to("bundle").as_posix() for c in queue_calls for p in c["carry"]]
     assert len(carried) == len(set(carried))
     assert all(part in carried for base in config["bases"].values() for part in base["parts"])
-    assert {"ranker", "reader", "table", "job.py", "queue.json"} <= set(carried)
+    assert {"ranker", "reader", "table", "job.py", "engine.py", "queue.json"} <= set(carried)
     assert all(len(c["carry"]) <= gpu_plan.MAX_CARRY for c in plan["calls"])
     assert all(c.get("bytes", 0) <= PART_BYTES for c in queue_calls)
     assert all(len(c["command"]) <= 2000 for c in plan["calls"])  # the device tool's limit
@@ -340,7 +340,8 @@ def test_the_plan_packs_every_file_once_within_the_limits_and_runs_the_queue_las
     sizes |= {"reader": 20 * MIB, "ranker": 9 * MIB, "wheels": 16 * MIB, "job.py": 30_000,
               "queue.json": 9_000}  # fmt: skip
     sizes |= {f"bases/mpnet-file-{n}": 100_000 for n in range(9)}
-    last = [gpu_plan.JOB_FILE, gpu_job.CONFIG_FILE]
+    last = [gpu_plan.JOB_FILE, gpu_plan.ENGINE_FILE, gpu_job.CONFIG_FILE]
+    sizes[gpu_plan.ENGINE_FILE] = 4_000
     groups = gpu_plan.group_files(sizes, last, 56 * MIB)
     assert sorted(name for group in groups for name in group) == sorted(sizes)
     assert all(sum(sizes[n] for n in g) <= 56 * MIB and len(g) <= 8 for g in groups)

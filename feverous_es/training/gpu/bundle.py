@@ -30,11 +30,12 @@ from typing import Any
 
 from feverous_es.errors import TrainError
 from feverous_es.runtime.files import sha256_file
+from feverous_es.training import engine
 from feverous_es.training.bases import base_name
 from feverous_es.training.gpu import job as gpu_job
 from feverous_es.training.gpu import plan
 from feverous_es.training.gpu import rates as gpu_rates
-from feverous_es.training.gpu.plan import JOB_FILE, PLAN_FILE
+from feverous_es.training.gpu.plan import ENGINE_FILE, JOB_FILE, PLAN_FILE
 from feverous_es.training.gpu.spec import Job, Model
 
 MIB = 1 << 20
@@ -102,7 +103,7 @@ def fp16_bytes(model_dir: Path, layers: int | None) -> int:
     with (model_dir / "model.safetensors").open("rb") as f:
         header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
     numbers = {int(m.group(1)) for n in header if (m := re.search(r"encoder\.layer\.(\d+)\.", n))}
-    kept = set(gpu_job.kept_layers(len(numbers), layers)) if layers else numbers
+    kept = set(engine.kept_layers(len(numbers), layers)) if layers else numbers
     total = 0
     for name, tensor in header.items():
         match = re.search(r"encoder\.layer\.(\d+)\.", name)
@@ -171,6 +172,7 @@ def write_bundle(
         write_pairs(bundle / job.name / PAIRS_FILE, job.pairs)
         queue_jobs.append(job_entry(job, entries, {k: Path(bases[k]["dir"]) for k in used}))
     shutil.copyfile(Path(gpu_job.__file__), bundle / JOB_FILE)
+    shutil.copyfile(Path(engine.__file__), bundle / ENGINE_FILE)
     rates_entry = (
         None if rates_from is None
         else gpu_rates.write_rates_job(bundle, rates_from, part_bytes, wheel=wheels)
@@ -188,7 +190,7 @@ def write_bundle(
     sizes = {
         str(p.relative_to(bundle)): p.stat().st_size
         for p in sorted(bundle.rglob("*"))
-        if p.is_file() and p.name != JOB_FILE
+        if p.is_file() and p.name not in (JOB_FILE, ENGINE_FILE)
         and not gpu_rates.is_rates_file(str(p.relative_to(bundle)))
     }  # fmt: skip
     config["files"] = {name: sha256_file(bundle / name) for name in sizes}

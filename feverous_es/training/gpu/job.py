@@ -28,8 +28,9 @@ and as many finished jobs' results as fit the return limits (whole files, job by
 ``OUT/<job>/``); ``queue-report.json`` lists the calls that fetch the rest.
 
 The same file runs on a CPU (fp32) for the dry run that tests it. It is self-contained on
-purpose: it imports only the standard library, numpy, torch, safetensors and transformers, so
-that the bundle, not the package, is all the GPU machine needs.
+purpose: it imports only the standard library, numpy, torch, safetensors, transformers and
+``engine.py`` (what every trainer shares, carried beside it), so that the bundle, not the
+package, is all the GPU machine needs.
 """
 
 from __future__ import annotations
@@ -46,6 +47,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+try:  # as the GPU machine runs it: the bundle carries engine.py beside this file
+    from engine import (
+        accuracy_by_source,
+        mean_source_score,
+        prune_layers,
+        recall_by_source,
+        sha256,
+    )
+except ImportError:  # imported from the package
+    from feverous_es.training.engine import (
+        accuracy_by_source,
+        mean_source_score,
+        prune_layers,
+        recall_by_source,
+        sha256,
+    )
 
 CONFIG_FILE = "queue.json"
 REPORT_FILE = "report.json"  # a job's, in its results folder
@@ -75,11 +93,6 @@ class Log:
 
 
 # ----------------------------------------------------------------------------- the bundle
-
-
-def sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def check_files(bundle: Path, files: dict[str, str]) -> None:
@@ -146,20 +159,6 @@ def read_pairs(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 # ----------------------------------------------------------------------------- training
-
-
-def kept_layers(total: int, keep: int) -> list[int]:
-    """``keep`` of ``total`` layers, evenly spaced from the first (3 of 6: 0, 2, 4), as the
-    package's CPU ranker students keep them."""
-    return [i * total // keep for i in range(keep)]
-
-
-def prune_layers(model: Any, keep: int) -> None:
-    """Keep ``keep`` evenly spaced encoder layers of a BERT-style ``model``, in place."""
-    encoder = model.base_model.encoder
-    chosen = kept_layers(len(encoder.layer), keep)
-    encoder.layer = type(encoder.layer)([encoder.layer[i] for i in chosen])
-    model.config.num_hidden_layers = keep
 
 
 class Trainer:
@@ -366,53 +365,6 @@ def length_grouped_batches(
 # ----------------------------------------------------------------------------- measures
 
 
-def accuracy_by_source(
-    probabilities: Any, pairs: Sequence[dict[str, Any]], labels: Sequence[str]
-) -> dict[str, dict[str, float]]:
-    """A classifier's label accuracy per source, and over all pairs (``all``)."""
-    rows: dict[str, list[bool]] = {}
-    for row, pair in zip(probabilities, pairs, strict=True):
-        right = labels[int(row.argmax())] == pair["label"]
-        rows.setdefault(pair["source"], []).append(right)
-        rows.setdefault("all", []).append(right)
-    return {
-        name: {"pairs": len(r), "accuracy": round(sum(r) / len(r), 4)}
-        for name, r in sorted(rows.items())
-    }
-
-
-def recall_by_source(
-    scores: Any, pairs: Sequence[dict[str, Any]], k: int
-) -> dict[str, dict[str, float]]:
-    """A ranker's recall at ``k``, per source and over all (``all``): of the gold candidates
-    (label 1) of the claims with one in their list (``group``), the share among the claim's
-    ``k`` best-scored candidates."""
-    groups: dict[str, list[tuple[float, float, str]]] = {}
-    for score, pair in zip(scores[:, 0], pairs, strict=True):
-        groups.setdefault(pair["group"], []).append((-float(score), pair["label"], pair["source"]))
-    found: dict[str, list[int]] = {}
-    for rows in groups.values():
-        gold = sum(label for _, label, _ in rows)
-        if not gold:
-            continue
-        hits = sum(label for _, label, _ in sorted(rows, key=lambda r: r[0])[:k])
-        for name in (rows[0][2], "all"):
-            totals = found.setdefault(name, [0, 0, 0])
-            totals[0] += int(hits)
-            totals[1] += int(gold)
-            totals[2] += 1
-    return {
-        name: {"claims": claims, "gold": gold, "accuracy": round(hits / gold, 4)}
-        for name, (hits, gold, claims) in sorted(found.items())
-    }
-
-
-def mean_source_score(result: dict[str, dict[str, float]]) -> float:
-    """What chooses the epoch: the mean over sources (so the largest does not decide alone)."""
-    scores = [r["accuracy"] for name, r in result.items() if name != "all"]
-    return sum(scores) / len(scores) if scores else 0.0
-
-
 def fit_measured(
     trainer: Trainer,
     train: Sequence[dict[str, Any]],
@@ -431,8 +383,10 @@ def fit_measured(
 
     def figures(rows: Any, pairs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
         if trainer.relevance:
-            return recall_by_source(rows, pairs, recall_at)
-        return accuracy_by_source(rows, pairs, trainer.labels)
+            return recall_by_source(rows[:, 0], pairs, recall_at)
+        answers = [trainer.labels[int(row.argmax())] for row in rows]
+        gold, sources = [p["label"] for p in pairs], [p["source"] for p in pairs]
+        return accuracy_by_source(answers, gold, sources)
 
     def measure(epoch: int) -> float:
         curve[epoch] = {

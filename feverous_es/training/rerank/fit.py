@@ -50,10 +50,9 @@ import numpy as np
 from feverous_es.errors import TrainError
 from feverous_es.export.exporter import export_int8_as_model
 from feverous_es.retrieve.selection import CELL_BUDGET, SENTENCE_BUDGET
-from feverous_es.training import common, datasets
+from feverous_es.training import common, datasets, engine
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import check_base, import_torch
-from feverous_es.training.gpu import job as gpu_job
 from feverous_es.training.progress import NO_STEPS, QUIET, Progress, Steps
 from feverous_es.training.rerank.card import write_card
 from feverous_es.training.rerank.data import (
@@ -102,14 +101,14 @@ def kept_layers(total: int, keep: int) -> list[int]:
     student initialisation of DistilBERT)."""
     if not 1 <= keep <= total:
         raise TrainError(f"--layers must be between 1 and {total}, not {keep}")
-    return gpu_job.kept_layers(total, keep)  # the GPU queue's ranker students keep the same
+    return engine.kept_layers(total, keep)  # the GPU queue's ranker students keep the same
 
 
 def prune_layers(model: Any, keep: int) -> None:
     """Keep ``keep`` evenly spaced encoder layers of a BERT-style ``model``, in place (as the
     GPU queue's ranker students do)."""
     kept_layers(len(model.base_model.encoder.layer), keep)  # the bounds, as a TrainError
-    gpu_job.prune_layers(model, keep)
+    engine.prune_layers(model, keep)
 
 
 def train(

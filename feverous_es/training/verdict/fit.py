@@ -15,7 +15,7 @@ from typing import Any
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS
 from feverous_es.export.torch_models import load_torch_model
-from feverous_es.training import common, datasets
+from feverous_es.training import common, datasets, engine
 from feverous_es.training import entailment_data as data
 from feverous_es.training.common import TRAINED_DIR, check_base, import_torch
 from feverous_es.training.gpu import results as gpu_results
@@ -65,14 +65,13 @@ def held_out_accuracy(
 ) -> dict[str, dict[str, float]]:
     """Label accuracy per source (and ``source/no-gold`` for the gold-removed NEI pairs) of
     the pairs the verdict would read (``train``: the route it takes)."""
-    rows: dict[str, list[bool]] = {}
-    for row, pair in zip(probabilities, pairs, strict=True):
-        if pair.train:
-            rows.setdefault(pair.measured_as, []).append(LABELS[int(row.argmax())] == pair.label)
-    return {
-        name: {"pairs": len(right), "accuracy": round(sum(right) / len(right), 4)}
-        for name, right in sorted(rows.items())
-    }
+    read = [(row, pair) for row, pair in zip(probabilities, pairs, strict=True) if pair.train]
+    return engine.accuracy_by_source(
+        [LABELS[int(row.argmax())] for row, _ in read],
+        [pair.label for _, pair in read],
+        [pair.measured_as for _, pair in read],
+        overall=False,
+    )
 
 
 EPOCH_PAIRS = 150  # held-out pairs of each source measured after each epoch
