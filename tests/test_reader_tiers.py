@@ -165,11 +165,11 @@ def test_one_word_chooses_the_reader_in_the_configuration() -> None:
     assert load_config(environ={}).stage_options("verdict") == {}
     chosen = load_config(environ={}, reader=LARGE_READER).stage_options("verdict")
     assert chosen == {"model": "large"}
-    two_students = [PACKAGED_MODELS_DIR / "verdict", PACKAGED_MODELS_DIR / "verdict-2"]
-    assert reader_dirs(None) == reader_dirs("default") == two_students  # averaged
+    students = [PACKAGED_MODELS_DIR / role for role in ("verdict", "verdict-2", "verdict-3")]
+    assert reader_dirs(None) == reader_dirs("default") == students  # averaged
     assert reader_dirs("/some/model") == [Path("/some/model")]
     # A models directory (a commit's, as the benches compare them): its default reader.
-    assert reader_dirs(PACKAGED_MODELS_DIR) == two_students
+    assert reader_dirs(PACKAGED_MODELS_DIR) == students
 
 
 def test_an_earlier_models_directory_reads_with_the_students_it_has(tmp_path: Path) -> None:

@@ -2,14 +2,15 @@
 
 A reader is one packaged model, or several whose label probabilities are averaged:
 
-* ``default``: two all-MiniLM-L6-v2 students (22 M each, int8) averaged: ``verdict``,
-  distilled on an H200 from the large model (2026-11-27), and ``verdict-2``, distilled on an
-  H200 (2026-11-28) from that teacher after two more epochs on the failure classes (a person's
-  true profession, nationality and year and their changed twins, a page's simple facts) beside
-  the first one's pairs. Averaged, they read those classes through the pipeline better than
-  either alone (``verdict-2`` alone refutes true nationalities; ``verdict`` alone true
-  professions) and hold FM2, FEVEROUS-S and TabFact within 0.5 point (docs/verdict.md); the
-  second costs one more small model run a premise;
+* ``default``: three all-MiniLM-L6-v2 students (22 M each, int8) averaged: ``verdict``,
+  distilled on an H200 from the large model (2026-11-27); ``verdict-2``, distilled on an H200
+  (2026-11-28) from that teacher after two more epochs on the failure classes (a person's
+  true profession, nationality and year and their changed twins, a page's simple facts);
+  ``verdict-3``, ``verdict-2`` trained on this CPU with the failure classes' claims read
+  against the evidence the pipeline retrieves for them, the replayed pairs distilled from the
+  large reader. Averaged, they read those classes through the pipeline better than any one
+  alone and hold FM2, FEVEROUS-S and TabFact within 0.5 point (docs/verdict.md); each
+  student costs one small model run a premise;
 * ``large``: the ``verdict-large`` model (all-mpnet-base-v2, 110 M: the teacher the first
   student was distilled from) averaged with that student (``verdict``). Chosen on validation
   claims over the large model alone and over a cascade (the large model reading only what the
@@ -38,9 +39,9 @@ LARGE_READER = "large"
 AUTO_READER = "auto"
 # A reader's packaged models (roles), whose probabilities it averages.
 READERS: dict[str, tuple[str, ...]] = {
-    DEFAULT_READER: ("verdict", "verdict-2"),
+    DEFAULT_READER: ("verdict", "verdict-2", "verdict-3"),
     LARGE_READER: ("verdict-large", "verdict"),
-    AUTO_READER: ("verdict", "verdict-2"),
+    AUTO_READER: ("verdict", "verdict-2", "verdict-3"),
 }
 # The cascade's readers (first, then where it is unsure) and the default reader's top
 # probability under which the second reads a pair.
