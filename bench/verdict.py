@@ -282,9 +282,9 @@ def model_dirs(models: Path) -> list[Path]:
 
 
 def model_options(models: Path) -> dict:
-    """The verdict options of a models directory (its default reader's models, ``verdict/``
-    and ``verdict-2/`` where it has them, and ``table-verdict/``, ``sentence-verdict/``); a route
-    whose feature model it lacks is read by the entailment model alone."""
+    """The verdict options of a models directory (the default reader's models it holds, and
+    ``table-verdict/``, ``sentence-verdict/``); a route whose feature model it lacks is read by
+    the entailment model alone."""
     return {
         "model": str(models),
         **{
@@ -303,16 +303,15 @@ def reader_options(models: Path, reader: str | None) -> dict:
 @dataclass(frozen=True)
 class Setup:
     """What one run compares: the verdict under test and the ones beside it (name, models
-    directory, reader or None), on which index and claims."""
+    directory, reader or None, the verdict options it reads with), on which index and claims."""
 
     index: Path
     models: Path
     reader: str | None
-    baselines: list[tuple[str, Path, str | None]]
+    baselines: list[tuple[str, Path, str | None, dict]]
     config: Path | None
     nei: Sequence[float]
     batch_size: int
-    commit_options: dict  # verdict options of the other models' baselines (e.g. today's rules)
 
 
 def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
@@ -331,10 +330,7 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
             {**options, "table_model": "", "sentence_model": "", "nei_above": 1.1},
         ),
     }  # fmt: skip
-    for name, models, reader in setup.baselines:
-        # Another models directory or a commit's: the options it reads with.
-        chosen = name.split(" ", 1)[1]
-        extra = baseline_options(setup.commit_options, chosen) if reader is None else {}
+    for name, models, reader, extra in setup.baselines:
         verdicts[name] = load(
             "verdict", "classifier", context, {**reader_options(models, reader), **extra}
         )
@@ -484,21 +480,27 @@ def verdict_accuracy(
     if models is None and reader is None:  # the package's verdict reads with its default reader
         reader = DEFAULT_READER
     with contextlib.ExitStack() as stack:
-        baselines = [(f"baseline {m}", Path(m), None) for m in baseline_models]
-        baselines += [
-            (f"baseline {c}", stack.enter_context(models_at(c)), None) for c in baseline_commits
+        # Another models directory or a commit's reads with its own rules (commit_options).
+        baselines = [
+            (f"baseline {m}", Path(m), None, baseline_options(commit_options, m))
+            for m in baseline_models
         ]
-        baselines += [(f"reader {r}", models_dir, r) for r in baseline_readers]
+        baselines += [
+            (f"baseline {c}", stack.enter_context(models_at(c)), None,
+             baseline_options(commit_options, c))
+            for c in baseline_commits
+        ]  # fmt: skip
+        baselines += [(f"reader {r}", models_dir, r, {}) for r in baseline_readers]
         setup = Setup(
             context.place("index"), models_dir, reader, baselines,
-            Path(config) if config else None, nei, batch_size, commit_options or {},
+            Path(config) if config else None, nei, batch_size,
         )  # fmt: skip
-        under_test = model_dirs(models_dir)
-        if reader:
-            under_test[0:1] = reader_dirs(reader)
+        # The entailment models read (a reader's, else the models directory's default reader's)
+        # and the feature models beside them.
+        under_test = [*reader_dirs(reader or models_dir), *model_dirs(models_dir)[1:]]
         compared = [
             d
-            for _, directory, other in baselines
+            for _, directory, other, _ in baselines
             for d in (reader_dirs(other) if other else model_dirs(directory)[1:])
         ]
         held_out_models = [Path(m) for m in held_out_by]
