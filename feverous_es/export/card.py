@@ -72,10 +72,11 @@ def fine_tuned_licences(base: str, claim_files: Sequence[str] = ()) -> list[str]
     return licences
 
 
-def classifier_parity(parity: dict[str, Any]) -> str:
-    """A fine-tuned classifier's export parity, in one sentence."""
+def classifier_parity(parity: dict[str, Any], pairs: str = "held-out pairs") -> str:
+    """A fine-tuned classifier's export parity on its probe (``pairs`` says what they are),
+    in one sentence."""
     text = (
-        f"Parity against the torch model on {parity['pairs']} held-out pairs: fp32 ONNX max "
+        f"Parity against the torch model on {parity['pairs']} {pairs}: fp32 ONNX max "
         f"|Δlogit| {parity['fp32']['max_abs_diff']:.2e}; int8 max |Δlogit| "
         f"{parity['int8']['max_abs_diff']:.3f}"
     )

@@ -250,6 +250,22 @@ def verdict_large_command(
     print_json({"out": str(out), "export": report["export"], "read_back": report["read_back"]})
 
 
+@train_group.command("verdict-soup")
+@click.argument("students", type=EXISTING_FOLDER, nargs=-1, required=True)
+@export_options
+def verdict_soup_command(students: tuple[Path, ...], out: Path, work: Path | None) -> None:
+    """Average STUDENTS (models of `train verdict`, e.g. feverous_es/models/verdict-2) into one
+    reader: the mean of their weights, read for the cost of one. They must share their labels,
+    architecture and claims split. Then `train install OUT --as verdict`."""
+    from feverous_es.training.verdict.soup import make_soup
+
+    with user_errors(), console.status(f"averaging {len(students)} students"):
+        report = make_soup(
+            students, out, work_dir(out, work), command=command_line(click.get_current_context())
+        )
+    print_json({"out": str(out), "students": report["soup"], "export": report["export"]})
+
+
 @train_group.command("grounding")
 @click.argument("data", type=EXISTING_FILE, nargs=-1, required=True)
 @click.option(

@@ -253,8 +253,13 @@ def training_run(work: Path) -> Iterator[Progress]:
 
 
 def command_line(context: click.Context) -> str:
-    """The command as given, every option spelled out (for the model card)."""
+    """The command as given, its arguments and every option spelled out (for the model
+    card)."""
     words = ["feverous-es", "train", context.command.name or ""]
+    for param in context.command.params:
+        if isinstance(param, click.Argument) and context.params.get(param.name) is not None:
+            value = context.params[param.name]
+            words += map(str, value if isinstance(value, tuple) else [value])
     for param in context.command.params:
         value = context.params.get(param.name)
         if value is None or not isinstance(param, click.Option):
