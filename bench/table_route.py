@@ -7,13 +7,10 @@ table are scored per file, on the held-out claims and on the others.
 
 * ``margin M`` (``m`` in hundredths: a record's keys hold no dot): the table route when the
   table holds more than the best sentence's share of the claim's content words minus ``m``
-  (0: today's router; below 0, fewer claims to the table);
+  (0: today's router);
 * ``delta D`` (``d`` in hundredths): today's router, then a claim it sends to sentences goes to
   the table when the table route's verdict is more probable than the sentence route's by
-  more than ``d``;
-* ``back D``: today's router, then a claim it sends to the table goes to sentences when the
-  sentence route's verdict is more probable than the table route's by more than ``d`` (the
-  reader alone read held-out FEVEROUS-S claims 2 points better than the table route did).
+  more than ``d``.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ def table_route(
     *,
     margins: Sequence[float] = (0.0, 0.1, 0.2),
     deltas: Sequence[float] = (0.3, 0.1, 0.0),
-    backs: Sequence[float] = (0.3, 0.1, 0.0),
 ) -> dict[str, Any]:
     """Each rule's label accuracy per file, held-out and training claims apart."""
     from feverous_es.index.backends import open_store
@@ -80,11 +76,6 @@ def table_route(
         rules[f"delta {round(d * 100)}"] = lambda c, d=d: (
             c["table_share"] > c["sentence_share"]
             or c["read"]["table"][1] > c["read"]["sentence"][1] + d
-        )
-    for d in backs:
-        rules[f"back {round(d * 100)}"] = lambda c, d=d: (
-            c["table_share"] > c["sentence_share"]
-            and c["read"]["sentence"][1] <= c["read"]["table"][1] + d
         )
     figures: dict[str, Any] = {}
     for name, to_table in rules.items():

@@ -156,6 +156,16 @@ def test_the_verdict_reads_the_table_a_claim_is_about(elements: list) -> None:
     assert evidence_table("bradford bulls score 98 points", sentences, store) is None  # type: ignore[arg-type]
 
 
+def test_a_margin_keeps_a_claim_on_sentences_unless_the_table_holds_clearly_more(
+    elements: list,
+) -> None:
+    store = _Store(elements)
+    evidence = [Candidate(e, 1.0) for e in elements]
+    claim = "bradford bulls score 98 points in may"
+    assert evidence_table(claim, evidence, store, margin=0.5) is not None  # type: ignore[arg-type]
+    assert evidence_table(claim, evidence, store, margin=1.0) is None  # type: ignore[arg-type]
+
+
 def test_an_ordinal_checks_the_named_row_rank(table: Table) -> None:
     claim = "{} have the second highest attendance"
     assert feature(claim.format("bradford bulls"), table, "ordinal_rank_matches") == 1.0

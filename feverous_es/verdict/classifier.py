@@ -58,6 +58,11 @@ DEFAULT_NEI_ABOVE = 0.9
 # beside the claim's own page turned true restatements into REFUTES ("Jeanne Moreau was French."
 # beside two other Jeannes' leads); chosen in docs/verdict.md ("Which premise").
 DEFAULT_PAGE_PREMISES = 1
+# How much more of a claim's content words the evidence's table must hold than its best
+# sentence for the table route to read it (feature_model.evidence_table). 0.2 read the cached
+# evidence's table claims better and lost 3 points of TabFact through the pipeline
+# (docs/verdict.md): 0.
+DEFAULT_TABLE_MARGIN = 0.0
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 
 
@@ -92,6 +97,10 @@ class ClassifierVerdict:
     ``page_premises``: for a claim routed to sentences, the reader also reads the sentences of
     this many leading pages of the evidence alone (in evidence order) and the verdict takes the
     mean of those readings and the whole evidence's (0: the whole evidence only).
+
+    ``table_margin``: a claim whose evidence holds a table is read through the table route when
+    the table holds this share of its content words more than the best evidence sentence
+    (:func:`~feverous_es.verdict.feature_model.evidence_table`).
     """
 
     def __init__(
@@ -107,6 +116,7 @@ class ClassifierVerdict:
         table_reader: str | None = None,
         cascade_below: float = CASCADE_BELOW,
         page_premises: int = DEFAULT_PAGE_PREMISES,
+        table_margin: float = DEFAULT_TABLE_MARGIN,
     ) -> None:
         self.reader = EntailmentModel(
             model, device=context.device, max_length=max_length, math_hints=math_hints,
@@ -122,6 +132,7 @@ class ClassifierVerdict:
         self.nei_below = nei_below
         self.nei_above = nei_above
         self.page_premises = page_premises
+        self.table_margin = table_margin
         self.store = context.store
         self.tables = _feature_model(table_model, "table")
         self.sentences = _feature_model(sentence_model, "sentence")
@@ -129,7 +140,9 @@ class ClassifierVerdict:
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
             return []
-        tables = [evidence_table(query.text, ev, self.store) for query, ev in batch]
+        tables = [
+            evidence_table(query.text, ev, self.store, self.table_margin) for query, ev in batch
+        ]
         routes = [self.tables if table is not None else self.sentences for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]

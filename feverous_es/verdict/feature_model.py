@@ -73,14 +73,17 @@ def first_table(evidence: Sequence[Candidate], store: Store) -> Table | None:
     return table if table is not None and table.rows else None
 
 
-def evidence_table(claim: str, evidence: Sequence[Candidate], store: Store) -> Table | None:
+def evidence_table(
+    claim: str, evidence: Sequence[Candidate], store: Store, margin: float = 0.0
+) -> Table | None:
     """The table a claim's verdict reads, or None when the evidence's sentences answer it.
 
     The evidence always holds sentences and cells side by side (the budget's two lists), so its
-    type alone does not say which the claim is about. The table is read when more of the
-    claim's content words occur in it (cells, header, title, caption) than in the best evidence
-    sentence: on 512 retrieved dev claims this sent 91 % of TabFact claims to the table and 10 %
-    of FEVEROUS-S claims (a logistic fit of the same two shares did no better, 90 %).
+    type alone does not say which the claim is about. The table is read when its share of the
+    claim's content words (cells, header, title, caption) exceeds the best evidence sentence's
+    by more than ``margin``: at 0, on 512 retrieved dev claims, this sent 91 % of TabFact claims
+    to the table and 10 % of FEVEROUS-S claims (a logistic fit of the same two shares did no
+    better, 90 %); the verdict's margin is chosen in ``bench/table_route.py``.
     """
     table = first_table(evidence, store)
     if table is None:
@@ -90,7 +93,7 @@ def evidence_table(claim: str, evidence: Sequence[Candidate], store: Store) -> T
         (_share(words, set(tokens(text))) for text in sentence_texts(evidence)),
         default=0.0,
     )
-    return table if _share(words, table.all_tokens) > sentence else None
+    return table if _share(words, table.all_tokens) > sentence + margin else None
 
 
 def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:
