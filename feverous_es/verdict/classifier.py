@@ -151,7 +151,7 @@ class ClassifierVerdict:
         for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
             nei_rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
             if route is None:
-                verdicts.append(self._nei(self._entailment_verdict(entailment[i]), nei_rows))
+                verdicts.append(self._decide(self.labels, entailment[i], nei_rows))
                 continue
             if table is not None:
                 features = table_claim_features(query.text, table)
@@ -159,16 +159,12 @@ class ClassifierVerdict:
                 features = sentence_claim_features(query.text, sentence_texts(ev))
             if route.stacked:
                 features = np.concatenate([features, self.stacking_features(entailment[i])])
-            verdict = _verdict(route.labels, route.probabilities(features[None, :])[0],
-                               self.nei_below)  # fmt: skip
-            verdicts.append(self._nei(verdict, nei_rows) if nei_rows else verdict)
-        # One number a user reads: ``probability`` is the label's entry in ``probabilities``
-        # (the decision may have used another: a renormalized or a threshold probability).
+            row = route.probabilities(features[None, :])[0]
+            verdicts.append(self._decide(route.labels, row, nei_rows))
         return [
-            replace(v, probability=v.probabilities.get(v.label, v.probability), read=read,
-                    table=table)
+            replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
-        ]  # fmt: skip
+        ]
 
     def _read_premises(
         self,
@@ -269,34 +265,33 @@ class ClassifierVerdict:
                 rows[chosen] = read([pairs[n][0] for n in chosen], [pairs[n][1] for n in chosen])
         return rows
 
-    def _entailment_verdict(self, row: np.ndarray) -> Verdict:
-        """The entailment model's own verdict: SUPPORTS or REFUTES, whichever is likelier
-        (``nei_below`` compares its probability renormalized over the two; :meth:`predict`
-        then reports the label's own entry); NOT ENOUGH INFO is ``nei_above``'s call, as for
-        the feature models' verdicts."""
-        decided = [i for i, label in enumerate(self.labels) if label is not Label.NOT_ENOUGH_INFO]
-        best = max(decided, key=lambda i: row[i])
-        p = float(row[best] / max(row[decided].sum(), 1e-9))
-        label = self.labels[best] if p >= self.nei_below else Label.NOT_ENOUGH_INFO
-        return Verdict(label, p, dict(zip(self.labels, map(float, row), strict=True)))
-
     def stacking_features(self, row: np.ndarray) -> np.ndarray:
         """The entailment probabilities as the feature models read them: SUPPORTS, REFUTES,
         NOT ENOUGH INFO (0 for a label the model lacks)."""
         by_label = dict(zip(self.labels, row.tolist(), strict=True))
         return np.array([by_label.get(label, 0.0) for label in _STACKED], dtype=np.float32)
 
-    def _nei(self, verdict: Verdict, rows: Sequence[np.ndarray]) -> Verdict:
-        """The verdict with the entailment model's NEI probability among its probabilities (the
-        lowest over the premises it read: ``rows``), turned into NOT ENOUGH INFO when that
-        probability reaches ``nei_above``."""
-        if Label.NOT_ENOUGH_INFO not in self.labels:
-            return verdict
-        p_nei = min(float(row[self.labels.index(Label.NOT_ENOUGH_INFO)]) for row in rows)
-        probabilities = {**verdict.probabilities, Label.NOT_ENOUGH_INFO: p_nei}
-        if p_nei >= self.nei_above and verdict.label is not Label.NOT_ENOUGH_INFO:
-            return Verdict(Label.NOT_ENOUGH_INFO, p_nei, probabilities)
-        return Verdict(verdict.label, verdict.probability, probabilities)
+    def _decide(
+        self, labels: Sequence[Label], row: np.ndarray, nei_rows: Sequence[np.ndarray]
+    ) -> Verdict:
+        """A claim's verdict, decided here alone, from its route's probabilities ``row`` (over
+        ``labels``: the reader's, or a feature model's) and the reader's rows of the premises
+        it read (``nei_rows``): SUPPORTS or REFUTES, whichever is likelier; NOT ENOUGH INFO when
+        that one's probability renormalized over the two is under ``nei_below``, or when the
+        reader's NEI probability, the lowest over ``nei_rows``, reaches ``nei_above``. The
+        verdict's ``probability`` is its label's entry among the probabilities a user reads
+        (the route's, with the reader's NEI probability)."""
+        decided = [i for i, label in enumerate(labels) if label is not Label.NOT_ENOUGH_INFO]
+        best = max(decided, key=lambda i: row[i])
+        p = float(row[best] / max(row[decided].sum(), 1e-9))
+        label = labels[best] if p >= self.nei_below else Label.NOT_ENOUGH_INFO
+        probabilities = dict(zip(labels, map(float, row), strict=True))
+        if nei_rows and Label.NOT_ENOUGH_INFO in self.labels:
+            nei = self.labels.index(Label.NOT_ENOUGH_INFO)
+            probabilities[Label.NOT_ENOUGH_INFO] = min(float(r[nei]) for r in nei_rows)
+            if probabilities[Label.NOT_ENOUGH_INFO] >= self.nei_above:
+                label = Label.NOT_ENOUGH_INFO
+        return Verdict(label, probabilities.get(label, p), probabilities)
 
 
 _STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
@@ -340,10 +335,3 @@ def _table_reader(option: str | None, device: str) -> EntailmentModel | None:
         return EntailmentModel(PACKAGED_MODELS_DIR / TABLE_READER, device=device)
     return None
 
-
-def _verdict(labels: Sequence[Label], row: np.ndarray, nei_below: float) -> Verdict:
-    best = int(row.argmax())
-    label, p = labels[best], float(row[best])
-    if p < nei_below:
-        label = Label.NOT_ENOUGH_INFO
-    return Verdict(label, p, dict(zip(labels, map(float, row), strict=True)))
