@@ -21,7 +21,7 @@ from feverous_es.runtime.files import FP32_FILE, MANIFEST_FILE, PACKAGED_MODELS_
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training import install
 from feverous_es.verdict.entailment import EntailmentModel
-from feverous_es.verdict.readers import LARGE_READER, reader_dirs
+from feverous_es.verdict.readers import LARGE_READER, READERS, reader_dirs
 
 CLAIMS = ["The Eiffel Tower is in Paris.", "The Eiffel Tower is in Rome."]
 PREMISES = ["[Eiffel Tower] The Eiffel Tower is a tower in Paris."] * 2
@@ -299,3 +299,21 @@ def test_the_cascade_reads_the_large_tier_only_where_the_default_is_unsure() -> 
     np.testing.assert_allclose(got[~unsure], default[~unsure], atol=1e-6)
     np.testing.assert_allclose(got[unsure], large[unsure], atol=1e-6)
     assert auto.second is not None and auto.model_dirs == reader_dirs("default")
+
+
+def test_the_default_reader_is_the_mean_of_its_students_read_at_once() -> None:
+    """The students read the same pairs on threads of their own (a claim's few premises leave
+    a core idle): their mean is what each reads alone, averaged."""
+    from feverous_es.runtime.cross_encoder import CrossEncoder
+    from feverous_es.verdict.entailment import softmax
+
+    claims = ["Henri Schoeman is a triathlete.", "Henri Schoeman is a painter."]
+    reader = EntailmentModel("default", device="cpu")
+    got = reader.probabilities(claims, [SOURCE] * 2)
+    alone = [
+        softmax(CrossEncoder(d, device="cpu", max_length=length).logits(
+            [(c, SOURCE) for c in claims]))
+        for d, length in zip(reader.model_dirs, reader.max_lengths, strict=True)
+    ]  # fmt: skip
+    assert len(alone) == len(READERS["default"]) > 1
+    np.testing.assert_allclose(got, np.mean(alone, axis=0), atol=1e-6)

@@ -35,11 +35,14 @@ from feverous_es.runtime.session import CPU_PROVIDER, check_device, open_session
 Reduce = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-class _BatchWorkers:
-    """One thread per core this process may use, shared by every model; made on first use."""
+class _Workers:
+    """Threads shared by every model of the process (at least one per core it may use), named
+    ``name``; made on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, at_least: int = 1) -> None:
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        self.name = name
+        self.size = max(self.cores, at_least)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -47,11 +50,16 @@ class _BatchWorkers:
     def executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(self.cores, thread_name_prefix="onnx-batch")
+                self._executor = ThreadPoolExecutor(self.size, thread_name_prefix=self.name)
             return self._executor
 
 
-BATCH_WORKERS = _BatchWorkers()
+# The batches of one model's run, side by side.
+BATCH_WORKERS = _Workers("onnx-batch")
+# The models that read the same pairs (the students a reader averages), at once: a claim's
+# premise or two leave a core idle while one small model reads them. Apart from the batch
+# threads, which these threads wait on.
+MODEL_WORKERS = _Workers("onnx-model", at_least=4)
 
 
 def load_tokenizer(path: Path, max_length: int, strategy: str = "longest_first") -> Tokenizer:

@@ -37,6 +37,7 @@ from feverous_es.errors import EmptyClaimError, ModelError
 from feverous_es.input_text import clean_text
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.cross_encoder import CrossEncoder
+from feverous_es.runtime.model import MODEL_WORKERS
 from feverous_es.verdict.math_hints import math_hints
 from feverous_es.verdict.readers import CASCADE_BELOW, CASCADES, reader_dirs
 from feverous_es.verdict.windows import (
@@ -242,7 +243,11 @@ class EntailmentModel:
                 for claim, text in zip(claims, premises, strict=True)
             ]
         pairs = list(zip(claims, premises, strict=True))
-        probabilities = np.mean([softmax(model.logits(pairs)) for model in self.models], axis=0)
+        if len(self.models) > 1 and MODEL_WORKERS.cores > 1:
+            logits = list(MODEL_WORKERS.executor.map(lambda m: m.logits(pairs), self.models))
+        else:
+            logits = [model.logits(pairs) for model in self.models]
+        probabilities = np.mean([softmax(rows) for rows in logits], axis=0)
         if probabilities.shape[1] != len(self.labels):
             raise ModelError(
                 f"the verdict model has {probabilities.shape[1]} outputs but config.json names "
