@@ -10,7 +10,7 @@ A reader is one packaged model, or several whose label probabilities are average
   against the evidence the pipeline retrieves for them, the replayed pairs distilled from the
   large reader. Averaged, they read those classes through the pipeline better than any one
   alone and hold FM2, FEVEROUS-S and TabFact within 0.5 point (docs/verdict.md); each
-  student costs one small model run a premise;
+  student costs one small model run a premise, the three reading at once;
 * ``large``: the ``verdict-large`` model (all-mpnet-base-v2, 110 M: the teacher the first
   student was distilled from) averaged with that student (``verdict``). Chosen on validation
   claims over the large model alone and over a cascade (the large model reading only what the
