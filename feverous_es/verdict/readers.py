@@ -46,7 +46,7 @@ READERS: dict[str, tuple[str, ...]] = {
 # The cascade's readers (first, then where it is unsure) and the default reader's top
 # probability under which the second reads a pair.
 CASCADES: dict[str, tuple[str, str]] = {AUTO_READER: (DEFAULT_READER, LARGE_READER)}
-CASCADE_BELOW = 0.9
+CASCADE_BELOW = 0.8
 
 
 def packaged_model(role: str) -> Path:
