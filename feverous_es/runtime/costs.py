@@ -8,7 +8,8 @@ records (``bench/pipeline.py``).
 
 :data:`METER` counts what a thread's work costs into the tallies that thread has open
 (:meth:`CostMeter.tally`): :class:`~feverous_es.runtime.model.OnnxModel` counts each run under
-the model directory's name, in the thread that asked for it, and :class:`CountedStore` each
+the model directory's name, in the thread that asked for it (or, for work handed to a worker
+thread, into the tallies :meth:`CostMeter.carried` takes along), and :class:`CountedStore` each
 store call. The pipeline opens one tally a stage (``Pipeline.costs``), so work that runs on
 another thread at the same time (the next batch's retrieval, a prefetch) is not counted twice,
 and two pipelines verifying at once count their own work.
@@ -18,9 +19,12 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sized
+from collections.abc import Callable, Iterator, Mapping, Sized
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 class CostMeter:
@@ -29,6 +33,7 @@ class CostMeter:
 
     def __init__(self) -> None:
         self._local = threading.local()
+        self._lock = threading.Lock()  # carried tallies are counted into from several threads
 
     def _open(self) -> list[Counter[str]]:
         if not hasattr(self._local, "tallies"):
@@ -39,8 +44,24 @@ class CostMeter:
         """Count into every tally this thread has open (none: nobody is counting); a zero
         count is not recorded."""
         nonzero = {name: count for name, count in counts.items() if count}
-        for tally in self._open():
-            tally.update(nonzero)
+        with self._lock:
+            for tally in self._open():
+                tally.update(nonzero)
+
+    def carried(self, function: Callable[[A], R]) -> Callable[[A], R]:
+        """``function`` counting into the tallies open in this thread wherever it runs: on a
+        worker thread this one waits on (a reader's students, read at once)."""
+        tallies = list(self._open())
+
+        def run(argument: A) -> R:
+            own = self._open()
+            self._local.tallies = list(tallies)
+            try:
+                return function(argument)
+            finally:
+                self._local.tallies = own
+
+        return run
 
     @contextmanager
     def tally(self) -> Iterator[Counter[str]]:

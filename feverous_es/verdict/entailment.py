@@ -36,6 +36,7 @@ import numpy as np
 from feverous_es.errors import EmptyClaimError, ModelError
 from feverous_es.input_text import clean_text
 from feverous_es.plugins.interfaces import Label
+from feverous_es.runtime.costs import METER
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.model import MODEL_WORKERS
 from feverous_es.verdict.math_hints import math_hints
@@ -244,7 +245,12 @@ class EntailmentModel:
             ]
         pairs = list(zip(claims, premises, strict=True))
         if len(self.models) > 1 and MODEL_WORKERS.cores > 1:
-            logits = list(MODEL_WORKERS.executor.map(lambda m: m.logits(pairs), self.models))
+
+            def read(model: CrossEncoder) -> np.ndarray:
+                return model.logits(pairs)
+
+            # counted into the caller's tallies: the runs are its claims' cost
+            logits = list(MODEL_WORKERS.executor.map(METER.carried(read), self.models))
         else:
             logits = [model.logits(pairs) for model in self.models]
         probabilities = np.mean([softmax(rows) for rows in logits], axis=0)
