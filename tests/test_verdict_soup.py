@@ -101,3 +101,12 @@ def test_one_student_is_not_a_soup(students: list[Path], tmp_path: Path) -> None
     )
     assert result.exit_code != 0
     assert "two students or more" in result.output
+
+
+def test_a_directory_that_is_not_a_student_is_named(students: list[Path], tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["train", "verdict-soup", str(students[0]), str(tmp_path), "--out",
+               str(tmp_path / "soup")],
+    )  # fmt: skip
+    assert result.exit_code != 0
+    assert f"{tmp_path} holds no training.json: not a model of `train verdict`" in result.output

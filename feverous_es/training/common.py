@@ -311,6 +311,15 @@ def save_trained(model: Any, tokenizer: Any, work: Path) -> Path:
     return out
 
 
+def read_training_report(model_dir: Path, what: str) -> dict[str, Any]:
+    """The training report (``training.json``) :func:`save_card` wrote beside a model;
+    :class:`TrainError` naming ``what`` the directory should be when it holds none."""
+    path = model_dir / "training.json"
+    if not path.is_file():
+        raise TrainError(f"{model_dir} holds no {path.name}: not {what}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def save_card(out: Path, card: ModelCard, report: dict[str, Any], **manifest: object) -> None:
     """The model card (``README.md``), the full training report (``training.json``) and the
     ``manifest.json`` (with ``manifest``'s fields) over every file of ``out``: what the

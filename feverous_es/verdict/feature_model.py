@@ -83,7 +83,8 @@ def evidence_table(
     claim's content words (cells, header, title, caption) exceeds the best evidence sentence's
     by more than ``margin``: at 0, on 512 retrieved dev claims, this sent 91 % of TabFact claims
     to the table and 10 % of FEVEROUS-S claims (a logistic fit of the same two shares did no
-    better, 90 %); the verdict's margin is chosen in ``bench/table_route.py``.
+    better, 90 %); a margin of 0.2 lost TabFact claims through the pipeline (docs/verdict.md),
+    so the verdict's ``table_margin`` is 0.
     """
     table = first_table(evidence, store)
     if table is None:

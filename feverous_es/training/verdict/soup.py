@@ -11,7 +11,6 @@ the claims split their training held out, so the soup's held-out claims are thei
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from feverous_es.errors import TrainError
 from feverous_es.export.card import classifier_parity, command_section
 from feverous_es.export.dequantize import TOKENIZER_FILES, torch_from_int8
 from feverous_es.export.exporter import export_int8_as_model
+from feverous_es.training.common import read_training_report
 from feverous_es.training.verdict.card import save_reader_card
 
 # The training report's fields that say which claims a model held out (bench/verdict.py reads
@@ -36,14 +36,6 @@ PROBE = (
     ("Thulium's chemical symbol is Th.",
      "[Thulium] Thulium is a chemical element with the symbol Tm and atomic number 69."),
 )  # fmt: skip
-
-
-def student_report(model_dir: Path) -> dict[str, Any]:
-    """The training report of a student of ``train verdict`` (its ``training.json``)."""
-    path = model_dir / "training.json"
-    if not path.is_file():
-        raise TrainError(f"{model_dir} holds no training.json: not a model of `train verdict`")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def shared_split(reports: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
@@ -93,7 +85,7 @@ def make_soup(students: Sequence[Path], out: Path, work: Path, *, command: str =
     if len(students) < 2:
         raise TrainError("a soup needs two students or more")
     names = [str(s) for s in students]
-    reports = [student_report(s) for s in students]
+    reports = [read_training_report(s, "a model of `train verdict`") for s in students]
     split = shared_split(reports, names)
     torch_dirs = [torch_from_int8(s, work / f"student-{i}") for i, s in enumerate(students)]
     trained = mean_weights(torch_dirs, work / "trained")

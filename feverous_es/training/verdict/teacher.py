@@ -10,15 +10,14 @@ card: the GPU, the job's seconds and the teacher's held-out accuracy from the jo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from feverous_es.errors import TrainError
 from feverous_es.export import card
 from feverous_es.export.exporter import export_model, install_subset
 from feverous_es.runtime.files import INT8_FILE
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
+from feverous_es.training.common import read_training_report
 from feverous_es.training.gpu import results as gpu_results
 from feverous_es.training.verdict.card import held_out_metrics, save_reader_card
 
@@ -41,7 +40,7 @@ def take_teacher(
     teacher shares). Writes ``out`` (int8 graph, tokenizer, config, card, training.json,
     manifest); returns the report."""
     report = gpu_results.read_report(job)
-    like = _read_json(student / "training.json", "a model of `train verdict`")
+    like = read_training_report(student, "a model of `train verdict`")
     hf = work / "hf"
     read = gpu_results.read_teacher(weights, hf)
     max_length = int(like["training"]["max_length"])
@@ -75,12 +74,6 @@ def take_teacher(
     }
     _write_card(out, result)
     return result
-
-
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise TrainError(f"{path.parent} holds no {path.name}: not {what}")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _write_card(out: Path, report: dict[str, Any]) -> None:
