@@ -77,7 +77,7 @@ def readings(reader: str | None, items: Sequence[tuple[str, str, str, list[Any]]
     pairs, keys = [], []
     for n, (_, claim, _, evidence) in enumerate(items):
         texts = {"whole": sentence_premise(evidence)}
-        texts.update({f"page{k}": t for k, t in enumerate(page_premises(evidence, 99))})
+        texts.update({f"page{k}": t for k, t in enumerate(page_premises(claim, evidence, 99))})
         for name, text in texts.items():
             pairs.append((claim, text))
             keys.append((n, name))

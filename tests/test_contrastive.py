@@ -157,3 +157,30 @@ def test_relation_pairs_read_the_page_and_the_donor_held_out_by_page() -> None:
         assert "[Thulium]" in pair.premise and "[Antimony]" in pair.premise
         assert pair.held_out == Split(13, 0.35, 0).held_out(contrastive.SOURCE, pair.id)
     assert len({p.key for p in pairs}) == len(pairs)  # each wording its own key
+
+
+def test_a_changed_profession_is_never_one_the_lead_states() -> None:
+    """"Strindberg was a Swedish poet" is true (his lead says playwright, novelist, poet, …):
+    a claim labelled REFUTES must not be drawn from it; a name is not a statement ("John Singer
+    Sargent was an American singer" stays a changed claim)."""
+    import random
+
+    from feverous_es.training.attributes import attribute_claims
+
+    strindberg = _lead("August Strindberg", "Johan August Strindberg was a Swedish playwright, "
+                       "novelist, poet, essayist, and painter.")  # fmt: skip
+    sargent = _lead("John Singer Sargent", "John Singer Sargent was an American painter.")
+    poet = _lead("Sylvia Plath", "Sylvia Plath was an American poet.")
+    composer = _lead("Ludwig van Beethoven", "Ludwig van Beethoven was a German composer.")
+    singer = _lead("Edith Piaf", "Edith Piaf was a French singer.")
+    for seed in range(12):
+        made = dict((c, text) for c, text, _ in attribute_claims(
+            strindberg, [poet, composer], random.Random(seed)))  # fmt: skip
+        assert made["attribute-profession"] == "Johan August Strindberg was a Swedish composer."
+        assert made["attribute-true-profession"] == "Johan August Strindberg was a playwright."
+        made = dict((c, text) for c, text, _ in attribute_claims(
+            sargent, [singer], random.Random(seed)))  # fmt: skip
+        assert made["attribute-profession"] == "John Singer Sargent was an American singer."
+    # only donors of a profession the lead states: no profession claim, the other classes kept
+    only = {c for c, _, _ in attribute_claims(strindberg, [poet], random.Random(0))}
+    assert "attribute-profession" not in only and "attribute-nationality" in only

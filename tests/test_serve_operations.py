@@ -318,14 +318,17 @@ def test_a_model_or_the_index_gone_under_the_server_makes_it_unready_with_a_cate
         onnx.unlink()  # a cache cleared under the server
         assert unready_with() == {"error": "not ready: model missing"}
         onnx.write_bytes(kept)
-        (copy / "elements.sqlite").unlink()  # the open handle still reads: the check must see
         deadline = time.monotonic() + 30
-        while httpx.get(server.url + "/v1/health/ready").json() == {
-            "error": "not ready: model missing"
-        }:
-            assert time.monotonic() < deadline
+        while httpx.get(server.url + "/v1/health/ready").status_code != 200:
+            assert time.monotonic() < deadline, "readiness never came back with the model"
             time.sleep(0.5)
+        with (copy / "vectors.f16").open("r+b") as vectors:  # mapped by the server: no SIGBUS
+            vectors.truncate(1024)
         assert unready_with() == {"error": "not ready: index changed"}
+        asked = httpx.post(server.url + "/v1/verify", json={"claim": "Mars is a planet."},
+                           headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)  # fmt: skip
+        assert asked.status_code == 503 and str(tmp_path) not in asked.text
+        assert asked.json()["error"].startswith("index changed")
         assert server.process.poll() is None  # still up: an orchestrator moves traffic away
 
 

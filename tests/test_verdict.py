@@ -13,7 +13,7 @@ from feverous_es.errors import ModelError
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.retrieve.evidence_text import seq2seq_input
-from feverous_es.verdict.classifier import ClassifierVerdict
+from feverous_es.verdict.classifier import ClassifierVerdict, page_premises
 from feverous_es.verdict.inputs import premise, sentence_premise
 from tests.conftest import CLASSIFIER_LABELS as LABELS
 from tests.test_page import ARABINOSE, by_id
@@ -155,3 +155,21 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     [single] = verdict.predict([(claim, own)])
     [single_whole] = whole.predict([(claim, own)])
     assert single.probabilities == single_whole.probabilities
+
+
+def test_the_page_read_alone_is_the_one_the_claim_names_first() -> None:
+    """"Vancouver is in Cameroon." with Cameroon's sentences retrieved first: Vancouver's page
+    is read alone (the claim's subject), then Cameroon's; a claim that names no evidence page
+    reads them in evidence order."""
+    def sentence(page: str, text: str) -> Candidate:
+        return Candidate(Element(f"{page}_sentence_0", page, ElementType.SENTENCE, text,
+                                 f"[{page}] {text}", "k", text), 1)  # fmt: skip
+
+    cameroon = sentence("Cameroon", "Cameroon is a country in Central Africa.")
+    vancouver = sentence("Vancouver", "Vancouver is a city in Canada.")
+    evidence = [cameroon, vancouver]
+    assert page_premises("Vancouver is in Cameroon.", evidence, 2) == [
+        sentence_premise([vancouver]), sentence_premise([cameroon]),
+    ]  # fmt: skip
+    assert page_premises("A city is in a country.", evidence, 1) == [sentence_premise([cameroon])]
+    assert page_premises("Vancouver is in Cameroon.", [vancouver], 1) == []

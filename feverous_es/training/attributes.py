@@ -77,6 +77,14 @@ def profession(lead: Lead) -> str:
     return last if last.lower() in PROFESSIONS else ""
 
 
+def _states(lead: Lead, word: str) -> bool:
+    """Whether the lead's sentences say ``word`` or a word of its stem (its first six letters:
+    "politician" in "political advocate"), the subject's name aside (John Singer Sargent was a
+    painter)."""
+    stem, name = word.lower()[:6], lead.subject.lower()
+    return any(stem in text.lower().replace(name, "") for text in lead.sentences)
+
+
 def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
@@ -113,8 +121,14 @@ def attribute_claims(
             (f"{PREFIX}-nationality", f"{subject} {donor.demonym}.", donor),
         ]  # fmt: skip
     jobs = [d for d in donors if profession(d) and profession(d).lower() != job.lower()]
-    if jobs:
-        donor = rng.choice(jobs)
+    job_donor = rng.choice(jobs) if jobs else None
+    if job_donor is not None and _states(lead, profession(job_donor)):
+        # not a change ("Strindberg was a Swedish poet": his lead says poet too): drawn again,
+        # from a draw of its own, so that the classes after keep the pairs they had
+        free = [d for d in jobs if not _states(lead, profession(d))]
+        job_donor = random.Random(f"profession\0{lead.page}").choice(free) if free else None
+    if job_donor is not None:
+        donor = job_donor
         other = profession(donor)
         claims += [
             (f"{PREFIX}-true-profession", f"{subject} {_article(job)} {job}.", donor),

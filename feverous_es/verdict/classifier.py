@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import ModelError
+from feverous_es.index.elements import title_keys
 from feverous_es.plugins.interfaces import (
     Candidate,
     Label,
@@ -29,6 +30,7 @@ from feverous_es.plugins.interfaces import (
     ReadTable,
     Verdict,
 )
+from feverous_es.retrieve.pages import claim_spans
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
@@ -95,8 +97,9 @@ class ClassifierVerdict:
     which the large tier reads the pair (default chosen in ``bench/cascade.py``).
 
     ``page_premises``: for a claim routed to sentences, the reader also reads the sentences of
-    this many leading pages of the evidence alone (in evidence order) and the verdict takes the
-    mean of those readings and the whole evidence's (0: the whole evidence only).
+    this many pages of the evidence alone (those the claim names first, see
+    :func:`page_premises`) and the verdict takes the mean of those readings and the whole
+    evidence's (0: the whole evidence only).
 
     ``table_margin``: a claim whose evidence holds a table is read through the table route when
     the table holds this share of its content words more than the best evidence sentence
@@ -184,7 +187,7 @@ class ClassifierVerdict:
         pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
         pages = [
             (n, page) for n, i in enumerate(reads) if tables[i] is None
-            for page in page_premises(batch[i][1], self.page_premises)
+            for page in page_premises(batch[i][0].text, batch[i][1], self.page_premises)
         ]  # fmt: skip
         pairs += [(pairs[n][0], page) for n, page in pages]
         if not pairs:
@@ -297,17 +300,26 @@ class ClassifierVerdict:
 _STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
 
 
-def page_premises(evidence: Sequence[Candidate], pages: int) -> list[str]:
-    """The sentence premises of the first ``pages`` pages of ``evidence`` read alone, in
-    evidence order; none when the evidence's sentences are of one page (its premise is the
-    whole evidence's)."""
+def page_premises(claim: str, evidence: Sequence[Candidate], pages: int) -> list[str]:
+    """The sentence premises of ``pages`` pages of ``evidence`` read alone: the pages the claim
+    names first, in the order it names them (its subject before the place or person it relates
+    it to: "Vancouver is in Cameroon." reads Vancouver's sentences, which retrieval may rank
+    below Cameroon's), then the others in evidence order; none when the evidence's sentences are
+    of one page (its premise is the whole evidence's)."""
     by_page: dict[str, list[Candidate]] = {}
     for candidate in evidence:
         if candidate.element.type in TEXT_TYPES:
             by_page.setdefault(candidate.element.page, []).append(candidate)
     if len(by_page) < 2:
         return []
-    return [sentence_premise(group) for group in list(by_page.values())[:pages]]
+    named = claim_spans(claim)
+    unnamed = len(claim.split())
+
+    def named_at(page: str) -> int:
+        return min((named[key][0] for key in title_keys(page) if key in named), default=unnamed)
+
+    ordered = sorted(by_page, key=named_at)  # stable: evidence order among equals
+    return [sentence_premise(by_page[page]) for page in ordered[:pages]]
 
 
 def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> str:
