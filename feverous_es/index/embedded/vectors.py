@@ -171,13 +171,14 @@ def _build_graph(
 
 
 class MappedFiles:
-    """The files a reader maps into memory, with their size and identity when opened.
+    """The files a reader maps or reads into memory, with their size and identity when opened.
 
     A mapped file truncated under the process ends it with SIGBUS at the first read past the
     new end, which no handler can turn into an error; so each read first compares the files
     with what was opened (a ``stat`` each, microseconds) and raises :class:`IndexChanged`
     instead. (A truncation between the check and the read still crashes: the window is a
-    search's length, not the server's lifetime.)"""
+    search's length, not the server's lifetime.) A file read whole is watched the same way:
+    answers from it after it changed are a stale index's."""
 
     def __init__(self) -> None:
         self._opened: dict[Path, tuple[int, int]] = {}
@@ -234,7 +235,7 @@ class VectorMatrix:
             # Small matrices (the page vectors, small indexes) are scanned whole per query:
             # kept as float32 in memory, a scan skips the per-query float16 conversion.
             self._matrix = np.array(self._matrix, dtype=np.float32)
-        elif rows:
+        if rows:  # watched in memory too: answers from a file since changed are a stale index's
             self._mapped.add(path)
         # Each group's rows, with its shards' graphs (none: searched exactly).
         self._groups: list[tuple[np.ndarray, list[Index]]] = []
