@@ -156,13 +156,16 @@ def test_the_verdict_reads_the_table_a_claim_is_about(elements: list) -> None:
     assert evidence_table("bradford bulls score 98 points", sentences, store) is None  # type: ignore[arg-type]
 
 
-def test_a_claims_numbers_count_toward_the_table(elements: list) -> None:
+def test_a_claims_numbers_decide_a_tie(elements: list) -> None:
     """Its words as much in the sentence as in the table ("season" in both; "drew", "first",
-    "game" in neither): 12,100, which only the table holds, sends the claim to it."""
+    "game" in neither): 12,100, which only the table holds, sends the claim to it; with no
+    number only the table holds, the tie stays with the sentences."""
     store = _Store(elements)
     evidence = [Candidate(e, 1.0) for e in elements]
     claim = "the 2008 season drew 12,100 to its first game"
     assert evidence_table(claim, evidence, store) is not None  # type: ignore[arg-type]
+    claim = "the 2008 season drew crowds to its first game"
+    assert evidence_table(claim, evidence, store) is None  # type: ignore[arg-type]
 
 
 def test_a_margin_keeps_a_claim_on_sentences_unless_the_table_holds_clearly_more(
