@@ -322,7 +322,8 @@ def test_a_model_or_the_index_gone_under_the_server_makes_it_unready_with_a_cate
         while httpx.get(server.url + "/v1/health/ready").status_code != 200:
             assert time.monotonic() < deadline, "readiness never came back with the model"
             time.sleep(0.5)
-        with (copy / "vectors.f16").open("r+b") as vectors:  # mapped by the server: no SIGBUS
+        # the sample's vectors are read whole (a large index's are mapped): watched all the same
+        with (copy / "vectors.f16").open("r+b") as vectors:
             vectors.truncate(1024)
         assert unready_with() == {"error": "not ready: index changed"}
         asked = httpx.post(server.url + "/v1/verify", json={"claim": "Mars is a planet."},

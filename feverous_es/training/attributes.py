@@ -128,12 +128,11 @@ def attribute_claims(
         free = [d for d in jobs if not _states(lead, profession(d))]
         job_donor = random.Random(f"profession\0{lead.page}").choice(free) if free else None
     if job_donor is not None:
-        donor = job_donor
-        other = profession(donor)
+        other = profession(job_donor)
         claims += [
-            (f"{PREFIX}-true-profession", f"{subject} {_article(job)} {job}.", donor),
+            (f"{PREFIX}-true-profession", f"{subject} {_article(job)} {job}.", job_donor),
             (f"{PREFIX}-profession",
-             f"{subject} {_article(lead.demonym)} {lead.demonym} {other}.", donor),
+             f"{subject} {_article(lead.demonym)} {lead.demonym} {other}.", job_donor),
         ]  # fmt: skip
     if (years := _year_claims(lead, rng)) is not None:
         donor = rng.choice(donors)

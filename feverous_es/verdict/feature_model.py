@@ -81,7 +81,7 @@ def evidence_table(
     The evidence always holds sentences and cells side by side (the budget's two lists), so its
     type alone does not say which the claim is about. The table is read when its share of the
     claim's content words (cells, header, title, caption) exceeds the best evidence sentence's
-    by more than ``margin``; when it equals it, when the table holds more of the claim's
+    by more than ``margin``, or by exactly ``margin`` when the table holds more of the claim's
     numbers than any sentence does. A TabFact claim's words are often as much in a sentence as
     in the table, its numbers only in the table: such ties went to the sentences, where those
     claims were answered right 29 % of the time (docs/verdict.md). A margin of 0.2 lost TabFact
@@ -90,7 +90,8 @@ def evidence_table(
     table = first_table(evidence, store)
     if table is None:
         return None
-    words, numbers = content_words(claim), marked_words(claim) - content_words(claim)
+    words = content_words(claim)
+    numbers = marked_words(claim) - words  # the claim's numbers, in digits or words
     sentences = [set(tokens(text)) for text in sentence_texts(evidence)]
     lead = _share(words, table.all_tokens) - max((_share(words, s) for s in sentences), default=0)
     if lead == margin:  # a tie: the claim's numbers say which holds it
