@@ -45,7 +45,7 @@ def index_parts(context: Context, *, limit: int = 1500, workers: tuple[int, ...]
     with tempfile.TemporaryDirectory() as work:
         wiki = context.dump(Path(work))
         with WikiDB(wiki) as db:
-            pages = db.count(limit=limit)
+            pages = min(db.count(), limit)
         for n in workers:
             figures[str(n)] = _build(wiki, limit, n)
             counts = plan.DumpCounts(pages=pages, counted_pages=pages,

@@ -107,8 +107,12 @@ class BuildState:
     complete: bool = False
 
 
+# A hybrid search's two parts before fusion: the BM25 hits, then the kNN hits.
+HybridParts = tuple[list["Hit"], list["Hit"]]
+
+
 class Store(Protocol):
-    """Read side."""
+    """Read side. Both stores subclass it, and inherit :meth:`search_hybrid`."""
 
     dim: int
     # How many claims the pipeline may retrieve at once through this store (threads sharing
@@ -130,7 +134,21 @@ class Store(Protocol):
         k: int = 100,
         filters: Filters | None = None,
         weights: HybridWeights = EQUAL_WEIGHTS,
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """BM25 and the vector's nearest neighbours fused as Elasticsearch scores ``query`` +
+        ``knn`` (:func:`fuse_hybrid`), or as the store ranked them itself (an Elasticsearch
+        retriever). Both stores inherit this; each finds the parts (:meth:`_hybrid_parts`)."""
+        if k <= 0:
+            return []
+        parts = self._hybrid_parts(query, vector, k, filters, weights)
+        return parts if isinstance(parts, list) else fuse_hybrid(*parts, weights, k)
+
+    def _hybrid_parts(
+        self, text: str, vector: np.ndarray, k: int, filters: Filters | None, weights: HybridWeights
+    ) -> HybridParts | list[Hit]:
+        """A hybrid search's BM25 hits and kNN hits (cosine as the score), best first; or the
+        whole ranking where the store fuses them itself."""
+        ...
 
     def search_cells(
         self, query: str, k: int = 100, filters: Filters | None = None

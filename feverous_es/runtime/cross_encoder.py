@@ -27,7 +27,7 @@ from feverous_es.runtime.files import (
     graph_files,
     model_max_length,
 )
-from feverous_es.runtime.model import OnnxModel
+from feverous_es.runtime.model import Execution, OnnxModel
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, check_task
 
 # Pairs of the mini-FEVEROUS data are at most ~320 tokens (claim + linearized table row), and
@@ -86,16 +86,12 @@ class CrossEncoder:
         graph = onnx_file.name if onnx_file is not None else None
         # The graph the CPU would run: an int8 one reads one pair a run, side by side.
         cpu_graph = graph or choose_model_file(graph_files(directory), False, quantized=quantized)
+        one_pair_a_run = batch_dependent(directory, cpu_graph)
         self._model = OnnxModel(
-            directory,
-            device=device,
-            threads=threads,
-            quantized=quantized,
-            graph=graph,
+            directory, Execution(device, threads, quantized), graph=graph,
             tokenizer=TOKENIZER_FILE,
-            side_by_side=batch_dependent(directory, cpu_graph)
-            and batch_size in (None, INT8_BATCH_SIZE),
-        )
+            side_by_side=one_pair_a_run and batch_size in (None, INT8_BATCH_SIZE),
+        )  # fmt: skip
         self._tokenizer = self._model.tokenizer(max_length, "only_second")
         # For the rare pair whose query alone leaves no room for the passage; loaded when one
         # comes (parsing a tokenizer.json takes ~50 ms of a process start).

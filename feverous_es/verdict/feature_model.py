@@ -24,7 +24,7 @@ from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
 from feverous_es.index.store import Store
 from feverous_es.plugins.interfaces import Candidate, Label
 from feverous_es.runtime.files import FP32_FILE, PACKAGED_MODELS_DIR
-from feverous_es.runtime.model import OnnxModel
+from feverous_es.runtime.model import Execution, OnnxModel
 from feverous_es.text import content_words, marked_words, tokens
 from feverous_es.verdict import sentence_facts, table_facts
 from feverous_es.verdict.table_facts import Table
@@ -133,7 +133,7 @@ class FeatureClassifier:
         # Tree ensembles have no CUDA kernels: the CPU provider runs them either way.
         self.model = OnnxModel(
             model_dir,
-            device="cpu",
+            Execution(device="cpu"),
             graph=FP32_FILE,
             require_manifest=True,
             remedy="reinstall feverous-es or retrain the model",

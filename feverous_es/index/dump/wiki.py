@@ -71,19 +71,11 @@ class WikiDB:
         if not {"id", "data"} <= columns:
             raise WikiError(f"{self.path}: table 'wiki' lacks the columns id and data")
 
-    def count(
-        self,
-        after_rowid: int = 0,
-        limit: int | None = None,
-        *,
-        until: int | None = None,
-        part: Part = WHOLE,
-    ) -> int:
-        """The rows after ``after_rowid`` (up to rowid ``until``, of ``part``), at most
-        ``limit``."""
+    def count(self, after_rowid: int = 0, *, until: int | None = None, part: Part = WHOLE) -> int:
+        """The rows after ``after_rowid`` (up to rowid ``until``, of ``part``)."""
         where, args = _where(after_rowid, until, part)
         (total,) = self._conn.execute(f"SELECT count(*) FROM wiki WHERE {where}", args).fetchone()
-        return total if limit is None else min(total, limit)
+        return int(total)
 
     def rows(
         self,

@@ -46,8 +46,10 @@ from feverous_es.index.store import (
     CellHit,
     Filters,
     Hit,
+    HybridParts,
     HybridWeights,
     PageHit,
+    Store,
     TableKey,
     fuse_hybrid,
 )
@@ -99,7 +101,7 @@ def _hits(response: Mapping[str, Any], cosine: bool = False) -> list[Hit]:
     return [Hit(element_from_source(source), score) for source, score in _scores(response, cosine)]
 
 
-def _hybrid_parts(
+def _named_parts(
     response: Mapping[str, Any], weights: HybridWeights
 ) -> tuple[list[Hit], list[Hit]]:
     """A ``knn_query`` hybrid answer split into its BM25 hits and its kNN hits (cosine, best
@@ -127,7 +129,7 @@ def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-class ElasticStore:
+class ElasticStore(Store):
     """Read side of the Elasticsearch store: everything goes through the aliases, so a reader
     sees the last published build. Works with a key that may only read the aliases."""
 
@@ -333,15 +335,10 @@ class ElasticStore:
         hits = _hits(self._search(self.elements, body), cosine=True)
         return self._expand_rows([hits], k, filters)[0]
 
-    def search_hybrid(
-        self,
-        query: str,
-        vector: np.ndarray,
-        k: int = 100,
-        filters: Filters | None = None,
-        weights: HybridWeights = EQUAL_WEIGHTS,
-    ) -> list[Hit]:
-        return self.search_hybrid_batch([(query, vector)], k, filters, weights)[0]
+    def _hybrid_parts(
+        self, text: str, vector: np.ndarray, k: int, filters: Filters | None, weights: HybridWeights
+    ) -> HybridParts | list[Hit]:
+        return self._hybrid_batch_parts([(text, vector)], k, filters, weights)[0]
 
     def search_text_batch(
         self, texts: Sequence[str], k: int = 100, filters: Filters | None = None
@@ -359,14 +356,26 @@ class ElasticStore:
         filters: Filters | None = None,
         weights: HybridWeights = EQUAL_WEIGHTS,
     ) -> list[list[Hit]]:
-        """Hybrid retrieval for many (query, vector) pairs in ``_msearch`` requests, scored as
-        Elasticsearch scores ``query`` + ``knn``: ``knn_query`` sends one search each and reads
-        its text and vector parts apart, ``msearch`` a BM25 and a kNN search each; either way
-        the vector part of a table row then reaches all its cells (:meth:`_expand_rows`) and
-        the parts are fused client-side. ``rrf`` / ``linear`` (Enterprise) send their
-        retriever and take its ranking as it is."""
+        """:meth:`search_hybrid` for many (query, vector) pairs, in ``_msearch`` requests."""
         if k <= 0:
             return [[] for _ in requests]
+        return [
+            parts if isinstance(parts, list) else fuse_hybrid(*parts, weights, k)
+            for parts in self._hybrid_batch_parts(requests, k, filters, weights)
+        ]
+
+    def _hybrid_batch_parts(
+        self,
+        requests: Sequence[tuple[str, np.ndarray]],
+        k: int,
+        filters: Filters | None,
+        weights: HybridWeights,
+    ) -> list[HybridParts | list[Hit]]:
+        """Each request's parts, scored as Elasticsearch scores ``query`` + ``knn``:
+        ``knn_query`` sends one search each and reads its text and vector parts apart,
+        ``msearch`` a BM25 and a kNN search each; either way the vector part of a table row then
+        reaches all its cells (:meth:`_expand_rows`) before the parts are fused. ``rrf`` /
+        ``linear`` (Enterprise) send their retriever and take its ranking as it is."""
         pairs = [(text, _vector(vector, self.dim)) for text, vector in requests]
         config = self.config
         if config.hybrid in ("rrf", "linear"):
@@ -395,14 +404,11 @@ class ElasticStore:
                 for text, vector in pairs
             ]
             for response in self._msearch(self.elements, bodies, named_scores=True):
-                text_hits, vector_hits = _hybrid_parts(response, weights)
+                text_hits, vector_hits = _named_parts(response, weights)
                 text_lists.append(text_hits)
                 vector_lists.append(vector_hits)
         expanded = self._expand_rows(vector_lists, k, filters)
-        return [
-            fuse_hybrid(text_hits, vector_hits, weights, k)
-            for text_hits, vector_hits in zip(text_lists, expanded, strict=True)
-        ]
+        return list(zip(text_lists, expanded, strict=True))
 
     def _expand_rows(
         self, ranked: Sequence[Sequence[Hit]], k: int, filters: Filters | None

@@ -35,15 +35,15 @@ from feverous_es.index.embedded.layout import (
 )
 from feverous_es.index.embedded.vectors import MappedFiles, VectorMatrix
 from feverous_es.index.store import (
-    EQUAL_WEIGHTS,
     BuildState,
     CellHit,
     Filters,
     Hit,
+    HybridParts,
     HybridWeights,
     PageHit,
+    Store,
     TableKey,
-    fuse_hybrid,
 )
 
 # Claim terms in more than this share of the elements (in mini-FEVEROUS: game, 2, score, team,
@@ -138,7 +138,7 @@ def _element_where(filters: Filters) -> tuple[str, list[str | None]]:
     return " ".join(sql), params
 
 
-class EmbeddedStore:
+class EmbeddedStore(Store):
     """Read side of the embedded store. Vector search sees the vectors that were stored when
     it was opened: reopen it to see later chunks of a build in progress."""
 
@@ -290,20 +290,15 @@ class EmbeddedStore:
     ) -> list[Hit]:
         return self._hits(self._vector_scores(vector, k, filters))
 
-    def search_hybrid(
-        self,
-        query: str,
-        vector: np.ndarray,
-        k: int = 100,
-        filters: Filters | None = None,
-        weights: HybridWeights = EQUAL_WEIGHTS,
-    ) -> list[Hit]:
-        text = self._text_scores(query, k, filters)
+    def _hybrid_parts(
+        self, text: str, vector: np.ndarray, k: int, filters: Filters | None, weights: HybridWeights
+    ) -> HybridParts:
+        text_scores = self._text_scores(text, k, filters)
         vector_scores = self._vector_scores(vector, k, filters)
-        elements = self._elements({eid for eid, _ in text + vector_scores})
-        text_hits = [Hit(elements[eid], score) for eid, score in text if eid in elements]
+        elements = self._elements({eid for eid, _ in text_scores + vector_scores})
+        text_hits = [Hit(elements[eid], score) for eid, score in text_scores if eid in elements]
         vector_hits = [Hit(elements[eid], score) for eid, score in vector_scores if eid in elements]
-        return fuse_hybrid(text_hits, vector_hits, weights, k)
+        return text_hits, vector_hits
 
     def _terms(self, text: str) -> list[str]:
         """The query's analyzed terms, each once. Terms, not the query parser: claims hold

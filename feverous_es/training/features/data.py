@@ -4,7 +4,6 @@ evidence, and the entailment scores stacked on them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,10 @@ import numpy as np
 
 from feverous_es.errors import TrainError
 from feverous_es.index.element_ids import element_to_triple
-from feverous_es.training import common, datasets
+from feverous_es.training import datasets
 from feverous_es.training.datasets import TrainingClaim
-from feverous_es.training.features.fit import LABELS, Settings
+from feverous_es.training.features.fit import LABELS
+from feverous_es.training.features.options import RunOptions
 from feverous_es.training.rerank.data import index_id
 from feverous_es.verdict import sentence_facts, table_facts
 from feverous_es.verdict.feature_model import (
@@ -125,12 +125,3 @@ def evidence_features(
             kept.append(claim)
     width = len(FEATURES[options.kind])
     return (np.stack(rows) if rows else np.zeros((0, width), np.float32)), kept
-
-@dataclass(kw_only=True)
-class RunOptions(common.RunOptions):
-    kind: str = "table"  # or "sentence"
-    settings: Settings = field(default_factory=Settings)
-    train_claims: list[Path] = field(default_factory=list)
-    holdout: float = 0.3
-    retrieved: int = 0
-    entailment: Path | None = None  # a `train verdict` output directory (its scores.jsonl)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from feverous_es.eval.claims import REFUTES, SUPPORTS
 from feverous_es.runtime.files import FP32_FILE, write_manifest
 from feverous_es.training import datasets
 from feverous_es.training.datasets import TrainingClaim
+from feverous_es.training.features.options import Settings
 from feverous_es.verdict.feature_model import (
     SPEC_FILE,
     FeatureClassifier,
@@ -25,15 +25,6 @@ LABELS = (SUPPORTS, REFUTES)  # the classifier's class order: 0 SUPPORTS, 1 REFU
 
 
 INSTALL_HINT = "pip install 'feverous-es[export]' (scikit-learn, skl2onnx)"
-
-
-@dataclass
-class Settings:
-    trees: int = 300
-    learning_rate: float = 0.05
-    depth: int = 4
-    subsample: float = 0.8
-    seed: int = 13
 
 
 def fit(features: np.ndarray, labels: np.ndarray, settings: Settings) -> Any:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from feverous_es.console import console, print_json, user_errors
-from feverous_es.params import EXISTING, EXISTING_FILE, EXISTING_FOLDER, FOLDER
-from feverous_es.training.gpu.command import JOBS
+from feverous_es.params import EXISTING_FOLDER, dataclass_options, from_params
+from feverous_es.training.gpu.command import QueueOptions
 from feverous_es.training.options import export_options, training_run, work_dir
 
 
@@ -22,47 +23,12 @@ def gpu_group() -> None:
 
 
 @gpu_group.command("bundle")
+@dataclass_options(QueueOptions)
 @click.option(
-    "--index", required=True, type=EXISTING,
-    help="The index the jobs' evidence and candidates are retrieved from (the mini index).",
-)  # fmt: skip
-@click.option(
-    "--data", "data_dir", default=Path("../shared/data"),
-    type=EXISTING_FOLDER,
+    "--data", "data_dir", default=Path("../shared/data"), type=EXISTING_FOLDER, show_default=True,
     help="The data folder (minifeverous/ claim files, nli/ pairs).",
 )  # fmt: skip
-@click.option(
-    "--wiki", type=EXISTING_FILE, default=None,
-    help="The wiki.db whose leads make the reader's contrastive, attribute and relation pairs.",
-)  # fmt: skip
-@click.option(
-    "--teacher-from", type=EXISTING_FOLDER,
-    default=None, help="The fetched large reader (int8 rows, SHA256SUMS) the reader job's "
-    "teacher continues from [default: all-mpnet-base-v2, 4 epochs].",
-)  # fmt: skip
-@click.option(
-    "--jobs", default=",".join(JOBS),
-    help="The jobs to bundle, comma-separated; they run in the queue's order (rates, the GPU's "
-    "rates for `plan`, needs --wiki and runs after the others).",
-)  # fmt: skip
-@click.option(
-    "--work", required=True, type=FOLDER,
-    help="Cache of the retrievals (a rerun reads them back); keep it outside the repository.",
-)  # fmt: skip
-@click.option(
-    "--out", "bundle", default=Path("gpu-bundle"),
-    type=FOLDER,
-    help="The bundle folder, relative to the repository root (git-ignored).",
-)  # fmt: skip
-@click.option("--limit", type=int, default=None, help="Claims per file (a seeded sample).")
-@click.option(
-    "--wheels/--no-wheels", default=True,
-    help="Bundle this machine's transformers/tokenizers wheels for the GPU machine's Python.",
-)  # fmt: skip
-def bundle_command(
-    index: Path, data_dir: Path, wiki: Path | None, teacher_from: Path | None, jobs: str,
-    work: Path, bundle: Path, limit: int | None, wheels: bool,
-) -> None:  # fmt: skip
+def bundle_command(data_dir: Path, **params: Any) -> None:
     """Write the GPU queue: every job's pairs, the bases once, the runner and the plan.
 
     The jobs, in order: ranker (a cross-encoder teacher and students of 6 and 3 layers),
@@ -71,18 +37,15 @@ def bundle_command(
     --rates`). Prints the plan: the calls of a lend in order, what each carries and runs, the
     expected seconds.
     """
-    from feverous_es.training.gpu.command import QueueOptions, write_queue
+    from feverous_es.training.gpu.command import write_queue
     from feverous_es.training.gpu.jobs import claim_files
 
     files = claim_files(data_dir)
-    options = QueueOptions(
-        index=index, work=work, bundle=bundle,
-        claims=[files["fm2"], files["feverous_s"], files["tabfact"]],
-        train_claims=[files["tabfact_train"]], pairs=[files["text_pairs"], files["table_pairs"]],
-        contrastive=wiki, teacher_from=teacher_from,
-        jobs=[j.strip() for j in jobs.split(",") if j.strip()], limit=limit, wheels=wheels,
-    )  # fmt: skip
-    with training_run(work) as progress:
+    data = {"claims": [files["fm2"], files["feverous_s"], files["tabfact"]],
+            "train_claims": [files["tabfact_train"]],
+            "pairs": [files["text_pairs"], files["table_pairs"]]}  # fmt: skip
+    options = from_params(QueueOptions, {**params, **data}, set())
+    with training_run(options.work) as progress:
         plan = write_queue(options, progress)
     print_json(plan)
     if not plan["fits_lend"]:

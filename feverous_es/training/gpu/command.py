@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+
 from feverous_es.errors import TrainError
+from feverous_es.params import EXISTING, EXISTING_FILE, EXISTING_FOLDER, FOLDER, option
 from feverous_es.training import bases as base_models
 from feverous_es.training.gpu import bundle as gpu_bundle
 from feverous_es.training.gpu import jobs as gpu_jobs
@@ -22,34 +25,60 @@ SEED = 13  # the split every shipped model and benchmark shares (35 % held out b
 HOLDOUT = 0.35
 
 
-@dataclass
-class QueueOptions:
-    """What the queue's jobs are built from. ``claims``: the claim files split into training
-    and held-out claims (FM2, FEVEROUS-S, TabFact dev; the ranker reads those with gold
-    sentences); ``train_claims`` and ``pairs`` as ``train verdict`` takes them; ``contrastive``:
-    the wiki.db whose lead sentences (person attributes, simple facts) make contrastive reader
-    pairs;
-    ``teacher_from``: the fetched large reader (int8 rows) the reader's teacher continues from,
-    None to start from all-mpnet-base-v2."""
+def _job_names(context: click.Context, param: click.Parameter, values: Sequence[str]) -> tuple:
+    """``--jobs ranker,reader`` (or the option again for each): the names, in order."""
+    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())
 
-    index: Path
-    work: Path
-    bundle: Path
+
+@dataclass(kw_only=True)
+class QueueOptions:
+    """What the queue's jobs are built from; each field with a flag is an option of `gpu bundle`.
+    ``claims``: the claim files split into training and held-out claims (FM2, FEVEROUS-S,
+    TabFact dev; the ranker reads those with gold sentences); ``train_claims`` and ``pairs`` as
+    ``train verdict`` takes them (the command reads all three from ``--data``)."""
+
+    index: Path = option(
+        type=EXISTING,
+        help="The index the jobs' evidence and candidates are retrieved from (the mini index).",
+    )  # fmt: skip
+    work: Path = option(
+        type=FOLDER,
+        help="Cache of the retrievals (a rerun reads them back); keep it outside the repository.",
+    )  # fmt: skip
+    bundle: Path = option(
+        Path("gpu-bundle"), flags=("--out",), type=FOLDER,
+        help="The bundle folder, relative to the repository root (git-ignored).",
+    )  # fmt: skip
     claims: list[Path]
     train_claims: list[Path] = field(default_factory=list)
     pairs: list[Path] = field(default_factory=list)
-    contrastive: Path | None = None
-    teacher_from: Path | None = None
-    jobs: Sequence[str] = TRAINING_JOBS
+    contrastive: Path | None = option(
+        None, flags=("--wiki",), type=EXISTING_FILE,
+        help="The wiki.db whose leads make the reader's contrastive, attribute and relation "
+        "pairs.",
+    )  # fmt: skip
+    teacher_from: Path | None = option(
+        None, type=EXISTING_FOLDER,
+        help="The fetched large reader (int8 rows, SHA256SUMS) the reader job's teacher "
+        "continues from [default: all-mpnet-base-v2, 4 epochs].",
+    )  # fmt: skip
+    jobs: Sequence[str] = option(
+        TRAINING_JOBS, multiple=True, callback=_job_names,
+        help="The jobs to bundle, comma-separated; they run in the queue's order (rates, the "
+        "GPU's rates for `plan`, needs --wiki and runs after the others).",
+    )  # fmt: skip
     store: str = "embedded"
-    limit: int | None = None  # claims per file (a seeded sample), for a quick bundle
+    limit: int | None = option(None, type=int, help="Claims per file (a seeded sample).")
     retrieved: int = 300  # table-file claims read against retrieved evidence
     per_source: int = 6000
     # Each failure class's training claims read against the pipeline's evidence for them
     # (class_evidence.py): what a CPU retrain on the prepared pairs alone lacked (docs/verdict.md).
     class_evidence: int = 150
     max_length: int = 192  # the reader's (what the shipped readers read)
-    wheels: bool = True
+    wheels: bool = option(
+        True,
+        help="Bundle this machine's transformers/tokenizers wheels for the GPU machine's Python.",
+    )  # fmt: skip
     part_bytes: int = gpu_bundle.SEND_PART_BYTES
     base_dirs: dict[str, Path] = field(default_factory=dict)  # key -> model dir (tests: tiny)
 

@@ -49,10 +49,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from feverous_es.errors import ModelError, TrainError
 from feverous_es.export.card import CARD_FILE
@@ -81,28 +81,11 @@ from feverous_es.training.hop.data import (
     all_pairs,
     read_hop_claims,
 )
+from feverous_es.training.hop.options import RunOptions, TrainSettings
 from feverous_es.training.progress import NO_STEPS, QUIET, Progress, Steps
 from feverous_es.training.retrieved import collect_retrieved
 
 __all__ = ["CHECKPOINT_FILE", "TRAINED_DIR", "TrainError"]
-
-
-@dataclass
-class TrainSettings(common.TrainSettings):
-    """Papelo: three epochs at max_length 512, Hugging Face's default learning rate."""
-
-    epochs: float = 3.0
-    max_length: int = 512
-    target_length: int = 64
-    batch_size: int = 8
-    learning_rate: float = 5e-5
-    # T5 ties the input embeddings to the output projection: freezing one freezes both.
-    freeze_embeddings: bool = False
-    distractors: int = 0
-
-    FINGERPRINT: ClassVar[tuple[str, ...]] = (
-        *common.TrainSettings.FINGERPRINT, "target_length", "distractors",
-    )  # fmt: skip
 
 
 def check_seq2seq_base(base: Path) -> None:
@@ -292,11 +275,6 @@ def torch_agreement(trained: Path, texts: Sequence[str], outputs: Sequence[str],
         ids = model.generate(**batch, max_new_tokens=lengths["target_length"], num_beams=1)
     expected = tokenizer.batch_decode(ids, skip_special_tokens=True)
     return round(sum(a == b for a, b in zip(expected, outputs, strict=True)) / len(texts), 4)
-
-
-@dataclass(kw_only=True)
-class RunOptions(common.RunOptions):
-    settings: TrainSettings
 
 
 def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | None:

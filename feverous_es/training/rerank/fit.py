@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +63,7 @@ from feverous_es.training.rerank.data import (
     kind_of,
     read_gold_claims,
 )
+from feverous_es.training.rerank.options import RunOptions, TrainSettings
 from feverous_es.training.retrieved import Retrieved, collect_retrieved
 
 LABELS = ("relevance",)  # one output logit; config.json's id2label
@@ -72,28 +73,6 @@ TEACHER_TORCH_DIR = "teacher-torch"  # the teacher rebuilt from its int8 graph
 
 # The first K of a kind the evidence budget keeps (5 non-cells, 25 cell-type elements).
 RECALL_AT = {"cells": CELL_BUDGET, "sentences": SENTENCE_BUDGET}
-
-
-@dataclass
-class TrainSettings(common.TrainSettings):
-    """``batch_size`` counts groups (7 pairs each)."""
-
-    batch_size: int = 8
-    learning_rate: float = 3e-5
-    negatives: int = 4  # hard negatives a group
-    others: int = 2  # other claims' gold elements a group
-    # A student of an exported ranker: it starts from ``teacher``'s own weights (rebuilt from its
-    # int8 graph) with ``layers`` of its layers kept, evenly spaced, and learns the teacher's
-    # order of each group (cross entropy against the softmax of the teacher's scores).
-    teacher: Path | None = None
-    layers: int | None = None
-
-    FINGERPRINT: ClassVar[tuple[str, ...]] = (
-        *common.TrainSettings.FINGERPRINT,
-        "negatives",
-        "others",
-        "layers",
-    )
 
 
 def kept_layers(total: int, keep: int) -> list[int]:
@@ -240,19 +219,6 @@ def pool_recall(
         "recall_retrieval_order": round(by_retrieval / found, 4) if found else 0.0,
         "recall_model": round(by_model / found, 4) if found else 0.0,
     }
-
-
-@dataclass(kw_only=True)
-class RunOptions(common.RunOptions):
-    settings: TrainSettings
-    kinds: tuple[str, ...] = KINDS
-
-    def check(self) -> None:
-        super().check()
-        if not 8 <= self.settings.max_length <= 512:  # BERT-style position embeddings
-            raise TrainError(
-                f"--max-length must be between 8 and 512, not {self.settings.max_length}"
-            )
 
 
 def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | None:

@@ -9,11 +9,11 @@ from feverous_es.training import datasets
 from feverous_es.training.common import check_base
 from feverous_es.training.progress import QUIET, Progress
 from feverous_es.training.rerank.fit import (
-    RunOptions,
     fit_and_export,
     group_metrics,
     training_section,
 )
+from feverous_es.training.rerank.options import RunOptions
 from feverous_es.training.rows.card import write_card
 from feverous_es.training.rows.data import (
     GROUPS_FILE,

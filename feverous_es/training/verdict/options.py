@@ -6,9 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import click
+
 from feverous_es.errors import TrainError
+from feverous_es.params import EXISTING_FILE, EXISTING_FOLDER, PATH, option, option_like
 from feverous_es.plugins.config import DEFAULT_PLUGINS
 from feverous_es.training import common
+from feverous_es.training.bases import resolve_base
 
 EVIDENCE_FILE = "evidence.jsonl"
 CLASS_EVIDENCE_FILE = "class-evidence.jsonl"  # the failure classes' claims, retrieved
@@ -20,8 +24,14 @@ FULL_MODEL = "full"  # the work subdirectory of the model that ships
 
 @dataclass
 class TrainSettings(common.TrainSettings):
+    epochs: float = option_like(common.TrainSettings, "epochs", 3.0)
+    max_length: int = option_like(
+        common.TrainSettings, "max_length", help="Tokens of claim + premise."
+    )
+    batch_size: int = option_like(common.TrainSettings, "batch_size", 32, help="Claims a step.")
+    learning_rate: float = option_like(common.TrainSettings, "learning_rate", 4e-5)
     math_hints: bool = False
-    device: str = "cpu"  # where torch trains and scores (not part of the fingerprint)
+    device: str = "cpu"  # where torch trains and scores (--device; not part of the fingerprint)
 
     FINGERPRINT: ClassVar[tuple[str, ...]] = (*common.TrainSettings.FINGERPRINT, "math_hints")
 
@@ -32,18 +42,52 @@ class PairMix:
     NLI pair files, contrastive pairs from a dump's leads, how many claims of each table file
     are also read against retrieved evidence, and the cap a source."""
 
-    train_claims: list[Path] = field(default_factory=list)
-    pairs: list[Path] = field(default_factory=list)
-    per_source: int | None = 6000
-    retrieved: int = 1500
-    contrastive: Path | None = None  # a wiki.db whose lead sentences make contrastive pairs
-    contrastive_pages: int = 4000
-    attributes: bool = False  # with contrastive: the person-attribute classes too (attributes.py)
-    windows: bool = False  # with contrastive: each claim's gold sentences inside a long window
-    relations: bool = False  # with contrastive: simple facts of the leads too (relations.py)
-    # With contrastive: this many training claims of each failure class also read against the
-    # evidence the pipeline retrieves for them (class_evidence.py); 0: none.
-    class_evidence: int = 0
+    train_claims: list[Path] = option(
+        list, multiple=True, type=PATH,
+        help="Claim file used only for training (e.g. tabfact_train.jsonl); repeat for several.",
+    )  # fmt: skip
+    pairs: list[Path] = option(
+        list, multiple=True, type=PATH,
+        help="NLI pair file (the data's nli/text_pairs.jsonl.gz, table_pairs.jsonl.gz); repeat.",
+    )  # fmt: skip
+    per_source: int | None = option(
+        6000, type=int,
+        help="At most this many training pairs of each source (so none swamps the others).",
+    )  # fmt: skip
+    retrieved: int = option(
+        1500, help="Claims of each table file also read against retrieved evidence."
+    )
+    contrastive: Path | None = option(
+        None, type=EXISTING_FILE,
+        help="A FEVEROUS wiki.db whose lead sentences make contrastive pairs: the lead as "
+        "SUPPORTS, one attribute (nationality, number, description) taken from another page as "
+        "REFUTES, the changed claim against other subjects' sentences as NOT ENOUGH INFO (pages "
+        "held out like claims).",
+    )  # fmt: skip
+    contrastive_pages: int = option(4000, help="Pages --contrastive reads.")
+    attributes: bool = option(
+        False,
+        help="With --contrastive: claims about one attribute of every person's lead too, true "
+        "(SUPPORTS) and changed (REFUTES): nationality, profession, a year (attributes.py).",
+    )  # fmt: skip
+    windows: bool = option(
+        False,
+        help="With --contrastive: each claim's gold sentences also inside a window of other "
+        "pages' sentences as long as `entail` reads (its label), and the window without them "
+        "(NEI).",
+    )  # fmt: skip
+    relations: bool = option(
+        False,
+        help="With --contrastive: simple facts of the leads too, true and changed, in several "
+        "wordings: named after, written / directed … by, a chemical symbol, located in "
+        "(relations.py).",
+    )  # fmt: skip
+    class_evidence: int = option(
+        0, type=click.IntRange(min=0),
+        help="With --contrastive: N training claims of each failure class also read against "
+        "the evidence the pipeline retrieves for them, as the verdict reads a user's claim "
+        "(class_evidence.py; ~0.5 s a claim to retrieve, cached in the work directory).",
+    )  # fmt: skip
 
 
 @dataclass
@@ -53,9 +97,14 @@ class Distillation:
     ``alpha·T²·KL(teacher_T ‖ student_T) + (1 - alpha)·gold``, as the GPU job's students learn;
     the failure classes' pairs (:data:`GOLD_ONLY`) learn their gold label alone."""
 
-    teacher: Path | None = None  # the large reader's fetched weights, or a torch model directory
-    alpha: float = 0.5
-    temperature: float = 2.0
+    teacher: Path | None = option(
+        None, type=EXISTING_FOLDER,
+        help="Distil here from the large reader's fetched weights (../shared/gpu/verdict-large-…) "
+        "or a torch model: replayed pairs learn its probabilities beside their gold label, the "
+        "failure classes' pairs their gold label alone. Needs --folds 0.",
+    )  # fmt: skip
+    alpha: float = option(0.5, help="With --teacher: the weight of the teacher's probabilities.")
+    temperature: float = option(2.0, help="With --teacher: the temperature both are read at.")
 
 
 # The sources made to teach a failure class: the teacher is wrong on some of them, so they
@@ -69,30 +118,60 @@ class Stacking:
     """How the feature verdicts get scores they can stack on: ``folds`` cross-fitting models,
     or (``folds`` 0) a ``stack_share`` of the training claims kept out of the one model."""
 
-    folds: int = 2
-    stack_share: float = 0.0
+    folds: int = option(
+        2, help="Cross-fitting models whose out-of-fold scores the feature verdicts stack on "
+        "(0: none).",
+    )  # fmt: skip
+    stack_share: float = option(
+        0.0, help="Instead of --folds (one training, for a CPU): this share of the --claims "
+        "training claims is kept out of the model, scored by it, and left for the feature "
+        "verdicts to stack on.",
+    )  # fmt: skip
 
 
 @dataclass
 class Retrieval:
     """How the claims' evidence is collected: the pipeline's reranker and next-hop rounds."""
 
-    reranker: str = DEFAULT_PLUGINS["reranker"]
-    hops: int | None = None
+    reranker: str = option(
+        DEFAULT_PLUGINS["reranker"],
+        help="Reranker plugin used while collecting evidence (default: the pipeline's, so the "
+        "model learns from the evidence it will read).",
+    )  # fmt: skip
+    hops: int | None = option(None, type=int, help="Next-hop rounds [default: the pipeline's].")
 
 
 @dataclass(kw_only=True)
 class RunOptions(common.RunOptions):
+    claims: list[Path] = option_like(
+        common.RunOptions, "claims",
+        help="FEVEROUS-format claim file (jsonl), split into training and held-out claims; "
+        "repeat for several. Files naming gold_tables (TabFact) are read against their gold "
+        "tables.",
+    )  # fmt: skip
+    out: Path = option_like(
+        common.RunOptions, "out", help="Model directory to write (never the installed package's)."
+    )
+    index: Path = option_like(
+        common.RunOptions, "index", help="Index the evidence is retrieved from (read only)."
+    )
+    holdout: float = option_like(common.RunOptions, "holdout", 0.35)
     settings: TrainSettings
-    holdout: float = 0.3
     retrieval: Retrieval = field(default_factory=Retrieval)
     mix: PairMix = field(default_factory=PairMix)
     stacking: Stacking = field(default_factory=Stacking)
     distill: Distillation = field(default_factory=Distillation)
-    from_gpu: Path | None = None  # a GPU reader job's results: their student is the model
+    from_gpu: Path | None = option(
+        None, type=EXISTING_FOLDER,
+        help="A GPU reader job's results (docs/gpu-training.md): its student is the model, "
+        "exported and scored as after a CPU training. Needs --folds 0 and the bundle's options.",
+    )  # fmt: skip
 
     def check(self) -> None:
+        """Refuse options that contradict each other, and resolve ``--base`` (a name or a
+        directory) to the model directory."""
         super().check()
+        self.settings.base = resolve_base(self.settings.base)
         folds, share = self.stacking.folds, self.stacking.stack_share
         if folds < 0 or folds == 1:
             raise TrainError(f"--folds must be 0 or at least 2, not {folds}")
