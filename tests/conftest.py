@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import fcntl
 import gzip
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -83,23 +84,41 @@ def mini_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return unpack(DATA / "wiki-slice.db.gz", tmp_path_factory.mktemp("slice") / "wiki.db")
 
 
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """``name``, made by ``build`` once per test run: where pytest-xdist's workers each ask for
+    it, the first builds it under a lock in the folder they share and the others wait and read
+    it (what is built this way is never changed by a test)."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    target = root / name
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / f"{name}.done").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            build(target)
+            (root / f"{name}.done").touch()
+    return target
+
+
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The embedded index of the repo's sample dump (129 real pages), built once per session."""
+    """The embedded index of the repo's sample dump (129 real pages), built once per run."""
     from feverous_es.index.building.builder import build
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.index.embedded import EmbeddedWriter
     from feverous_es.runtime.embedder import Embedder
 
-    out = tmp_path_factory.mktemp("sample") / "index"
-    embedder = Embedder()
-    db, writer = WikiDB(SAMPLE_DB), EmbeddedWriter(out, embedder.dim)
-    try:
-        build(db, writer, embedder)
-    finally:
-        writer.close()
-        db.close()
-    return out
+    def build_index(out: Path) -> None:
+        embedder = Embedder()
+        db, writer = WikiDB(SAMPLE_DB), EmbeddedWriter(out, embedder.dim)
+        try:
+            build(db, writer, embedder)
+        finally:
+            writer.close()
+            db.close()
+
+    return built_once(tmp_path_factory, "sample-index", build_index)
 
 
 @pytest.fixture(scope="session")
