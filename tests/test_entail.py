@@ -143,3 +143,29 @@ def test_several_documents_are_read_one_by_one_and_the_deciding_one_is_named(
     assert json.loads(result.output)["document"] == 1
     shown = CliRunner().invoke(main, ["entail", claim, *(f"--evidence-file={p}" for p in paths)])
     assert "of document 2" in " ".join(shown.output.split())  # counted from 1 for a person
+
+
+def test_a_source_one_window_holds_is_read_again_by_the_second_model() -> None:
+    """The stored second reading (grounding.json's second_reading) mixes the second model's
+    probabilities into a one-window source's where the first reading is unsure, and leaves a
+    source of several windows, and a sure reading, as the first model read them."""
+    from feverous_es.verdict.entailment import SecondReading
+    from feverous_es.verdict.readers import packaged_model
+
+    first = EntailmentModel()
+    first.second_reading = None
+    mixed = EntailmentModel()
+    mixed.second_reading = SecondReading("verdict-large", 0.5, (0.0, 1.0))
+    alone = EntailmentModel(packaged_model("verdict-large")).entail(CLAIM, EVIDENCE).probabilities
+    own = first.entail(CLAIM, EVIDENCE).probabilities
+    got = mixed.entail(CLAIM, EVIDENCE).probabilities
+    for label in Label:
+        assert got[label] == pytest.approx(0.5 * own[label] + 0.5 * alone[label], abs=1e-5)
+    long_source = [" ".join(f"Sentence {n} says nothing of him." for n in range(60)), EVIDENCE[0]]
+    assert mixed.entail(CLAIM, long_source).windows > 1
+    assert mixed.entail(CLAIM, long_source).probabilities == pytest.approx(
+        first.entail(CLAIM, long_source).probabilities, abs=1e-6
+    )
+    sure = EntailmentModel()
+    sure.second_reading = SecondReading("verdict-large", 0.5, (0.0, own[Label.SUPPORTS] / 2))
+    assert sure.entail(CLAIM, EVIDENCE).probabilities == pytest.approx(own, abs=1e-6)

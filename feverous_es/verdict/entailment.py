@@ -40,7 +40,7 @@ from feverous_es.runtime.costs import METER
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.model import MODEL_WORKERS
 from feverous_es.verdict.math_hints import math_hints
-from feverous_es.verdict.readers import CASCADE_BELOW, CASCADES, reader_dirs
+from feverous_es.verdict.readers import CASCADE_BELOW, CASCADES, packaged_model, reader_dirs
 from feverous_es.verdict.windows import (
     MAX_WINDOWS,
     WINDOW_WORDS,
@@ -112,6 +112,25 @@ def evidence_premise(evidence: Sequence[str], title: str = "") -> str:
     """Evidence a user gives, as the model reads evidence: ``[Title] text …``."""
     pieces = [" ".join(text.split()) for text in evidence]
     return " ".join(f"[{title}] {text}" if title else text for text in pieces if text)
+
+
+@dataclass(frozen=True)
+class SecondReading:
+    """A source one window holds, read again by another model (``model``: a packaged role,
+    e.g. ``verdict-large``) where the reader's P(SUPPORTS) of it lies in ``between``; the two
+    readings' probabilities are then mixed, the second's ``weight`` to the first's
+    ``1 - weight``. Short sources are where the default reader reads worst (FactCheck-GPT's
+    passages), and one window is a fifth of the reads of a 1,000-word source: the large model
+    reads there for what the long sources' windows cost (docs/grounding.md)."""
+
+    model: str
+    weight: float
+    between: tuple[float, float] = (0.0, 1.0)
+
+    @classmethod
+    def of(cls, settings: dict[str, Any]) -> SecondReading:
+        low, high = settings.get("between", (0.0, 1.0))
+        return cls(str(settings["model"]), float(settings["weight"]), (float(low), float(high)))
 
 
 @dataclass(frozen=True)
@@ -227,6 +246,14 @@ class EntailmentModel:
         self.window_words = int(grounding.get("window_words", WINDOW_WORDS))
         # None (stored as null): every window is read.
         self.max_windows: int | None = grounding.get("max_windows", MAX_WINDOWS)
+        second = grounding.get("second_reading")
+        self.second_reading = SecondReading.of(second) if second else None
+
+    @cached_property
+    def second_reader(self) -> EntailmentModel:
+        """The model of :attr:`second_reading` (its ONNX session loads on its first read)."""
+        assert self.second_reading is not None
+        return EntailmentModel(packaged_model(self.second_reading.model), device=self.device)
 
     @cached_property
     def models(self) -> list[CrossEncoder]:
@@ -303,12 +330,44 @@ class EntailmentModel:
             [claim for claim, p in zip(claims, premises, strict=True) for _ in p],
             [premise for p in premises for premise in p],
         )
+        wholes = [len(windowed[tuple(evidence)]) == 1 for _, evidence in items]
+        if self.second_reading is not None:
+            rows = self._read_again(claims, premises, wholes, rows)
         answers, at = [], 0
-        for claim, (_, evidence), windows, texts in zip(claims, items, read, premises, strict=True):
-            whole = len(windowed[tuple(evidence)]) == 1
+        for claim, windows, texts, whole in zip(claims, read, premises, wholes, strict=True):
             answers.append(self._decide(claim, windows, texts, rows[at : at + len(texts)], whole))
             at += len(texts)
         return answers
+
+    def _read_again(
+        self,
+        claims: Sequence[str],
+        premises: Sequence[Sequence[str]],
+        wholes: Sequence[bool],
+        rows: np.ndarray,
+    ) -> np.ndarray:
+        """``rows`` with the :attr:`second_reading` mixed into the one window of each source
+        that one window holds, where the first reading's P(SUPPORTS) is in its range."""
+        second = self.second_reading
+        assert second is not None
+        low, high = second.between
+        supports = self.labels.index(Label.SUPPORTS)
+        again, at = [], 0
+        for n, texts in enumerate(premises):
+            if wholes[n] and low <= rows[at, supports] <= high:
+                again.append((n, at))
+            at += len(texts)
+        if not again:
+            return rows
+        read = self.second_reader.probabilities(
+            [claims[n] for n, _ in again], [premises[n][0] for n, _ in again]
+        )
+        if self.second_reader.labels != self.labels:
+            raise ModelError(f"the second reader {second.model} names other labels")
+        mixed = rows.copy()
+        at_rows = [at for _, at in again]
+        mixed[at_rows] = (1 - second.weight) * rows[at_rows] + second.weight * read
+        return mixed
 
     def check_text(
         self, text: str, evidence: Sequence[str], *, title: str = "", documents: bool = False
