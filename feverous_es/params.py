@@ -1,5 +1,7 @@
 """The click parameter types and options several commands share, named once: a path is always
-a :class:`pathlib.Path`, a folder or file the command reads must exist, a count starts at 1."""
+a :class:`pathlib.Path`, a folder or file the command reads must exist, a count starts at 1.
+And options declared as dataclass fields (:func:`option`): the field is the option, so a
+command's options and the object it builds from them are listed once."""
 
 from __future__ import annotations
 

@@ -184,8 +184,11 @@ def node_config(work: Path, http_port: int, transport_port: int) -> str:
             "xpack.security.http.ssl.enabled: false",
             "xpack.security.transport.ssl.enabled: false",
             "xpack.license.self_generated.type: basic",
-            # A nearly full disk must not turn the test indices read-only.
+            # A nearly full disk must not turn the test indices read-only, nor hold back their
+            # merges: from 8.19 a merge waits while less than 5 % of the disk is free (the
+            # build's force-merge then never ends); 0s turns that check off.
             "cluster.routing.allocation.disk.threshold_enabled: false",
+            "indices.merge.disk.check_interval: 0s",
             "",
         ]
     )
