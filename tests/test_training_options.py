@@ -84,14 +84,15 @@ def test_a_trainers_own_default_and_help_reach_its_command_line() -> None:
 
 
 def test_the_bundle_command_builds_the_queue_options_with_their_defaults(tmp_path: Path) -> None:
-    args = ["--index", str(tmp_path), "--work", "w"]
+    # --data is the command's own (it names the claim files): any folder parses.
+    args = ["--index", str(tmp_path), "--work", "w", "--data", str(tmp_path)]
     params = parsed(gpu_group, "bundle", [*args, "--jobs", "reader,ranker", "--jobs", "table"])
     options = from_params(QueueOptions, {**params, "claims": []}, set())
     assert tuple(options.jobs) == ("reader", "ranker", "table")
     assert options.bundle == Path("gpu-bundle") and options.wheels
     default = from_params(
         QueueOptions,
-        {**parsed(gpu_group, "bundle", ["--index", str(tmp_path), "--work", "w"]), "claims": []},
+        {**parsed(gpu_group, "bundle", args), "claims": []},
         set(),
     )
     assert tuple(default.jobs) == TRAINING_JOBS
