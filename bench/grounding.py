@@ -23,7 +23,6 @@ without them (not supported).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -51,6 +50,7 @@ from feverous_es.training.grounding_settings import (
     predicted,
     score_windows,
     seconds_per_window,
+    stored_settings,
 )
 from feverous_es.verdict.entailment import GROUNDING_FILE, EntailmentModel, evidence_premise
 from feverous_es.verdict.readers import packaged_model, packaged_source_dir
@@ -340,19 +340,11 @@ def grounding_second_reading(
                "settings": rows}  # fmt: skip
     if write:
         target = packaged_source_dir("default")
-        settings = json.loads((target / GROUNDING_FILE).read_text(encoding="utf-8"))
-        settings.update(
-            threshold=round(chosen["threshold"], 4),
-            threshold_single=round(chosen["threshold_single"], 4),
-            second_reading={"model": model, "weight": chosen["weight"],
-                            "between": chosen["between"]},
-        )  # fmt: skip
-        settings["chosen_on"] = {
-            "data": figures["pairs"],
-            "two_fold_balanced_accuracy": {k: round(v, 4) for k, v in chosen["two_fold"].items()},
-            "mean": round(chosen["mean"], 4),
-            "record": "bench/results/grounding-second-reading.json",
-        }
+        settings = stored_settings({**chosen, "window_words": reader.window_words,
+                                    "max_windows": reader.max_windows}, figures["pairs"])
+        settings["second_reading"] = {"model": model, "weight": chosen["weight"],
+                                      "between": chosen["between"]}
+        settings["chosen_on"]["record"] = "bench/results/grounding-second-reading.json"
         store_threshold(target, settings)
         figures["written"] = str(target.relative_to(REPO) / GROUNDING_FILE)
     return figures

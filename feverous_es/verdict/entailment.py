@@ -120,8 +120,9 @@ class SecondReading:
     e.g. ``verdict-large``) where the reader's P(SUPPORTS) of it lies in ``between``; the two
     readings' probabilities are then mixed, the second's ``weight`` to the first's
     ``1 - weight``. Short sources are where the default reader reads worst (FactCheck-GPT's
-    passages), and one window is a fifth of the reads of a 1,000-word source: the large model
-    reads there for what the long sources' windows cost (docs/grounding.md)."""
+    passages), and one window is a quarter of the reads of a 1,000-word source (its four
+    closest windows): the large model reads there for what the long sources' windows cost
+    (docs/grounding.md)."""
 
     model: str
     weight: float
@@ -359,11 +360,11 @@ class EntailmentModel:
             at += len(texts)
         if not again:
             return rows
+        if self.second_reader.labels != self.labels:  # checked before anything is read
+            raise ModelError(f"the second reader {second.model} names other labels")
         read = self.second_reader.probabilities(
             [claims[n] for n, _ in again], [premises[n][0] for n, _ in again]
         )
-        if self.second_reader.labels != self.labels:
-            raise ModelError(f"the second reader {second.model} names other labels")
         mixed = rows.copy()
         at_rows = [at for _, at in again]
         mixed[at_rows] = (1 - second.weight) * rows[at_rows] + second.weight * read
