@@ -248,6 +248,26 @@ def test_an_optimized_graph_is_kept_and_scores_as_the_graph_does(
     np.testing.assert_array_equal(unwritable.score(pairs), first)
 
 
+def test_the_optimized_graphs_keep_to_their_budget_losing_the_least_recently_used(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from feverous_es.runtime import session
+
+    monkeypatch.setenv("FEVEROUS_ES_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / session.OPTIMIZED_DIR
+    copies = [shutil.copytree(model_dir, tmp_path / name) for name in ("a", "b", "c")]
+    CrossEncoder(copies[0], device="cpu", quantized=True)
+    [graph_a] = folder.iterdir()
+    monkeypatch.setattr(session, "OPTIMIZED_BUDGET", 2 * graph_a.stat().st_size)
+    CrossEncoder(copies[1], device="cpu", quantized=True)
+    os.utime(graph_a, (1, 1))  # used long ago
+    [graph_b] = set(folder.iterdir()) - {graph_a}
+    CrossEncoder(copies[0], device="cpu", quantized=True)  # a's graph read again: used now
+    CrossEncoder(copies[2], device="cpu", quantized=True)  # a third graph: b's goes, not a's
+    assert graph_a.is_file() and not graph_b.exists()
+    assert len(list(folder.iterdir())) == 2
+
+
 def test_a_checked_file_is_hashed_again_only_once_it_changes(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,7 @@ normalization moved into the graph, so that a batch's output is (batch, 384) not
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -28,6 +29,11 @@ from feverous_es.runtime.files import cache_root, file_identity
 
 # Graphs ONNX Runtime optimized, by source file (under the cache root).
 OPTIMIZED_DIR = "optimized-graphs"
+# The most those graphs may take: every model file ever opened (each export, each training
+# run's, each test's) gets its own entry, and a machine that ran the test suite for a day held
+# 39 GB of them. The packaged readers, rankers and embedder take ~0.3 GB; the least recently
+# used graphs beyond this go.
+OPTIMIZED_BUDGET = 2 << 30
 
 DEVICES = ("auto", "cuda", "cpu")
 CUDA_PROVIDER = "CUDAExecutionProvider"
@@ -112,7 +118,10 @@ def _load_optimized(path: Path, options: ort.SessionOptions) -> ort.InferenceSes
     cached = cache_root() / OPTIMIZED_DIR / f"{hashlib.sha256(key.encode()).hexdigest()}.onnx"
     if cached.is_file():
         try:
-            return _load(path, options, [CPU_PROVIDER], graph=cached)
+            session = _load(path, options, [CPU_PROVIDER], graph=cached)
+            with contextlib.suppress(OSError):
+                os.utime(cached)  # recently used: the last to go
+            return session
         except ModelError:
             cached.unlink(missing_ok=True)  # a torn write: optimize again
     try:
@@ -121,10 +130,27 @@ def _load_optimized(path: Path, options: ort.SessionOptions) -> ort.InferenceSes
         options.optimized_model_filepath = str(partial)
         session = _load(path, options, [CPU_PROVIDER])
         os.replace(partial, cached)
+        prune_optimized(cached.parent, OPTIMIZED_BUDGET)
         return session
     except OSError:  # an unwritable cache: optimize in memory, as before
         options.optimized_model_filepath = ""
         return _load(path, options, [CPU_PROVIDER])
+
+
+def prune_optimized(folder: Path, budget: int) -> None:
+    """Remove the least recently used optimized graphs of ``folder`` until the rest take at
+    most ``budget`` bytes (another process's graph may go under it: it is optimized again)."""
+    graphs = []
+    for graph in folder.glob("*.onnx"):
+        with contextlib.suppress(OSError):  # removed by another process meanwhile
+            stat = graph.stat()
+            graphs.append((stat.st_mtime_ns, stat.st_size, graph))
+    total = sum(size for _, size, _ in graphs)
+    for _, size, graph in sorted(graphs, key=lambda g: g[0]):
+        if total <= budget:
+            break
+        graph.unlink(missing_ok=True)
+        total -= size
 
 
 # (file identity, providers, threads) -> session: a model opened twice while a first user
