@@ -165,7 +165,6 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
     the routes, and the probe's labels and NEI probabilities both ways."""
     from feverous_es.eval.claims import dumps_submission_line, submission_line
     from feverous_es.plugins.interfaces import Label, Query
-    from feverous_es.verdict.feature_model import evidence_table
 
     records = [json.loads(line) for line in lines]
     submissions: dict[str, list[bytes]] = {name: [] for name in ["model", *verdicts]}
@@ -174,7 +173,6 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
     nei: dict[str, dict[str, list]] = {
         way: {"labels": [], "nei": [], "seeking": []} for way in ("as_is", "no_gold")
     }
-    store = pipeline.context.store
     for start in range(0, len(records), batch_size):
         chunk = records[start : start + batch_size]
         results = pipeline.verify_many([r["claim"] for r in chunk])
@@ -196,10 +194,7 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
                 nei[way]["labels"].append((Label.SUPPORTS if likelier else Label.REFUTES).value)
                 nei[way]["nei"].append(verdict.probabilities.get(Label.NOT_ENOUGH_INFO, 0.0))
             nei[way]["seeking"] += [still_seeking(pipeline, q, ev) for q, ev in probe_batch]
-        routes += [
-            "table" if evidence_table(r.claim, r.evidence, store) is not None else "sentence"
-            for r in results
-        ]
+        routes += ["table" if r.verdict.table is not None else "sentence" for r in results]
     return {"submissions": submissions, "supports": supports, "routes": routes, "nei": nei}
 
 
