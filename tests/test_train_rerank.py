@@ -258,12 +258,12 @@ def test_a_student_starts_from_its_teacher_and_learns_its_scores(
     work.mkdir()
     shutil.copyfile(cache, work / rerank_data.CANDIDATES_FILE)
     settings = tr.TrainSettings(
-        base=Path("unused: the teacher is the base"), epochs=1, max_length=64, batch_size=4,
+        epochs=1, max_length=64, batch_size=4,
         seed=3, teacher=PACKAGED_SENTENCE_RANKER, layers=2,
     )  # fmt: skip
     options = tr.RunOptions(
         claims=[claims_file], index=sample_index, out=out, work=work, settings=settings,
-        kinds=("sentences",), holdout=0.3,
+        kind="sentences", holdout=0.3,
     )  # fmt: skip
     reports = tr.run(options)
     assert reports is not None

@@ -58,9 +58,8 @@ def test_a_command_left_to_its_defaults_builds_the_run_options_the_api_builds(
     expected = made_by_hand()  # type: ignore[operator]
     built = from_params(type(expected), params, set())
     assert built == expected
-    # Every option the command takes is a field of its run options, or one of its own few.
-    fields = _all_fields(type(expected))
-    assert set(params) - fields <= {"kind"}  # rerank's --kind picks which rankers to train
+    # Every option the command takes is a field of its run options.
+    assert set(params) <= _all_fields(type(expected))
 
 
 def _all_fields(cls: type) -> set[str]:
@@ -97,3 +96,26 @@ def test_the_bundle_command_builds_the_queue_options_with_their_defaults(tmp_pat
     )
     assert tuple(default.jobs) == TRAINING_JOBS
     assert default == QueueOptions(index=tmp_path, work=Path("w"), claims=[])
+
+
+@pytest.mark.parametrize(
+    ("kind", "settings", "error"),
+    [
+        ("tables", {}, "--kind must be one of both, cells, sentences, rows"),
+        ("sentences", {"layers": 3}, "--layers needs --teacher"),
+        ("both", {"teacher": Path("ranker")}, "give one --kind"),
+        ("cells", {"teacher": Path("ranker"), "base": Path("minilm")}, "and no --base"),
+    ],
+)  # fmt: skip
+def test_the_rankers_options_are_checked_in_their_own_check(
+    kind: str, settings: dict, error: str
+) -> None:
+    from feverous_es.errors import TrainError
+
+    def options(kind: str, **settings: object) -> RerankRunOptions:
+        return RerankRunOptions(claims=[Path("c.jsonl")], out=Path("model"), index=Path("index"),
+                                work=Path("work"), settings=RerankSettings(**settings), kind=kind)  # type: ignore[arg-type]  # fmt: skip
+
+    with pytest.raises(TrainError, match=error):
+        options(kind, **settings).check()
+    assert options("both").kinds == ("cells", "sentences")

@@ -223,13 +223,8 @@ def install_command(model_dir: Path, role: str) -> None:
 
 
 @train_group.command("rerank")
-@click.option(
-    "--kind", type=click.Choice(["both", "cells", "sentences", "rows"]), default="both",
-    help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
-    "captions), both, or rows (the table ranking's row model, from claims naming gold_tables).",
-)  # fmt: skip
 @training_options(rerank_options.RunOptions)
-def rerank_command(options: rerank_options.RunOptions, kind: str) -> None:
+def rerank_command(options: rerank_options.RunOptions) -> None:
     """Fine-tune the evidence rankers (Malon 2021, §3), export them to int8 ONNX.
 
     For each gold element of a training claim, a group of 7 (claim, element) pairs: the gold
@@ -248,21 +243,13 @@ def rerank_command(options: rerank_options.RunOptions, kind: str) -> None:
     held-out recall holds (python -m bench run sentence-ranker --option 'against=["STUDENT"]').
     """
     from feverous_es.training import bases
-    from feverous_es.training.rerank import data as rerank_data
     from feverous_es.training.rerank import fit as tr
 
-    settings = options.settings
-    if settings.teacher is not None and (
-        settings.base is not None or kind not in ("sentences", "cells")
-    ):
-        raise click.UsageError("--teacher starts from the teacher's weights: give one --kind "
-                               "(sentences or cells) and no --base")  # fmt: skip
-    if settings.layers is not None and settings.teacher is None:
-        raise click.UsageError("--layers needs --teacher")
-    options.kinds = rerank_data.KINDS if kind == "both" else (kind,)
     with training_run(options.work) as progress:
-        settings.base = bases.resolve_base(settings.base)
-        if kind == "rows":
+        options.check()
+        if options.settings.teacher is None:  # a student starts from its teacher's weights
+            options.settings.base = bases.resolve_base(options.settings.base)
+        if options.kind == rerank_options.ROWS:
             from feverous_es.training.rows import command as rows
 
             report = rows.run(options, progress)

@@ -57,13 +57,12 @@ from feverous_es.training.progress import NO_STEPS, QUIET, Progress, Steps
 from feverous_es.training.rerank.card import write_card
 from feverous_es.training.rerank.data import (
     CANDIDATES_FILE,
-    KINDS,
     Group,
     build_groups,
     kind_of,
     read_gold_claims,
 )
-from feverous_es.training.rerank.options import RunOptions, TrainSettings
+from feverous_es.training.rerank.options import ROWS, RunOptions, TrainSettings
 from feverous_es.training.retrieved import Retrieved, collect_retrieved
 
 LABELS = ("relevance",)  # one output logit; config.json's id2label
@@ -226,9 +225,8 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
     returns ``{kind: report}`` (None when ``progress.stop_after`` interrupted a training).
     Phases: ``candidates``, then ``training <kind>`` for each kind."""
     options.check()
-    unknown = [k for k in options.kinds if k not in KINDS]
-    if unknown or not options.kinds:
-        raise TrainError(f"--kind must be one of {', '.join(KINDS)}, not {unknown}")
+    if options.kind == ROWS:
+        raise TrainError("--kind rows trains the row model: training.rows.command.run")
     settings = options.settings
     if settings.teacher is not None:
         from feverous_es.export.dequantize import torch_from_int8

@@ -6,10 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import click
+
 from feverous_es.errors import TrainError
 from feverous_es.params import COUNT, EXISTING_FOLDER, option, option_like
 from feverous_es.training import common
 from feverous_es.training.rerank.data import KINDS
+
+BOTH, ROWS = "both", "rows"  # every element ranker; the table ranking's row model
 
 
 @dataclass
@@ -53,11 +57,28 @@ class RunOptions(common.RunOptions):
         help="Index the candidates and gold elements are read from (read only).",
     )  # fmt: skip
     settings: TrainSettings
-    kinds: tuple[str, ...] = KINDS  # `train rerank --kind`
+    kind: str = option(
+        BOTH, type=click.Choice([BOTH, *KINDS, ROWS]),
+        help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
+        "captions), both, or rows (the table ranking's row model, from claims naming "
+        "gold_tables).",
+    )  # fmt: skip
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The element rankers to train (``rows`` is the row model's own trainer)."""
+        return KINDS if self.kind == BOTH else (self.kind,)
 
     def check(self) -> None:
+        """The options' own rules first (a usage error needs no index), then the common ones."""
+        settings = self.settings
+        if not 8 <= settings.max_length <= 512:  # BERT-style position embeddings
+            raise TrainError(f"--max-length must be between 8 and 512, not {settings.max_length}")
+        if self.kind not in (choices := (BOTH, *KINDS, ROWS)):
+            raise TrainError(f"--kind must be one of {', '.join(choices)}, not {self.kind!r}")
+        if settings.teacher is not None and (settings.base is not None or self.kind not in KINDS):
+            raise TrainError("--teacher starts from the teacher's weights: give one --kind "
+                             "(sentences or cells) and no --base")  # fmt: skip
+        if settings.layers is not None and settings.teacher is None:
+            raise TrainError("--layers needs --teacher")
         super().check()
-        if not 8 <= self.settings.max_length <= 512:  # BERT-style position embeddings
-            raise TrainError(
-                f"--max-length must be between 8 and 512, not {self.settings.max_length}"
-            )
