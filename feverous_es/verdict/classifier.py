@@ -70,8 +70,8 @@ DEFAULT_TABLE_MARGIN = 0.0
 # probability at least UNRELATED_ABOVE) is read against the evidence's table too, and goes to
 # the table route when the table leaves NOT ENOUGH INFO less likely by TABLE_CLEARER_BY: held-out
 # TabFact claims whose words a sentence held as well as their table were read against unrelated
-# sentences and answered right 23 % of the time, 57 % through their table. Chosen on validation
-# claims by `python -m bench run unrelated-sentences` (docs/verdict.md).
+# sentences and answered right 25 % of the time. Chosen on validation claims by `python -m bench
+# run unrelated-sentences` (docs/verdict.md).
 UNRELATED_ABOVE = 0.8
 TABLE_CLEARER_BY = 0.4
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
