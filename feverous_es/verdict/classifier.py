@@ -36,9 +36,9 @@ from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
     FeatureClassifier,
-    evidence_table,
     evidence_tables,
     first_table,
+    routed_table,
     sentence_texts,
 )
 from feverous_es.verdict.inputs import (
@@ -161,14 +161,16 @@ class ClassifierVerdict:
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
             return []
+        firsts = [first_table(ev, self.store) for _, ev in batch]
         tables = [
-            evidence_table(query.text, ev, self.store, self.table_margin) for query, ev in batch
+            routed_table(query.text, ev, first, self.table_margin)
+            for (query, ev), first in zip(batch, firsts, strict=True)
         ]
         routes = [self.tables if table is not None else self.sentences for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
         entailment, sentence_rows = self._read_premises(batch, tables, reads)
-        for i, (clearer, row) in self._clearer_tables(batch, tables, entailment).items():
+        for i, (clearer, row) in self._clearer_tables(batch, firsts, tables, entailment).items():
             # read through its table; the sentences' reading still counts for NOT ENOUGH INFO
             tables[i], routes[i] = clearer, self.tables
             sentence_rows[i], entailment[i] = entailment[i], row
@@ -232,19 +234,21 @@ class ClassifierVerdict:
     def _clearer_tables(
         self,
         batch: Sequence[tuple[Query, Sequence[Candidate]]],
+        firsts: Sequence[Table | None],
         tables: Sequence[Table | None],
         entailment: dict[int, np.ndarray],
     ) -> dict[int, tuple[Table, np.ndarray]]:
-        """The claims routed to sentences that the reader finds unrelated to them
-        (``unrelated_above``) and related to the evidence's first table (its NOT ENOUGH INFO
-        probability lower by ``table_clearer_by``), by index: that table and its reading."""
+        """The claims routed to sentences (``tables`` None) that the reader finds unrelated to
+        them (``unrelated_above``) and related to the evidence's first table (``firsts``: its
+        NOT ENOUGH INFO probability lower by ``table_clearer_by``), by index: that table and its
+        reading."""
         if Label.NOT_ENOUGH_INFO not in self.labels or self.unrelated_above > 1.0:
             return {}
         nei = self.labels.index(Label.NOT_ENOUGH_INFO)
         unrelated = {
             i: table for i, row in entailment.items()
             if tables[i] is None and row[nei] >= self.unrelated_above
-            and (table := first_table(batch[i][1], self.store)) is not None
+            and (table := firsts[i]) is not None
         }  # fmt: skip
         if not unrelated:
             return {}

@@ -87,7 +87,14 @@ def evidence_table(
     claims were answered right 29 % of the time (docs/verdict.md). A margin of 0.2 lost TabFact
     claims through the pipeline, so the verdict's ``table_margin`` is 0.
     """
-    table = first_table(evidence, store)
+    return routed_table(claim, evidence, first_table(evidence, store), margin)
+
+
+def routed_table(
+    claim: str, evidence: Sequence[Candidate], table: Table | None, margin: float = 0.0
+) -> Table | None:
+    """:func:`evidence_table` given the evidence's first table (read once by a caller that
+    reads it again)."""
     if table is None:
         return None
     words = content_words(claim)
