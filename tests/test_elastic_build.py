@@ -538,3 +538,36 @@ def test_a_lost_answer_to_the_state_update_keeps_the_chunk() -> None:
     assert len(fake.indices["feverous-elements-v1"].docs) == 4
     writer.finish()
     assert fake.indices["feverous-elements-v1"].aliases == {"feverous-elements"}
+
+
+class _MergingCluster:
+    """A cluster whose force-merge task ends on its third look, on one node with ``free`` of
+    its 200 GB disk free."""
+
+    def __init__(self, free: float) -> None:
+        from types import SimpleNamespace
+
+        looks = iter([{"completed": False}, {"completed": False}, {"completed": True}])
+        disk = {"available_in_bytes": free, "total_in_bytes": 200e9}
+        self.indices = SimpleNamespace(forcemerge=lambda **_: {"task": "n:1"})
+        self.tasks = SimpleNamespace(get=lambda task_id: next(looks))
+        self.nodes = SimpleNamespace(
+            stats=lambda metric: {"nodes": {"n": {"name": "es-1", "fs": {"total": disk}}}}
+        )
+
+
+@pytest.mark.parametrize(("free", "told"), [(3e9, True), (50e9, False)])
+def test_a_merge_held_back_by_a_nearly_full_disk_says_why_once(
+    free: float, told: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Elasticsearch starts no merge on a node with under 5 % of its disk free: the build's
+    force-merge, which would wait for it in silence, names the node and the way out once."""
+    from feverous_es.index.elastic.builds import merge_segments
+
+    merge_segments(_MergingCluster(free), ["b-1"], 1, poll=0, disk_check_after=0)  # type: ignore[arg-type]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    if told:
+        [line] = warnings
+        assert "es-1 has 3.0 GB free of 200 GB" in line and "merge_segments = 0" in line
+    else:
+        assert warnings == []

@@ -3,6 +3,7 @@ elements index's mapping ``_meta``, listing, creating and checking them."""
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,13 @@ from feverous_es.index.store import BuildState
 
 # The kinds of index in a build, in the order of ElasticConfig.aliases and BuildIndices.
 KINDS = BuildIndices._fields
+# From 8.19 a node schedules no merge while its free disk is under 5 % of it (at most 100 GB:
+# indices.merge.disk.watermark.high and its max_headroom), and a force-merge waits for good,
+# saying nothing; after this many seconds the build looks at the nodes' disks once.
+MERGE_DISK_CHECK_AFTER = 30.0
+MERGE_FREE_SHARE, MERGE_FREE_HEADROOM = 0.05, 100e9
+
+_log = logging.getLogger(__name__)
 
 
 def state_meta(
@@ -184,6 +192,20 @@ def publish_build(
     swap_aliases(client, dict(zip(config.aliases, indices, strict=True)))
 
 
+def nodes_too_full_to_merge(client: Elasticsearch) -> list[tuple[str, str]]:
+    """The nodes (name, "N GB free of M GB") whose free disk is under what Elasticsearch's
+    default ``indices.merge.disk.watermark.high`` (95 %, ``max_headroom`` 100 GB) leaves for
+    merges."""
+    full = []
+    for node in client.nodes.stats(metric="fs")["nodes"].values():
+        disk = node["fs"]["total"]
+        free, total = int(disk["available_in_bytes"]), int(disk["total_in_bytes"])
+        if free < min(MERGE_FREE_SHARE * total, MERGE_FREE_HEADROOM):
+            space = f"{free / 1e9:.1f} GB free of {total / 1e9:.0f} GB"
+            full.append((node.get("name", "?"), space))
+    return full
+
+
 def delete_prefix(config: ElasticConfig) -> list[str]:
     """Delete every index of ``config.prefix`` (a bench's or a test's own builds), by name: a
     node may refuse wildcard deletes (``action.destructive_requires_name``)."""
@@ -194,12 +216,22 @@ def delete_prefix(config: ElasticConfig) -> list[str]:
     return names
 
 
-def merge_segments(client: Elasticsearch, indices: Sequence[str], segments: int) -> None:
+def merge_segments(
+    client: Elasticsearch,
+    indices: Sequence[str],
+    segments: int,
+    *,
+    poll: float = 1.0,
+    disk_check_after: float = MERGE_DISK_CHECK_AFTER,
+) -> None:
     """Force-merge ``indices`` to at most ``segments`` segments a shard, as a task polled until
-    it ends: merging a large build takes longer than one request may wait."""
+    it ends: merging a large build takes longer than one request may wait. A merge still
+    running after ``disk_check_after`` seconds on a node whose disk is too full for merges says
+    so once (a warning on stderr) and goes on waiting: freeing space lets it finish."""
     task = client.indices.forcemerge(
         index=",".join(indices), max_num_segments=segments, wait_for_completion=False
     )["task"]
+    started, told = time.monotonic(), False
     while True:
         # The client marks the task API "technical preview"; its GET has been stable since 5.x.
         with warnings.catch_warnings():
@@ -207,6 +239,15 @@ def merge_segments(client: Elasticsearch, indices: Sequence[str], segments: int)
             status = client.tasks.get(task_id=task)
         if status.get("completed"):
             break
-        time.sleep(1.0)
+        if not told and time.monotonic() - started >= disk_check_after:
+            told = True
+            for node in nodes_too_full_to_merge(client):
+                _log.warning(
+                    "the build's segment merge is waiting: node %s has %s, and Elasticsearch "
+                    "starts no merge while less than 5 %% of a node's disk (at most 100 GB) is "
+                    "free (indices.merge.disk.watermark.high); free disk space, or publish "
+                    "without merging (merge_segments = 0)", *node,
+                )  # fmt: skip
+        time.sleep(poll)
     if "error" in status:
         raise StoreError(f"merging the build's segments failed: {item_reason(status['error'])}")
