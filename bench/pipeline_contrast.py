@@ -127,27 +127,28 @@ def _verify(
     """Every claim's evidence retrieved once; each verdict's label on it; for the first
     (shipped) one, what it read and the label on the claim's own page's evidence alone."""
     from feverous_es.plugins.interfaces import Query
-    from feverous_es.verdict.feature_model import evidence_table
 
     answers: dict[str, list[str]] = {name: [] for name in verdicts}
     diagnosis: list[dict[str, Any]] = []
     shipped = verdicts["shipped"]
-    store = pipeline.context.store
     for start in range(0, len(claims), batch_size):
         chunk = claims[start : start + batch_size]
         retrieved = pipeline.retrieve_many([p.claim for p in chunk])
         batch = [(Query(r.claim, np.zeros(0)), r.evidence) for r in retrieved]
-        for name, verdict in verdicts.items():
-            answers[name] += [v.label.value for v in verdict.predict(batch)]
+        read = {name: verdict.predict(batch) for name, verdict in verdicts.items()}
+        for name, said in read.items():
+            answers[name] += [v.label.value for v in said]
         own = [
             (query, [c for c in evidence if c.element.page == pair.id])
             for (query, evidence), pair in zip(batch, chunk, strict=True)
         ]
         alone = shipped.predict([item for item in own if item[1]])
         alone_labels = iter(v.label.value for v in alone)
-        for (query, evidence), (_, mine), pair in zip(batch, own, chunk, strict=True):
+        for (_, evidence), (_, mine), pair, verdict in zip(
+            batch, own, chunk, read["shipped"], strict=True
+        ):
             diagnosis.append({
-                "route": "table" if evidence_table(query.text, evidence, store) else "sentence",
+                "route": "table" if verdict.table is not None else "sentence",  # as it read
                 "lead": any(c.element.id == f"{pair.id}_sentence_0" for c in evidence),
                 "page": bool(mine),
                 "own_page_label": next(alone_labels) if mine else None,
