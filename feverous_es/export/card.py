@@ -1,12 +1,15 @@
-"""Model cards (``README.md``): one writer, :class:`ModelCard`, for every model the project
-makes — the export's card below and each trainer's — so they share one layout: the title, what
-the model is and how to use it, its own sections (data, command, metrics, parity), then its
-licences."""
+"""Model cards (``README.md``) as data and one template, as sentence-transformers writes its
+own (``model_card.py`` + ``model_card_template.md``): each trainer and the export fill a
+:class:`ModelCard` (prose, the command, tables as rows, licences) and
+``model_card_template.md`` lays every card out the same way: the title, what the model is and
+how to use it, its data, the command that made it, its own sections, its licences."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ from feverous_es.export import PRECISIONS
 from feverous_es.export.parity import MAX_FP32_DRIFT, MIN_POOLED_COSINE
 
 CARD_FILE = "README.md"
+TEMPLATE_FILE = Path(__file__).with_name("model_card_template.md")
 FEVEROUS_DATA = (
     "Trained on claims and Wikipedia text from FEVEROUS (Aly et al., 2021) and TabFact (Chen et "
     "al., 2020), CC BY-SA 3.0/4.0 (Wikipedia contributors)."
@@ -24,31 +28,57 @@ FM2_DATA = (
 )
 
 
+@dataclass(frozen=True)
+class Table:
+    """A markdown table: its ``columns`` and ``rows`` of cells, each cell formatted already."""
+
+    columns: Sequence[str]
+    rows: Sequence[Sequence[object]]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A card section of its own: ``text``, then ``table`` (if any), then ``after``."""
+
+    heading: str
+    text: str = ""
+    table: Table | None = None
+    after: str = ""
+
+
 @dataclass
 class ModelCard:
-    """A model card: ``title``, ``about`` (what it is, how to use it), ``sections`` as
-    ``(heading, markdown)`` in order, and ``licences`` (one bullet each)."""
+    """What a model card says. ``about``: what the model is; ``usage``: the TOML that puts it
+    in a pipeline; ``data``: what it was trained on; ``command`` and ``run``: how it was made;
+    ``sections``: its figures, in order; ``licences``: one bullet each."""
 
     title: str
     about: str
-    sections: Sequence[tuple[str, str]] = ()
+    usage: str = ""
+    data: str = ""
+    command: str = ""
+    run: str = ""
+    sections: Sequence[Section] = ()
     licences: Sequence[str] = field(default_factory=list)
 
     def render(self) -> str:
-        parts = [f"# {self.title}", self.about.strip()]
-        parts += [f"## {heading}\n\n{body.strip()}" for heading, body in self.sections]
-        if self.licences:
-            bullets = "\n".join(f"* {line}" for line in self.licences)
-            parts.append(f"## Attribution and licences\n\n{bullets}")
-        return "\n\n".join(part for part in parts if part) + "\n"
+        text = _template().render(card=self)
+        return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
     def write(self, out: Path) -> None:
         (out / CARD_FILE).write_text(self.render(), encoding="utf-8")
 
 
-def command_section(command: str, run: str = "") -> tuple[str, str]:
-    """The card section of the command that made the model, and a paragraph on the run."""
-    return "Command", f"```\n{command}\n```\n\n{run}"
+@cache
+def _template() -> Any:
+    # jinja2 comes with torch, which everything that writes a card (training, export) needs.
+    import jinja2
+
+    environment = jinja2.Environment(
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined, autoescape=False,
+    )  # fmt: skip
+    return environment.from_string(TEMPLATE_FILE.read_text(encoding="utf-8"))
 
 
 # The bases the training commands fetch by name (training/bases.py): licence and where from.
@@ -90,28 +120,18 @@ def write_card(out: Path, meta: dict[str, Any], sizes: dict[str, int], about: st
     """Write ``out/README.md``: ``about`` (what the model is, where its weights come from), then
     the source, command, files and parity of ``meta`` (the manifest's fields)."""
     checks = meta["parity"]
-    rows = []
-    for precision in PRECISIONS:
-        if precision not in checks:
-            continue
-        row = checks[precision]
-        agreement = (
-            f"argmax agreement {row['argmax_agreement']:.1%}"
-            if "argmax_agreement" in row
-            else f"pooled cosine min {row['min_cosine']:.4f}, mean {row['mean_cosine']:.4f}"
-            if "min_cosine" in row
-            else ""
-        )
-        rows.append(f"| {precision} | {row['max_abs_diff']:.2e} | {agreement} |")
-    files = "\n".join(
-        f"| `{name}` | {size / 1e6:.1f} MB |" for name, size in sizes.items() if name != CARD_FILE
-    )
+    parity_rows = [
+        (precision, f"{checks[precision]['max_abs_diff']:.2e}", _agreement(checks[precision]))
+        for precision in PRECISIONS
+        if precision in checks
+    ]
+    files = [(f"`{name}`", f"{size / 1e6:.1f} MB") for name, size in sizes.items()
+             if name != CARD_FILE]  # fmt: skip
     source = meta["source"]
     if "path" in source:
         origin = f"`{source['path']}`"
     else:
         origin = f"the PyPI wheel `{source['package']}=={source['version']}`"
-    command = meta["command"] or "feverous_es.export.exporter.export_model(...)"
     versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     if "texts" in checks:
         probe = (
@@ -133,20 +153,26 @@ Runtimes choose the graph by provider: `model.fp16.onnx` on CUDA when present, e
 `model.onnx`; the int8 graph on CPU when asked for, else `model.onnx`
 (`feverous_es.runtime.files.choose_model_file`). `manifest.json` lists every file's sha256,
 checked before a file is loaded."""
-    parity = f"""{probe},
-the same token ids fed to torch and to ONNX Runtime's CPU provider:
-
-| graph | max abs diff | agreement |
-|---|---|---|
-{chr(10).join(rows)}
-
-The export is refused when fp32 differs from torch by more than {MAX_FP32_DRIFT:g}{refusal}."""
     ModelCard(
         title=f"{meta['model']} (ONNX, {meta['task']})",
         about=about,
+        command=meta["command"] or "feverous_es.export.exporter.export_model(...)",
         sections=[
-            command_section(command),
-            ("Files", f"| file | size |\n|---|---|\n{files}"),
-            ("Parity against torch", parity),
+            Section("Files", table=Table(("file", "size"), files)),
+            Section(
+                "Parity against torch",
+                f"{probe},\nthe same token ids fed to torch and to ONNX Runtime's CPU provider:",
+                Table(("graph", "max abs diff", "agreement"), parity_rows),
+                f"The export is refused when fp32 differs from torch by more than "
+                f"{MAX_FP32_DRIFT:g}{refusal}.",
+            ),
         ],
     ).write(out)
+
+
+def _agreement(check: dict[str, Any]) -> str:
+    if "argmax_agreement" in check:
+        return f"argmax agreement {check['argmax_agreement']:.1%}"
+    if "min_cosine" in check:
+        return f"pooled cosine min {check['min_cosine']:.4f}, mean {check['mean_cosine']:.4f}"
+    return ""

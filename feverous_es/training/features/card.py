@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.export import card
+from feverous_es.export.card import Section, Table
 from feverous_es.training import common
 
 _WHAT = {
@@ -27,10 +28,10 @@ _WHAT = {
 
 def write_card(out: Path, report: dict[str, Any]) -> None:
     kind = report["kind"]
-    rows = "\n".join(
-        f"| {source} | {r['claims']} | {r['accuracy']:.1%} | {r['majority_baseline']:.1%} |"
+    rows = [
+        (source, r["claims"], f"{r['accuracy']:.1%}", f"{r['majority_baseline']:.1%}")
         for source, r in report["holdout_accuracy"].items()
-    )
+    ]
     training = report["training"]
     settings = training["settings"]
     parity = report["export"]["parity"]
@@ -63,21 +64,18 @@ NOT ENOUGH INFO. Most used features: {top}."""
 Split claim files: {split_files} (a seeded {report["holdout"]:.0%} of their claims, by claim id,
 held out of training and measured below); training-only files: {train_files}. {reading}
 {training["examples"]} training claims, fitted in {training["seconds"]:.0f} s on a 2-core CPU."""
-    metrics = f"""
-| claims file | held-out claims | label accuracy | majority class |
-|---|---|---|---|
-{rows}
-
-Parity against scikit-learn on {parity["rows"]} held-out rows: max |Δp|
-{parity["max_abs_diff"]:.1e}, same label on {parity["argmax_agreement"]:.1%}."""
+    metrics = Section(
+        f"Metrics (held-out claims, {measured}, this ONNX model)",
+        table=Table(("claims file", "held-out claims", "label accuracy", "majority class"), rows),
+        after=f"""Parity against scikit-learn on {parity["rows"]} held-out rows: max |Δp|
+{parity["max_abs_diff"]:.1e}, same label on {parity["argmax_agreement"]:.1%}.""",
+    )
     model_card = card.ModelCard(
         title=f"feverous-es {kind} verdict model",
         about=about,
-        sections=[
-            ("Data", data),
-            card.command_section(report["command"]),
-            (f"Metrics (held-out claims, {measured}, this ONNX model)", metrics),
-        ],
+        data=data,
+        command=report["command"],
+        sections=[metrics],
         licences=[card.FEVEROUS_DATA],
     )
     common.save_card(out, model_card, report)

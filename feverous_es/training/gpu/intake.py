@@ -78,10 +78,6 @@ def _write_card(out: Path, report: dict[str, Any], labels: list[str]) -> None:
     training = report["training"]
     ranker = len(labels) == 1
     measure = "recall of the gold sentences among each claim's best" if ranker else "accuracy"
-    rows = "\n".join(
-        f"| {name} | {r.get('pairs', r.get('claims', 0)):,} | {r['accuracy']:.1%} |"
-        for name, r in training["held"].items()
-    )
     layers = f", {training['layers']} layers kept" if training["layers"] else ""
     what = "relevance logit" if ranker else " / ".join(labels)
     about = f"""
@@ -97,19 +93,25 @@ On {training["device"]} (torch {training["versions"]["torch"]}, transformers
 Validation ({measure}, mean over sources) {curve}; epoch {training["best_epoch"]} kept. The
 teacher (epoch {training["teacher"]["best_epoch"]}) held out:
 {_figures(training["teacher"]["held"])}."""
-    metrics = f"""
-Torch bf16 on the GPU, held-out claims ({measure}):
-
-| source | {"claims" if ranker else "pairs"} | {"recall" if ranker else "accuracy"} |
-|---|---|---|
-{rows}
-
-{card.classifier_parity(report["export"]["parity"])}"""
+    metrics = card.Section(
+        "Metrics",
+        f"Torch bf16 on the GPU, held-out claims ({measure}):",
+        card.Table(
+            ("source", "claims" if ranker else "pairs", "recall" if ranker else "accuracy"),
+            [
+                (name, f"{r.get('pairs', r.get('claims', 0)):,}", f"{r['accuracy']:.1%}")
+                for name, r in training["held"].items()
+            ],
+        ),
+        card.classifier_parity(report["export"]["parity"]),
+    )
     model_card = card.ModelCard(
         f"feverous-es {training['role']} ({training['job']} job, {training['student']})",
         about,
-        [card.command_section(report["command"], run), ("Metrics", metrics)],
-        card.fine_tuned_licences(training["base_name"], report["claims"]),
+        command=report["command"],
+        run=run,
+        sections=[metrics],
+        licences=card.fine_tuned_licences(training["base_name"], report["claims"]),
     )
     common.save_card(
         out, model_card, report, model=f"feverous-es {training['role']}",

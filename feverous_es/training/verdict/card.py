@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.export import card
+from feverous_es.export.card import Section, Table
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training import common
 
@@ -22,13 +23,6 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     """The model card, ``README.md`` beside the model."""
     training = report["training"]
     pool = ", ".join(f"{source} {n:,}" for source, n in training["pool"].items())
-    epochs = "\n".join(
-        f"| {e['epoch']} | "
-        + " | ".join(f"{r['accuracy']:.1%}" for r in e["held_out"].values())
-        + " |"
-        for e in training["epochs"]
-    )
-    epoch_head = " | ".join(training["epochs"][0]["held_out"]) if training["epochs"] else ""
     about = f"""
 A 3-way (SUPPORTS / REFUTES / NOT ENOUGH INFO) cross-encoder over (claim, premise): the
 `classifier` verdict plugin's `model`. The premise is what the verdict reads for the claim's
@@ -70,45 +64,51 @@ Trained on the GPU job's bundle (docs/gpu-training.md): distilled from a `{teach
 teacher (epoch {teacher["best_epoch"]}; torch bf16 held-out accuracy {held_rows}) on its soft
 labels and the gold labels; the epochs were chosen on validation claims, never on held-out
 ones."""
-    curve = f"""
-| epoch | {epoch_head} |
-|---|{"---|" * len(training["epochs"][0]["held_out"]) if training["epochs"] else ""}
-{epochs}"""
-    metrics = held_out_metrics(report["holdout_accuracy"], report["export"]["parity"])
+    epochs = training["epochs"]
+    curve = Table(
+        ("epoch", *(epochs[0]["held_out"] if epochs else ())),
+        [(e["epoch"], *(f"{r['accuracy']:.1%}" for r in e["held_out"].values())) for e in epochs],
+    )
     save_reader_card(
         out, report, "feverous-es verdict", title="feverous-es entailment verdict model",
-        about=about, sections=[
-            ("Data", data),
-            card.command_section(report["command"], run),
-            ("Held-out accuracy after each epoch (torch, pairs the verdict reads)", curve),
-            ("Metrics (held-out claims, this int8 model)", metrics),
+        about=about, data=data, run=run, sections=[
+            Section("Held-out accuracy after each epoch (torch, pairs the verdict reads)",
+                    table=curve),
+            held_out_section("Metrics (held-out claims, this int8 model)",
+                             report["holdout_accuracy"], report["export"]["parity"]),
         ],
     )  # fmt: skip
 
 
-def held_out_metrics(held: dict[str, dict[str, Any]], parity: dict[str, Any]) -> str:
+def held_out_section(
+    heading: str, held: dict[str, dict[str, Any]], parity: dict[str, Any], text: str = ""
+) -> Section:
     """A reader's held-out accuracy per pair source, and its export's parity with torch."""
-    rows = "\n".join(
-        f"| {name} | {r['pairs']:,} | {r['accuracy']:.1%} |" for name, r in held.items()
+    return Section(
+        heading,
+        text,
+        Table(
+            ("source (`/no-gold`: gold removed, NEI expected)", "pairs", "label accuracy"),
+            [(name, f"{r['pairs']:,}", f"{r['accuracy']:.1%}") for name, r in held.items()],
+        ),
+        card.classifier_parity(parity),
     )
-    return f"""
-| source (`/no-gold`: gold removed, NEI expected) | pairs | label accuracy |
-|---|---|---|
-{rows}
-
-{card.classifier_parity(parity)}"""
 
 
 def save_reader_card(
-    out: Path, report: dict[str, Any], model: str, *, title: str, about: str,
-    sections: list[tuple[str, str]],
+    out: Path, report: dict[str, Any], model: str, *, title: str, about: str, run: str,
+    sections: list[Section], data: str = "",
 ) -> None:  # fmt: skip
-    """A reader's card (``sections`` under ``about``; the licences of its base, its claims
-    and the NLI pairs), its training report and its manifest (with the int8 recipe)."""
+    """A reader's card (its ``report``'s command, ``run`` under it, then ``sections``; the
+    licences of its base, its claims and the NLI pairs), its training report and its manifest
+    (with the int8 recipe)."""
     training = report["training"]
     model_card = card.ModelCard(
         title=title,
         about=about,
+        data=data,
+        command=report["command"],
+        run=run,
         sections=sections,
         licences=[
             *card.fine_tuned_licences(training["base_name"], report["claims"]),

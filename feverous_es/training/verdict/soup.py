@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.errors import TrainError
-from feverous_es.export.card import classifier_parity, command_section
+from feverous_es.export.card import Section, classifier_parity
 from feverous_es.export.dequantize import TOKENIZER_FILES, torch_from_int8
 from feverous_es.export.exporter import export_int8_as_model
 from feverous_es.training.common import read_training_report
@@ -121,5 +121,5 @@ split is theirs (every student held out the same claims). The students:
     parity = classifier_parity(report["export"]["parity"], "hand-written pairs")
     save_reader_card(
         out, report, "feverous-es verdict", title="feverous-es verdict reader (soup)",
-        about=about, sections=[command_section(report["command"], run), ("Export", parity)],
+        about=about, run=run, sections=[Section("Export", parity)],
     )  # fmt: skip

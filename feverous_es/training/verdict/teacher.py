@@ -13,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from feverous_es.export import card
 from feverous_es.export.exporter import export_model, install_subset
 from feverous_es.runtime.files import INT8_FILE
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training.common import read_training_report
 from feverous_es.training.gpu import results as gpu_results
-from feverous_es.training.verdict.card import held_out_metrics, save_reader_card
+from feverous_es.training.verdict.card import held_out_section, save_reader_card
 
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json")
 
@@ -92,11 +91,11 @@ Fine-tuned by the GPU job of docs/gpu-training.md on {training["device"]} in
 {training["seconds"]:.0f} s (bf16, batch 64, {len(training["curve"])} epochs; validation score
 {curve}; epoch {training["best_epoch"]} kept), weights fetched in the transfer format of
 `../shared/gpu/README.md` (int8 rows + fp16 scales) and read back here."""
-    metrics = (
-        "\nTorch bf16 on the GPU, the job's held-out pairs (claims held out of every model):\n"
-        + held_out_metrics(training["held"], report["export"]["parity"])
-    )
+    metrics = held_out_section(
+        "Metrics", training["held"], report["export"]["parity"],
+        "Torch bf16 on the GPU, the job's held-out pairs (claims held out of every model):",
+    )  # fmt: skip
     save_reader_card(
         out, report, "feverous-es verdict-large", title="feverous-es large verdict reader",
-        about=about, sections=[card.command_section(report["command"], run), ("Metrics", metrics)],
+        about=about, run=run, sections=[metrics],
     )  # fmt: skip
