@@ -340,8 +340,8 @@ def test_the_plan_packs_every_file_once_within_the_limits_and_runs_the_queue_las
     sizes |= {"reader": 20 * MIB, "ranker": 9 * MIB, "wheels": 16 * MIB, "job.py": 30_000,
               "queue.json": 9_000}  # fmt: skip
     sizes |= {f"bases/mpnet-file-{n}": 100_000 for n in range(9)}
-    last = [gpu_plan.JOB_FILE, gpu_plan.ENGINE_FILE, gpu_job.CONFIG_FILE]
-    sizes[gpu_plan.ENGINE_FILE] = 4_000
+    last = [*gpu_plan.RUNNER_FILES, gpu_job.CONFIG_FILE]
+    sizes |= {gpu_plan.ENGINE_FILE: 4_000, gpu_plan.SPEC_FILE: 2_000}
     groups = gpu_plan.group_files(sizes, last, 56 * MIB)
     assert sorted(name for group in groups for name in group) == sorted(sizes)
     assert all(sum(sizes[n] for n in g) <= 56 * MIB and len(g) <= 8 for g in groups)

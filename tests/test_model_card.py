@@ -50,3 +50,6 @@ def test_every_card_has_one_layout_filled_from_its_data() -> None:
     assert text.endswith("* Licence one.\n* Licence two.\n") and "\n\n\n" not in text
     # A card without data, usage, command or licences leaves out their headings.
     assert card.ModelCard("bare", "About.").render() == "# bare\n\nAbout.\n"
+    # A run whose command was not recorded still says how it ran.
+    untold = card.ModelCard("run", "About.", run="On cpu.").render()
+    assert untold == "# run\n\nAbout.\n\n## Command\n\nOn cpu.\n"

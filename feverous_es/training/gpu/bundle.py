@@ -10,7 +10,9 @@ there) holds:
 * ``<job>/pairs.jsonl.gz``: each job's pairs with their roles;
 * ``wheels/``: this machine's ``transformers`` / ``tokenizers`` / ``huggingface_hub`` wheels for
   the GPU machine's Python (its own versions differ), when ``wheels`` is set;
-* ``job.py`` (the queue runner), ``queue.json`` (the jobs in order, the bases, the sha256 of
+* ``job.py`` (the queue runner) with ``engine.py`` and ``spec.py`` beside it (the training
+  loop's pieces and the jobs' dataclasses it shares with the package), ``queue.json`` (the jobs
+  in order, each model's ``Settings`` as ``asdict`` wrote them, the bases, the sha256 of
   every file) and ``plan.json`` (:mod:`.plan`: the calls, in order, with their files, commands
   and expected seconds).
 """
@@ -33,9 +35,15 @@ from feverous_es.runtime.files import sha256_file
 from feverous_es.training import engine
 from feverous_es.training.bases import base_name
 from feverous_es.training.gpu import job as gpu_job
-from feverous_es.training.gpu import plan
+from feverous_es.training.gpu import plan, spec
 from feverous_es.training.gpu import rates as gpu_rates
-from feverous_es.training.gpu.plan import ENGINE_FILE, JOB_FILE, PLAN_FILE
+from feverous_es.training.gpu.plan import (
+    ENGINE_FILE,
+    JOB_FILE,
+    PLAN_FILE,
+    RUNNER_FILES,
+    SPEC_FILE,
+)
 from feverous_es.training.gpu.spec import Job, Model
 
 MIB = 1 << 20
@@ -173,6 +181,7 @@ def write_bundle(
         queue_jobs.append(job_entry(job, entries, {k: Path(bases[k]["dir"]) for k in used}))
     shutil.copyfile(Path(gpu_job.__file__), bundle / JOB_FILE)
     shutil.copyfile(Path(engine.__file__), bundle / ENGINE_FILE)
+    shutil.copyfile(Path(spec.__file__), bundle / SPEC_FILE)
     rates_entry = (
         None if rates_from is None
         else gpu_rates.write_rates_job(bundle, rates_from, part_bytes, wheel=wheels)
@@ -190,7 +199,7 @@ def write_bundle(
     sizes = {
         str(p.relative_to(bundle)): p.stat().st_size
         for p in sorted(bundle.rglob("*"))
-        if p.is_file() and p.name not in (JOB_FILE, ENGINE_FILE)
+        if p.is_file() and p.name not in RUNNER_FILES
         and not gpu_rates.is_rates_file(str(p.relative_to(bundle)))
     }  # fmt: skip
     config["files"] = {name: sha256_file(bundle / name) for name in sizes}

@@ -138,7 +138,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
     """The verdict trainer's pairs and training pool, built as ``train verdict --folds 0``
     builds them (docs/gpu-training.md names the options), and those options."""
     from feverous_es.training.verdict.options import PairMix, RunOptions, Stacking, TrainSettings
-    from feverous_es.training.verdict.pairs import build_pairs, training_pool
+    from feverous_es.training.verdict.pairs import build_pairs, pair_recipe, training_pool
 
     settings = TrainSettings(base=_base_dir(options, "minilm"), max_length=options.max_length,
                              seed=SEED)  # fmt: skip
@@ -156,15 +156,10 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
     )  # fmt: skip
     run.check()
     pairs = build_pairs(run, progress.counter("evidence"))
-    recipe = {
-        "claims": [Path(p).name for p in run.claims],
-        "train_claims": [Path(p).name for p in run.mix.train_claims],
-        "pairs": [Path(p).name for p in run.mix.pairs], "holdout": HOLDOUT, "seed": SEED,
-        "limit": options.limit, "per_source": run.mix.per_source, "retrieved": run.mix.retrieved,
-        "contrastive": bool(run.mix.contrastive), "attributes": run.mix.attributes,
-        "windows": run.mix.windows, "relations": run.mix.relations,
-        "class_evidence": run.mix.class_evidence, "max_length": options.max_length,
-    }  # fmt: skip
+    recipe = pair_recipe(run) | {"per_source": run.mix.per_source, "max_length": options.max_length}
+    for files in ("claims", "train_claims", "pairs"):  # names, not this machine's paths
+        recipe[files] = [Path(p).name for p in recipe[files]]
+    recipe["contrastive"] = Path(recipe["contrastive"]).name
     return pairs, training_pool(pairs, run), recipe
 
 

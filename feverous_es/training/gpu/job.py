@@ -28,9 +28,10 @@ and as many finished jobs' results as fit the return limits (whole files, job by
 ``OUT/<job>/``); ``queue-report.json`` lists the calls that fetch the rest.
 
 The same file runs on a CPU (fp32) for the dry run that tests it. It is self-contained on
-purpose: it imports only the standard library, numpy, torch, safetensors, transformers and
-``engine.py`` (what every trainer shares, carried beside it), so that the bundle, not the
-package, is all the GPU machine needs.
+purpose: it imports only the standard library, numpy, torch, safetensors, transformers,
+``engine.py`` (what every trainer shares) and ``spec.py`` (the jobs' dataclasses: each model's
+``Settings`` are read back from ``queue.json`` as the bundle wrote them), both carried beside it,
+so that the bundle, not the package, is all the GPU machine needs.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-try:  # as the GPU machine runs it: the bundle carries engine.py beside this file
+try:  # as the GPU machine runs it: the bundle carries engine.py and spec.py beside this file
     from engine import (
         accuracy_by_source,
         mean_source_score,
@@ -56,6 +57,7 @@ try:  # as the GPU machine runs it: the bundle carries engine.py beside this fil
         recall_by_source,
         sha256,
     )
+    from spec import Settings
 except ImportError:  # imported from the package
     from feverous_es.training.engine import (
         accuracy_by_source,
@@ -64,6 +66,7 @@ except ImportError:  # imported from the package
         recall_by_source,
         sha256,
     )
+    from feverous_es.training.gpu.spec import Settings
 
 CONFIG_FILE = "queue.json"
 REPORT_FILE = "report.json"  # a job's, in its results folder
@@ -170,7 +173,7 @@ class Trainer:
         self,
         torch: Any,
         model_dir: Path,
-        settings: dict[str, Any],
+        settings: Settings,
         device: str,
         labels: Sequence[str],
         layers: int | None = None,
@@ -181,7 +184,7 @@ class Trainer:
         self.settings = settings
         self.device = device
         self.labels = tuple(labels)
-        torch.manual_seed(settings["seed"])
+        torch.manual_seed(settings.seed)
         id2label = dict(enumerate(self.labels))
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForSequenceClassification.from_pretrained(
@@ -192,7 +195,7 @@ class Trainer:
         if layers:
             prune_layers(self.model, layers)
         self.model.to(device)
-        if settings.get("freeze_embeddings"):
+        if settings.freeze_embeddings:
             self.model.get_input_embeddings().weight.requires_grad_(False)
 
     @property
@@ -218,7 +221,7 @@ class Trainer:
     ) -> list[dict[str, list[int]]]:
         ids = self.tokenizer(
             [p["claim"] for p in pairs], [p["premise"] for p in pairs],
-            truncation=truncation, max_length=self.settings["max_length"],
+            truncation=truncation, max_length=self.settings.max_length,
         )  # fmt: skip
         return [dict(zip(ids.keys(), row, strict=True)) for row in zip(*ids.values(), strict=True)]
 
@@ -254,7 +257,7 @@ class Trainer:
         self.model.eval()
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
         rows = np.zeros((len(encoded), len(self.labels)), dtype=np.float32)
-        size = self.settings["score_batch_size"]
+        size = self.settings.score_batch_size
         with torch.inference_mode(), self.autocast():
             for start in range(0, len(order), size):
                 ids = order[start : start + size]
@@ -269,7 +272,7 @@ class Trainer:
         """Cross-entropy with the gold labels; with ``teacher`` (its probabilities at
         temperature T), ``alpha·T²·distance(teacher, student/T) + (1 - alpha)·gold loss``."""
         functional = self.torch.nn.functional
-        temperature, alpha = self.settings.get("temperature", 1.0), self.settings.get("alpha", 0.0)
+        temperature, alpha = self.settings.temperature, self.settings.alpha
         if self.relevance:
             logits = logits[:, 0]
             loss = functional.binary_cross_entropy_with_logits(logits, gold)
@@ -300,12 +303,12 @@ class Trainer:
         (``time.perf_counter()``, at the last epoch's pace): a GPU call that outlives its limit
         returns nothing."""
         torch, settings = self.torch, self.settings
-        size, epochs = settings["batch_size"], settings["epochs"]
+        size, epochs = settings.batch_size, settings.epochs
         steps_per_epoch = math.ceil(len(encoded) / size)
         total = steps_per_epoch * epochs
-        warmup = int(settings["warmup"] * total)
+        warmup = int(settings.warmup * total)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trainable, lr=settings["learning_rate"], weight_decay=0.01)
+        optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.01)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: step / max(1, warmup) if step < warmup
@@ -317,7 +320,7 @@ class Trainer:
         for epoch in range(1, epochs + 1):
             self.model.train()
             started, tokens = time.perf_counter(), 0
-            for ids in length_grouped_batches(encoded, size, settings["seed"] * 1000 + epoch):
+            for ids in length_grouped_batches(encoded, size, settings.seed * 1000 + epoch):
                 batch = self.batch([encoded[i] for i in ids])
                 with self.autocast():
                     logits = self.model(**batch).logits.float()
@@ -455,7 +458,8 @@ def run_job(
     measured = {"valid": pairs["valid"], "held": pairs["held"]}
     teacher_job = job["teacher"]
     since = time.perf_counter()
-    teacher = Trainer(torch, bases[teacher_job["base"]], teacher_job["settings"], device, labels)
+    teacher_settings = Settings(**teacher_job["settings"])  # as the bundle wrote them
+    teacher = Trainer(torch, bases[teacher_job["base"]], teacher_settings, device, labels)
     report: dict[str, Any] = {
         "job": job["name"], "labels": labels, "seconds": seconds, "options": job["options"],
         "pairs": {role: len(p) for role, p in pairs.items()},
@@ -470,7 +474,7 @@ def run_job(
     pool_encoded = teacher.encode(pool)
     soft = {
         t: teacher.probabilities(pool_encoded, temperature=t)
-        for t in {s["settings"]["temperature"] for s in job["students"]}
+        for t in {Settings(**s["settings"]).temperature for s in job["students"]}
     }
     teacher_weights = fp16_weights(torch, teacher.model)
     teacher.model.to("cpu")  # the students get the GPU's memory
@@ -481,16 +485,16 @@ def run_job(
     report["students"] = {}
     for student_job, share in zip(job["students"], shares[1:], strict=True):
         name, since = student_job["name"], time.perf_counter()
-        settings = student_job["settings"]
+        settings = Settings(**student_job["settings"])
         student = Trainer(torch, bases[student_job["base"]], settings, device, labels,
                           layers=student_job.get("layers"))  # fmt: skip
         fitted = fit_measured(student, pool, measured, log, recall_at=recall_at,
-                              soft=soft[settings["temperature"]], deadline=by(share))  # fmt: skip
+                              soft=soft[settings.temperature], deadline=by(share))  # fmt: skip
         weights = fp16_weights(torch, student.model)
         student.model.config.to_json_file(results / f"{name}-config.json")
         report["students"][name] = {
             "base": student_job["base_name"], "layers": student_job.get("layers"),
-            "settings": settings, **fitted,
+            "settings": student_job["settings"], **fitted,
             "sha256": hashlib.sha256(weights).hexdigest(),
             "parts": write_parts(results / f"{name}.safetensors", weights, part_bytes),
             "config": f"{name}-config.json",

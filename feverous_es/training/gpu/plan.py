@@ -27,6 +27,8 @@ MAX_CARRY = 8  # paths a call may carry
 DEVICE_DIR = "/tmp/feverous-es-bundle"  # where each call gathers its files on the GPU machine
 JOB_FILE = "job.py"  # the runner, in the bundle
 ENGINE_FILE = "engine.py"  # what the runner shares with the package's trainers, beside it
+SPEC_FILE = "spec.py"  # the jobs' dataclasses, which the runner reads queue.json back into
+RUNNER_FILES = (JOB_FILE, ENGINE_FILE, SPEC_FILE)  # the code a bundle carries
 PLAN_FILE = "plan.json"
 MARGIN = 1.15  # a job's budget over its estimate: its epochs stop by it
 
@@ -212,7 +214,7 @@ def lay_out(
     }  # fmt: skip
     sizes = {name: size for name, size in every.items() if not is_rates_file(name)}
     paths = carried_paths(sizes)
-    groups = group_files(paths, [JOB_FILE, ENGINE_FILE, gpu_job.CONFIG_FILE], part_bytes)
+    groups = group_files(paths, [*RUNNER_FILES, gpu_job.CONFIG_FILE], part_bytes)
     calls: list[dict[str, Any]] = []
     for group in groups:
         carry = [f"{bundle.as_posix()}/{name}" for name in group]
@@ -278,7 +280,7 @@ def rates_calls(
     from feverous_es.training.gpu.rates import RUNNER, install_command, is_rates_file
 
     own = {name: size for name, size in every.items() if is_rates_file(name)}
-    shared = [JOB_FILE, ENGINE_FILE, gpu_job.CONFIG_FILE]
+    shared = [*RUNNER_FILES, gpu_job.CONFIG_FILE]
     paths = carried_paths({**own, **{n: every[n] for n in shared}})
     wheels = {n: s for n, s in every.items() if n.startswith("wheels/")}
     if wheels:
