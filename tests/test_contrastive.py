@@ -184,3 +184,29 @@ def test_a_changed_profession_is_never_one_the_lead_states() -> None:
     # only donors of a profession the lead states: no profession claim, the other classes kept
     only = {c for c, _, _ in attribute_claims(strindberg, [poet], random.Random(0))}
     assert "attribute-profession" not in only and "attribute-nationality" in only
+
+
+def test_a_changed_place_is_never_one_the_lead_names_in_initials() -> None:
+    """"Detroit is in United States" is true of "the U.S. state of Michigan": a claim labelled
+    REFUTES must not be drawn from it."""
+    import random
+
+    from feverous_es.training import relations
+
+    detroit = _lead("Detroit", "Detroit is a large city in the U.S. state of Michigan.")
+    usa = _lead("Chicago", "Chicago is a large city in United States.")
+    initials = _lead("Boston", "Boston is a large city in the USA.")
+    stated = relations.relation_leads([detroit, usa, initials, LAKE])
+    for seed in range(12):
+        made = dict((c, text) for c, text, _ in relations.relation_claims(
+            detroit, stated, random.Random(seed), 0))  # fmt: skip
+        assert made["relation-located-in"] == "Detroit is in Iran."
+        assert made["relation-true-located-in"] == "Detroit is in U.S."
+    # a lead that names none of them keeps every donor it could draw
+    lakes = {
+        dict((c, t) for c, t, _ in relations.relation_claims(
+            LAKE, stated, random.Random(seed), 0))["relation-located-in"]
+        for seed in range(40)
+    }  # fmt: skip
+    assert lakes == {"Lake Urmia is in U.S.", "Lake Urmia is in United States.",
+                     "Lake Urmia is in USA."}  # fmt: skip

@@ -111,8 +111,30 @@ def _names(lead: Lead, fact: Fact) -> bool:
     return named in subject or subject in named
 
 
+# Places a lead writes as initials and a donor may spell out, or the other way ("the U.S.
+# state of Michigan" places Detroit in the United States); longest first, a last dot optional.
+INITIALS = {
+    "U.S.A": "United States", "U.S": "United States", "USA": "United States",
+    "U.K": "United Kingdom", "UK": "United Kingdom", "U.A.E": "United Arab Emirates",
+    "UAE": "United Arab Emirates",
+}  # fmt: skip
+_INITIALS = re.compile("|".join(rf"(?<!\w){re.escape(short)}\.?(?!\w)" for short in INITIALS))
+
+
 def _content(text: str) -> set[str]:
     return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 2 and w != "the"}
+
+
+def _spelled(text: str) -> set[str]:
+    """:func:`_content` with places written as initials spelled out."""
+    return _content(_INITIALS.sub(lambda found: INITIALS[found[0].rstrip(".")], text))
+
+
+def _says(lead: Lead, fact: Fact) -> bool:
+    """Whether ``lead``'s first two sentences hold ``fact``'s object, initials spelled out (a
+    changed object the lead states is no change: "Detroit is in United States" of "the U.S.
+    state of Michigan")."""
+    return bool(_spelled(fact.object) & _spelled(" ".join(lead.sentences[:2])))
 
 
 def say(lead: Lead, fact: Fact, wording: int = 0) -> str:
@@ -145,6 +167,12 @@ def relation_claims(
         if not (fitting := same or fitting):
             continue
         donor, theirs = rng.choice(fitting)
+        if _says(lead, theirs):  # named only as initials ("U.S."): drawn again, from a draw of
+            # its own, so that every other claim keeps the donor it had
+            free = [(d, f) for d, f in fitting if not _says(lead, f)]
+            if not free:
+                continue
+            donor, theirs = random.Random(f"{kind}\0{lead.page}").choice(free)
         changed = Fact(kind, theirs.object, fact.verb)
         claims += [
             (f"{PREFIX}-true-{kind}", say(lead, fact, wording), donor),
