@@ -127,10 +127,12 @@ def _verify(
     """Every claim's evidence retrieved once; each verdict's label on it; for the first
     (shipped) one, what it read and the label on the claim's own page's evidence alone."""
     from feverous_es.plugins.interfaces import Query
+    from feverous_es.retrieve.evidence_tables import with_tables
 
     answers: dict[str, list[str]] = {name: [] for name in verdicts}
     diagnosis: list[dict[str, Any]] = []
     shipped = verdicts["shipped"]
+    store = pipeline.context.store
     for start in range(0, len(claims), batch_size):
         chunk = claims[start : start + batch_size]
         retrieved = pipeline.retrieve_many([p.claim for p in chunk])
@@ -139,7 +141,7 @@ def _verify(
         for name, said in read.items():
             answers[name] += [v.label.value for v in said]
         own = [
-            (query, [c for c in evidence if c.element.page == pair.id])
+            (query, with_tables([c for c in evidence if c.element.page == pair.id], store))
             for (query, evidence), pair in zip(batch, chunk, strict=True)
         ]
         alone = shipped.predict([item for item in own if item[1]])

@@ -36,28 +36,29 @@ def table_route(
     """Each rule's label accuracy per file, held-out and training claims apart."""
     from feverous_es.index.backends import open_store
     from feverous_es.plugins.interfaces import PluginContext, Query
+    from feverous_es.retrieve.evidence_tables import with_tables
     from feverous_es.text import tokens
     from feverous_es.verdict import classifier
     from feverous_es.verdict.feature_model import _share as share  # the router's own measure
     from feverous_es.verdict.feature_model import content_words, first_table, sentence_texts
 
     store = open_store("embedded", context.place("index"))
-    verdict = classifier.ClassifierVerdict(PluginContext(store, None, "cpu"))
+    # Every claim whose evidence holds a table reads it (no margin to beat); the same evidence
+    # as a plain list hands on no table: the sentence route.
+    verdict = classifier.ClassifierVerdict(PluginContext(store, None, "cpu"), table_margin=-2.0)
     claims = []
-    routed = classifier.evidence_table
     try:
         for e in read_retrieved(context.place("pairs").parent / "evidence.jsonl").values():
-            evidence = e.evidence_candidates()
-            table = first_table(evidence, store) if e.source in FILES else None
+            evidence = with_tables(e.evidence_candidates(), store)
+            table = first_table(evidence) if e.source in FILES else None
             if table is None:
                 continue
             words = content_words(e.claim)
             texts = sentence_texts(evidence)
             best = max((share(words, set(tokens(t))) for t in texts), default=0.0)
             read = {}
-            for route, chosen in (("table", table), ("sentence", None)):
-                classifier.evidence_table = lambda *_, t=chosen: t  # type: ignore[misc]
-                answer = verdict.predict([(Query(e.claim, np.zeros(0)), evidence)])[0]
+            for route, given in (("table", evidence), ("sentence", list(evidence))):
+                answer = verdict.predict([(Query(e.claim, np.zeros(0)), given)])[0]
                 read[route] = (answer.label.value, answer.probability)
             claims.append({
                 "source": e.source, "label": e.label, "table_share": share(words, table.all_tokens),
@@ -65,7 +66,6 @@ def table_route(
                 "held_out": is_holdout(13, e.source, str(e.id), 0.35),
             })  # fmt: skip
     finally:
-        classifier.evidence_table = routed
         store.close()
     rules: dict[str, Any] = {}
     for m in margins:

@@ -146,7 +146,7 @@ def calibration(confidence: np.ndarray, right: np.ndarray) -> dict:
 def stripped(evidence, record: dict):
     """The evidence without the claim's gold elements (TabFact: without its gold table)."""
     from feverous_es.index.element_ids import table_key
-    from feverous_es.verdict.feature_model import table_number
+    from feverous_es.plugins.interfaces import table_number
 
     gold = gold_ids(record)
     tables = {table_key(t) for t in record.get("gold_tables") or []}
@@ -165,6 +165,7 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
     the routes, and the probe's labels and NEI probabilities both ways."""
     from feverous_es.eval.claims import dumps_submission_line, submission_line
     from feverous_es.plugins.interfaces import Label, Query
+    from feverous_es.retrieve.evidence_tables import with_tables
 
     records = [json.loads(line) for line in lines]
     submissions: dict[str, list[bytes]] = {name: [] for name in ["model", *verdicts]}
@@ -186,7 +187,10 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
                 line = submission_line(record["id"], record["claim"], verdict.label.value, ids)
                 submissions[name].append(dumps_submission_line(line))
                 supports[name].append(supports_probability(verdict.probabilities))
-        without = [(q, stripped(ev, r)) for (q, ev), r in zip(batch, chunk, strict=True)]
+        without = [
+            (q, with_tables(stripped(ev, r), pipeline.context.store))  # its own first table
+            for (q, ev), r in zip(batch, chunk, strict=True)
+        ]
         for way, probe_batch in (("as_is", batch), ("no_gold", without)):
             for verdict in probe.predict(probe_batch):
                 # The likelier of SUPPORTS and REFUTES: the label the threshold leaves standing.

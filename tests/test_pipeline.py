@@ -15,7 +15,15 @@ from feverous_es.cli import main
 from feverous_es.errors import EmptyClaimError, PluginError, WorkAbandoned
 from feverous_es.index.elements import Element, ElementType
 from feverous_es.plugins.config import DEFAULT_PLUGINS, load_config
-from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query, Verdict
+from feverous_es.plugins.interfaces import (
+    Candidate,
+    Evidence,
+    Label,
+    PluginContext,
+    Query,
+    Verdict,
+    evidence_tables,
+)
 from feverous_es.plugins.registry import available, load, register, unregister
 from feverous_es.retrieve.pages import Casing, claim_spans, match_titles
 from feverous_es.retrieve.selection import BudgetSelector
@@ -251,6 +259,25 @@ def test_batches_verified_with_the_next_gathering_meanwhile_match_one_batch_at_a
         one_at_a_time = [seen(pipeline.verify_many(batch)) for batch in batches]
         streamed = [seen(results) for results in pipeline.verify_batches(batches)]
     assert streamed == one_at_a_time
+
+
+def test_retrieval_hands_the_verdict_the_first_table_it_points_at_whole(
+    sample_index: Path,
+) -> None:
+    """The verdict reads no store: each claim's evidence carries the whole of the first table
+    it holds cells of (every element the store holds of it), and nothing where it holds none."""
+    claims = [c["claim"] for c in sample_claims()[:12]]
+    with Pipeline.open(sample_index, device="cpu") as pipeline:
+        retrieved = pipeline.retrieve_many(claims)
+        store = pipeline.context.store
+        for r in retrieved:
+            tables = evidence_tables(r.evidence)
+            assert isinstance(r.evidence, Evidence)
+            assert len(r.evidence.tables) == min(1, len(tables))
+            for (page, number), elements in r.evidence.tables.items():
+                assert (page, number) == tables[0]
+                assert [e.id for e in elements] == [e.id for e in store.page_elements(page, number)]
+    assert any(r.evidence.tables for r in retrieved)
 
 
 def test_a_bad_later_batch_fails_after_the_earlier_ones_are_answered(

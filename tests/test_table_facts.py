@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from feverous_es.index.dump.page import parse_page
-from feverous_es.plugins.interfaces import Candidate
+from feverous_es.plugins.interfaces import Candidate, evidence_tables, table_number
+from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.text import cell_number
 from feverous_es.verdict import sentence_facts
-from feverous_es.verdict.feature_model import evidence_table, evidence_tables, table_number
+from feverous_es.verdict.feature_model import evidence_table
 from feverous_es.verdict.table_facts import FEATURE_NAMES, Table, claim_features
 
 HEADER = ["team", "date", "venue", "points", "attendance"]
@@ -146,36 +147,33 @@ class _Store:
 
 
 def test_the_verdict_reads_the_table_a_claim_is_about(elements: list) -> None:
-    store = _Store(elements)
-    evidence = [Candidate(e, 1.0) for e in elements]
-    chosen = evidence_table("bradford bulls score 98 points in may", evidence, store)  # type: ignore[arg-type]
+    evidence = with_tables([Candidate(e, 1.0) for e in elements], _Store(elements))  # type: ignore[arg-type]
+    chosen = evidence_table("bradford bulls score 98 points in may", evidence)
     assert chosen is not None and chosen.rows[0][0] == "bradford bulls"
     # The sentence answers this one better than the table does.
-    assert evidence_table("the 2008 season was the club's tenth", evidence, store) is None  # type: ignore[arg-type]
+    assert evidence_table("the 2008 season was the club's tenth", evidence) is None
     sentences = [c for c in evidence if not c.element.type.in_cell_budget]
-    assert evidence_table("bradford bulls score 98 points", sentences, store) is None  # type: ignore[arg-type]
+    assert evidence_table("bradford bulls score 98 points", sentences) is None
+    # Evidence that is not what retrieval hands on holds no table to read.
+    assert evidence_table("bradford bulls score 98 points in may", list(evidence)) is None
 
 
 def test_a_claims_numbers_decide_a_tie(elements: list) -> None:
     """Its words as much in the sentence as in the table ("season" in both; "drew", "first",
     "game" in neither): 12,100, which only the table holds, sends the claim to it; with no
     number only the table holds, the tie stays with the sentences."""
-    store = _Store(elements)
-    evidence = [Candidate(e, 1.0) for e in elements]
-    claim = "the 2008 season drew 12,100 to its first game"
-    assert evidence_table(claim, evidence, store) is not None  # type: ignore[arg-type]
-    claim = "the 2008 season drew crowds to its first game"
-    assert evidence_table(claim, evidence, store) is None  # type: ignore[arg-type]
+    evidence = with_tables([Candidate(e, 1.0) for e in elements], _Store(elements))  # type: ignore[arg-type]
+    assert evidence_table("the 2008 season drew 12,100 to its first game", evidence) is not None
+    assert evidence_table("the 2008 season drew crowds to its first game", evidence) is None
 
 
 def test_a_margin_keeps_a_claim_on_sentences_unless_the_table_holds_clearly_more(
     elements: list,
 ) -> None:
-    store = _Store(elements)
-    evidence = [Candidate(e, 1.0) for e in elements]
+    evidence = with_tables([Candidate(e, 1.0) for e in elements], _Store(elements))  # type: ignore[arg-type]
     claim = "bradford bulls score 98 points in may"
-    assert evidence_table(claim, evidence, store, margin=0.5) is not None  # type: ignore[arg-type]
-    assert evidence_table(claim, evidence, store, margin=1.0) is None  # type: ignore[arg-type]
+    assert evidence_table(claim, evidence, margin=0.5) is not None
+    assert evidence_table(claim, evidence, margin=1.0) is None
 
 
 def test_an_ordinal_checks_the_named_row_rank(table: Table) -> None:

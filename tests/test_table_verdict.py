@@ -19,6 +19,7 @@ from feverous_es.cli import main
 from feverous_es.errors import ModelError, TrainError
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
+from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.entailment_data import score_key
 from feverous_es.training.features import command, data, fit
@@ -128,26 +129,29 @@ def test_the_shipped_table_model_loads_and_names_its_held_out_claims() -> None:
 def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_index) -> None:
     """A TabFact claim whose evidence is its table gets the table model's probabilities; a
     claim whose evidence is sentences gets the entailment model's, as with both feature models
-    off."""
+    off. The verdict reads the table retrieval hands on, never the store (it has none here); the
+    same cells as a plain list hand on no table: the sentence route."""
     out, _ = trained
     store = open_store("embedded", sample_index)
     try:
-        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
+        context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
         verdict = ClassifierVerdict(context, table_model=str(out))
         text_only = ClassifierVerdict(context, table_model="", sentence_model="")
         table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         claim = "Bill Persky was born on September 9, 1931."
         batch = [
-            (Query(table_claim.claim, np.zeros(0)), cells),
+            (Query(table_claim.claim, np.zeros(0)), with_tables(cells, store)),
             (Query(claim, np.zeros(0)), [Candidate(sentence, 1.0)]),
         ]
         routed, text = verdict.predict(batch), text_only.predict(batch)
+        [untabled] = verdict.predict([(batch[0][0], list(cells))])
         table_features, _ = data.gold_features([table_claim], store)
     finally:
         store.close()
     expected = FeatureClassifier(out, "table").probabilities(table_features)[0]
     assert routed[0].probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
+    assert routed[0].table is not None and untabled.table is None
     # No sentence model ships: the entailment model answers the sentence claim.
     entailed = verdict.entailment([claim], [sentence_premise([Candidate(sentence, 1.0)])])[0]
     assert verdict.sentences is None
@@ -176,7 +180,8 @@ def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answe
         verdict = ClassifierVerdict(context, table_model=str(out))
         table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
-        batch = [(Query(table_claim.claim, np.zeros(0)), [*cells, Candidate(sentence, 1.0)])]
+        evidence = with_tables([*cells, Candidate(sentence, 1.0)], store)
+        batch = [(Query(table_claim.claim, np.zeros(0)), evidence)]
         sentences_answer = sentence_premise([Candidate(sentence, 1.0)])
 
         def entailment(claims, premises):  # NEI on the table; the sentences: as the case says
@@ -210,7 +215,8 @@ def test_a_sentence_claim_the_reader_finds_unrelated_to_its_sentences_is_read_on
         _, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         claim = "Bill Persky was born on September 9, 1931."
-        batch = [(Query(claim, np.zeros(0)), [Candidate(sentence, 1.0), *cells])]
+        evidence = with_tables([Candidate(sentence, 1.0), *cells], store)
+        batch = [(Query(claim, np.zeros(0)), evidence)]
         on_sentences = sentence_premise([Candidate(sentence, 1.0)])
         read: list[str] = []
 
@@ -292,7 +298,7 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
         claim = claims[0]
         page = claim.table.rpartition("_table_")[0]
         cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.in_cell_budget]
-        [routed] = verdict.predict([(Query(claim.claim, np.zeros(0)), cells)])
+        [routed] = verdict.predict([(Query(claim.claim, np.zeros(0)), with_tables(cells, store))])
         features, _ = data.gold_features([claim], store)
         table = Table.from_elements(store.page_elements(page), int(claim.table.rpartition("_")[2]))
     finally:

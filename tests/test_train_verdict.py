@@ -206,6 +206,7 @@ def test_train_resume_export_and_load(options: RunOptions) -> None:
 
 def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions) -> None:
     from feverous_es.index.backends import open_store
+    from feverous_es.retrieve.evidence_tables import with_tables
     from feverous_es.verdict.classifier import ClassifierVerdict
     from feverous_es.verdict.entailment import softmax
     from feverous_es.verdict.feature_model import evidence_table
@@ -220,9 +221,11 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions)
         PluginContext(store, None, "cpu"),  # type: ignore[arg-type]
         model=str(options.out), table_model="", sentence_model="", nei_above=1.1,
     )  # fmt: skip
-    batch = [(Query(e.claim, np.zeros(384, np.float32)), e.evidence_candidates()) for e in examples]
+    handed = [with_tables(e.evidence_candidates(), store) for e in examples]
+    vector = np.zeros(384, np.float32)
+    batch = [(Query(e.claim, vector), ev) for e, ev in zip(examples, handed, strict=True)]
     got = verdict.predict(batch)
-    tables = [evidence_table(e.claim, e.evidence_candidates(), store) for e in examples]
+    tables = [evidence_table(query.text, ev) for query, ev in batch]
     store.close()
     # Each claim is read against its route's premise: its table, or its sentences.
     pairs = [

@@ -8,14 +8,15 @@ Retrieval stages work one claim at a time (their cost is store queries); the mod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from feverous_es.index.elements import Element
+from feverous_es.index.element_ids import element_to_triple
+from feverous_es.index.elements import TABLE_TYPES, Element
 from feverous_es.index.store import PageHit, Store
 
 
@@ -42,6 +43,40 @@ class Candidate:
     score: float
     hop: int = 1
     source: str = ""
+
+
+class Evidence(list[Candidate]):
+    """A claim's evidence as retrieval hands it to the verdict: its candidates, best first (a
+    list, as a selector returns them), and ``tables``: the whole of each table the verdict may
+    read, by ``(page, table number)``, its elements as the store holds them (the pipeline
+    hands on the first table the evidence points at: :func:`feverous_es.retrieve.
+    evidence_tables.with_tables`). The verdict reads no store: evidence given as a plain list
+    holds no table to read."""
+
+    def __init__(
+        self,
+        candidates: Iterable[Candidate] = (),
+        tables: Mapping[tuple[str, int], Sequence[Element]] | None = None,
+    ) -> None:
+        super().__init__(candidates)
+        self.tables: dict[tuple[str, int], Sequence[Element]] = dict(tables or {})
+
+
+def table_number(element: Element) -> int | None:
+    """The table a cell, header cell or caption belongs to (from its id when the element does
+    not carry it, as evidence read back from a training cache does); None for other types."""
+    if element.type not in TABLE_TYPES:
+        return None
+    if element.table is not None:
+        return element.table
+    # positions cell / header_cell "t_r_c", table_caption "t"
+    return int(element_to_triple(element.id)[2].split("_", 1)[0])
+
+
+def evidence_tables(evidence: Sequence[Candidate]) -> list[tuple[str, int]]:
+    """The ``(page, table)`` of each table the evidence holds elements of, by first appearance."""
+    seen = ((c.element.page, table_number(c.element)) for c in evidence)
+    return list(dict.fromkeys((page, t) for page, t in seen if t is not None))
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from typing import Any
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
 from feverous_es.index.element_ids import element_to_triple, table_key
+from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.training.datasets import hash_unit, is_holdout, read_jsonl, sample
 from feverous_es.training.rerank.data import index_id
 from feverous_es.verdict.feature_model import evidence_table, sentence_texts
@@ -157,7 +158,7 @@ def retrieved_pairs(
     (scored only: the sentence verdict's stacking reads it), and with gold evidence (elements,
     or a gold table: ``claim.table``), the evidence without it as NOT ENOUGH INFO: for a table
     claim that is another table, the NEI the table route lacked."""
-    table = evidence_table(claim.claim, evidence, store)
+    table = evidence_table(claim.claim, with_tables(evidence, store))
     if table is not None:
         yield _claim_pair(claim, split, table_premise(claim.claim, table), TABLE)
     yield _claim_pair(claim, split, sentence_premise(evidence), SENTENCE, train=table is None)
@@ -168,7 +169,7 @@ def retrieved_pairs(
         if c.element.id not in gold_ids and not in_table(c.element.id, gold_table)
     ]  # fmt: skip
     if (gold_ids or gold_table) and len(kept) < len(evidence):
-        stripped = evidence_table(claim.claim, kept, store)
+        stripped = evidence_table(claim.claim, with_tables(kept, store))
         if stripped is not None:
             route, text = TABLE, table_premise(claim.claim, stripped)
         else:

@@ -29,6 +29,7 @@ from feverous_es.plugins.interfaces import (
     Query,
     ReadTable,
     Verdict,
+    evidence_tables,
 )
 from feverous_es.retrieve.pages import claim_spans
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
@@ -36,7 +37,6 @@ from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
     FeatureClassifier,
-    evidence_tables,
     first_table,
     routed_table,
     sentence_texts,
@@ -154,14 +154,13 @@ class ClassifierVerdict:
         self.table_margin = table_margin
         self.unrelated_above = unrelated_above
         self.table_clearer_by = table_clearer_by
-        self.store = context.store
         self.tables = _feature_model(table_model, "table")
         self.sentences = _feature_model(sentence_model, "sentence")
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
             return []
-        firsts = [first_table(ev, self.store) for _, ev in batch]
+        firsts = [first_table(ev) for _, ev in batch]
         tables = [
             routed_table(query.text, ev, first, self.table_margin)
             for (query, ev), first in zip(batch, firsts, strict=True)

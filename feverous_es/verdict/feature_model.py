@@ -19,10 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from feverous_es.errors import ModelError
-from feverous_es.index.element_ids import element_to_triple
-from feverous_es.index.elements import TABLE_TYPES, Element, ElementType
-from feverous_es.index.store import Store
-from feverous_es.plugins.interfaces import Candidate, Label
+from feverous_es.index.elements import ElementType
+from feverous_es.plugins.interfaces import Candidate, Evidence, Label, evidence_tables
 from feverous_es.runtime.files import FP32_FILE, PACKAGED_MODELS_DIR
 from feverous_es.runtime.model import Execution, OnnxModel
 from feverous_es.text import content_words, marked_words, tokens
@@ -42,40 +40,22 @@ FEATURES: dict[str, tuple[str, ...]] = {
 ENTAILMENT_FEATURES = ("entailment_supports", "entailment_refutes", "entailment_nei")
 
 
-def table_number(element: Element) -> int | None:
-    """The table a cell, header cell or caption belongs to (from its id when the element does
-    not carry it, as evidence read back from a training cache does); None for other types."""
-    if element.type not in TABLE_TYPES:
-        return None
-    if element.table is not None:
-        return element.table
-    # positions cell / header_cell "t_r_c", table_caption "t"
-    return int(element_to_triple(element.id)[2].split("_", 1)[0])
-
-
-def evidence_tables(evidence: Sequence[Candidate]) -> list[tuple[str, int]]:
-    """The ``(page, table)`` of each table the evidence holds elements of, by first appearance."""
-    seen = ((c.element.page, table_number(c.element)) for c in evidence)
-    return list(dict.fromkeys((page, t) for page, t in seen if t is not None))
-
-
 def _share(words: set[str], found: set[str]) -> float:
     return len(words & found) / max(1, len(words))
 
 
-def first_table(evidence: Sequence[Candidate], store: Store) -> Table | None:
-    """The evidence's first table (the pipeline's best), whole, as the store holds it."""
+def first_table(evidence: Sequence[Candidate]) -> Table | None:
+    """The evidence's first table (the pipeline's best), whole, as retrieval handed it on
+    (:class:`~feverous_es.plugins.interfaces.Evidence`; a plain list hands on none)."""
     tables = evidence_tables(evidence)
-    if not tables:
+    held = evidence.tables if isinstance(evidence, Evidence) else {}
+    if not tables or tables[0] not in held:
         return None
-    page, number = tables[0]
-    table = Table.from_elements(store.page_elements(page, number), number)
+    table = Table.from_elements(held[tables[0]], tables[0][1])
     return table if table is not None and table.rows else None
 
 
-def evidence_table(
-    claim: str, evidence: Sequence[Candidate], store: Store, margin: float = 0.0
-) -> Table | None:
+def evidence_table(claim: str, evidence: Sequence[Candidate], margin: float = 0.0) -> Table | None:
     """The table a claim's verdict reads, or None when the evidence's sentences answer it.
 
     The evidence always holds sentences and cells side by side (the budget's two lists), so its
@@ -87,7 +67,7 @@ def evidence_table(
     claims were answered right 29 % of the time (docs/verdict.md). A margin of 0.2 lost TabFact
     claims through the pipeline, so the verdict's ``table_margin`` is 0.
     """
-    return routed_table(claim, evidence, first_table(evidence, store), margin)
+    return routed_table(claim, evidence, first_table(evidence), margin)
 
 
 def routed_table(

@@ -26,6 +26,7 @@ from feverous_es.plugins.config import PipelineConfig, load_config
 from feverous_es.plugins.interfaces import (
     Candidate,
     CandidateRetriever,
+    Evidence,
     EvidenceSelector,
     NextHop,
     PageRetriever,
@@ -38,6 +39,7 @@ from feverous_es.plugins.interfaces import (
     VerdictModel,
 )
 from feverous_es.plugins.registry import factory, load
+from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.runtime.costs import METER, CountedStore
 
 if TYPE_CHECKING:
@@ -58,11 +60,12 @@ class HopRecord:
 
 @dataclass
 class Retrieval:
-    """A claim's evidence without a verdict. ``ranked``: every first-round candidate in the
-    reranker's order, before the evidence budget took ``evidence`` from it."""
+    """A claim's evidence without a verdict: what the verdict reads (``evidence``: its
+    candidates and the table it points at first, whole). ``ranked``: every first-round
+    candidate in the reranker's order, before the evidence budget took ``evidence`` from it."""
 
     claim: str
-    evidence: list[Candidate]
+    evidence: Evidence
     pages: list[PageHit]
     hops: list[HopRecord] = field(default_factory=list)
     ranked: list[Candidate] = field(default_factory=list)
@@ -84,7 +87,7 @@ class ClaimResult:
 
     claim: str
     verdict: Verdict
-    evidence: list[Candidate]
+    evidence: Evidence
     pages: list[PageHit]
     hops: list[HopRecord] = field(default_factory=list)
 
@@ -281,7 +284,9 @@ class Pipeline:
         with self._timed("select"):
             evidence = [self.selector.select(r) for r in ranked]
         hops = self._pursue(queries, evidence, pools)
-        fields = zip(gathered.claims, evidence, gathered.pages, hops, ranked, strict=True)
+        with self._timed("select"):  # the evidence handed on: its first table read whole
+            handed = self._each(with_tables, evidence, [self.context.store] * len(evidence))
+        fields = zip(gathered.claims, handed, gathered.pages, hops, ranked, strict=True)
         return queries, [Retrieval(*row) for row in fields]
 
     def _judge(self, found: tuple[list[Query], list[Retrieval]]) -> list[ClaimResult]:

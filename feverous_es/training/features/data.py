@@ -11,6 +11,7 @@ import numpy as np
 
 from feverous_es.errors import TrainError
 from feverous_es.index.element_ids import element_to_triple
+from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.training import datasets
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.features.fit import LABELS
@@ -120,7 +121,7 @@ def evidence_features(
         if options.kind == "sentence":
             rows.append(sentence_facts.claim_features(claim.claim, sentence_texts(evidence)))
             kept.append(claim)
-        elif (table := first_table(evidence, store)) is not None:
+        elif (table := first_table(with_tables(evidence, store))) is not None:
             rows.append(table_facts.claim_features(claim.claim, table))
             kept.append(claim)
     width = len(FEATURES[options.kind])
