@@ -128,7 +128,8 @@ def test_classifier_reads_its_input_settings_from_training_json(
 def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     """Evidence of several pages: the reading is the mean of the whole evidence's and of the
     first page's sentences alone (other subjects' sentences beside the claim's own page must
-    not decide it); `page_premises=0` reads the whole evidence only."""
+    not decide it), the page's weighted `page_premise_weight`; `page_premises=0` reads the
+    whole evidence only."""
     model_dir, _ = tiny_classifier
     context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
     own = [Candidate(Element(f"Jeanne Moreau_sentence_{i}", "Jeanne Moreau", ElementType.SENTENCE,
@@ -151,6 +152,12 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     got = [mean.probabilities[x] for x in labels]
     np.testing.assert_allclose(got, rows.mean(axis=0), atol=1e-5)
     np.testing.assert_allclose([alone.probabilities[x] for x in labels], rows[0], atol=1e-5)
+    # the page's reading weighted 3 against the whole evidence's 1
+    weighted = ClassifierVerdict(context, model=str(model_dir), table_model="", sentence_model="",
+                                 page_premise_weight=3.0)  # fmt: skip
+    [heavier] = weighted.predict([(claim, evidence)])
+    np.testing.assert_allclose([heavier.probabilities[x] for x in labels],
+                               (rows[0] + 3 * rows[1]) / 4, atol=1e-5)  # fmt: skip
     # one page: nothing more to read
     [single] = verdict.predict([(claim, own)])
     [single_whole] = whole.predict([(claim, own)])

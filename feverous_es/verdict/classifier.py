@@ -61,6 +61,11 @@ DEFAULT_NEI_ABOVE = 0.9
 # beside the claim's own page turned true restatements into REFUTES ("Jeanne Moreau was French."
 # beside two other Jeannes' leads); chosen in docs/verdict.md ("Which premise").
 DEFAULT_PAGE_PREMISES = 1
+# The weight of each such page's reading in that mean, the whole evidence's 1. 3/2, chosen on
+# validation claims (`python -m bench run page-premise-weight`), answered the held-out changed
+# places ("Vancouver is in Cameroon.") right and cost 3 of 400 held-out FEVEROUS-S claims
+# (docs/verdict.md): 1, an option to raise.
+DEFAULT_PAGE_PREMISE_WEIGHT = 1.0
 # How much more of a claim's content words the evidence's table must hold than its best
 # sentence for the table route to read it (feature_model.evidence_table). 0.2 read the cached
 # evidence's table claims better and lost 3 points of TabFact through the pipeline
@@ -108,7 +113,8 @@ class ClassifierVerdict:
     ``page_premises``: for a claim routed to sentences, the reader also reads the sentences of
     this many pages of the evidence alone (those the claim names first, see
     :func:`page_premises`) and the verdict takes the mean of those readings and the whole
-    evidence's (0: the whole evidence only).
+    evidence's (0: the whole evidence only), each page's weighted ``page_premise_weight``
+    against the whole evidence's 1.
 
     ``table_margin``: a claim whose evidence holds a table is read through the table route when
     the table holds this share of its content words more than the best evidence sentence
@@ -133,6 +139,7 @@ class ClassifierVerdict:
         table_reader: str | None = None,
         cascade_below: float = CASCADE_BELOW,
         page_premises: int = DEFAULT_PAGE_PREMISES,
+        page_premise_weight: float = DEFAULT_PAGE_PREMISE_WEIGHT,
         table_margin: float = DEFAULT_TABLE_MARGIN,
         unrelated_above: float = UNRELATED_ABOVE,
         table_clearer_by: float = TABLE_CLEARER_BY,
@@ -151,6 +158,7 @@ class ClassifierVerdict:
         self.nei_below = nei_below
         self.nei_above = nei_above
         self.page_premises = page_premises
+        self.page_premise_weight = page_premise_weight
         self.table_margin = table_margin
         self.unrelated_above = unrelated_above
         self.table_clearer_by = table_clearer_by
@@ -222,8 +230,8 @@ class ClassifierVerdict:
             end = len(reads) + len(sentences)
             sums, counts = routed.copy(), np.ones(len(reads))
             for (n, _), row in zip(pages, rows[end:], strict=True):
-                sums[n] += row
-                counts[n] += 1
+                sums[n] += self.page_premise_weight * row
+                counts[n] += self.page_premise_weight
             routed = sums / counts[:, None]
         return (
             dict(zip(reads, routed, strict=True)),
