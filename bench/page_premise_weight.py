@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from bench.context import Context
-from bench.validation import first_within, read_variants
+from bench.validation import first_within, holding, read_variants
 
 
 def page_premise_weight(
@@ -37,12 +37,8 @@ def page_premise_weight(
         f"weight {Fraction(w).limit_denominator(10)}": {"page_premise_weight": w} for w in weights
     }
     figures = read_variants(context, variants, per_file)
-    shipped = figures[next(iter(variants))]["files"]
-    holding = [
-        name for name in variants
-        if all(v >= shipped[f] - within for f, v in figures[name]["files"].items())
-    ]  # fmt: skip
-    name = first_within(figures, holding, 0.0)
+    names = list(variants)
+    name = first_within(figures, holding(figures, names, names[0], within), 0.0)
     figures["chosen"] = {"setting": name, **variants[name], **figures[name]}
     print(f"chosen: {name}")
     return figures

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.context import Context
-from bench.validation import read_variants
+from bench.validation import holding, read_variants
 
 OFF = "off"
 
@@ -45,13 +45,9 @@ def unrelated_sentences(
     }
     variants = {OFF: {"unrelated_above": 1.1}, **settings}
     figures = read_variants(context, variants, per_file)
-    off = figures[OFF]["files"]
-    holding = [
-        name for name in variants
-        if all(v >= off[f] - within for f, v in figures[name]["files"].items() if f != aim)
-    ]  # fmt: skip
-    best = max(figures[name]["files"][aim] for name in holding)
-    name = next(n for n in holding if figures[n]["files"][aim] == best)  # off first: strictest
+    kept = holding(figures, list(variants), OFF, within, aside=aim)
+    best = max(figures[name]["files"][aim] for name in kept)
+    name = next(n for n in kept if figures[n]["files"][aim] == best)  # off first: strictest
     figures["chosen"] = {"setting": name, **variants[name], **figures[name]}
     print(f"chosen: {name}")
     return figures

@@ -4,8 +4,8 @@ training claims (``is_valid``), which the job's teacher and student and a CPU di
 
 Each claim's evidence is retrieved once; each variant of the verdict (its options) reads it, and
 is scored by its label accuracy per file, their mean, and the verdict stage's milliseconds a
-claim. The conditions that choose a verdict option with it: ``cascade`` and
-``unrelated-sentences``.
+claim. The conditions that choose a verdict option with it: ``cascade``, ``unrelated-sentences``
+and ``page-premise-weight``.
 """
 
 from __future__ import annotations
@@ -84,3 +84,15 @@ def first_within(figures: dict[str, Any], ordered: Sequence[str], within: float)
     ``within`` of the best of them."""
     best = max(figures[name]["mean"] for name in ordered)
     return next(name for name in ordered if figures[name]["mean"] >= best - within)
+
+
+def holding(
+    figures: dict[str, Any], names: Sequence[str], baseline: str, within: float, aside: str = ""
+) -> list[str]:
+    """Those of ``names`` (in order) whose accuracy on every file but ``aside`` is at most
+    ``within`` below ``baseline``'s."""
+    kept = figures[baseline]["files"]
+    return [
+        name for name in names
+        if all(v >= kept[f] - within for f, v in figures[name]["files"].items() if f != aside)
+    ]  # fmt: skip

@@ -130,11 +130,11 @@ def _spelled(text: str) -> set[str]:
     return _content(_INITIALS.sub(lambda found: INITIALS[found[0].rstrip(".")], text))
 
 
-def _says(lead: Lead, fact: Fact) -> bool:
-    """Whether ``lead``'s first two sentences hold ``fact``'s object, initials spelled out (a
-    changed object the lead states is no change: "Detroit is in United States" of "the U.S.
-    state of Michigan")."""
-    return bool(_spelled(fact.object) & _spelled(" ".join(lead.sentences[:2])))
+def _says(spelled: set[str], fact: Fact) -> bool:
+    """Whether a lead's words (``spelled``: :func:`_spelled` of its first two sentences) hold
+    ``fact``'s object, initials spelled out (a changed object the lead states is no change:
+    "Detroit is in United States" of "the U.S. state of Michigan")."""
+    return bool(_spelled(fact.object) & spelled)
 
 
 def say(lead: Lead, fact: Fact, wording: int = 0) -> str:
@@ -154,7 +154,8 @@ def relation_claims(
     donor that states the same relation of something else (a maker of the same participle
     where one exists)."""
     claims: list[tuple[str, str, Lead]] = []
-    said = _content(" ".join(lead.sentences[:2]))
+    text = " ".join(lead.sentences[:2])
+    said, spelled = _content(text), _spelled(text)
     for kind, fact in facts(lead).items():
         # another object the lead does not name ("Guangdong is in China" is no change of "a
         # province in South China")
@@ -167,9 +168,9 @@ def relation_claims(
         if not (fitting := same or fitting):
             continue
         donor, theirs = rng.choice(fitting)
-        if _says(lead, theirs):  # named only as initials ("U.S."): drawn again, from a draw of
-            # its own, so that every other claim keeps the donor it had
-            free = [(d, f) for d, f in fitting if not _says(lead, f)]
+        if _says(spelled, theirs):  # named only as initials ("U.S."): drawn again, from a draw
+            # of its own, so that every other claim keeps the donor it had
+            free = [(d, f) for d, f in fitting if not _says(spelled, f)]
             if not free:
                 continue
             donor, theirs = random.Random(f"{kind}\0{lead.page}").choice(free)

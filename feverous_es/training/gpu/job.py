@@ -458,7 +458,9 @@ def run_job(
     measured = {"valid": pairs["valid"], "held": pairs["held"]}
     teacher_job = job["teacher"]
     since = time.perf_counter()
-    teacher_settings = Settings(**teacher_job["settings"])  # as the bundle wrote them
+    # each model's settings read back as the bundle wrote them
+    teacher_settings = Settings(**teacher_job["settings"])
+    student_settings = [Settings(**s["settings"]) for s in job["students"]]
     teacher = Trainer(torch, bases[teacher_job["base"]], teacher_settings, device, labels)
     report: dict[str, Any] = {
         "job": job["name"], "labels": labels, "seconds": seconds, "options": job["options"],
@@ -474,7 +476,7 @@ def run_job(
     pool_encoded = teacher.encode(pool)
     soft = {
         t: teacher.probabilities(pool_encoded, temperature=t)
-        for t in {Settings(**s["settings"]).temperature for s in job["students"]}
+        for t in {settings.temperature for settings in student_settings}
     }
     teacher_weights = fp16_weights(torch, teacher.model)
     teacher.model.to("cpu")  # the students get the GPU's memory
@@ -483,9 +485,10 @@ def run_job(
     phase("teacher_scores", since)
 
     report["students"] = {}
-    for student_job, share in zip(job["students"], shares[1:], strict=True):
+    for student_job, settings, share in zip(
+        job["students"], student_settings, shares[1:], strict=True
+    ):
         name, since = student_job["name"], time.perf_counter()
-        settings = Settings(**student_job["settings"])
         student = Trainer(torch, bases[student_job["base"]], settings, device, labels,
                           layers=student_job.get("layers"))  # fmt: skip
         fitted = fit_measured(student, pool, measured, log, recall_at=recall_at,
