@@ -20,8 +20,8 @@ SHARED = Path(os.environ.get("FEVEROUS_ES_SHARED", REPO.parent / "shared"))
 MINI = SHARED / "data" / "minifeverous"
 
 # Under pytest-xdist each worker gets its share of the cores for torch's OpenMP pool (set before
-# torch is imported; the processes a test starts inherit it): with a pool of every core in each
-# worker, the pools wait on each other's threads (`-n 2` on 2 cores: 486 s -> 447 s of pytest).
+# torch is imported; the processes a test starts inherit it): otherwise each worker's pool takes
+# every core and the pools wait on each other's threads.
 if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
 
