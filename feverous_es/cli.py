@@ -99,6 +99,12 @@ def main() -> None:
     "--chunk-size", type=COUNT, default=20_000,
     help="Elements per atomic write; an interrupt loses at most the chunk in flight.",
 )  # fmt: skip
+@click.option(
+    "--vector-cache", type=PATH, default=None,
+    help="A file of vectors kept from earlier builds (made if missing): texts it holds are not "
+    "embedded again, new ones are added. Share it between the embedded and the Elasticsearch "
+    "build of a dump, a build's parts, or a build started again; it refuses another embedder's.",
+)  # fmt: skip
 @DEVICE_OPTION
 @json_option("the build report")
 @user_errors()
@@ -111,6 +117,7 @@ def index(
     batch_size: int,
     max_length: int,
     chunk_size: int,
+    vector_cache: Path | None,
     device: str,
     as_json: bool,
 ) -> None:
@@ -120,6 +127,7 @@ def index(
     shared by its cells); pages get a title + intro record for page retrieval.
     """
     from feverous_es.index.building.builder import build
+    from feverous_es.index.building.vector_cache import VectorCache
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.runtime.embedder import Embedder
 
@@ -130,6 +138,7 @@ def index(
     until = db.rowid_at(limit)
     total = db.count(until=until, part=part)
     embedder = Embedder(max_length=max_length, batch_size=batch_size, device=device)
+    cache = VectorCache(vector_cache, embedder, embedder.identity) if vector_cache else None
     writer = open_writer(store, out, embedder.dim, part, (total, db.count(until=until)))
     destination = writer.destination
     try:
@@ -152,7 +161,7 @@ def index(
             report = build(
                 db,
                 writer,
-                embedder,
+                cache or embedder,
                 limit=limit,
                 part=part,
                 chunk_elements=chunk_size,
@@ -163,10 +172,15 @@ def index(
     finally:
         writer.close()
         db.close()
+        if cache is not None:
+            cache.close()
 
+    reuse = None
+    if cache is not None:
+        reuse = {"file": str(cache.path), "reused": cache.reused, "embedded": cache.embedded}
     if as_json:
         print_json({**dataclasses.asdict(report), "index": destination, "store": store,
-                    "part": str(part)})  # fmt: skip
+                    "part": str(part), "vector_cache": reuse})  # fmt: skip
         return
     final = report.state
     if report.waiting_for:
@@ -186,6 +200,11 @@ def index(
         f"{report.vectors:,} vectors in {report.wall_seconds:,.1f} s "
         f"(index total: {final.elements:,} elements, {final.pages:,} pages) -> {destination}"
     )
+    if reuse:
+        console.print(
+            f"vectors: {reuse['reused']:,} texts read from {reuse['file']}, "
+            f"{reuse['embedded']:,} embedded and added to it"
+        )
     if report.malformed:
         console.print(f"[yellow]skipped {len(report.malformed)} malformed pages:[/yellow]")
         for line in report.malformed[:10]:

@@ -90,13 +90,17 @@ def mini_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return unpack(DATA / "wiki-slice.db.gz", tmp_path_factory.mktemp("slice") / "wiki.db")
 
 
+def run_folder(factory: pytest.TempPathFactory) -> Path:
+    """The folder of the whole test run: under pytest-xdist, the one above each worker's own."""
+    root = factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
 def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
     """``name``, made by ``build`` once per test run: where pytest-xdist's workers each ask for
     it, the first builds it under a lock in the folder they share and the others wait and read
     it (what is built this way is never changed by a test)."""
-    root = factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the run's folder, above each worker's own
+    root = run_folder(factory)
     target = root / name
     with (root / f"{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -107,24 +111,40 @@ def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path
     return target
 
 
+SAMPLE_VECTORS = "sample-vectors.sqlite"  # the run's vector cache of the sample dump
+
+
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The embedded index of the repo's sample dump (129 real pages), built once per run."""
+    """The embedded index of the repo's sample dump (129 real pages), built once per run; its
+    build fills the run's vector cache of the sample (:func:`sample_vectors`)."""
     from feverous_es.index.building.builder import build
+    from feverous_es.index.building.vector_cache import VectorCache
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.index.embedded import EmbeddedWriter
     from feverous_es.runtime.embedder import Embedder
 
     def build_index(out: Path) -> None:
         embedder = Embedder()
+        cache = VectorCache(run_folder(tmp_path_factory) / SAMPLE_VECTORS, embedder,
+                            embedder.identity)  # fmt: skip
         db, writer = WikiDB(SAMPLE_DB), EmbeddedWriter(out, embedder.dim)
         try:
-            build(db, writer, embedder)
+            build(db, writer, cache)
         finally:
             writer.close()
             db.close()
+            cache.close()
 
     return built_once(tmp_path_factory, "sample-index", build_index)
+
+
+@pytest.fixture(scope="session")
+def sample_vectors(sample_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's vector cache of the sample dump (``index --vector-cache``), filled by the
+    sample index's build: the other builds of the sample (the Elasticsearch ones) read every
+    vector from it, so the sample is embedded once a run."""
+    return run_folder(tmp_path_factory) / SAMPLE_VECTORS
 
 
 @pytest.fixture(scope="session")

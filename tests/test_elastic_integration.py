@@ -273,11 +273,14 @@ def element_ids(config: ElasticConfig) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def resumed() -> Iterator[tuple[ElasticConfig, dict]]:
+def resumed(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
     """The sample indexed the hard way: ``kill -9`` once two chunks are saved, then the same
     command again, which resumes; its configuration and the resumed run's ``--json`` report.
-    The verify test reads this build too (one build of the sample serves both)."""
+    The verify test reads this build too (one build of the sample serves both). The killed
+    run embeds, so the kill lands as in any build, mostly while a chunk is embedded; the run
+    that resumes reads the vectors of the run's sample index (``--vector-cache``)."""
     sample = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
+    cache = ["--vector-cache", str(sample_vectors)]
     args = [sys.executable, "-m", "feverous_es", "index", str(SAMPLE_DB), "--store",
             "elasticsearch", "--chunk-size", "1500"]  # fmt: skip
     process = subprocess.Popen(args, env=cli_env(sample), cwd=REPO,
@@ -299,7 +302,8 @@ def resumed() -> Iterator[tuple[ElasticConfig, dict]]:
         assert not client.indices.exists_alias(name=sample.elements_alias)
     finally:
         client.close()
-    indexed = feverous_es(sample, "index", str(SAMPLE_DB), "--store", "elasticsearch", "--json")
+    indexed = feverous_es(sample, "index", str(SAMPLE_DB), "--store", "elasticsearch", *cache,
+                          "--json")  # fmt: skip
     assert indexed.returncode == 0, indexed.stderr
     yield sample, json.loads(indexed.stdout)
     delete_prefix(sample)
@@ -316,10 +320,14 @@ def test_kill_9_midway_then_resume_holds_every_element_once(
     assert set(ids) == expected
 
 
-def index_part(config: ElasticConfig, part: str, out: int = subprocess.PIPE) -> subprocess.Popen:
-    """``feverous-es index`` of the sample as part ``part`` (``I/N``), started, not waited for."""
+def index_part(
+    config: ElasticConfig, part: str, vectors: Path | None, out: int = subprocess.PIPE
+) -> subprocess.Popen:
+    """``feverous-es index`` of the sample as part ``part`` (``I/N``), started, not waited for;
+    ``vectors``: a vector cache to read (None: embed)."""
+    cache = ["--vector-cache", str(vectors)] if vectors else []
     args = [sys.executable, "-m", "feverous_es", "index", str(SAMPLE_DB), "--store",
-            "elasticsearch", "--chunk-size", "200", "--part", part, "--json"]  # fmt: skip
+            "elasticsearch", "--chunk-size", "200", "--part", part, "--json", *cache]  # fmt: skip
     return subprocess.Popen(args, env=cli_env(config), cwd=REPO, stdout=out,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
@@ -331,14 +339,17 @@ def finished(process: subprocess.Popen) -> dict:
 
 
 @pytest.fixture(scope="module")
-def in_parts() -> Iterator[tuple[ElasticConfig, dict]]:
+def in_parts(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
     """The sample indexed by 3 parts as parallel processes, the hard way: parts 1 and 2
     together, part 2 killed (-9) once it saved a chunk, a publish tried before parts 2 and 3
     are done; then parts 2 (resuming) and 3 together. Its configuration, and what was seen on
     the way."""
     config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
     seen: dict = {}
-    first, second = index_part(config, "1/3"), index_part(config, "2/3", subprocess.DEVNULL)
+    # The part killed embeds (as in the killed one-process build above); the others read the
+    # vectors of the run's sample index.
+    first = index_part(config, "1/3", sample_vectors)
+    second = index_part(config, "2/3", None, subprocess.DEVNULL)
     client = connect(config)
     try:
         progress = f"{config.elements_alias}-v1-parts"
@@ -355,7 +366,7 @@ def in_parts() -> Iterator[tuple[ElasticConfig, dict]]:
         seen["first"] = finished(first)
         seen["early publish"] = feverous_es(config, "es", "publish")
         seen["alias before"] = client.indices.exists_alias(name=config.elements_alias)
-        last = [index_part(config, "2/3"), index_part(config, "3/3")]
+        last = [index_part(config, part, sample_vectors) for part in ("2/3", "3/3")]
         seen["last"] = [finished(process) for process in last]
         seen["status"] = json.loads(feverous_es(config, "es", "status", "--json").stdout)
     finally:

@@ -229,6 +229,54 @@ def test_limit_indexes_the_first_pages(third_slice: Path, tmp_path: Path) -> Non
     assert EmbeddedStore(tmp_path / "i").state().pages == 7
 
 
+def test_a_build_with_a_vector_cache_embeds_only_what_an_earlier_build_did_not(
+    third_slice: Path, tmp_path: Path
+) -> None:
+    """The second build of the same pages reads every vector from the file (and answers a kNN
+    query exactly as the first); the third, of more pages, embeds only the pages it adds."""
+    from feverous_es.runtime.embedder import Embedder
+
+    cache = tmp_path / "vectors.sqlite"
+    reports = []
+    for name, pages in (("first", "4"), ("second", "4"), ("third", "6")):
+        out = str(tmp_path / name)
+        code, output = run_cli("index", str(third_slice), "--out", out, "--limit", pages,
+                               "--vector-cache", str(cache), "--json")  # fmt: skip
+        assert code == 0, output
+        reports.append(json.loads(output)["vector_cache"])
+    first, second, third = reports
+    texts = first["reused"] + first["embedded"]
+    assert first["embedded"] > 0
+    assert (second["reused"], second["embedded"]) == (texts, 0)
+    assert third["reused"] >= texts and third["embedded"] > 0
+    query = Embedder().embed(["The team won the league championship."])[0]
+    answers = []
+    for name in ("first", "second"):
+        store = EmbeddedStore(tmp_path / name)
+        try:
+            answers.append([(h.element.id, h.score) for h in store.search_vector(query, 20)])
+        finally:
+            store.close()
+    assert answers[0] == answers[1]
+
+
+def test_a_vector_cache_of_another_embedder_or_no_cache_is_one_line(
+    third_slice: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "vectors.sqlite"
+    code, output = run_cli("index", str(third_slice), "--out", str(tmp_path / "a"), "--limit", "1",
+                           "--vector-cache", str(cache))  # fmt: skip
+    assert code == 0, output
+    other = ("--max-length", "64", "--vector-cache", str(cache))
+    not_a_cache = ("--vector-cache", str((tmp_path / "notes.txt").resolve()))
+    (tmp_path / "notes.txt").write_text("not a database, " * 100)
+    for args, message in ((other, "holds the vectors of another embedder"),
+                          (not_a_cache, "is not a vector cache")):  # fmt: skip
+        code, output = run_cli("index", str(third_slice), "--out", str(tmp_path / "b"), *args)
+        assert code == 1, output
+        assert output.count("\n") == 1 and message in output, output
+
+
 def test_malformed_page_is_skipped_counted_and_reported(tmp_path: Path) -> None:
     good = json.dumps({"title": "Good", "order": ["sentence_0"], "sentence_0": "Fine text."})
     wiki = write_wiki(tmp_path / "wiki.db", [("Broken", "{not json"), ("Good", good),

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -55,7 +56,7 @@ def answer(http: httpx.Client, claim: str) -> tuple[str, list[str]]:
     return body["label"], [e["id"] for e in body["evidence"]]
 
 
-def test_node_loss_is_503_then_the_same_answers(node: ScriptNode) -> None:
+def test_node_loss_is_503_then_the_same_answers(node: ScriptNode, sample_vectors: Path) -> None:
     settings = {
         "FEVEROUS_ES_URL": node.settings["FEVEROUS_ES_TEST_URL"],
         "FEVEROUS_ES_USER": node.settings["FEVEROUS_ES_TEST_USER"],
@@ -66,7 +67,8 @@ def test_node_loss_is_503_then_the_same_answers(node: ScriptNode) -> None:
     config = load_config(env=settings)
     # A few pages are enough: the answers are compared with themselves, not with the gold.
     indexed = feverous_es(config, "index", str(REPO / "sample" / "wiki.db"), "--store",
-                          "elasticsearch", "--limit", "12", "--json")  # fmt: skip
+                          "elasticsearch", "--limit", "12", "--vector-cache", str(sample_vectors),
+                          "--json")  # fmt: skip
     assert indexed.returncode == 0, indexed.stderr
 
     def documents() -> int:

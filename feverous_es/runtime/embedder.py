@@ -172,8 +172,18 @@ class Embedder:
             tokenizer=TOKENIZER_FILE,
         )
         self._tokenizer = self._model.tokenizer(max_length)
+        self.max_length = max_length
         self.provider: str = self._model.provider
         self.model_file: str = self._model.path.name
+
+    @property
+    def identity(self) -> str:
+        """What its vectors depend on, in one line: the graph it runs (its sha256 in the
+        manifest) and the tokens a text keeps. Vectors kept for reuse are kept under it
+        (:class:`~feverous_es.index.building.vector_cache.VectorCache`)."""
+        listed = json.loads((self._model.path.parent / MANIFEST_FILE).read_text())["files"]
+        sha = listed.get(self.model_file, {}).get("sha256", "unlisted")
+        return f"{MODEL_NAME} {self.model_file} sha256:{sha[:16]} max_length={self.max_length}"
 
     @property
     def tokens(self) -> int:
