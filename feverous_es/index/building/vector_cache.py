@@ -56,9 +56,10 @@ class VectorCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             with self._db:
                 self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
+                # A rowid table: its rows are too long for WITHOUT ROWID's B-tree (twice the
+                # bytes a vector on disk).
                 self._db.execute(
-                    "CREATE TABLE IF NOT EXISTS vectors"
-                    " (key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID"
+                    "CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB)"
                 )
                 self._db.execute("INSERT OR IGNORE INTO meta VALUES ('embedder', ?)", (identity,))
             (filled_by,) = self._db.execute(
