@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from bench.context import Context
-from bench.validation import first_within, holding, read_variants
+from bench.validation import chosen_by_mean
 
 
 def page_premise_weight(
@@ -36,9 +36,4 @@ def page_premise_weight(
     variants = {
         f"weight {Fraction(w).limit_denominator(10)}": {"page_premise_weight": w} for w in weights
     }
-    figures = read_variants(context, variants, per_file)
-    names = list(variants)
-    name = first_within(figures, holding(figures, names, names[0], within), 0.0)
-    figures["chosen"] = {"setting": name, **variants[name], **figures[name]}
-    print(f"chosen: {name}")
-    return figures
+    return chosen_by_mean(context, variants, per_file, within)

@@ -171,22 +171,30 @@ def problems(condition: Condition, record: dict[str, Any]) -> list[str]:
     return found
 
 
+# A table of one column and at most this many rows is written as one row (a glance reads it
+# as well, in fewer of the page's lines).
+ONE_ROW_AT_MOST = 6
+
+
 def grid(figures: Sequence[Figure], record: dict[str, Any]) -> str:
-    """A markdown table: a row per ``row``, a column per ``column``; several figures in one
-    cell are joined with " / "."""
+    """A markdown table: a row per ``row``, a column per ``column`` (one column of a few rows:
+    a column per row); several figures in one cell are joined with " / "."""
     rows = list(dict.fromkeys(f.row for f in figures))
     columns = list(dict.fromkeys(f.column for f in figures))
     cells: dict[tuple[str, str], list[str]] = {}
+    turned = len(columns) == 1 and 1 < len(rows) <= ONE_ROW_AT_MOST
     for figure in figures:
-        cells.setdefault((figure.row, figure.column), []).append(
-            figure.shown(figure.value(record["figures"]))
-        )
+        place = (figure.column, figure.row) if turned else (figure.row, figure.column)
+        cells.setdefault(place, []).append(figure.shown(figure.value(record["figures"])))
+    if turned:
+        rows, columns = columns, rows
     corner = "| figure | " if columns == ["value"] else "| | "
     head = corner + " | ".join(columns) + " |"
     lines = [head, "|---" * (len(columns) + 1) + "|"]
     for row in rows:
         shown = [" / ".join(cells.get((row, column), ["—"])) for column in columns]
-        lines.append(f"| {row} | " + " | ".join(shown) + " |")
+        label = "" if row == "value" else row  # a lone "value" column says nothing as a row
+        lines.append(f"| {label} | " + " | ".join(shown) + " |")
     return "\n".join(lines)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.context import Context
-from bench.validation import holding, read_variants
+from bench.validation import holding, read_variants, with_chosen
 
 OFF = "off"
 
@@ -48,6 +48,4 @@ def unrelated_sentences(
     kept = holding(figures, list(variants), OFF, within, aside=aim)
     best = max(figures[name]["files"][aim] for name in kept)
     name = next(n for n in kept if figures[n]["files"][aim] == best)  # off first: strictest
-    figures["chosen"] = {"setting": name, **variants[name], **figures[name]}
-    print(f"chosen: {name}")
-    return figures
+    return with_chosen(figures, variants, name)

@@ -4,8 +4,8 @@ training claims (``is_valid``), which the job's teacher and student and a CPU di
 
 Each claim's evidence is retrieved once; each variant of the verdict (its options) reads it, and
 is scored by its label accuracy per file, their mean, and the verdict stage's milliseconds a
-claim. The conditions that choose a verdict option with it: ``cascade``, ``unrelated-sentences``
-and ``page-premise-weight``.
+claim. The conditions that choose a verdict option with it: ``cascade``, ``unrelated-sentences``,
+``page-premise-weight`` and ``sure-sentences``.
 """
 
 from __future__ import annotations
@@ -96,3 +96,24 @@ def holding(
         name for name in names
         if all(v >= kept[f] - within for f, v in figures[name]["files"].items() if f != aside)
     ]  # fmt: skip
+
+
+def chosen_by_mean(
+    context: Context, variants: dict[str, dict[str, Any]], per_file: int, within: float
+) -> dict[str, Any]:
+    """Each variant's figures (:func:`read_variants`) and the chosen one: among the variants
+    that hold every file within ``within`` of the first (the shipped setting), the most accurate
+    over the files' mean; among equals the first (so order them cheapest or strictest first)."""
+    figures = read_variants(context, variants, per_file)
+    names = list(variants)
+    name = first_within(figures, holding(figures, names, names[0], within), 0.0)
+    return with_chosen(figures, variants, name)
+
+
+def with_chosen(
+    figures: dict[str, Any], variants: dict[str, dict[str, Any]], name: str
+) -> dict[str, Any]:
+    """``figures`` with the variant ``name`` recorded as the chosen one (its options too)."""
+    figures["chosen"] = {"setting": name, **variants[name], **figures[name]}
+    print(f"chosen: {name}")
+    return figures

@@ -157,3 +157,16 @@ def test_a_baseline_reads_with_its_own_rules_or_everyones() -> None:
     assert baseline_options(per_commit, "b9291a2") == {"page_premises": 0}
     assert baseline_options(per_commit, "8d1e616") == {}  # today's rules
     assert baseline_options(None, "b9291a2") == {}
+
+
+def test_a_short_one_column_table_is_written_as_one_row() -> None:
+    """The page reads a few figures of one kind across (fewer lines to scan); a longer or
+    wider table keeps a row per figure."""
+    record = {"figures": {"a": 0.5, "b": 0.25, "c": 0.125}}
+    figures = [run.Figure(row=name, key=name, format=".1%") for name in "abc"]
+    assert run.grid(figures, record).splitlines() == [
+        "| | a | b | c |", "|---|---|---|---|", "|  | 50.0 % | 25.0 % | 12.5 % |"]  # fmt: skip
+    many = [run.Figure(row=f"r{n}", key="a") for n in range(run.ONE_ROW_AT_MOST + 1)]
+    assert len(run.grid(many, record).splitlines()) == 2 + len(many)
+    wide = [run.Figure(row="a", key="a", column=c) for c in ("x", "y")]
+    assert run.grid(wide, record).splitlines()[-1] == "| a | 0.5 | 0.5 |"
