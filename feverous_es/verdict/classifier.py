@@ -81,9 +81,9 @@ DEFAULT_TABLE_MARGIN = 0.0
 UNRELATED_ABOVE = 0.5
 TABLE_CLEARER_BY = 0.4
 # A claim routed to a table whose sentences the reader reads as SUPPORTS or REFUTES with at least
-# SURE_SENTENCES_ABOVE is answered on its sentences: held-out FEVEROUS-S and FM2 claims routed to
-# a table were right 70 % and 55 % of the time there, and the reader alone on their sentences
-# would have answered more of them right (docs/verdict.md). Over 1: never.
+# SURE_SENTENCES_ABOVE is answered on its sentences (over 1: never). Off: 0.7, chosen on
+# validation claims by `python -m bench run sure-sentences`, gained held out as many claims as it
+# lost (docs/verdict.md); an option for claims about single facts a table only names.
 SURE_SENTENCES_ABOVE = 1.1
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 
