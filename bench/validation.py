@@ -5,7 +5,7 @@ training claims (``is_valid``), which the job's teacher and student and a CPU di
 Each claim's evidence is retrieved once; each variant of the verdict (its options) reads it, and
 is scored by its label accuracy per file, their mean, and the verdict stage's milliseconds a
 claim. The conditions that choose a verdict option with it: ``cascade``, ``unrelated-sentences``,
-``page-premise-weight`` and ``sure-sentences``.
+``page-premise-weight``, and ``sure-sentences`` (:func:`option_values`, its whole run).
 """
 
 from __future__ import annotations
@@ -117,3 +117,20 @@ def with_chosen(
     figures["chosen"] = {"setting": name, **variants[name], **figures[name]}
     print(f"chosen: {name}")
     return figures
+
+
+def option_values(
+    context: Context,
+    *,
+    option: str,
+    values: Sequence[float],
+    per_file: int = 1000,
+    within: float = 0.005,
+) -> dict[str, Any]:
+    """The verdict's ``option`` at each of ``values`` (the first: the shipped one; over 1, as the
+    verdict's thresholds read it, "off"), chosen by :func:`chosen_by_mean`: list the others
+    strictest first."""
+    variants = {
+        "off" if value > 1.0 else f"above {round(value * 100)}": {option: value} for value in values
+    }
+    return chosen_by_mean(context, variants, per_file, within)
