@@ -189,7 +189,7 @@ class ClassifierVerdict:
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
         entailment, sentence_rows = self._read_premises(batch, tables, reads)
-        for i in self._sure_sentences(tables, sentence_rows):
+        for i in self._sure_sentences(sentence_rows):
             tables[i], routes[i] = None, self.sentences
             entailment[i] = sentence_rows.pop(i)
         for i, (clearer, row) in self._clearer_tables(batch, firsts, tables, entailment).items():
@@ -253,18 +253,14 @@ class ClassifierVerdict:
             dict(zip(sentences, rows[len(reads) : len(reads) + len(sentences)], strict=True)),
         )
 
-    def _sure_sentences(
-        self, tables: Sequence[Table | None], sentence_rows: dict[int, np.ndarray]
-    ) -> list[int]:
-        """The claims routed to a table whose sentences' reading (``sentence_rows``) is
-        SUPPORTS or REFUTES with at least ``sure_sentences_above``."""
+    def _sure_sentences(self, sentence_rows: dict[int, np.ndarray]) -> list[int]:
+        """The claims routed to a table (``sentence_rows`` holds only theirs) whose sentences'
+        reading is SUPPORTS or REFUTES with at least ``sure_sentences_above``."""
         if self.sure_sentences_above > 1.0:
             return []
         answers = [n for n, label in enumerate(self.labels) if label != Label.NOT_ENOUGH_INFO]
-        return [
-            i for i, row in sentence_rows.items()
-            if tables[i] is not None and row[answers].max() >= self.sure_sentences_above
-        ]  # fmt: skip
+        sure = self.sure_sentences_above
+        return [i for i, row in sentence_rows.items() if row[answers].max() >= sure]
 
     def _clearer_tables(
         self,
