@@ -25,6 +25,25 @@ MINI = SHARED / "data" / "minifeverous"
 if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
 
+# pytest-xdist hands the files out in the order collected (``--no-loadscope-reorder`` in
+# pyproject's addopts; its own order is by number of tests, which put the one-test node-loss
+# file, over a minute, last and left a worker idle at the end): the slowest first, so the last
+# files handed out are short and the two workers end together. Ranked by their wall seconds in
+# a `--durations=0` run on a 2-core machine (GPU queue 160 … serve 20); the index tests go
+# second as they need no sample index: one worker runs them while the GPU queue's builds it.
+SLOWEST_FIRST = (
+    "test_gpu_queue.py", "test_index.py", "test_elastic_integration.py", "test_pipeline.py",
+    "test_serve_node_loss.py", "test_serve_operations.py", "test_train_verdict.py",
+    "test_embedder.py", "test_cost_budget.py", "test_plan.py", "test_grounding_threshold.py",
+    "test_train_hop.py", "test_train_rerank.py", "test_reader_tiers.py", "test_serve_browser.py",
+    "test_embedded_store.py", "test_serve.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
+
 
 def unpack(source: Path, target: Path) -> Path:
     with gzip.open(source) as src, target.open("wb") as dst:
