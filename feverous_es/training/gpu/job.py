@@ -566,18 +566,19 @@ def run(
     """Every job of the queue that this call can finish, in order; returns the queue report it
     also writes to ``out/queue-report.json``. ``work``: the machine's folder that outlives the
     call (joined bases, finished jobs' results, teachers)."""
-    import torch
-    import transformers
-
     out.mkdir(parents=True, exist_ok=True)
     log = Log(out / LOG_FILE)
     config = json.loads((bundle / CONFIG_FILE).read_text(encoding="utf-8"))
+    # Before torch and transformers load (seconds of the lend): a torn transfer stops at once.
+    check_files(bundle, config["files"])
+    import torch
+    import transformers
+
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     log(f"device {name}, torch {torch.__version__}, transformers {transformers.__version__}")
-    check_files(bundle, config["files"])
     work.mkdir(parents=True, exist_ok=True)
     results = work / "results"
     call_ends = log.started + call_seconds
