@@ -44,7 +44,7 @@ def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) 
     import torch
 
     for chain, result in zip(chains, verdicts, strict=True):
-        inputs = tokenizer(claim, premise(claim, chain), return_tensors="pt")
+        inputs = tokenizer(claim, sentence_premise(chain), return_tensors="pt")
         with torch.no_grad():
             expected = torch.softmax(torch_model(**inputs).logits, -1)[0].numpy()
         got = np.array([result.probabilities[Label(LABELS[i])] for i in range(3)])
@@ -144,8 +144,9 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     whole = ClassifierVerdict(context, model=str(model_dir), table_model="", sentence_model="",
                               page_premises=0)  # fmt: skip
     reader = whole.reader
-    rows = reader.probabilities([claim.text] * 2, [sentence_premise(evidence),
-                                                   sentence_premise(own)])  # fmt: skip
+    # the page read alone keeps its title before each sentence
+    premises = [sentence_premise(evidence), sentence_premise(own, one_title=False)]
+    rows = reader.probabilities([claim.text] * 2, premises)
     [mean] = verdict.predict([(claim, evidence)])
     [alone] = whole.predict([(claim, evidence)])
     labels = [Label(LABELS[i]) for i in range(3)]
@@ -162,6 +163,32 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     [single] = verdict.predict([(claim, own)])
     [single_whole] = whole.predict([(claim, own)])
     assert single.probabilities == single_whole.probabilities
+
+
+def test_one_pages_sentences_are_one_passage_under_its_title(tiny_classifier) -> None:
+    """Evidence all of one page is read as ``[Title] s1 s2`` (as the readers learned a page's
+    lead); sentences of several pages each keep their page's title; ``one_title=False`` reads the
+    title before each sentence, as before."""
+    one = evidence("Strontium is a chemical element.", "It has symbol Sr.")
+    assert sentence_premise(one) == "[P] Strontium is a chemical element. It has symbol Sr."
+    each = "[P] Strontium is a chemical element. [P] It has symbol Sr."
+    assert sentence_premise(one, one_title=False) == each
+    other = Candidate(Element("Q_sentence_0", "Q", ElementType.SENTENCE, "Q is a page.",
+                              "[Q] Q is a page.", "k", ""), 1)  # fmt: skip
+    assert sentence_premise([one[0], other, one[1]]) == (
+        "[P] Strontium is a chemical element. [Q] Q is a page. [P] It has symbol Sr."
+    )
+    model_dir, _ = tiny_classifier
+    context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
+    claim = Query("The symbol of strontium is Sr.", np.zeros(384, dtype=np.float32))
+    labels = [Label(LABELS[i]) for i in range(3)]
+    for one_title in (True, False):
+        verdict = ClassifierVerdict(context, model=str(model_dir), table_model="",
+                                    sentence_model="", one_title=one_title)  # fmt: skip
+        [read] = verdict.predict([(claim, one)])
+        premise_read = sentence_premise(one, one_title=one_title)
+        row = verdict.reader.probabilities([claim.text], [premise_read])[0]
+        np.testing.assert_allclose([read.probabilities[x] for x in labels], row, atol=1e-5)
 
 
 def test_the_page_read_alone_is_the_one_the_claim_names_first() -> None:

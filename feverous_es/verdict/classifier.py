@@ -134,6 +134,10 @@ class ClassifierVerdict:
     ``sure_sentences_above``: a claim routed to a table whose sentences (read for NOT ENOUGH
     INFO) the reader reads as SUPPORTS or REFUTES with at least this probability is answered on
     its sentences (over 1: never; the sentences are read only where the verdict may call NEI).
+
+    ``one_title``: evidence sentences that are all of one page are read as one passage under
+    its title once (:func:`~feverous_es.verdict.inputs.sentence_premise`); false: the title
+    before each sentence, as before 2026-11-29.
     """
 
     def __init__(
@@ -154,6 +158,7 @@ class ClassifierVerdict:
         unrelated_above: float = UNRELATED_ABOVE,
         table_clearer_by: float = TABLE_CLEARER_BY,
         sure_sentences_above: float = SURE_SENTENCES_ABOVE,
+        one_title: bool = True,
     ) -> None:
         self.reader = EntailmentModel(
             model, device=context.device, max_length=max_length, math_hints=math_hints,
@@ -174,6 +179,7 @@ class ClassifierVerdict:
         self.unrelated_above = unrelated_above
         self.table_clearer_by = table_clearer_by
         self.sure_sentences_above = sure_sentences_above
+        self.one_title = one_title
         self.tables = _feature_model(table_model, "table")
         self.sentences = _feature_model(sentence_model, "sentence")
 
@@ -227,9 +233,14 @@ class ClassifierVerdict:
         held-out FEVEROUS-S claims the table premise alone turned 3 % of claims with their
         evidence found into NEI, the lower of the two 1 %: docs/verdict.md)."""
         read_both = [i for i in reads if tables[i] is not None and self._may_call_nei]
-        sentences = {i: text for i in read_both if (text := sentence_premise(batch[i][1]))}
-        pairs = [(batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i]))
-                 for i in reads]  # fmt: skip
+        sentences = {
+            i: text for i in read_both
+            if (text := sentence_premise(batch[i][1], one_title=self.one_title))
+        }  # fmt: skip
+        pairs = [
+            (batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i], self.one_title))
+            for i in reads
+        ]
         pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
         pages = [
             (n, page) for n, i in enumerate(reads) if tables[i] is None
@@ -404,12 +415,18 @@ def page_premises(claim: str, evidence: Sequence[Candidate], pages: int) -> list
         return min((named[key][0] for key in title_keys(page) if key in named), default=unnamed)
 
     ordered = sorted(by_page, key=named_at)  # stable: evidence order among equals
-    return [sentence_premise(by_page[page]) for page in ordered[:pages]]
+    # A page read alone keeps its title before each sentence: one title there answered held-out
+    # changed professions and places worse (docs/verdict.md, "One page, one title").
+    return [sentence_premise(by_page[page], one_title=False) for page in ordered[:pages]]
 
 
-def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> str:
+def _premise(
+    claim: str, evidence: Sequence[Candidate], table: Table | None, one_title: bool
+) -> str:
     """What the entailment model reads: the routed table, else the evidence's sentences."""
-    return table_premise(claim, table) if table is not None else sentence_premise(evidence)
+    if table is not None:
+        return table_premise(claim, table)
+    return sentence_premise(evidence, one_title=one_title)
 
 
 def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:

@@ -33,10 +33,18 @@ def premise(claim: str, evidence: Sequence[Candidate], *, hints: bool = False) -
     return f"{prefix} {text}" if prefix else text
 
 
-def sentence_premise(evidence: Sequence[Candidate]) -> str:
-    """The evidence's sentences and list items as their linearizations (``[Title] …``), in
-    evidence order: what the entailment verdict reads for a claim about sentences."""
-    return " ".join(c.element.linearized for c in evidence if c.element.type in TEXT_TYPES)
+def sentence_premise(evidence: Sequence[Candidate], *, one_title: bool = True) -> str:
+    """The evidence's sentences and list items in evidence order, as their linearizations
+    (``[Title] …``): what the entailment verdict reads for a claim about sentences. With
+    ``one_title``, the sentences of one page (all of the evidence's) are one passage under its
+    title once (``[Title] s1 s2 …``), as the readers learned a page's lead: with the title before
+    each, two of the three students read "The chemical symbol of strontium is Sr." against
+    Strontium's own five sentences as REFUTES (docs/verdict.md, "One page, one title")."""
+    texts = [c.element for c in evidence if c.element.type in TEXT_TYPES]
+    if one_title and len({e.page for e in texts}) == 1:
+        rest = (e.linearized.removeprefix(f"[{e.page}] ") for e in texts[1:])
+        return " ".join([texts[0].linearized, *rest])
+    return " ".join(e.linearized for e in texts)
 
 
 def premise_rows(claim: str, table: Table, rows: int = TABLE_ROWS) -> list[int]:
