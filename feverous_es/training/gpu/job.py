@@ -566,14 +566,14 @@ def run(
     """Every job of the queue that this call can finish, in order; returns the queue report it
     also writes to ``out/queue-report.json``. ``work``: the machine's folder that outlives the
     call (joined bases, finished jobs' results, teachers)."""
-    out.mkdir(parents=True, exist_ok=True)
-    log = Log(out / LOG_FILE)
     config = json.loads((bundle / CONFIG_FILE).read_text(encoding="utf-8"))
     # Before torch and transformers load (seconds of the lend): a torn transfer stops at once.
     check_files(bundle, config["files"])
     import torch
     import transformers
 
+    out.mkdir(parents=True, exist_ok=True)
+    log = Log(out / LOG_FILE)  # the call's jobs are timed from here, as before
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
