@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from feverous_es.index.dump.linearize import untitled
 from feverous_es.index.elements import ElementType
 from feverous_es.plugins.interfaces import Candidate, ReadTable
 from feverous_es.retrieve.evidence_text import evidence_text
@@ -42,8 +43,7 @@ def sentence_premise(evidence: Sequence[Candidate], *, one_title: bool = True) -
     Strontium's own five sentences as REFUTES (docs/verdict.md, "One page, one title")."""
     texts = [c.element for c in evidence if c.element.type in TEXT_TYPES]
     if one_title and len({e.page for e in texts}) == 1:
-        rest = (e.linearized.removeprefix(f"[{e.page}] ") for e in texts[1:])
-        return " ".join([texts[0].linearized, *rest])
+        return " ".join([texts[0].linearized, *(untitled(e.page, e.linearized) for e in texts[1:])])
     return " ".join(e.linearized for e in texts)
 
 

@@ -51,6 +51,12 @@ def list_item(title: str, context: str, item: str) -> str:
     return f"[{title}] VALUE {item}"
 
 
+def untitled(title: str, linearized: str) -> str:
+    """A sentence's or list item's linearization without its ``[title]`` prefix (what follows
+    the title when one page's sentences are read as one passage)."""
+    return linearized.removeprefix(f"[{title}] ")
+
+
 def caption(title: str, text: str) -> str:
     return f"[{title}] CAPTION {text}"
 
