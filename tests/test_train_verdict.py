@@ -391,6 +391,29 @@ def test_distilling_on_this_machine_replays_the_pairs_with_the_teachers_probabil
         run_training(options)
 
 
+def test_the_packaged_students_teach_as_the_verdict_reads_them(tmp_path: Path) -> None:
+    """`--teacher feverous_es/models`: the default reader a models directory holds (the
+    students averaged) scores the replayed pairs through the runtime, as the verdict reads
+    them, without torch; a rerun reads them back from WORK."""
+    from feverous_es.runtime.files import PACKAGED_MODELS_DIR
+    from feverous_es.training.verdict.distill import teacher_probabilities
+    from feverous_es.verdict.entailment import EntailmentModel
+
+    premise = "[Eiffel Tower] It is named after the engineer Gustave Eiffel."
+    claims = ["The Eiffel Tower was named after Gustave Eiffel.", "The Eiffel Tower is in Rome."]
+    pairs = [data.Pair("fm2_dev", str(n), c, premise, "SUPPORTS", "sentence")
+             for n, c in enumerate(claims)]  # fmt: skip
+
+    def no_torch(*_: object) -> np.ndarray:
+        raise AssertionError("an ONNX teacher is read by the runtime, not by torch")
+
+    found = teacher_probabilities(PACKAGED_MODELS_DIR, pairs, TrainSettings(), tmp_path, no_torch)
+    expected = EntailmentModel().probabilities(claims, [premise] * 2)
+    np.testing.assert_allclose([found[p.key] for p in pairs], expected, atol=1e-5)
+    again = teacher_probabilities(PACKAGED_MODELS_DIR, pairs, TrainSettings(), tmp_path, no_torch)
+    np.testing.assert_allclose([again[p.key] for p in pairs], expected, atol=1e-5)
+
+
 def test_failure_class_claims_are_also_read_against_the_pipelines_evidence(
     options: RunOptions,
 ) -> None:

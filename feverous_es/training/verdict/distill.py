@@ -1,10 +1,14 @@
-"""Distillation on this machine: the large reader's probabilities of the replayed training pairs,
-the soft targets a retrained default reader learns beside the gold labels so that a fix for one
-class costs no other (docs/verdict.md).
+"""Distillation on this machine: a teacher's probabilities of the replayed training pairs, the
+soft targets a retrained default reader learns beside the gold labels so that a fix for one class
+costs no other (docs/verdict.md).
 
-The teacher reads each replayed pair once (torch, fp32; ~10 pairs/s on 2 cores for the 110 M
-reader at 192 tokens); its probabilities go to ``<work>/teacher.jsonl`` in chunks as they come,
-so an interrupted run scores only what is missing.
+The teacher is a torch model (the large reader's fetched weights are restored into one), read in
+fp32 (~10 pairs/s on 2 cores for the 110 M reader at 192 tokens), or an ONNX reader read as the
+verdict reads it: a model directory with an ONNX graph, or a models directory whose default
+reader's models it holds (the package's ``feverous_es/models``: the three students averaged, so
+that one student can learn what the three read together). It reads each replayed pair once;
+its probabilities go to ``<work>/teacher.jsonl`` in chunks as they come, so an interrupted run
+scores only what is missing.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import numpy as np
 
 from feverous_es.errors import ModelError, TrainError
 from feverous_es.eval.claims import LABELS
+from feverous_es.runtime.files import graph_files
 from feverous_es.training import datasets
 from feverous_es.training import entailment_data as data
 from feverous_es.training.verdict.options import GOLD_ONLY, TEACHER_FILE, TrainSettings
-from feverous_es.verdict.entailment import read_labels
+from feverous_es.verdict.entailment import EntailmentModel, read_labels
+from feverous_es.verdict.readers import reader_dirs
 
 CHUNK = 256  # pairs scored between two appends to the cache
 TEACHER_DIR = "teacher"  # the fetched teacher restored as a torch model, in the work directory
@@ -52,6 +58,23 @@ def teacher_model(teacher: Path, work: Path) -> Path:
     return model
 
 
+def onnx_reader(teacher: Path) -> EntailmentModel | None:
+    """``teacher`` as the verdict reads it when it is an ONNX reader (every directory
+    :func:`~feverous_es.verdict.readers.reader_dirs` finds there holds an ONNX graph and no
+    torch weights), else None."""
+    directories = reader_dirs(teacher)
+    if not all(graph_files(d) and not any(d.glob("*.safetensors")) for d in directories):
+        return None
+    try:
+        reader = EntailmentModel(teacher, device="cpu")
+    except ModelError as error:
+        raise TrainError(f"the teacher {teacher} is not a verdict reader: {error}") from None
+    names = [label.value for label in reader.labels]
+    if names != list(LABELS):
+        raise TrainError(f"the teacher {teacher} answers {names}, not {list(LABELS)}")
+    return reader
+
+
 def teacher_probabilities(
     teacher: Path,
     pairs: Sequence[data.Pair],
@@ -60,17 +83,25 @@ def teacher_probabilities(
     score: Callable[[Path, Sequence[data.Pair], TrainSettings], np.ndarray],
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The teacher's label probabilities (temperature 1) of each of ``pairs``, by key, as
-    ``score`` reads them with a torch model directory; scored in chunks into
-    ``<work>/teacher.jsonl``, read back on a rerun."""
+    """The teacher's label probabilities (temperature 1) of each of ``pairs``, by key: an ONNX
+    reader's (:func:`onnx_reader`), else as ``score`` reads them with the teacher's torch model
+    directory (:func:`teacher_model`); scored in chunks into ``<work>/teacher.jsonl``, read back
+    on a rerun."""
     path = work / TEACHER_FILE
     found = {r["key"]: np.array(r["probabilities"]) for r in datasets.read_jsonl(path)}
     wanted = list({p.key: p for p in pairs if p.key not in found}.values())
     if wanted:
-        model = teacher_model(teacher, work)
+        reader = onnx_reader(teacher)
+        model = teacher_model(teacher, work) if reader is None else teacher
+
+        def read(chunk: Sequence[data.Pair]) -> np.ndarray:
+            if reader is None:
+                return score(model, chunk, settings)
+            return reader.probabilities([p.claim for p in chunk], [p.premise for p in chunk])
+
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            rows = score(model, chunk, settings)
+            rows = read(chunk)
             with datasets.append_to(path) as out:
                 for pair, row in zip(chunk, rows, strict=True):
                     found[pair.key] = row

@@ -99,9 +99,11 @@ class Distillation:
 
     teacher: Path | None = option(
         None, type=EXISTING_FOLDER,
-        help="Distil here from the large reader's fetched weights (../shared/gpu/verdict-large-…) "
-        "or a torch model: replayed pairs learn its probabilities beside their gold label, the "
-        "failure classes' pairs their gold label alone. Needs --folds 0.",
+        help="Distil here from the large reader's fetched weights (../shared/gpu/verdict-large-…), "
+        "a torch model, or an ONNX reader (a model directory, or a models directory such as "
+        "feverous_es/models: its default reader, the students averaged): replayed pairs learn "
+        "its probabilities beside their gold label, the failure classes' pairs their gold label "
+        "alone. Needs --folds 0.",
     )  # fmt: skip
     alpha: float = option(0.5, help="With --teacher: the weight of the teacher's probabilities.")
     temperature: float = option(2.0, help="With --teacher: the temperature both are read at.")
@@ -180,7 +182,8 @@ class RunOptions(common.RunOptions):
         if self.from_gpu and folds:
             raise TrainError("the GPU job trains no cross-fitting models: give --folds 0")
         if self.distill.teacher is not None and (folds or self.from_gpu):
-            raise TrainError("--teacher trains one model on this machine: give --folds 0, "
-                             "without --from-gpu")
+            raise TrainError(
+                "--teacher trains one model on this machine: give --folds 0, without --from-gpu"
+            )
         if not 0.0 <= self.distill.alpha <= 1.0 or self.distill.temperature <= 0:
             raise TrainError("--alpha must be in [0, 1] and --temperature above 0")
