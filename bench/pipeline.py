@@ -12,8 +12,9 @@
   `verify` per claim: p50 / p95 of the whole call and of each stage.
 * predict: `predict` over real dev claims in one process, batched; claims/s and where the time
   goes per stage (seconds per claim).
-* with `readers`: the warm profile again per verdict reader (`default`, `large`, or a git
-  commit's shipped reader), on the same claims in the same process: what a reader costs.
+* with `readers`: the warm profile again per verdict reader (`default`, `large`, a model or
+  models directory, or a git commit's shipped reader), on the same claims in the same process:
+  what a reader costs.
 
 Each figure is given per dev file (FEVEROUS-S, FM2, TabFact: their claims differ in what they
 cost, tables most) and over all of them; the ``*_claims`` counts are claims of each file,
@@ -169,18 +170,20 @@ def pipeline_speed(
     against_embedded: bool = False,
     commit_options: dict | None = None,
 ) -> dict[str, object]:
-    """Verify latency, the warm profile (and per reader: default, large, auto, or a git
-    commit's shipped reader, with the verdict options ``commit_options``: e.g. the rules it
-    shipped with) and predict throughput, each on that many claims of each dev file."""
+    """Verify latency, the warm profile (and per reader: default, large, auto, a model or
+    models directory, or a git commit's shipped reader, with the verdict options
+    ``commit_options``: e.g. the rules it shipped with) and predict throughput, each on that
+    many claims of each dev file."""
     if store not in ("embedded", "elasticsearch"):
         raise BenchError(f"store {store!r} is not embedded or elasticsearch")
     index = str(context.place("index")) if store == "embedded" else ""
     against = str(context.place("index")) if against_embedded else None
     with contextlib.ExitStack() as stack:
         chosen = {
-            name: name if name in READERS else str(stack.enter_context(models_at(name)))
+            name: name if name in READERS or Path(name).is_dir()
+            else str(stack.enter_context(models_at(name)))
             for name in readers
-        }
+        }  # fmt: skip
         options = {
             name: baseline_options(commit_options, name) for name in readers if name not in READERS
         }
