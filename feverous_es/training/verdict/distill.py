@@ -49,12 +49,7 @@ def teacher_model(teacher: Path, work: Path) -> Path:
             partial = work / f"{TEACHER_DIR}.partial"
             gpu_results.read_teacher(teacher, partial)
             partial.rename(model)
-    try:
-        names = [label.value for label in read_labels(model)]
-    except ModelError as error:
-        raise TrainError(f"the teacher {teacher} is not a verdict reader: {error}") from None
-    if names != list(LABELS):
-        raise TrainError(f"the teacher {teacher} answers {names}, not {list(LABELS)}")
+    _check_labels(teacher, model)
     return model
 
 
@@ -65,14 +60,20 @@ def onnx_reader(teacher: Path) -> EntailmentModel | None:
     directories = reader_dirs(teacher)
     if not all(graph_files(d) and not any(d.glob("*.safetensors")) for d in directories):
         return None
+    for directory in directories:
+        _check_labels(teacher, directory)
+    return EntailmentModel(teacher, device="cpu")
+
+
+def _check_labels(teacher: Path, model_dir: Path) -> None:
+    """Raise :class:`TrainError` unless ``model_dir`` (of ``teacher``) answers the verdict's
+    labels, in their order."""
     try:
-        reader = EntailmentModel(teacher, device="cpu")
+        names = [label.value for label in read_labels(model_dir)]
     except ModelError as error:
         raise TrainError(f"the teacher {teacher} is not a verdict reader: {error}") from None
-    names = [label.value for label in reader.labels]
     if names != list(LABELS):
         raise TrainError(f"the teacher {teacher} answers {names}, not {list(LABELS)}")
-    return reader
 
 
 def teacher_probabilities(
@@ -91,14 +92,7 @@ def teacher_probabilities(
     found = {r["key"]: np.array(r["probabilities"]) for r in datasets.read_jsonl(path)}
     wanted = list({p.key: p for p in pairs if p.key not in found}.values())
     if wanted:
-        reader = onnx_reader(teacher)
-        model = teacher_model(teacher, work) if reader is None else teacher
-
-        def read(chunk: Sequence[data.Pair]) -> np.ndarray:
-            if reader is None:
-                return score(model, chunk, settings)
-            return reader.probabilities([p.claim for p in chunk], [p.premise for p in chunk])
-
+        read = _teacher_reads(teacher, work, settings, score)
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
             rows = read(chunk)
@@ -113,6 +107,23 @@ def teacher_probabilities(
     if missing:
         raise TrainError(f"the teacher did not score {len(missing)} pairs (e.g. {missing[0]})")
     return {p.key: found[p.key] for p in pairs}
+
+
+def _teacher_reads(
+    teacher: Path,
+    work: Path,
+    settings: TrainSettings,
+    score: Callable[[Path, Sequence[data.Pair], TrainSettings], np.ndarray],
+) -> Callable[[Sequence[data.Pair]], np.ndarray]:
+    """How the teacher reads a chunk of pairs: an ONNX reader through the runtime, else
+    ``score`` with its torch model directory."""
+    reader = onnx_reader(teacher)
+    if reader is not None:
+        return lambda chunk: reader.probabilities(
+            [p.claim for p in chunk], [p.premise for p in chunk]
+        )
+    model = teacher_model(teacher, work)
+    return lambda chunk: score(model, chunk, settings)
 
 
 def at_temperature(probabilities: np.ndarray, temperature: float) -> np.ndarray:
