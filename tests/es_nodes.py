@@ -21,13 +21,14 @@ class ScriptNode:
         self.env = {**os.environ, "FEVEROUS_ES_NODE_STATE": str(state)}
         self.settings: dict[str, str] = {}
 
-    def run(self, command: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([*SCRIPT, command], env=self.env, capture_output=True, text=True)
+    def run(self, *command: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([*SCRIPT, *command], env=self.env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         return done
 
     def start(self) -> dict[str, str]:
-        printed = self.run("start").stdout.splitlines()
+        # Quick: these tests hold a few pages, and start the node twice (kill, restart).
+        printed = self.run("start", "--quick").stdout.splitlines()
         self.settings = dict(line.removeprefix("export ").split("=", 1) for line in printed)
         return self.settings
 
