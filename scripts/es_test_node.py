@@ -3,6 +3,7 @@
 
     python scripts/es_test_node.py run -- pytest     # start a node, run the command, stop it
     python scripts/es_test_node.py start             # start one and print its FEVEROUS_ES_TEST_*
+    python scripts/es_test_node.py start --quick     # the same, on half the CPU (a small test's)
     python scripts/es_test_node.py stop              # stop it and delete its data
     python scripts/es_test_node.py kill              # kill -9 it, keeping its data
     python scripts/es_test_node.py restart           # start it again on the same data
