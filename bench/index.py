@@ -112,9 +112,8 @@ def index_build(
             raise BenchError(f"keep: --index {context.index} must name a directory not there yet")
         out = context.index
     db = WikiDB(wiki)
-    embedder = Embedder()
-    standalone = standalone_tokens_per_second(db, embedder, standalone_texts)
-    embedder.tokens = 0
+    standalone = standalone_tokens_per_second(db, Embedder(), standalone_texts)
+    embedder = Embedder()  # its token count starts at the build (sessions are shared)
     writer = EmbeddedWriter(out, embedder.dim)
     report = build(db, writer, embedder, limit=limit)
     writer.close()

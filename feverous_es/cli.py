@@ -91,8 +91,9 @@ def main() -> None:
     "docs/scale.md: running N workers.",
 )  # fmt: skip
 @click.option(
-    "--batch-size", type=COUNT, default=32,
-    help="Texts per embedding batch (batches are formed by length).",
+    "--batch-size", type=COUNT, default=None,
+    help="Texts per embedding batch, formed by length (default 8 on the CPU, two batches side "
+    "by side; 32 on a GPU). A text's vector does not depend on it.",
 )  # fmt: skip
 @max_length_option(128, "Tokens per text kept for embedding.")
 @click.option(
@@ -114,7 +115,7 @@ def index(
     store: str,
     limit: int | None,
     part: Part | None,
-    batch_size: int,
+    batch_size: int | None,
     max_length: int,
     chunk_size: int,
     vector_cache: Path | None,

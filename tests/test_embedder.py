@@ -1,7 +1,8 @@
 """The ONNX embedder: parity with sentence-transformers, batching, caching, a torch-free runtime.
 
-The packaged int8 model needs nothing else; the fp32 reference is exported once per test session
-into a temporary directory (about 15 s, needs torch).
+The packaged int8 model needs nothing else (the fp32 graph the CPU runs is derived from it once);
+the fp32 reference is exported once per test session into a temporary directory (about 15 s,
+needs torch).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from feverous_es.export.embedder import export_embedder
 from feverous_es.runtime.embedder import (
     DIM,
     FP16_FILE,
+    FP32_FILE,
     INT8_FILE,
     MANIFEST_FILE,
     TOKENIZER_FILE,
     Embedder,
     default_model_dir,
+    ensure_cpu_model,
     ensure_cuda_model,
     ensure_model,
 )
@@ -116,7 +119,8 @@ def test_empty_input(model_dir: Path) -> None:
 
 
 def test_packaged_model_runs_without_torch(tmp_path: Path) -> None:
-    # A fresh install: no torch importable, an empty model cache. The packaged int8 graph serves.
+    # A fresh install: no torch importable, an empty model cache. The packaged int8 graph's
+    # weights serve, as the fp32 graph derived from them.
     code = (
         "import sys\n"
         "sys.modules['torch'] = None  # `import torch` now raises ImportError\n"
@@ -124,20 +128,22 @@ def test_packaged_model_runs_without_torch(tmp_path: Path) -> None:
         "embedder = Embedder(device='cpu')\n"
         "vectors = embedder.embed(['Paris is in France.', 'Hi'])\n"
         "assert vectors.shape == (2, 384)\n"
-        f"assert embedder.model_file == {INT8_FILE!r}, embedder.model_file\n"
+        f"assert embedder.model_file == {FP32_FILE!r}, embedder.model_file\n"
         "heavy = {'transformers', 'optimum'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), FEVEROUS_ES_CACHE=str(tmp_path / "cache"))
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    # Nothing exported, nothing downloaded: the cache holds only the list of checked files and
-    # the graph ONNX Runtime optimized.
-    assert {p.name for p in (tmp_path / "cache").iterdir()} == {VERIFIED_FILE, OPTIMIZED_DIR}
+    # Nothing exported, nothing downloaded: the cache holds the list of checked files, the
+    # derived fp32 graph and the graph ONNX Runtime optimized.
+    cache = tmp_path / "cache"
+    assert {p.name for p in cache.iterdir()} == {VERIFIED_FILE, OPTIMIZED_DIR, "models"}
+    assert [p.name for p in (cache / "models").iterdir()] == ["all-MiniLM-L6-v2-fp32"]
 
 
 def test_packaged_model_is_what_the_export_writes(model_dir: Path) -> None:
-    packaged = Embedder(device="cpu").embed(SENTENCES)
-    exported = Embedder(model_dir, device="cpu").embed(SENTENCES)
+    packaged = Embedder(device="cpu", quantized=True).embed(SENTENCES)
+    exported = Embedder(model_dir, device="cpu", quantized=True).embed(SENTENCES)
     np.testing.assert_allclose(packaged, exported, atol=1e-6)
 
 
@@ -182,9 +188,58 @@ def test_cuda_graph_is_derived_once_from_the_packaged_one(
     assert ensure_cuda_model(tmp_path / "fp16") == derived
 
 
-def test_packaged_model_has_no_fp32_graph() -> None:
-    with pytest.raises(ModelError, match="only its int8 graph"):
-        Embedder(quantized=False, device="cpu")
+def test_cpu_graph_is_derived_once_from_the_packaged_one(
+    tmp_path: Path, reference: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    derived = ensure_cpu_model(tmp_path / "fp32")
+    manifest = json.loads((derived / MANIFEST_FILE).read_text())
+    assert manifest["files"].keys() == {FP32_FILE, TOKENIZER_FILE}
+    assert manifest["source"]["dequantized"] is True
+    vectors = Embedder(derived, device="cpu").embed(SENTENCES)
+    assert np.sum(vectors * reference, axis=1).min() >= 0.998  # closer to fp32 than int8 is
+
+    from feverous_es.runtime import graphs as onnx_graphs
+
+    def no_rewrite(*args: object) -> None:
+        raise AssertionError("the fp32 graph was derived again")
+
+    monkeypatch.setattr(onnx_graphs, "dequantize", no_rewrite)
+    assert ensure_cpu_model(tmp_path / "fp32") == derived
+
+
+def test_a_text_embeds_the_same_alone_and_in_any_batch() -> None:
+    """Same input, same output (DESIGN.md): no activation scale is shared across a batch, so a
+    text's vector does not move with its neighbours, long or short, nor with the batch size or
+    the order of the texts."""
+    embedder = Embedder(device="cpu")
+    assert embedder.model_file == FP32_FILE
+    long_text = " ".join(SENTENCES * 4)  # truncated at 128 tokens: the longest a batch gets
+    alone = np.concatenate([embedder.embed([text]) for text in SENTENCES])
+    neighbours = [long_text, "Yes", SENTENCES[3][:20], long_text[:300]]
+    for size in (2, 3, 8, 32):
+        embedder.batch_size = size
+        mixed = embedder.embed([*neighbours[:2], *SENTENCES, *neighbours[2:]])[2:-2]
+        np.testing.assert_allclose(mixed, alone, atol=1e-5, err_msg=f"batch size {size}")
+        reversed_order = embedder.embed(SENTENCES[::-1])[::-1]
+        np.testing.assert_allclose(reversed_order, alone, atol=1e-5)
+
+
+def test_an_int8_graph_reads_one_text_a_run(model_dir: Path) -> None:
+    # Its activations are quantized per batch: read alone, a text embeds as it would alone.
+    embedder = Embedder(model_dir, quantized=True, batch_size=32, device="cpu")
+    assert embedder.model_file == INT8_FILE and embedder.batch_size == 1
+    alone = np.concatenate([embedder.embed([text]) for text in SENTENCES])
+    np.testing.assert_array_equal(embedder.embed(SENTENCES), alone)
+
+
+def test_identity_names_what_a_vector_depends_on() -> None:
+    import onnxruntime
+
+    identity = Embedder(device="cpu").identity
+    assert FP32_FILE in identity and "max_length=128" in identity
+    assert "CPUExecutionProvider" in identity and onnxruntime.__version__ in identity
+    assert Embedder(device="cpu", max_length=64).identity != identity
+    assert Embedder(device="cpu", quantized=True).identity != identity
 
 
 def test_ensure_model_takes_an_export_and_names_the_command_for_none(

@@ -225,7 +225,7 @@ def test_cuda_runs_fp16_and_cpu_runs_int8(exported: Path, fake_cuda: list) -> No
     np.testing.assert_allclose(gpu.logits(pairs), cpu.logits(pairs), atol=0.1)
 
 
-def test_cuda_runs_the_embedders_fp16_and_cpu_its_int8(
+def test_cuda_runs_the_embedders_fp16_and_cpu_its_fp32(
     tiny_base: Path, tmp_path: Path, fake_cuda: list
 ) -> None:
     encoder = tmp_path / "encoder"
@@ -234,8 +234,8 @@ def test_cuda_runs_the_embedders_fp16_and_cpu_its_int8(
     assert code == 0, output
     embedder = Embedder(encoder, device="auto")
     assert embedder.model_file == FP16_FILE and embedder.provider == CUDA_PROVIDER
-    assert Embedder(encoder, device="cpu").model_file == INT8_FILE
-    assert Embedder(encoder, device="cpu", quantized=False).model_file == FP32_FILE
+    assert Embedder(encoder, device="cpu").model_file == FP32_FILE
+    assert Embedder(encoder, device="cpu", quantized=True).model_file == INT8_FILE
 
 
 def test_cuda_without_fp16_runs_fp32(exported: Path, tmp_path: Path, fake_cuda: list) -> None:

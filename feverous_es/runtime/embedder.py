@@ -2,8 +2,16 @@
 
 Runtime only: onnxruntime, onnx, tokenizers and numpy. The int8 graph and the tokenizer ship in
 the package (``feverous_es/models/embedder``), so embedding needs neither torch nor a download.
-On a CUDA device the fp16 graph is derived once from the shipped int8 one (its weights
-dequantized, then cast to fp16; :func:`ensure_cuda_model`) into the model cache.
+The int8 graph is how the weights travel, not what runs: its activations are quantized with one
+scale per batch, so a text's vector would move with whatever shares its batch. On the CPU the
+fp32 graph over its dequantized weights runs instead, and on a CUDA device the fp16 one; both
+are derived once from the shipped file into the model cache (:func:`ensure_cpu_model`,
+:func:`ensure_cuda_model`). A text's vector is then the same alone or in any batch, chunk, part
+or resume point (DESIGN.md: same input, same output). Chosen side by side on this project's
+2-core CPU (AVX2, no VNNI; docs/benchmark-notes.md, "the embedder's graph"): the fp32 graph
+in batches of 8 read side by side, one core each, embeds at ~0.9x the int8 graph's rate in
+batches of 32, where int8 read one text a run, weight-only int8 and 8-bit MatMulNBits (both
+batch-independent too) are slower.
 
 A full export from the pretrained weights (fp32, fp16 and int8; how the shipped file was made)
 is :mod:`feverous_es.export.embedder`, which needs torch: the runtime never starts it (no
@@ -19,10 +27,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from feverous_es.errors import ModelError
@@ -35,6 +44,7 @@ from feverous_es.runtime.files import (
     MANIFEST_FILE,
     PACKAGED_MODELS_DIR,
     TOKENIZER_FILE,
+    batch_dependent,
     manifest_complete,
     models_dir,
     staged_model_dir,
@@ -48,6 +58,10 @@ from feverous_es.runtime.tasks import FEATURE_EXTRACTION, check_task
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 PACKAGED_MODEL_DIR = PACKAGED_MODELS_DIR / "embedder"
+# Texts a model run reads. On the CPU batches run side by side, one core each: 8 embedded the
+# fastest of 4-64 (docs/benchmark-notes.md, "the embedder's graph"); a GPU wants larger ones.
+CPU_BATCH_SIZE = 8
+CUDA_BATCH_SIZE = 32
 
 
 def default_model_dir() -> Path:
@@ -64,6 +78,11 @@ def export_dir() -> Path:
 def cuda_model_dir() -> Path:
     """Where :func:`ensure_cuda_model` puts the fp16 graph: ``<cache>/models/<model>-fp16``."""
     return models_dir() / f"{MODEL_NAME}-fp16"
+
+
+def cpu_model_dir() -> Path:
+    """Where :func:`ensure_cpu_model` puts the fp32 graph: ``<cache>/models/<model>-fp32``."""
+    return models_dir() / f"{MODEL_NAME}-fp32"
 
 
 def ensure_model(model_dir: Path | None = None) -> Path:
@@ -88,31 +107,47 @@ def ensure_model(model_dir: Path | None = None) -> Path:
 
 def ensure_cuda_model(out: Path | None = None) -> Path:
     """Return the directory of the fp16 graph for CUDA (default :func:`cuda_model_dir`),
-    deriving it first from the packaged int8 graph if it is missing.
-
-    Dequantizing the weights gives fp32 matmuls (cosine 0.999 to the fp32 export over the
-    export's parity texts, against 0.987 for int8 with its per-batch activation scales); fp16 then
-    halves them. No torch: onnx and onnxruntime's converters only.
-    """
+    deriving it first from the packaged int8 graph if it is missing: its dequantized weights
+    in fp32 matmuls (cosine 0.999 to the fp32 export over the export's parity texts, against
+    0.987 for int8 with its per-batch activation scales), then halved."""
     from feverous_es.runtime.graphs import fp16_from_int8
 
-    out = (Path(out) if out is not None else cuda_model_dir()).resolve()
+    return _derived(out or cuda_model_dir(), FP16_FILE, "fp16", fp16_from_int8)
+
+
+def ensure_cpu_model(out: Path | None = None) -> Path:
+    """Return the directory of the fp32 graph the CPU runs (default :func:`cpu_model_dir`),
+    deriving it first from the packaged int8 graph if it is missing: the same weights, fp32
+    arithmetic, no activation quantized (so no scale shared across a batch)."""
+    from feverous_es.runtime.graphs import dequantize
+
+    def fp32_from_int8(int8: Path, fp32: Path) -> dict:
+        dequantize(int8, fp32)
+        return {"method": "feverous_es.runtime.graphs.dequantize"}
+
+    return _derived(out or cpu_model_dir(), FP32_FILE, "fp32", fp32_from_int8)
+
+
+def _derived(out: Path, graph: str, precision: str, derive: Callable[[Path, Path], dict]) -> Path:
+    """``out`` holding ``graph``, ``derive``d from the packaged int8 graph once (no torch: onnx
+    and onnxruntime's converters only), with the tokenizer and a manifest naming its source."""
+    out = Path(out).resolve()
     if manifest_complete(out):
         return out
     source = ensure_model()
     # replace=False: another process may have derived it meanwhile
     with staged_model_dir(out, replace=False) as tmp:
-        recipe = fp16_from_int8(_verified(source, INT8_FILE), tmp / FP16_FILE)
+        recipe = derive(_verified(source, INT8_FILE), tmp / graph)
         shutil.copyfile(_verified(source, TOKENIZER_FILE), tmp / TOKENIZER_FILE)
         # _verified checked the int8 file against this hash: no need to hash it again.
         listed = json.loads((source / MANIFEST_FILE).read_text())["files"]
         write_manifest(
             tmp,
-            [FP16_FILE, TOKENIZER_FILE],
+            [graph, TOKENIZER_FILE],
             model=MODEL_NAME,
             task=FEATURE_EXTRACTION,
             source={"int8_sha256": listed[INT8_FILE]["sha256"], "dequantized": True},
-            fp16=recipe,
+            **{precision: recipe},
         )
     return out
 
@@ -132,10 +167,13 @@ def load_tokenizer(model_dir: Path | None = None, max_length: int = 128) -> Toke
 class Embedder:
     """all-MiniLM-L6-v2 sentence embeddings: mean pooling over tokens, L2-normalized.
 
-    On a CUDA device the fp16 model runs on the CUDA execution provider (fp32 for an export
-    without one); on CPU the int8 model (``quantized=False`` for fp32). ``model_file`` names
-    the graph to run on any provider instead (parity checks, benchmarks). ``device`` is
-    ``"auto"``, ``"cuda"`` or ``"cpu"``.
+    The packaged model runs its derived graphs: fp32 on the CPU, fp16 on a CUDA device (see the
+    module). An export directory runs its fp32 graph (fp16 on CUDA when it has one);
+    ``quantized=True`` runs its int8 graph instead, one text a run, since that graph's
+    activations are quantized per batch (``runtime.files.batch_dependent``). ``model_file``
+    names the graph to run on any provider instead (parity checks, benchmarks). ``device`` is
+    ``"auto"``, ``"cuda"`` or ``"cpu"``. ``batch_size``: texts a run reads (default
+    :data:`CPU_BATCH_SIZE` side by side on the CPU, :data:`CUDA_BATCH_SIZE` on CUDA).
     ``tokens`` counts the non-padding tokens embedded so far (for throughput figures).
     """
 
@@ -145,45 +183,57 @@ class Embedder:
         self,
         model_dir: Path | None = None,
         *,
-        quantized: bool = True,
+        quantized: bool = False,
         max_length: int = 128,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         device: str = "auto",
         threads: int | None = None,
         model_file: str | None = None,
     ) -> None:
         model_dir = ensure_model(model_dir)
         check_task(model_dir, FEATURE_EXTRACTION, "the embedder")
-        self.batch_size = batch_size
         packaged = model_dir == PACKAGED_MODEL_DIR
-        if packaged and model_file is None and not quantized and not _cuda(device):
-            raise ModelError(
-                f"the packaged {MODEL_NAME} has only its int8 graph, not {FP32_FILE}; export all "
-                "precisions with `python -m feverous_es.export.embedder --out DIR` and pass DIR "
-                "as model_dir"
-            )
+
+        def derived(on_cuda: bool) -> Path | None:
+            if on_cuda:
+                return _verified(ensure_cuda_model(), FP16_FILE)
+            return None if quantized else _verified(ensure_cpu_model(), FP32_FILE)
+
         self._model = OnnxModel(
             model_dir,
             Execution(device, threads, quantized),
             graph=model_file,
-            cuda_graph=(lambda: _verified(ensure_cuda_model(), FP16_FILE)) if packaged else None,
+            derived_graph=derived if packaged else None,
             require_manifest=True,
             remedy="reinstall feverous-es" if packaged else "re-export",
             tokenizer=TOKENIZER_FILE,
+            side_by_side=True,
         )
         self._tokenizer = self._model.tokenizer(max_length)
         self.max_length = max_length
         self.provider: str = self._model.provider
         self.model_file: str = self._model.path.name
+        if batch_dependent(self._model.path.parent, self.model_file):
+            self.batch_size = 1
+        elif batch_size is not None:
+            self.batch_size = batch_size
+        else:
+            on_cpu = self.provider == session.CPU_PROVIDER
+            self.batch_size = CPU_BATCH_SIZE if on_cpu else CUDA_BATCH_SIZE
 
     @property
     def identity(self) -> str:
         """What its vectors depend on, in one line: the graph it runs (its sha256 in the
-        manifest) and the tokens a text keeps. Vectors kept for reuse are kept under it
-        (:class:`~feverous_es.index.building.vector_cache.VectorCache`)."""
+        manifest), the tokens a text keeps, the provider and the ONNX Runtime whose kernels
+        compute them. Vectors kept for reuse are kept under it
+        (:class:`~feverous_es.index.building.vector_cache.VectorCache`); the batch is not in
+        it, because no vector depends on its batch."""
         listed = json.loads((self._model.path.parent / MANIFEST_FILE).read_text())["files"]
         sha = listed.get(self.model_file, {}).get("sha256", "unlisted")
-        return f"{MODEL_NAME} {self.model_file} sha256:{sha[:16]} max_length={self.max_length}"
+        return (
+            f"{MODEL_NAME} {self.model_file} sha256:{sha[:16]} max_length={self.max_length} "
+            f"{self.provider} onnxruntime {ort.__version__}"
+        )
 
     @property
     def tokens(self) -> int:
@@ -207,8 +257,3 @@ def _mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
     return (pooled / norms).astype(np.float32, copy=False)
 
-
-def _cuda(device: str) -> bool:
-    """Whether a session for ``device`` would run on CUDA."""
-    session.check_device(device)
-    return device != "cpu" and session.cuda_device_present()

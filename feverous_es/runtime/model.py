@@ -91,8 +91,9 @@ class OnnxModel:
 
     ``execution``: the device, threads and precision (:class:`Execution`). ``graph``: the file
     to run on any provider (default: chosen per provider, ``execution.quantized`` picking int8
-    over fp32 on CPU). ``cuda_graph``: where the CUDA graph comes from when it is
-    not in the directory (the packaged embedder derives it into the cache). The files that
+    over fp32 on CPU). ``derived_graph(on_cuda)``: the graph for a provider that is not in the
+    directory (the packaged embedder derives its fp32 and fp16 graphs into the cache), or None
+    for the directory's own. The files that
     ``manifest.json`` lists are checked before use, others used as they are (a user's own
     export); ``require_manifest`` refuses a directory without one. ``remedy`` ends the
     message of a file that fails its check: ``delete DIR to <remedy>``. ``tokenizer``: the
@@ -105,7 +106,7 @@ class OnnxModel:
         execution: Execution = Execution(),
         *,
         graph: str | None = None,
-        cuda_graph: Callable[[], Path] | None = None,
+        derived_graph: Callable[[bool], Path | None] | None = None,
         require_manifest: bool = False,
         remedy: str = "install it again",
         tokenizer: str | None = None,
@@ -124,8 +125,9 @@ class OnnxModel:
         loaded: list[Path] = []
 
         def pick(on_cuda: bool) -> Path:
-            if on_cuda and cuda_graph is not None and graph is None:
-                path = cuda_graph()
+            derived = derived_graph(on_cuda) if derived_graph and graph is None else None
+            if derived is not None:
+                path = derived
             else:
                 present = graph_files(self.directory)
                 chosen = choose_model_file(present, on_cuda, quantized=execution.quantized)
