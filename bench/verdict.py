@@ -1,7 +1,8 @@
 """Verdict accuracy through the whole pipeline on the claims the verdict models were not trained on.
 
     run = "bench.verdict:verdict_accuracy"   # on the mini index (--index); options: models, reader,
-    # baseline_models, baseline_commits, baseline_readers, per_file, held_out_by, config, files, nei
+    # baseline_models, baseline_commits, baseline_readers, baseline_rules, baseline_answers,
+    # per_file, held_out_by, config, files, nei
 
 The held-out claims are the ones every model compared kept out of its training (the claim
 files, per-file sample and seeded split their `training.json` name: `train verdict`,
@@ -15,6 +16,14 @@ evidence, side by side: the entailment model alone (feature models off), and wit
 package's models as an earlier commit shipped them, with `baseline_readers = ["large"]` the same
 models with the large reader. `reader = "large"` puts the large reader under test (its held-out
 claims are the default reader's: one GPU job trained both).
+`baseline_rules` names verdict options of the reader under test, one column each (`{ "whole
+evidence only" = { page_premises = 0 } }`): a rule judged by the claims it changes.
+`baseline_answers` names stored per-claim answers of a version run as it was, from its own
+commit (bench/results/answers/NAME/SOURCE.jsonl.gz: its `feverous-es predict` lines for these
+claims; ANSWERS.md there says how each was made). Every column is also compared with the
+verdict under test claim by claim: the paired difference in label accuracy with its 95 %
+bootstrap interval and the claims only one of them gets right (bench/paired.py); a change is
+adopted when its interval clears zero. The record keeps each column's label per claim.
 Predictions are scored with the official metric (`feverous-es score`): label accuracy per claim
 file next to its majority class, on FEVEROUS-S's balanced subset too (within each gold-evidence
 count as many SUPPORTS as REFUTES claims, the first in file order: there, counting evidence
@@ -33,23 +42,29 @@ claims not turned into NEI.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import itertools
 import json
 import tempfile
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from bench.context import Context
 from bench.data import MINI, REPO, baseline_options, models_at
 from bench.errors import BenchError
+from bench.paired import paired_difference
 from feverous_es.verdict.readers import DEFAULT_READER, reader_dirs
 
+ANSWERS = REPO / "bench" / "results" / "answers"
+# One letter a claim in the record's answers.
+LETTERS = {"SUPPORTS": "S", "REFUTES": "R", "NOT ENOUGH INFO": "N"}
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
 
@@ -89,6 +104,34 @@ def held_out_lines(trainings: list[dict], claim_file: Path, per_file: int | None
         if record.get("claim") and str(record.get("id")) in held:
             lines.append(line)
     return lines[:per_file] if per_file else lines
+
+
+def file_limit(per_file: int | Mapping[str, int] | None, stem: str) -> int | None:
+    """The most claims of file ``stem``: ``per_file`` for every file, or a table by stem (a
+    file it does not name: all of them)."""
+    if isinstance(per_file, Mapping):
+        return per_file.get(stem)
+    return per_file
+
+
+def stored_answers(name: str, source: str, lines: list[str]) -> list[bytes]:
+    """The submission lines version ``name`` answered ``lines``' claims with, in their order,
+    from bench/results/answers/NAME/SOURCE.jsonl.gz (BenchError naming a claim it lacks)."""
+    path = ANSWERS / name / f"{source}.jsonl.gz"
+    if not path.is_file():
+        raise BenchError(f"no stored answers {path.relative_to(REPO)} (ANSWERS.md: making them)")
+    with gzip.open(path, "rb") as file:
+        by_id = {str(json.loads(line)["id"]): line.rstrip(b"\n") + b"\n" for line in file}
+    ids = [str(json.loads(line)["id"]) for line in lines]
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise BenchError(f"{path.relative_to(REPO)} lacks {len(missing)} claims, e.g. {missing[0]}")
+    return [by_id[i] for i in ids]
+
+
+def answer_letters(submissions: list[bytes]) -> str:
+    """One letter a claim (S, R, N) for the labels of ``submissions``."""
+    return "".join(LETTERS[json.loads(line)["predicted_label"]] for line in submissions)
 
 
 def balanced(records: list[dict]) -> list[int]:
@@ -308,6 +351,7 @@ class Setup:
     models: Path
     reader: str | None
     baselines: list[tuple[str, Path, str | None, dict]]
+    answers: Sequence[str]
     config: Path | None
     nei: Sequence[float]
     batch_size: int
@@ -342,6 +386,8 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
             started = time.perf_counter()
             run = run_file(pipeline, verdicts, probe, lines, setup.batch_size)
             seconds = time.perf_counter() - started
+            for name in setup.answers:
+                run["submissions"][f"answers {name}"] = stored_answers(name, source, lines)
             records = [json.loads(line) for line in lines]
             gold_labels = np.array([r["label"] == "SUPPORTS" for r in records])
             evidence = any(r.get("evidence") for r in records)
@@ -362,6 +408,14 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                 # TabFact has no gold evidence: its FEVEROUS score would read 0 whatever was found.
                 result["feverous_score"] = result["feverous_score"] if evidence else None
                 result["evidence_recall"] = result["evidence_recall"] if evidence else None
+            letters = {name: answer_letters(subs) for name, subs in run["submissions"].items()}
+            gold_letters = np.array([LETTERS[r["label"]] for r in records])
+            right = {name: np.array(list(a)) == gold_letters for name, a in letters.items()}
+            paired = {
+                name: paired_difference(r, right["model"])
+                for name, r in right.items()
+                if name != "model"
+            }
             p = np.array(run["supports"]["model"])
             confidence = np.maximum(p, 1 - p)
             right = (p >= 0.5) == gold_labels
@@ -372,6 +426,8 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                 "majority_class": majority,
                 "seconds": round(seconds, 1),
                 "models": models,
+                "paired": paired,
+                "answers": {"ids": [str(r["id"]) for r in records], **letters},
                 "routes": {
                     route: {
                         "claims": int((routes == route).sum()),
@@ -408,6 +464,13 @@ def report(figures: dict, setup: Setup, commands: list[str]) -> None:
             if m["feverous_score"] is not None:
                 line += f"  (FEVEROUS score {m['feverous_score']:.1%})"
             print(line)
+        for name, d in f["paired"].items():
+            print(
+                f"  {d['difference']:+6.1%} [{d['low']:+.1%}, {d['high']:+.1%}] {name} against "
+                f"the verdict under test ({d['only_this']} claims only it gets right, "
+                f"{d['only_baseline']} only the verdict under test)"
+                + ("" if d["clears_zero"] else ": the interval holds zero")
+            )
         model = f["models"]["model"]
         if model["evidence_recall"] is not None:
             print(f"  complete-evidence recall {model['evidence_recall']:.3f}")
@@ -460,9 +523,11 @@ def verdict_accuracy(
     baseline_models: Sequence[str] = (),
     baseline_commits: Sequence[str] = (),
     baseline_readers: Sequence[str] = (),
+    baseline_rules: Mapping[str, Mapping[str, Any]] | None = None,
+    baseline_answers: Sequence[str] = (),
     held_out_by: Sequence[str] = (),
     config: str | None = None,
-    per_file: int | None = None,
+    per_file: int | Mapping[str, int] | None = None,
     files: Sequence[str] = (),
     nei: Sequence[float] = (0.3, 0.5, 0.7, 0.9, 1.1),
     batch_size: int = 16,
@@ -472,7 +537,10 @@ def verdict_accuracy(
     ``table-verdict/``, ``sentence-verdict/``, default the shipped ones; ``reader``: default,
     large or a model directory) beside each baseline: another models directory, the package's
     models at a commit, the same models with another reader; on the claims every one of them and
-    each ``held_out_by`` model kept out (at most ``per_file`` a file; only ``files``' stems).
+    each ``held_out_by`` model kept out (at most ``per_file`` a file, or a table of them by
+    file stem; only ``files``' stems). ``baseline_answers``: stored per-claim answers of
+    versions run as they were; ``baseline_rules``: the reader under test with other verdict
+    options, a column each (the module).
     ``commit_options``: verdict options of the baselines of other models (directories,
     commits), e.g. ``{page_premises = 0}`` for the rules a commit shipped with."""
     models_dir = Path(models) if models else REPO / "feverous_es" / "models"
@@ -490,8 +558,12 @@ def verdict_accuracy(
             for c in baseline_commits
         ]  # fmt: skip
         baselines += [(f"reader {r}", models_dir, r, {}) for r in baseline_readers]
+        baselines += [
+            (f"rules {name}", models_dir, reader, dict(options))
+            for name, options in (baseline_rules or {}).items()
+        ]
         setup = Setup(
-            context.place("index"), models_dir, reader, baselines,
+            context.place("index"), models_dir, reader, baselines, baseline_answers,
             Path(config) if config else None, nei, batch_size,
         )  # fmt: skip
         # The entailment models read (a reader's, else the models directory's default reader's)
@@ -508,7 +580,9 @@ def verdict_accuracy(
         tested = [*trainings[: len(under_test)], *trainings[len(under_test) + len(compared) :]]
         names = dict.fromkeys(n for t in tested for n in t["claims"])
         chosen = {
-            Path(name).stem: held_out_lines(trainings, MINI / name, per_file)
+            Path(name).stem: held_out_lines(
+                trainings, MINI / name, file_limit(per_file, Path(name).stem)
+            )
             for name in names
             if not files or Path(name).stem in files
         }

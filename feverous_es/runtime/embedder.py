@@ -256,4 +256,3 @@ def _mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     pooled = (hidden * weights).sum(axis=1) / counts
     norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
     return (pooled / norms).astype(np.float32, copy=False)
-
