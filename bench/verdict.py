@@ -416,6 +416,11 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                 for name, r in right.items()
                 if name != "model"
             }
+            paired_balanced = {
+                name: paired_difference(r[subset], right["model"][subset])
+                for name, r in right.items()
+                if name != "model" and subset
+            }
             p = np.array(run["supports"]["model"])
             confidence = np.maximum(p, 1 - p)
             right = (p >= 0.5) == gold_labels
@@ -427,6 +432,7 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                 "seconds": round(seconds, 1),
                 "models": models,
                 "paired": paired,
+                "paired_balanced": paired_balanced or None,
                 "answers": {"ids": [str(r["id"]) for r in records], **letters},
                 "routes": {
                     route: {
@@ -442,77 +448,74 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                     run["nei"], [r["label"] for r in records], lambda way: np.array(way["seeking"])
                 ),
             }
+            report_file(source, figures[source], setup)
     finally:
         pipeline.close()
     return figures
 
 
-def report(figures: dict, setup: Setup, commands: list[str]) -> None:
-    for source, f in figures.items():
-        target = TARGETS.get(source)
-        print(
-            f"\n{source}: {f['claims']} held-out claims, majority class "
-            f"{f['majority_class']:.1%}"
-            + (f", target {target:.0%}" if target else "")
-            + f", {f['seconds']:.0f} s"
-        )
-        for name, m in f["models"].items():
-            label = f"verdict of {setup.models}" if name == "model" else name
-            line = f"  {m['label_accuracy']:6.1%} label accuracy  {label}"
-            if m.get("balanced") is not None:
-                line += f"  (balanced subset of {f['balanced_claims']}: {m['balanced']:.1%})"
-            if m["feverous_score"] is not None:
-                line += f"  (FEVEROUS score {m['feverous_score']:.1%})"
-            print(line)
-        for name, d in f["paired"].items():
+def report_file(source: str, f: dict, setup: Setup) -> None:
+    """One claim file's figures, printed as soon as the file is done (a run takes an hour)."""
+    target = TARGETS.get(source)
+    print(
+        f"\n{source}: {f['claims']} held-out claims, majority class "
+        f"{f['majority_class']:.1%}"
+        + (f", target {target:.0%}" if target else "")
+        + f", {f['seconds']:.0f} s"
+    )
+    for name, m in f["models"].items():
+        label = f"verdict of {setup.models}" if name == "model" else name
+        line = f"  {m['label_accuracy']:6.1%} label accuracy  {label}"
+        if m.get("balanced") is not None:
+            line += f"  (balanced subset of {f['balanced_claims']}: {m['balanced']:.1%})"
+        if m["feverous_score"] is not None:
+            line += f"  (FEVEROUS score {m['feverous_score']:.1%})"
+        print(line)
+    for subset, paired in (("", f["paired"]), (" (balanced subset)", f["paired_balanced"] or {})):
+        for name, d in paired.items():
             print(
-                f"  {d['difference']:+6.1%} [{d['low']:+.1%}, {d['high']:+.1%}] {name} against "
-                f"the verdict under test ({d['only_this']} claims only it gets right, "
+                f"  {d['difference']:+6.1%} [{d['low']:+.1%}, {d['high']:+.1%}] {name}{subset} "
+                f"against the verdict under test ({d['only_this']} claims only it gets right, "
                 f"{d['only_baseline']} only the verdict under test)"
                 + ("" if d["clears_zero"] else ": the interval holds zero")
             )
-        model = f["models"]["model"]
-        if model["evidence_recall"] is not None:
-            print(f"  complete-evidence recall {model['evidence_recall']:.3f}")
-        hits = model.get("table_hits")
-        if hits:
-            print(
-                f"  gold table Hits@{'/'.join(map(str, hits))}: "
-                + " / ".join(f"{100 * v:.1f}" for v in hits.values())
-            )
+    model = f["models"]["model"]
+    if model["evidence_recall"] is not None:
+        print(f"  complete-evidence recall {model['evidence_recall']:.3f}")
+    hits = model.get("table_hits")
+    if hits:
         print(
-            "  routes: "
-            + ", ".join(
-                f"{route} {r['claims']} claims at {r['accuracy']:.1%}"
-                for route, r in f["routes"].items()
-            )
+            f"  gold table Hits@{'/'.join(map(str, hits))}: "
+            + " / ".join(f"{100 * v:.1f}" for v in hits.values())
         )
-        cal = f["calibration"]
-        print(
-            f"  calibration: ECE {cal['ece']:.3f}; reliability "
-            + ", ".join(
-                f"{r['confidence']}: {r['claims']} at {r['accuracy']:.0%} "
-                f"(conf {r['mean_confidence']:.2f})"
-                for r in cal["reliability"]
-            )
+    print(
+        "  routes: "
+        + ", ".join(
+            f"{route} {r['claims']} claims at {r['accuracy']:.1%}"
+            for route, r in f["routes"].items()
         )
-        print(
-            "  nei_above | NEI as is | accuracy on the rest | NEI without gold | still gold label"
+    )
+    cal = f["calibration"]
+    print(
+        f"  calibration: ECE {cal['ece']:.3f}; reliability "
+        + ", ".join(
+            f"{r['confidence']}: {r['claims']} at {r['accuracy']:.0%} "
+            f"(conf {r['mean_confidence']:.2f})"
+            for r in cal["reliability"]
         )
-        rules = [(f"{r['nei_above']:9}", r) for r in f["nei"]]
-        for name, r in [*rules, ("hop seeks", f["nei_hop_seeking"])]:
+    )
+    print("  nei_above | NEI as is | accuracy on the rest | NEI without gold | still gold label")
+    rules = [(f"{r['nei_above']:9}", r) for r in f["nei"]]
+    for name, r in [*rules, ("hop seeks", f["nei_hop_seeking"])]:
 
-            def pct(v: float | None) -> str:
-                return "-" if v is None else f"{v:.1%}"
+        def pct(v: float | None) -> str:
+            return "-" if v is None else f"{v:.1%}"
 
-            print(
-                f"  {name:9} | {pct(r['as_is_nei_rate']):9} | "
-                f"{pct(r['as_is_accuracy_on_rest']):20} | {pct(r['no_gold_nei_rate']):16} | "
-                f"{pct(r['no_gold_accuracy_on_rest'])}"
-            )
-    print("\nmodels trained by:")
-    for command in commands:
-        print(f"  {command}")
+        print(
+            f"  {name:9} | {pct(r['as_is_nei_rate']):9} | "
+            f"{pct(r['as_is_accuracy_on_rest']):20} | {pct(r['no_gold_nei_rate']):16} | "
+            f"{pct(r['no_gold_accuracy_on_rest'])}"
+        )
 
 
 def verdict_accuracy(
@@ -587,5 +590,7 @@ def verdict_accuracy(
             if not files or Path(name).stem in files
         }
         figures = run_files(setup, chosen)
-    report(figures, setup, [t["command"] for t in trainings[: len(under_test)]])
+    print("\nmodels trained by:")
+    for training in trainings[: len(under_test)]:
+        print(f"  {training['command']}")
     return figures
