@@ -4,8 +4,8 @@ training claims (``is_valid``), which the job's teacher and student and a CPU di
 
 Each claim's evidence is retrieved once; each variant of the verdict (its options) reads it, and
 is scored by its label accuracy per file, their mean, and the verdict stage's milliseconds a
-claim. The conditions that choose a verdict option with it: ``cascade``, ``unrelated-sentences``,
-``page-premise-weight``, and ``sure-sentences`` (:func:`option_values`, its whole run).
+claim. The conditions that choose a verdict option with it: ``cascade`` and
+``unrelated-sentences`` (:func:`option_values`, its whole run).
 """
 
 from __future__ import annotations

@@ -167,15 +167,6 @@ def test_a_claims_numbers_decide_a_tie(elements: list) -> None:
     assert evidence_table("the 2008 season drew crowds to its first game", evidence) is None
 
 
-def test_a_margin_keeps_a_claim_on_sentences_unless_the_table_holds_clearly_more(
-    elements: list,
-) -> None:
-    evidence = with_tables([Candidate(e, 1.0) for e in elements], _Store(elements))  # type: ignore[arg-type]
-    claim = "bradford bulls score 98 points in may"
-    assert evidence_table(claim, evidence, margin=0.5) is not None
-    assert evidence_table(claim, evidence, margin=1.0) is None
-
-
 def test_an_ordinal_checks_the_named_row_rank(table: Table) -> None:
     claim = "{} have the second highest attendance"
     assert feature(claim.format("bradford bulls"), table, "ordinal_rank_matches") == 1.0

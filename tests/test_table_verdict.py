@@ -201,38 +201,6 @@ def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answe
     assert unanswered.probability == pytest.approx(0.92)
 
 
-def test_a_table_claim_its_sentences_answer_surely_is_answered_on_them(sample_index) -> None:
-    """A claim routed to its table, with a sentence beside the cells: when the reader reads the
-    sentence as REFUTES with at least ``sure_sentences_above``, the verdict is that reading, on
-    the sentence route; less sure, or with the rule off, the table's reading answers."""
-    store = open_store("embedded", sample_index)
-    try:
-        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        table_claim, cells = _table_claim_and_cells(store)
-        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
-        evidence = with_tables([*cells, Candidate(sentence, 1.0)], store)
-        batch = [(Query(table_claim.claim, np.zeros(0)), evidence)]
-        on_sentences = sentence_premise([Candidate(sentence, 1.0)])
-
-        def entailment(claims, premises):  # the table SUPPORTS; the sentence REFUTES, so sure
-            return np.array([[0.1, refutes, 0.9 - refutes] if p == on_sentences
-                             else [0.7, 0.2, 0.1] for p in premises])  # fmt: skip
-
-        answers = {}
-        for above, refutes in [(0.8, 0.85), (0.8, 0.75), (1.1, 0.85)]:
-            verdict = ClassifierVerdict(context, table_model="", sure_sentences_above=above)
-            verdict.entailment = entailment  # type: ignore[method-assign]
-            [answers[above, refutes]] = verdict.predict(batch)
-    finally:
-        store.close()
-    sure = answers[0.8, 0.85]
-    assert (sure.label, sure.table) == (Label.REFUTES, None)
-    assert sure.probability == pytest.approx(0.85)
-    for kept in (answers[0.8, 0.75], answers[1.1, 0.85]):  # less sure; the rule off
-        assert (kept.label, kept.table is not None) == (Label.SUPPORTS, True)
-        assert kept.probability == pytest.approx(0.7)
-
-
 def test_a_sentence_claim_the_reader_finds_unrelated_to_its_sentences_is_read_on_its_table(
     sample_index,
 ) -> None:

@@ -60,15 +60,6 @@ def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) 
         assert result.probability == result.probabilities[result.label]
 
 
-def test_low_confidence_becomes_not_enough_info(tiny_classifier) -> None:
-    model_dir, _ = tiny_classifier
-    context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
-    verdict = ClassifierVerdict(context, model=str(model_dir), nei_below=0.99)
-    query = Query("A claim.", np.zeros(384, dtype=np.float32))
-    [result] = verdict.predict([(query, evidence("Some evidence."))])
-    assert result.label is Label.NOT_ENOUGH_INFO  # a random 3-way model is never 99 % sure
-
-
 def test_missing_or_unlabelled_model_is_a_clear_error(tmp_path: Path, tiny_classifier) -> None:
     context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
     with pytest.raises(ModelError, match="no verdict model at"):
@@ -128,8 +119,7 @@ def test_classifier_reads_its_input_settings_from_training_json(
 def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     """Evidence of several pages: the reading is the mean of the whole evidence's and of the
     first page's sentences alone (other subjects' sentences beside the claim's own page must
-    not decide it), the page's weighted `page_premise_weight`; `page_premises=0` reads the
-    whole evidence only."""
+    not decide it); `page_premises=0` reads the whole evidence only."""
     model_dir, _ = tiny_classifier
     context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
     own = [Candidate(Element(f"Jeanne Moreau_sentence_{i}", "Jeanne Moreau", ElementType.SENTENCE,
@@ -153,12 +143,6 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     got = [mean.probabilities[x] for x in labels]
     np.testing.assert_allclose(got, rows.mean(axis=0), atol=1e-5)
     np.testing.assert_allclose([alone.probabilities[x] for x in labels], rows[0], atol=1e-5)
-    # the page's reading weighted 3 against the whole evidence's 1
-    weighted = ClassifierVerdict(context, model=str(model_dir), table_model="", sentence_model="",
-                                 page_premise_weight=3.0)  # fmt: skip
-    [heavier] = weighted.predict([(claim, evidence)])
-    np.testing.assert_allclose([heavier.probabilities[x] for x in labels],
-                               (rows[0] + 3 * rows[1]) / 4, atol=1e-5)  # fmt: skip
     # one page: nothing more to read
     [single] = verdict.predict([(claim, own)])
     [single_whole] = whole.predict([(claim, own)])
@@ -167,8 +151,8 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
 
 def test_one_pages_sentences_are_one_passage_under_its_title(tiny_classifier) -> None:
     """Evidence all of one page is read as ``[Title] s1 s2`` (as the readers learned a page's
-    lead); sentences of several pages each keep their page's title; ``one_title=False`` reads the
-    title before each sentence, as before."""
+    lead); sentences of several pages each keep their page's title; a page read alone beside
+    others (``one_title=False``) has the title before each sentence."""
     one = evidence("Strontium is a chemical element.", "It has symbol Sr.")
     assert sentence_premise(one) == "[P] Strontium is a chemical element. It has symbol Sr."
     each = "[P] Strontium is a chemical element. [P] It has symbol Sr."
@@ -182,13 +166,10 @@ def test_one_pages_sentences_are_one_passage_under_its_title(tiny_classifier) ->
     context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
     claim = Query("The symbol of strontium is Sr.", np.zeros(384, dtype=np.float32))
     labels = [Label(LABELS[i]) for i in range(3)]
-    for one_title in (True, False):
-        verdict = ClassifierVerdict(context, model=str(model_dir), table_model="",
-                                    sentence_model="", one_title=one_title)  # fmt: skip
-        [read] = verdict.predict([(claim, one)])
-        premise_read = sentence_premise(one, one_title=one_title)
-        row = verdict.reader.probabilities([claim.text], [premise_read])[0]
-        np.testing.assert_allclose([read.probabilities[x] for x in labels], row, atol=1e-5)
+    verdict = ClassifierVerdict(context, model=str(model_dir), table_model="", sentence_model="")
+    [read] = verdict.predict([(claim, one)])
+    row = verdict.reader.probabilities([claim.text], [sentence_premise(one)])[0]
+    np.testing.assert_allclose([read.probabilities[x] for x in labels], row, atol=1e-5)
 
 
 def test_the_page_read_alone_is_the_one_the_claim_names_first() -> None:

@@ -61,16 +61,6 @@ DEFAULT_NEI_ABOVE = 0.9
 # beside the claim's own page turned true restatements into REFUTES ("Jeanne Moreau was French."
 # beside two other Jeannes' leads); chosen in docs/verdict.md ("Which premise").
 DEFAULT_PAGE_PREMISES = 1
-# The weight of each such page's reading in that mean, the whole evidence's 1. 3/2, chosen on
-# validation claims (`python -m bench run page-premise-weight`), answered the held-out changed
-# places ("Vancouver is in Cameroon.") right and cost 3 of 400 held-out FEVEROUS-S claims
-# (docs/verdict.md): 1, an option to raise.
-DEFAULT_PAGE_PREMISE_WEIGHT = 1.0
-# How much more of a claim's content words the evidence's table must hold than its best
-# sentence for the table route to read it (feature_model.evidence_table). 0.2 read the cached
-# evidence's table claims better and lost 3 points of TabFact through the pipeline
-# (docs/verdict.md): 0.
-DEFAULT_TABLE_MARGIN = 0.0
 # A claim routed to sentences that the reader finds unrelated to them (its NOT ENOUGH INFO
 # probability at least UNRELATED_ABOVE) is read against the evidence's table too, and goes to
 # the table route when the table leaves NOT ENOUGH INFO less likely by TABLE_CLEARER_BY: held-out
@@ -80,11 +70,6 @@ DEFAULT_TABLE_MARGIN = 0.0
 # earlier reader.
 UNRELATED_ABOVE = 0.5
 TABLE_CLEARER_BY = 0.4
-# A claim routed to a table whose sentences the reader reads as SUPPORTS or REFUTES with at least
-# SURE_SENTENCES_ABOVE is answered on its sentences (over 1: never). Off: 0.7, chosen on
-# validation claims by `python -m bench run sure-sentences`, gained held out as many claims as it
-# lost (docs/verdict.md); an option for claims about single facts a table only names.
-SURE_SENTENCES_ABOVE = 1.1
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 
 
@@ -110,8 +95,7 @@ class ClassifierVerdict:
 
     ``nei_above``: the entailment model's NOT ENOUGH INFO probability at or above which the
     verdict is NEI (``1.0`` or more: never; the default is chosen in ``bench/verdict.py``'s
-    gold-removed measurement, see docs/verdict.md). ``nei_below``: a verdict's own probability under
-    which it is NEI (0: never).
+    gold-removed measurement, see docs/verdict.md).
 
     ``cascade_below``: with the ``auto`` reader, the default reader's top probability under
     which the large tier reads the pair (default chosen in ``bench/cascade.py``).
@@ -119,25 +103,15 @@ class ClassifierVerdict:
     ``page_premises``: for a claim routed to sentences, the reader also reads the sentences of
     this many pages of the evidence alone (those the claim names first, see
     :func:`page_premises`) and the verdict takes the mean of those readings and the whole
-    evidence's (0: the whole evidence only), each page's weighted ``page_premise_weight``
-    against the whole evidence's 1.
-
-    ``table_margin``: a claim whose evidence holds a table is read through the table route when
-    the table holds this share of its content words more than the best evidence sentence
-    (:func:`~feverous_es.verdict.feature_model.evidence_table`).
+    evidence's (0: the whole evidence only).
 
     ``unrelated_above`` / ``table_clearer_by``: a claim routed to sentences whose reading has a
     NOT ENOUGH INFO probability of at least ``unrelated_above`` is read against the evidence's
     first table too, and goes to the table route when that reading's NOT ENOUGH INFO
     probability is lower by at least ``table_clearer_by`` (``unrelated_above`` over 1: never).
 
-    ``sure_sentences_above``: a claim routed to a table whose sentences (read for NOT ENOUGH
-    INFO) the reader reads as SUPPORTS or REFUTES with at least this probability is answered on
-    its sentences (over 1: never; the sentences are read only where the verdict may call NEI).
-
-    ``one_title``: evidence sentences that are all of one page are read as one passage under
-    its title once (:func:`~feverous_es.verdict.inputs.sentence_premise`); false: the title
-    before each sentence, as before 2026-11-29.
+    Evidence sentences that are all of one page are read as one passage under its title
+    (:func:`~feverous_es.verdict.inputs.sentence_premise`).
     """
 
     def __init__(
@@ -145,7 +119,6 @@ class ClassifierVerdict:
         context: PluginContext,
         model: str | None = None,
         math_hints: bool | None = None,
-        nei_below: float = 0.0,
         max_length: int | None = None,
         table_model: str | None = None,
         sentence_model: str | None = None,
@@ -153,12 +126,8 @@ class ClassifierVerdict:
         table_reader: str | None = None,
         cascade_below: float = CASCADE_BELOW,
         page_premises: int = DEFAULT_PAGE_PREMISES,
-        page_premise_weight: float = DEFAULT_PAGE_PREMISE_WEIGHT,
-        table_margin: float = DEFAULT_TABLE_MARGIN,
         unrelated_above: float = UNRELATED_ABOVE,
         table_clearer_by: float = TABLE_CLEARER_BY,
-        sure_sentences_above: float = SURE_SENTENCES_ABOVE,
-        one_title: bool = True,
     ) -> None:
         self.reader = EntailmentModel(
             model, device=context.device, max_length=max_length, math_hints=math_hints,
@@ -171,15 +140,10 @@ class ClassifierVerdict:
                 f"the table reader {self.table_reader.model_dir} names the labels "
                 f"{self.table_reader.labels}, the reader {self.labels}: they must agree"
             )
-        self.nei_below = nei_below
         self.nei_above = nei_above
         self.page_premises = page_premises
-        self.page_premise_weight = page_premise_weight
-        self.table_margin = table_margin
         self.unrelated_above = unrelated_above
         self.table_clearer_by = table_clearer_by
-        self.sure_sentences_above = sure_sentences_above
-        self.one_title = one_title
         self.tables = _feature_model(table_model, "table")
         self.sentences = _feature_model(sentence_model, "sentence")
 
@@ -188,16 +152,13 @@ class ClassifierVerdict:
             return []
         firsts = [first_table(ev) for _, ev in batch]
         tables = [
-            routed_table(query.text, ev, first, self.table_margin)
+            routed_table(query.text, ev, first)
             for (query, ev), first in zip(batch, firsts, strict=True)
         ]
         routes = [self.tables if table is not None else self.sentences for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
         entailment, sentence_rows = self._read_premises(batch, tables, reads)
-        for i in self._sure_sentences(sentence_rows):
-            tables[i], routes[i] = None, self.sentences
-            entailment[i] = sentence_rows.pop(i)
         for i, (clearer, row) in self._clearer_tables(batch, firsts, tables, entailment).items():
             # read through its table; the sentences' reading still counts for NOT ENOUGH INFO
             tables[i], routes[i] = clearer, self.tables
@@ -235,10 +196,10 @@ class ClassifierVerdict:
         read_both = [i for i in reads if tables[i] is not None and self._may_call_nei]
         sentences = {
             i: text for i in read_both
-            if (text := sentence_premise(batch[i][1], one_title=self.one_title))
+            if (text := sentence_premise(batch[i][1]))
         }  # fmt: skip
         pairs = [
-            (batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i], self.one_title))
+            (batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i]))
             for i in reads
         ]
         pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
@@ -256,22 +217,13 @@ class ClassifierVerdict:
             end = len(reads) + len(sentences)
             sums, counts = routed.copy(), np.ones(len(reads))
             for (n, _), row in zip(pages, rows[end:], strict=True):
-                sums[n] += self.page_premise_weight * row
-                counts[n] += self.page_premise_weight
+                sums[n] += row
+                counts[n] += 1
             routed = sums / counts[:, None]
         return (
             dict(zip(reads, routed, strict=True)),
             dict(zip(sentences, rows[len(reads) : len(reads) + len(sentences)], strict=True)),
         )
-
-    def _sure_sentences(self, sentence_rows: dict[int, np.ndarray]) -> list[int]:
-        """The claims routed to a table (``sentence_rows`` holds only theirs) whose sentences'
-        reading is SUPPORTS or REFUTES with at least ``sure_sentences_above``."""
-        if self.sure_sentences_above > 1.0:
-            return []
-        answers = [n for n, label in enumerate(self.labels) if label != Label.NOT_ENOUGH_INFO]
-        sure = self.sure_sentences_above
-        return [i for i, row in sentence_rows.items() if row[answers].max() >= sure]
 
     def _clearer_tables(
         self,
@@ -376,14 +328,13 @@ class ClassifierVerdict:
         """A claim's verdict, decided here alone, from its route's probabilities ``row`` (over
         ``labels``: the reader's, or a feature model's) and the reader's rows of the premises
         it read (``nei_rows``): SUPPORTS or REFUTES, whichever is likelier; NOT ENOUGH INFO when
-        that one's probability renormalized over the two is under ``nei_below``, or when the
-        reader's NEI probability, the lowest over ``nei_rows``, reaches ``nei_above``. The
+        the reader's NEI probability, the lowest over ``nei_rows``, reaches ``nei_above``. The
         verdict's ``probability`` is its label's entry among the probabilities a user reads
         (the route's, with the reader's NEI probability)."""
         decided = [i for i, label in enumerate(labels) if label is not Label.NOT_ENOUGH_INFO]
         best = max(decided, key=lambda i: row[i])
         p = float(row[best] / max(row[decided].sum(), 1e-9))
-        label = labels[best] if p >= self.nei_below else Label.NOT_ENOUGH_INFO
+        label = labels[best]
         probabilities = dict(zip(labels, map(float, row), strict=True))
         if nei_rows and Label.NOT_ENOUGH_INFO in self.labels:
             nei = self.labels.index(Label.NOT_ENOUGH_INFO)
@@ -420,13 +371,11 @@ def page_premises(claim: str, evidence: Sequence[Candidate], pages: int) -> list
     return [sentence_premise(by_page[page], one_title=False) for page in ordered[:pages]]
 
 
-def _premise(
-    claim: str, evidence: Sequence[Candidate], table: Table | None, one_title: bool
-) -> str:
+def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> str:
     """What the entailment model reads: the routed table, else the evidence's sentences."""
     if table is not None:
         return table_premise(claim, table)
-    return sentence_premise(evidence, one_title=one_title)
+    return sentence_premise(evidence)
 
 
 def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:

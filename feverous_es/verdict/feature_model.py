@@ -55,24 +55,22 @@ def first_table(evidence: Sequence[Candidate]) -> Table | None:
     return table if table is not None and table.rows else None
 
 
-def evidence_table(claim: str, evidence: Sequence[Candidate], margin: float = 0.0) -> Table | None:
+def evidence_table(claim: str, evidence: Sequence[Candidate]) -> Table | None:
     """The table a claim's verdict reads, or None when the evidence's sentences answer it.
 
     The evidence always holds sentences and cells side by side (the budget's two lists), so its
     type alone does not say which the claim is about. The table is read when its share of the
-    claim's content words (cells, header, title, caption) exceeds the best evidence sentence's
-    by more than ``margin``, or by exactly ``margin`` when the table holds more of the claim's
-    numbers than any sentence does. A TabFact claim's words are often as much in a sentence as
-    in the table, its numbers only in the table: such ties went to the sentences, where those
-    claims were answered right 29 % of the time (docs/verdict.md). A margin of 0.2 lost TabFact
-    claims through the pipeline, so the verdict's ``table_margin`` is 0.
+    claim's content words (cells, header, title, caption) exceeds the best evidence sentence's,
+    or equals it when the table holds more of the claim's numbers than any sentence does. A
+    TabFact claim's words are often as much in a sentence as in the table, its numbers only in
+    the table: such ties went to the sentences, where those claims were answered right 29 % of
+    the time (docs/verdict.md). A margin the table must win by (0.2) lost TabFact claims through
+    the pipeline (docs/log/2026-12.md: the option went).
     """
-    return routed_table(claim, evidence, first_table(evidence), margin)
+    return routed_table(claim, evidence, first_table(evidence))
 
 
-def routed_table(
-    claim: str, evidence: Sequence[Candidate], table: Table | None, margin: float = 0.0
-) -> Table | None:
+def routed_table(claim: str, evidence: Sequence[Candidate], table: Table | None) -> Table | None:
     """:func:`evidence_table` given the evidence's first table (read once by a caller that
     reads it again)."""
     if table is None:
@@ -81,10 +79,10 @@ def routed_table(
     numbers = marked_words(claim) - words  # the claim's numbers, in digits or words
     sentences = [set(tokens(text)) for text in sentence_texts(evidence)]
     lead = _share(words, table.all_tokens) - max((_share(words, s) for s in sentences), default=0)
-    if lead == margin:  # a tie: the claim's numbers say which holds it
+    if lead == 0:  # a tie: the claim's numbers say which holds it
         held = max((len(numbers & s) for s in sentences), default=0)
         return table if len(numbers & table.all_tokens) > held else None
-    return table if lead > margin else None
+    return table if lead > 0 else None
 
 
 def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:

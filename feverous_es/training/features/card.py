@@ -58,8 +58,8 @@ The verdict of {claims_of}: a gradient-boosted classifier (scikit-learn
 `GradientBoostingClassifier`, {settings["trees"]} trees of depth {settings["depth"]}, exported
 to ONNX: `model.onnx`, {report["export"]["bytes"] / 1e6:.2f} MB) over
 {len(training["features"])} features of the claim read against {read_against}. SUPPORTS /
-REFUTES only; the `classifier` verdict plugin's `nei_below` turns low-confidence verdicts into
-NOT ENOUGH INFO. Most used features: {top}."""
+REFUTES only; NOT ENOUGH INFO is the `classifier` verdict plugin's reader's call (its
+`nei_above`). Most used features: {top}."""
     data = f"""
 Split claim files: {split_files} (a seeded {report["holdout"]:.0%} of their claims, by claim id,
 held out of training and measured below); training-only files: {train_files}. {reading}
