@@ -119,7 +119,7 @@ def embedder(path: Path, batch: int, side_by_side: bool) -> Callable[[list[str]]
 
 
 def embedder_graphs(
-    context: Context, *, texts: int = 1500, claims: int = 300, rounds: int = 2
+    context: Context, *, texts: int = 1000, claims: int = 200, rounds: int = 2
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         wiki = context.dump(Path(tmp))
