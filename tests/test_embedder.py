@@ -222,6 +222,10 @@ def test_a_text_embeds_the_same_alone_and_in_any_batch() -> None:
         np.testing.assert_allclose(mixed, alone, atol=1e-5, err_msg=f"batch size {size}")
         reversed_order = embedder.embed(SENTENCES[::-1])[::-1]
         np.testing.assert_allclose(reversed_order, alone, atol=1e-5)
+    # The pipeline embeds a claim on every core (threads=0), a build side by side on one each:
+    # a query meets the index's vectors as they were written.
+    on_every_core = Embedder(device="cpu", threads=0).embed(SENTENCES)
+    np.testing.assert_allclose(on_every_core, alone, atol=1e-5)
 
 
 def test_an_int8_graph_reads_one_text_a_run(model_dir: Path) -> None:
