@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from bench.context import Context
 from bench.data import MINI
@@ -37,8 +36,15 @@ from feverous_es.export.int8 import quantize_weights
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.index.elements import ElementType
-from feverous_es.runtime.embedder import INT8_FILE, _mean_pooled, default_model_dir, load_tokenizer
+from feverous_es.runtime.embedder import (
+    INT8_FILE,
+    TOKENIZER_FILE,
+    _mean_pooled,
+    default_model_dir,
+    load_tokenizer,
+)
 from feverous_es.runtime.graphs import dequantize
+from feverous_es.runtime.model import Execution, OnnxModel
 
 # (name, graph, batch size, side by side)
 WAYS = [
@@ -81,41 +87,16 @@ def retrieval_set(wiki: Path, n: int) -> tuple[list[str], list[str], list[set[in
     return [r["claim"] for r in records], texts, gold
 
 
-def session(path: Path, threads: int | None) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def embedder(path: Path, batch: int, side_by_side: bool) -> Callable[[list[str]], np.ndarray]:
-    """Vectors of texts as the runtime makes them, on ``path``'s graph."""
-    run = session(path, 1 if side_by_side else None)
-    tokenizer = load_tokenizer(max_length=128)
-    pool = ThreadPoolExecutor(2)
-
-    def one_batch(encodings: list) -> np.ndarray:
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(encodings), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)], mask[row, : len(e.ids)] = e.ids, 1
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        return _mean_pooled(run.run(None, feed)[0], mask)
-
-    def embed(texts: list[str]) -> np.ndarray:
-        encodings = tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        batches = [order[i : i + batch] for i in range(0, len(order), batch)]
-        runs = [[encodings[i] for i in b] for b in batches]
-        results = pool.map(one_batch, runs) if side_by_side else map(one_batch, runs)
-        out = np.empty((len(texts), 384), dtype=np.float32)
-        for b, rows in zip(batches, results, strict=True):
-            out[b] = rows
-        return out
-
-    return embed
+def embedder(
+    graphs: Path, graph: str, batch: int, side_by_side: bool
+) -> Callable[[list[str]], np.ndarray]:
+    """Vectors of texts as the runtime makes them (its own batching, on one session of the
+    machine's threads or side by side, one core each), on the graph ``graph`` of ``graphs``."""
+    model = OnnxModel(
+        graphs, Execution("cpu"), graph=graph, tokenizer=TOKENIZER_FILE, side_by_side=side_by_side
+    )
+    tokenizer = model.tokenizer(128)
+    return lambda texts: model.run_encodings(tokenizer.encode_batch(texts), batch, _mean_pooled)
 
 
 def embedder_graphs(
@@ -123,14 +104,17 @@ def embedder_graphs(
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         wiki = context.dump(Path(tmp))
-        graphs = {"int8": default_model_dir() / INT8_FILE, "fp32": Path(tmp) / "fp32.onnx",
-                  "weight-only": Path(tmp) / "weight-only.onnx"}  # fmt: skip
-        dequantize(graphs["int8"], graphs["fp32"])
-        quantize_weights(graphs["fp32"], graphs["weight-only"])
+        graphs = Path(tmp) / "graphs"  # every graph beside the tokenizer, as a model directory
+        graphs.mkdir()
+        for name in (INT8_FILE, TOKENIZER_FILE):
+            shutil.copyfile(default_model_dir() / name, graphs / name)
+        names = {"int8": INT8_FILE, "fp32": "fp32.onnx", "weight-only": "weight-only.onnx"}
+        dequantize(graphs / INT8_FILE, graphs / names["fp32"])
+        quantize_weights(graphs / names["fp32"], graphs / names["weight-only"])
         sample = dump_texts(wiki, texts)
         tokens = sum(len(e.ids) for e in load_tokenizer(max_length=128).encode_batch(sample))
         queries, sentences, gold = retrieval_set(wiki, claims)
-        ways = {name: embedder(graphs[g], batch, sbs) for name, g, batch, sbs in WAYS}
+        ways = {name: embedder(graphs, names[g], batch, sbs) for name, g, batch, sbs in WAYS}
         seconds = {name: float("inf") for name in ways}
         vectors: dict[str, np.ndarray] = {}
         for round_ in range(rounds):

@@ -410,15 +410,15 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                 result["evidence_recall"] = result["evidence_recall"] if evidence else None
             letters = {name: answer_letters(subs) for name, subs in run["submissions"].items()}
             gold_letters = np.array([LETTERS[r["label"]] for r in records])
-            right = {name: np.array(list(a)) == gold_letters for name, a in letters.items()}
+            correct = {name: np.array(list(a)) == gold_letters for name, a in letters.items()}
             paired = {
-                name: paired_difference(r, right["model"])
-                for name, r in right.items()
+                name: paired_difference(c, correct["model"])
+                for name, c in correct.items()
                 if name != "model"
             }
             paired_balanced = {
-                name: paired_difference(r[subset], right["model"][subset])
-                for name, r in right.items()
+                name: paired_difference(c[subset], correct["model"][subset])
+                for name, c in correct.items()
                 if name != "model" and subset
             }
             p = np.array(run["supports"]["model"])

@@ -8,10 +8,10 @@ fp32 graph over its dequantized weights runs instead, and on a CUDA device the f
 are derived once from the shipped file into the model cache (:func:`ensure_cpu_model`,
 :func:`ensure_cuda_model`). A text's vector is then the same alone or in any batch, chunk, part
 or resume point (DESIGN.md: same input, same output). Chosen side by side on this project's
-2-core CPU (AVX2, no VNNI; docs/benchmark-notes.md, "the embedder's graph"): the fp32 graph
-in batches of 8 read side by side, one core each, embeds at ~0.9x the int8 graph's rate in
-batches of 32, where int8 read one text a run, weight-only int8 and 8-bit MatMulNBits (both
-batch-independent too) are slower.
+2-core CPU (AVX2, no VNNI; `python -m bench run embedder-graphs`, docs/log/2026-12.md): the
+fp32 graph in batches read side by side, one core each, embeds at 0.74-0.89x the int8 graph's
+rate in batches of 32 (two runs), faster than every other batch-independent way (fp32 on two
+threads, weight-only int8, and in a scratch run 8-bit MatMulNBits).
 
 A full export from the pretrained weights (fp32, fp16 and int8; how the shipped file was made)
 is :mod:`feverous_es.export.embedder`, which needs torch: the runtime never starts it (no
@@ -58,8 +58,9 @@ from feverous_es.runtime.tasks import FEATURE_EXTRACTION, check_task
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 PACKAGED_MODEL_DIR = PACKAGED_MODELS_DIR / "embedder"
-# Texts a model run reads. On the CPU batches run side by side, one core each: 8 embedded the
-# fastest of 4-64 (docs/benchmark-notes.md, "the embedder's graph"); a GPU wants larger ones.
+# Texts a model run reads. On the CPU batches run side by side, one core each: 4, 8 and 16 are
+# within run-to-run noise of each other (`python -m bench run embedder-graphs`, two runs); a GPU
+# wants larger ones.
 CPU_BATCH_SIZE = 8
 CUDA_BATCH_SIZE = 32
 
