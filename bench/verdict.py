@@ -1,7 +1,7 @@
 """Verdict accuracy through the whole pipeline on the claims the verdict models were not trained on.
 
     run = "bench.verdict:verdict_accuracy"   # on the mini index (--index); options: models, reader,
-    # baseline_models, baseline_commits, baseline_readers, baseline_rules, baseline_answers,
+    # baseline_models, baseline_readers, baseline_rules, baseline_answers,
     # per_file, held_out_by, config, files, nei
 
 The held-out claims are the ones every model compared kept out of its training (the claim
@@ -12,10 +12,11 @@ retrieved evidence, next hops) with the verdict under test (`models`: a director
 holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones; a route whose
 feature model is missing is read by the entailment model alone). On the same
 evidence, side by side: the entailment model alone (feature models off), and with
-`baseline_models` the verdict of another models directory, with `baseline_commits` the
-package's models as an earlier commit shipped them, with `baseline_readers = ["large"]` the same
-models with the large reader. `reader = "large"` puts the large reader under test (its held-out
-claims are the default reader's: one GPU job trained both).
+`baseline_models` the verdict of another models directory (read with today's rules), with
+`baseline_readers = ["large"]` the same models with the large reader. An earlier version is
+compared as it ran, from its own commit: its stored answers (`baseline_answers`), never today's
+code with flags that emulate its rules. `reader = "large"` puts the large reader under test
+(its held-out claims are the default reader's: one GPU job trained both).
 `baseline_rules` names verdict options of the reader under test, one column each (`{ "whole
 evidence only" = { page_premises = 0 } }`): a rule judged by the claims it changes.
 `baseline_answers` names stored per-claim answers of a version run as it was, from its own
@@ -41,7 +42,6 @@ claims not turned into NEI.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import itertools
 import json
@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from bench.context import Context
-from bench.data import MINI, REPO, baseline_options, models_at
+from bench.data import MINI, REPO
 from bench.errors import BenchError
 from bench.paired import paired_difference
 from feverous_es.verdict.readers import DEFAULT_READER, reader_dirs
@@ -279,12 +279,28 @@ def nei_row(nei: dict, gold: list[str], called: Callable[[dict], np.ndarray]) ->
     return row
 
 
-def nei_table(nei: dict, gold: list[str], thresholds: list[float]) -> list[dict]:
-    """:func:`nei_row` per ``nei_above`` threshold on the entailment model's NEI probability."""
-    return [
-        {"nei_above": t, **nei_row(nei, gold, lambda way, t=t: np.array(way["nei"]) >= t)}
-        for t in thresholds
-    ]
+def nei_table(
+    nei: dict, gold: list[str], thresholds: Sequence[float], model_right: np.ndarray
+) -> list[dict]:
+    """:func:`nei_row` per ``nei_above`` threshold on the entailment model's NEI probability,
+    with the label accuracy of the reading under that threshold and its paired difference from
+    the verdict under test (``model_right``: which claims it gets right): the probe is the
+    verdict under test with the threshold left to this table, so each row is that verdict with
+    another ``nei_above``, compared without reading a pair again."""
+    rows = []
+    for t in thresholds:
+        labels = np.where(np.array(nei["as_is"]["nei"]) >= t, "NOT ENOUGH INFO",
+                          np.array(nei["as_is"]["labels"]))  # fmt: skip
+        right = labels == np.array(gold)
+        rows.append(
+            {
+                "nei_above": t,
+                **nei_row(nei, gold, lambda way, t=t: np.array(way["nei"]) >= t),
+                "label_accuracy": round(float(right.mean()), 4),
+                "paired": paired_difference(right, model_right),
+            }
+        )
+    return rows
 
 
 def refutes_recall(confusion: dict) -> float | None:
@@ -443,7 +459,9 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                     if (routes == route).any()
                 },
                 "calibration": calibration(confidence, right),
-                "nei": nei_table(run["nei"], [r["label"] for r in records], setup.nei),
+                "nei": nei_table(
+                    run["nei"], [r["label"] for r in records], setup.nei, correct["model"]
+                ),
                 "nei_hop_seeking": nei_row(
                     run["nei"], [r["label"] for r in records], lambda way: np.array(way["seeking"])
                 ),
@@ -504,17 +522,26 @@ def report_file(source: str, f: dict, setup: Setup) -> None:
             for r in cal["reliability"]
         )
     )
-    print("  nei_above | NEI as is | accuracy on the rest | NEI without gold | still gold label")
+    print(
+        "  nei_above | NEI as is | accuracy on the rest | NEI without gold | still gold label"
+        " | label accuracy, against the verdict under test"
+    )
     rules = [(f"{r['nei_above']:9}", r) for r in f["nei"]]
     for name, r in [*rules, ("hop seeks", f["nei_hop_seeking"])]:
 
         def pct(v: float | None) -> str:
             return "-" if v is None else f"{v:.1%}"
 
+        d = r.get("paired")
         print(
             f"  {name:9} | {pct(r['as_is_nei_rate']):9} | "
             f"{pct(r['as_is_accuracy_on_rest']):20} | {pct(r['no_gold_nei_rate']):16} | "
-            f"{pct(r['no_gold_accuracy_on_rest'])}"
+            f"{pct(r['no_gold_accuracy_on_rest']):16}"
+            + (
+                f" | {r['label_accuracy']:.1%} {d['difference']:+.1%} "
+                f"[{d['low']:+.1%}, {d['high']:+.1%}]"
+                if d else ""
+            )
         )
 
 
@@ -524,7 +551,6 @@ def verdict_accuracy(
     models: str | None = None,
     reader: str | None = None,
     baseline_models: Sequence[str] = (),
-    baseline_commits: Sequence[str] = (),
     baseline_readers: Sequence[str] = (),
     baseline_rules: Mapping[str, Mapping[str, Any]] | None = None,
     baseline_answers: Sequence[str] = (),
@@ -534,62 +560,49 @@ def verdict_accuracy(
     files: Sequence[str] = (),
     nei: Sequence[float] = (0.3, 0.5, 0.7, 0.9, 1.1),
     batch_size: int = 16,
-    commit_options: dict | None = None,
 ) -> dict:
     """The figures of the verdict under test (``models``: a directory holding ``verdict/``,
     ``table-verdict/``, ``sentence-verdict/``, default the shipped ones; ``reader``: default,
     large or a model directory) beside each baseline: another models directory, the package's
-    models at a commit, the same models with another reader; on the claims every one of them and
+    the same models with another reader; on the claims every one of them and
     each ``held_out_by`` model kept out (at most ``per_file`` a file, or a table of them by
     file stem; only ``files``' stems). ``baseline_answers``: stored per-claim answers of
     versions run as they were; ``baseline_rules``: the reader under test with other verdict
-    options, a column each (the module).
-    ``commit_options``: verdict options of the baselines of other models (directories,
-    commits), e.g. ``{page_premises = 0}`` for the rules a commit shipped with."""
+    options, a column each (the module)."""
     models_dir = Path(models) if models else REPO / "feverous_es" / "models"
     if models is None and reader is None:  # the package's verdict reads with its default reader
         reader = DEFAULT_READER
-    with contextlib.ExitStack() as stack:
-        # Another models directory or a commit's reads with its own rules (commit_options).
-        baselines = [
-            (f"baseline {m}", Path(m), None, baseline_options(commit_options, m))
-            for m in baseline_models
-        ]
-        baselines += [
-            (f"baseline {c}", stack.enter_context(models_at(c)), None,
-             baseline_options(commit_options, c))
-            for c in baseline_commits
-        ]  # fmt: skip
-        baselines += [(f"reader {r}", models_dir, r, {}) for r in baseline_readers]
-        baselines += [
-            (f"rules {name}", models_dir, reader, dict(options))
-            for name, options in (baseline_rules or {}).items()
-        ]
-        setup = Setup(
-            context.place("index"), models_dir, reader, baselines, baseline_answers,
-            Path(config) if config else None, nei, batch_size,
-        )  # fmt: skip
-        # The entailment models read (a reader's, else the models directory's default reader's)
-        # and the feature models beside them.
-        under_test = [*reader_dirs(reader or models_dir), *model_dirs(models_dir)[1:]]
-        compared = [
-            d
-            for _, directory, other, _ in baselines
-            for d in (reader_dirs(other) if other else model_dirs(directory)[1:])
-        ]
-        held_out_models = [Path(m) for m in held_out_by]
-        trainings = [training_report(d) for d in [*under_test, *compared, *held_out_models]]
-        # The files the models under test, or the held_out_by ones, were trained and split on.
-        tested = [*trainings[: len(under_test)], *trainings[len(under_test) + len(compared) :]]
-        names = dict.fromkeys(n for t in tested for n in t["claims"])
-        chosen = {
-            Path(name).stem: held_out_lines(
-                trainings, MINI / name, file_limit(per_file, Path(name).stem)
-            )
-            for name in names
-            if not files or Path(name).stem in files
-        }
-        figures = run_files(setup, chosen)
+    baselines = [(f"baseline {m}", Path(m), None, {}) for m in baseline_models]
+    baselines += [(f"reader {r}", models_dir, r, {}) for r in baseline_readers]
+    baselines += [
+        (f"rules {name}", models_dir, reader, dict(options))
+        for name, options in (baseline_rules or {}).items()
+    ]
+    setup = Setup(
+        context.place("index"), models_dir, reader, baselines, baseline_answers,
+        Path(config) if config else None, nei, batch_size,
+    )  # fmt: skip
+    # The entailment models read (a reader's, else the models directory's default reader's)
+    # and the feature models beside them.
+    under_test = [*reader_dirs(reader or models_dir), *model_dirs(models_dir)[1:]]
+    compared = [
+        d
+        for _, directory, other, _ in baselines
+        for d in (reader_dirs(other) if other else model_dirs(directory)[1:])
+    ]
+    held_out_models = [Path(m) for m in held_out_by]
+    trainings = [training_report(d) for d in [*under_test, *compared, *held_out_models]]
+    # The files the models under test, or the held_out_by ones, were trained and split on.
+    tested = [*trainings[: len(under_test)], *trainings[len(under_test) + len(compared) :]]
+    names = dict.fromkeys(n for t in tested for n in t["claims"])
+    chosen = {
+        Path(name).stem: held_out_lines(
+            trainings, MINI / name, file_limit(per_file, Path(name).stem)
+        )
+        for name in names
+        if not files or Path(name).stem in files
+    }
+    figures = run_files(setup, chosen)
     print("\nmodels trained by:")
     for training in trainings[: len(under_test)]:
         print(f"  {training['command']}")

@@ -55,12 +55,12 @@ from feverous_es.verdict.table_facts import claim_features as table_claim_featur
 # The entailment model's NEI probability from which the verdict says NOT ENOUGH INFO (a model
 # with an NEI label only), chosen by bench/verdict.py's gold-removed measurement: the table of
 # `nei_above` values in docs/verdict.md.
-DEFAULT_NEI_ABOVE = 0.9
+DEFAULT_NEI_ABOVE = 1.1
 # The leading pages of a sentence-routed claim's evidence whose sentences the reader also reads
 # alone, its probabilities the mean over them and the whole evidence: other subjects' sentences
 # beside the claim's own page turned true restatements into REFUTES ("Jeanne Moreau was French."
 # beside two other Jeannes' leads); chosen in docs/verdict.md ("Which premise").
-DEFAULT_PAGE_PREMISES = 1
+DEFAULT_PAGE_PREMISES = 0
 # A claim routed to sentences that the reader finds unrelated to them (its NOT ENOUGH INFO
 # probability at least UNRELATED_ABOVE) is read against the evidence's table too, and goes to
 # the table route when the table leaves NOT ENOUGH INFO less likely by TABLE_CLEARER_BY: held-out
@@ -68,7 +68,7 @@ DEFAULT_PAGE_PREMISES = 1
 # sentences and answered right 25 % of the time. Chosen on validation claims by `python -m bench
 # run unrelated-sentences` (docs/verdict.md), again for the three students: 0.8 was chosen for an
 # earlier reader.
-UNRELATED_ABOVE = 0.5
+UNRELATED_ABOVE = 1.1
 TABLE_CLEARER_BY = 0.4
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 
