@@ -10,10 +10,9 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("FEVEROUS_ES_DATA") or REPO.parent / "shared" / "data")
@@ -33,16 +32,6 @@ def models_at(commit: str) -> Iterator[Path]:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
         yield Path(tmp) / "feverous_es" / "models"
-
-
-def baseline_options(commit_options: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """The verdict options the baseline ``name`` (a commit, another models directory) reads
-    with: ``commit_options`` is one table for every baseline, or one table a baseline
-    (``{b9291a2 = {page_premises = 0}}``: the rules it shipped with; the others, today's)."""
-    options = dict(commit_options or {})
-    if options and all(isinstance(value, dict) for value in options.values()):
-        return dict(options.get(name, {}))
-    return options
 
 
 def unpacked_mini(work: Path) -> Path:

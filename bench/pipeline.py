@@ -25,7 +25,6 @@ a machine with a CUDA GPU the models run there (device auto); the device is prin
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import statistics
@@ -38,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.context import Context
-from bench.data import MINI, baseline_options, models_at
+from bench.data import MINI
 from bench.errors import BenchError
 from feverous_es.eval.samples import read_records, seeded_sample
 from feverous_es.verdict.readers import READERS
@@ -84,15 +83,13 @@ def warm_profile(
     index: str,
     claims: dict[str, list[dict]],
     reader: str | None = None,
-    verdict_options: dict | None = None,
 ) -> dict:
     """``Pipeline.open``, a first claim, then the whole call and each stage per claim (with
-    the verdict's ``reader`` when given: a name or a model directory, and ``verdict_options``
-    over the configuration's)."""
+    the verdict's ``reader`` when given: a name or a model directory)."""
     from feverous_es.plugins.config import load_config
     from feverous_es.verify.pipeline import Pipeline
 
-    config = load_config(reader=reader).with_stage_options("verdict", **(verdict_options or {}))
+    config = load_config(reader=reader)
     started = time.perf_counter()
     pipeline = Pipeline.open(index, store=store, config=config)
     opened = time.perf_counter() - started
@@ -168,29 +165,21 @@ def pipeline_speed(
     batch_size: int = 16,
     seed: int = 0,
     against_embedded: bool = False,
-    commit_options: dict | None = None,
 ) -> dict[str, object]:
-    """Verify latency, the warm profile (and per reader: default, large, auto, a model or
-    models directory, or a git commit's shipped reader, with the verdict options
-    ``commit_options``: e.g. the rules it shipped with) and predict throughput, each on that
-    many claims of each dev file."""
+    """Verify latency, the warm profile (and per reader: default, large, auto, or a model or
+    models directory) and predict throughput, each on that many claims of each dev file. An
+    earlier commit is measured as it ran, beside this checkout: bench/side_by_side.py."""
     if store not in ("embedded", "elasticsearch"):
         raise BenchError(f"store {store!r} is not embedded or elasticsearch")
     index = str(context.place("index")) if store == "embedded" else ""
     against = str(context.place("index")) if against_embedded else None
-    with contextlib.ExitStack() as stack:
-        chosen = {
-            name: name if name in READERS or Path(name).is_dir()
-            else str(stack.enter_context(models_at(name)))
-            for name in readers
-        }  # fmt: skip
-        options = {
-            name: baseline_options(commit_options, name) for name in readers if name not in READERS
-        }
-        return profile(
-            store, index, chosen, (verify_claims, warm_claims, predict_claims), batch_size, seed,
-            against, options,
-        )  # fmt: skip
+    unknown = [name for name in readers if name not in READERS and not Path(name).is_dir()]
+    if unknown:
+        raise BenchError(f"{unknown[0]!r} is no reader name ({', '.join(READERS)}) or directory")
+    return profile(
+        store, index, {name: name for name in readers}, (verify_claims, warm_claims,
+        predict_claims), batch_size, seed, against,
+    )  # fmt: skip
 
 
 def profile(
@@ -201,7 +190,6 @@ def profile(
     batch_size: int,
     seed: int,
     against: str | None,
-    reader_options: dict[str, dict] | None = None,
 ) -> dict[str, object]:
     verify_claims, warm_claims, predict_claims = counts
     figures: dict[str, object] = {}
@@ -242,8 +230,7 @@ def profile(
         claims = dev_claims(warm_claims or 50, seed + 2)
         figures["warm_by_reader"] = by_reader = {}
         for name, reader in readers.items():
-            extra = (reader_options or {}).get(name)
-            by_reader[name] = one = warm_profile(store, index, claims, reader, extra)
+            by_reader[name] = one = warm_profile(store, index, claims, reader)
             verdict = [
                 f["stages"].get("verdict", {}).get("p50_s", 0.0) for f in one["files"].values()
             ]

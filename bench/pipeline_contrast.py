@@ -3,7 +3,7 @@ leads, each verified as a user's claim is (retrieval, reranking, hops, the verdi
 premise and NOT ENOUGH INFO rules), beside the same reader on the claim's prepared pair.
 
     run = "bench.pipeline_contrast:pipeline_classes"   # on the mini index (--index) and dump
-    # (--wiki); options: models, commits, per_class, pages, holdout, seed, batch_size
+    # (--wiki); options: models, rules, per_class, pages, holdout, seed, batch_size
 
 The classes, on pages held out as ``train verdict --contrastive`` holds them out (seed, share):
 
@@ -25,18 +25,16 @@ claim's own page alone shows what the other pages' sentences cost.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.context import Context
-from bench.data import baseline_options, models_at
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training.attributes import CLASSES as ATTRIBUTE_CLASSES
 from feverous_es.training.attributes import attribute_pairs
@@ -74,20 +72,19 @@ def pipeline_classes(
     context: Context,
     *,
     models: Sequence[str] = (),
-    commits: Sequence[str] = (),
+    rules: Mapping[str, Mapping[str, Any]] | None = None,
     per_class: int = 80,
     pages: int = 4000,
     holdout: float = 0.35,
     seed: int = 13,
     batch_size: int = 16,
-    commit_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Each class's share answered right through the pipeline with the shipped reader, each of
-    ``models`` (a reader's name or a directory) and the package's reader at each of
-    ``commits`` (with the verdict options ``commit_options``: e.g. the rules it shipped with),
-    all on the evidence the shipped pipeline retrieved; beside each, the same reader on the
-    prepared pairs."""
-    commit_options = commit_options or {}
+    """Each class's share answered right through the pipeline with the shipped verdict, each of
+    ``models`` (a reader's name or a directory) and the shipped reader with each of ``rules``
+    (a name: the verdict options it reads with, e.g. ``{ "previous rules" = { nei_above = 0.9
+    } }``), all on the evidence the shipped pipeline retrieved; beside each reader, the same
+    reader on the prepared pairs. An earlier version is judged by its own commit's run, not here
+    with flags that emulate it."""
     from feverous_es.plugins.registry import load
     from feverous_es.verdict.entailment import EntailmentModel
     from feverous_es.verify.pipeline import Pipeline
@@ -97,27 +94,26 @@ def pipeline_classes(
         holdout=holdout, seed=seed,
     )  # fmt: skip
     figures: dict[str, Any] = {"claims": dict(Counter(p.source for p in claims))}
-    with contextlib.ExitStack() as stack:
-        readers: dict[str, str | None] = {"shipped": None, **{m: m for m in models}}
-        for commit in commits:
-            readers[commit] = str(stack.enter_context(models_at(commit)))  # its default reader
-        pipeline = stack.enter_context(Pipeline.open(context.place("index")))
-        rules = {name: baseline_options(commit_options, name) for name in commits}
+    readers: dict[str, str | None] = {"shipped": None, **{m: m for m in models}}
+    options = {name: {"model": reader} for name, reader in readers.items()}
+    options.update({name: dict(rule) for name, rule in (rules or {}).items()})
+    with Pipeline.open(context.place("index")) as pipeline:
         verdicts = {
-            name: load("verdict", "classifier", pipeline.context,
-                       {"model": reader, **rules.get(name, {})})
-            for name, reader in readers.items()
-        }  # fmt: skip
+            name: load("verdict", "classifier", pipeline.context, option)
+            for name, option in options.items()
+        }
         started = time.perf_counter()
         answers, diagnosis = _verify(pipeline, verdicts, claims, batch_size)
         figures["seconds"] = round(time.perf_counter() - started, 1)
-        for name, reader in readers.items():
-            model = EntailmentModel(reader, device="cpu")
-            rows = model.probabilities([p.claim for p in claims], [p.premise for p in claims])
-            pair_answers = [model.labels[int(r.argmax())].value for r in rows]
-            figures[name] = _by_class(claims, answers[name], pair_answers)
+    pair_answers: dict[str | None, list[str]] = {}
+    for reader in readers.values():
+        model = EntailmentModel(reader, device="cpu")
+        rows = model.probabilities([p.claim for p in claims], [p.premise for p in claims])
+        pair_answers[reader] = [model.labels[int(r.argmax())].value for r in rows]
+    for name, option in options.items():  # a rule reads with the shipped reader's pairs
+        figures[name] = _by_class(claims, answers[name], pair_answers[option.get("model")])
     figures["misses"] = _misses(claims, answers["shipped"], diagnosis)
-    _print(figures, list(readers))
+    _print(figures, list(options))
     return figures
 
 

@@ -149,16 +149,6 @@ def test_a_readme_block_is_regenerated_from_its_record() -> None:
     assert "stale" not in fresh and fresh.endswith("<!-- /bench -->\nafter\n")
 
 
-def test_a_baseline_reads_with_its_own_rules_or_everyones() -> None:
-    from bench.data import baseline_options
-
-    assert baseline_options({"page_premises": 0}, "abc1234") == {"page_premises": 0}
-    per_commit = {"b9291a2": {"page_premises": 0}}
-    assert baseline_options(per_commit, "b9291a2") == {"page_premises": 0}
-    assert baseline_options(per_commit, "8d1e616") == {}  # today's rules
-    assert baseline_options(None, "b9291a2") == {}
-
-
 def test_a_short_one_column_table_is_written_as_one_row() -> None:
     """The page reads a few figures of one kind across (fewer lines to scan); a longer or
     wider table keeps a row per figure."""

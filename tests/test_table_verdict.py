@@ -171,13 +171,15 @@ def _table_claim_and_cells(store) -> tuple[TrainingClaim, list[Candidate]]:
 def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answer_too(
     trained, sample_index
 ) -> None:
-    """A claim routed to its table, with a sentence beside the cells: the table premise alone
-    reading NOT ENOUGH INFO does not make the verdict NEI while the sentences answer it."""
+    """A claim routed to its table, with a sentence beside the cells, and the NOT ENOUGH INFO
+    call on (``nei_above``): the table premise alone reading NOT ENOUGH INFO does not make the
+    verdict NEI while the sentences answer it. The default makes no NEI call at all."""
     out, _ = trained
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        verdict = ClassifierVerdict(context, table_model=str(out))
+        verdict = ClassifierVerdict(context, table_model=str(out), nei_above=0.9)
+        default = ClassifierVerdict(context, table_model=str(out))
         table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         evidence = with_tables([*cells, Candidate(sentence, 1.0)], store)
@@ -189,16 +191,19 @@ def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answe
             return np.array([[0.03, 0.02, nei.get(p, 0.95)] for p in premises])
 
         verdict.entailment = entailment  # type: ignore[method-assign]
+        default.entailment = entailment  # type: ignore[method-assign]
         sentence_nei = 0.05
         [answered] = verdict.predict(batch)
         sentence_nei = 0.92
         [unanswered] = verdict.predict(batch)
+        [by_default] = default.predict(batch)
     finally:
         store.close()
     assert answered.label in (Label.SUPPORTS, Label.REFUTES)
     assert answered.probabilities[Label.NOT_ENOUGH_INFO] == pytest.approx(0.05)
     assert unanswered.label is Label.NOT_ENOUGH_INFO
     assert unanswered.probability == pytest.approx(0.92)
+    assert by_default.label in (Label.SUPPORTS, Label.REFUTES)
 
 
 def test_a_sentence_claim_the_reader_finds_unrelated_to_its_sentences_is_read_on_its_table(

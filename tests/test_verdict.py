@@ -60,6 +60,16 @@ def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) 
         assert result.probability == result.probabilities[result.label]
 
 
+def test_an_option_the_classifier_lacks_is_one_error_naming_those_it_has(tiny_classifier) -> None:
+    from feverous_es.errors import PluginError
+    from feverous_es.plugins.registry import load
+
+    context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
+    model_dir, _ = tiny_classifier
+    with pytest.raises(PluginError, match=r"nei_abov.*options: model, .*nei_above"):
+        load("verdict", "classifier", context, {"model": str(model_dir), "nei_abov": 0.9})
+
+
 def test_missing_or_unlabelled_model_is_a_clear_error(tmp_path: Path, tiny_classifier) -> None:
     context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
     with pytest.raises(ModelError, match="no verdict model at"):

@@ -15,12 +15,13 @@ the table and on the sentences, both.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from feverous_es.errors import ModelError
+from feverous_es.errors import ModelError, PluginError
 from feverous_es.index.elements import title_keys
 from feverous_es.plugins.interfaces import (
     Candidate,
@@ -52,100 +53,91 @@ from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
-# The entailment model's NEI probability from which the verdict says NOT ENOUGH INFO (a model
-# with an NEI label only), chosen by bench/verdict.py's gold-removed measurement: the table of
-# `nei_above` values in docs/verdict.md.
-DEFAULT_NEI_ABOVE = 1.1
-# The leading pages of a sentence-routed claim's evidence whose sentences the reader also reads
-# alone, its probabilities the mean over them and the whole evidence: other subjects' sentences
-# beside the claim's own page turned true restatements into REFUTES ("Jeanne Moreau was French."
-# beside two other Jeannes' leads); chosen in docs/verdict.md ("Which premise").
-DEFAULT_PAGE_PREMISES = 0
-# A claim routed to sentences that the reader finds unrelated to them (its NOT ENOUGH INFO
-# probability at least UNRELATED_ABOVE) is read against the evidence's table too, and goes to
-# the table route when the table leaves NOT ENOUGH INFO less likely by TABLE_CLEARER_BY: held-out
-# TabFact claims whose words a sentence held as well as their table were read against unrelated
-# sentences and answered right 25 % of the time. Chosen on validation claims by `python -m bench
-# run unrelated-sentences` (docs/verdict.md), again for the three students: 0.8 was chosen for an
-# earlier reader.
-UNRELATED_ABOVE = 1.1
-TABLE_CLEARER_BY = 0.4
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 
 
+@dataclass(frozen=True)
+class ClassifierOptions:
+    """The ``classifier`` verdict's options (a pipeline configuration's ``[verdict]`` table, or
+    ``load("verdict", "classifier", context, options)``): which models read, and the rules that
+    decide. Each rule's default names what chose it; a rule is kept only while a paired
+    difference on held-out dev claims through the whole pipeline says it pays
+    (``python -m bench run verdict``, docs/log/)."""
+
+    model: str | None = None
+    """The entailment model: a reader's name (``default``, ``large``, ``auto``:
+    :mod:`~feverous_es.verdict.readers`) or a model directory (ONNX + tokenizer.json +
+    config.json); None: the default reader."""
+    math_hints: bool | None = None
+    """Prefix the premise with number hints (Malon 2021, §5); None: as the model was trained
+    (its ``training.json``), else none."""
+    max_length: int | None = None
+    """Tokens of (claim, premise) the reader reads; None: as the model was trained, else 256."""
+    table_model: str | None = None
+    """The feature classifier (:mod:`~feverous_es.verdict.feature_model`) that decides
+    SUPPORTS / REFUTES for the claims routed to a table; None: the package's (computed table
+    facts: on TabFact it reads tables the reader cannot), ``""``: the reader answers alone."""
+    sentence_model: str | None = None
+    """The same for the claims routed to sentences; None: one installed with
+    ``feverous-es train install`` if any (the package ships none: the reader reads sentence
+    claims better), ``""``: the reader answers alone."""
+    table_reader: str | None = None
+    """The entailment model of the claims routed to a table (a GPU queue ``table`` job's
+    reader); None: the package's ``table-reader`` when installed (``feverous-es train install
+    … --as table-reader``), else the reader reads both routes; ``""``: the reader. Its labels
+    must be the reader's."""
+    nei_above: float = 1.1
+    """The reader's NOT ENOUGH INFO probability at or above which the verdict is NEI (over 1:
+    never). Chosen 2026-12-01 by ``python -m bench run verdict`` (docs/log/2026-12.md): on
+    every held-out FM2, FEVEROUS-S and TabFact claim the NEI call only took right answers away,
+    and weighed against the claims with their gold evidence removed it did not pay."""
+    cascade_below: float = CASCADE_BELOW
+    """With the ``auto`` reader: the default reader's top probability under which the large
+    tier reads the pair (chosen by ``python -m bench run cascade``)."""
+    page_premises: int = 1
+    """For a claim routed to sentences: the reader also reads the sentences of this many pages
+    of the evidence alone (:func:`page_premises`) and the verdict takes the mean of those
+    readings and the whole evidence's; 0: the whole evidence only. The guard chose it: without
+    it, held-out true nationalities and changed makers through the pipeline fell to 0.72 and
+    0.52 (``python -m bench run contrast-pipeline``), while on the held-out dev claims it moves
+    no FM2 claim and FEVEROUS-S within its interval (docs/log/2026-12.md)."""
+    unrelated_above: float = 1.1
+    """A claim routed to sentences whose reading has a NOT ENOUGH INFO probability of at least
+    this is read against the evidence's first table too, and goes to the table route when that
+    reading's NEI probability is lower by ``table_clearer_by`` (over 1: never)."""
+    table_clearer_by: float = 0.4
+
+
 class ClassifierVerdict:
-    """The ``classifier`` verdict.
-
-    ``model``: the entailment model directory (ONNX + tokenizer.json + config.json), default the
-    shipped one; ``max_length``: tokens of (claim, premise) it reads, and ``math_hints``: prefix
-    the premise with number hints (Malon 2021, §5) — both default to what the model was trained
-    with (its ``training.json``), else 256 and no hints.
-
-    ``table_model`` / ``sentence_model``: the feature classifiers
-    (:mod:`feverous_es.verdict.feature_model`) that decide SUPPORTS / REFUTES for the claims
-    routed to a table / to sentences, reading the entailment probabilities too when they were
-    trained on them; default the package's (it ships a table model; a sentence model installed
-    with ``feverous-es train install`` is used too), ``""`` to let the entailment model answer
-    alone.
-
-    ``table_reader``: the entailment model of the claims routed to a table (a table reader of
-    the GPU queue's ``table`` job); default the package's ``table-reader`` model when one is
-    installed (``feverous-es train install … --as table-reader``), else the reader reads both
-    routes; ``""``: the reader, whatever is installed. Its labels must be the reader's.
-
-    ``nei_above``: the entailment model's NOT ENOUGH INFO probability at or above which the
-    verdict is NEI (``1.0`` or more: never; the default is chosen in ``bench/verdict.py``'s
-    gold-removed measurement, see docs/verdict.md).
-
-    ``cascade_below``: with the ``auto`` reader, the default reader's top probability under
-    which the large tier reads the pair (default chosen in ``bench/cascade.py``).
-
-    ``page_premises``: for a claim routed to sentences, the reader also reads the sentences of
-    this many pages of the evidence alone (those the claim names first, see
-    :func:`page_premises`) and the verdict takes the mean of those readings and the whole
-    evidence's (0: the whole evidence only).
-
-    ``unrelated_above`` / ``table_clearer_by``: a claim routed to sentences whose reading has a
-    NOT ENOUGH INFO probability of at least ``unrelated_above`` is read against the evidence's
-    first table too, and goes to the table route when that reading's NOT ENOUGH INFO
-    probability is lower by at least ``table_clearer_by`` (``unrelated_above`` over 1: never).
+    """The ``classifier`` verdict: its options are :class:`ClassifierOptions`' fields.
 
     Evidence sentences that are all of one page are read as one passage under its title
     (:func:`~feverous_es.verdict.inputs.sentence_premise`).
     """
 
-    def __init__(
-        self,
-        context: PluginContext,
-        model: str | None = None,
-        math_hints: bool | None = None,
-        max_length: int | None = None,
-        table_model: str | None = None,
-        sentence_model: str | None = None,
-        nei_above: float = DEFAULT_NEI_ABOVE,
-        table_reader: str | None = None,
-        cascade_below: float = CASCADE_BELOW,
-        page_premises: int = DEFAULT_PAGE_PREMISES,
-        unrelated_above: float = UNRELATED_ABOVE,
-        table_clearer_by: float = TABLE_CLEARER_BY,
-    ) -> None:
+    def __init__(self, context: PluginContext, **options: Any) -> None:
+        try:
+            self.options = options = ClassifierOptions(**options)
+        except TypeError as error:  # an option it does not have: name the ones it has
+            names = ", ".join(f.name for f in fields(ClassifierOptions))
+            raise PluginError(f"verdict plugin 'classifier': {error} (options: {names})") from None
         self.reader = EntailmentModel(
-            model, device=context.device, max_length=max_length, math_hints=math_hints,
-            cascade_below=cascade_below,
+            options.model, device=context.device, max_length=options.max_length,
+            math_hints=options.math_hints, cascade_below=options.cascade_below,
         )  # fmt: skip
         self.labels = self.reader.labels
-        self.table_reader = _table_reader(table_reader, context.device)
+        self.table_reader = _table_reader(options.table_reader, context.device)
         if self.table_reader is not None and self.table_reader.labels != self.labels:
             raise ModelError(
                 f"the table reader {self.table_reader.model_dir} names the labels "
                 f"{self.table_reader.labels}, the reader {self.labels}: they must agree"
             )
-        self.nei_above = nei_above
-        self.page_premises = page_premises
-        self.unrelated_above = unrelated_above
-        self.table_clearer_by = table_clearer_by
-        self.tables = _feature_model(table_model, "table")
-        self.sentences = _feature_model(sentence_model, "sentence")
+        self.nei_above = options.nei_above
+        self.page_premises = options.page_premises
+        self.unrelated_above = options.unrelated_above
+        self.table_clearer_by = options.table_clearer_by
+        self.tables = _feature_model(options.table_model, "table")
+        self.sentences = _feature_model(options.sentence_model, "sentence")
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:

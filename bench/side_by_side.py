@@ -1,0 +1,138 @@
+"""Warm verify latency of this checkout beside earlier commits, each run as it was.
+
+    run = "bench.side_by_side:warm_side_by_side"   # on the mini index (--index);
+    # options: commits, per_file, seed
+
+Each version is its own commit's code in its own process (a ``git worktree`` of the commit, on
+its ``PYTHONPATH``; this checkout as it stands), every one warm on the same index. The same dev
+claims (``per_file`` of each dev file, drawn with ``seed``) go to each process in turn, one
+claim at a time, the order alternating claim by claim, so what the machine does meanwhile
+falls on all of them alike. Per version: p50 / p95 of a claim; against this checkout, the
+median of the per-claim ratios (the earlier version's time over this one's: under 1, this
+checkout is slower) with its 95 % bootstrap interval over claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from bench.context import Context
+from bench.data import REPO
+from bench.errors import BenchError
+from bench.pipeline import dev_claims, quantiles
+
+THIS = "this checkout"
+ROUNDS = 2_000
+# One version's process: warm on the index, then one claim a line in, its seconds a line out.
+WORKER = """
+import json, sys, time
+import feverous_es
+from feverous_es.verify.pipeline import Pipeline
+pipeline = Pipeline.open(sys.argv[1])
+pipeline.verify("The Eiffel Tower is in Paris.")
+print("ready", feverous_es.__file__, flush=True)
+for line in sys.stdin:
+    started = time.perf_counter()
+    pipeline.verify(json.loads(line))
+    print(time.perf_counter() - started, flush=True)
+"""
+
+
+@contextlib.contextmanager
+def checkout_at(commit: str) -> Iterator[Path]:
+    """A worktree of ``commit`` in a temporary directory, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=f"side-by-side-{commit}-") as tmp:
+        path = Path(tmp) / "checkout"
+        added = subprocess.run(
+            ["git", "worktree", "add", "--detach", str(path), commit],
+            cwd=REPO, capture_output=True, text=True,
+        )  # fmt: skip
+        if added.returncode:
+            raise BenchError(f"no worktree of {commit}: {added.stderr.strip()}")
+        try:
+            yield path
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(path)], cwd=REPO, capture_output=True
+            )
+
+
+def start(checkout: Path, index: Path) -> subprocess.Popen[str]:
+    """A warm worker of ``checkout``'s code on ``index``."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(index)], cwd=checkout, env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    ready, _, package = _line(worker.stdout).partition(" ")
+    if ready != "ready":
+        raise BenchError(f"the worker of {checkout} did not start (its errors are above)")
+    if not Path(package).resolve().is_relative_to(checkout.resolve()):
+        raise BenchError(f"the worker of {checkout} imported another checkout's {package}")
+    return worker
+
+
+def _line(stream: IO[str] | None) -> str:
+    return stream.readline().strip() if stream is not None else ""
+
+
+def median_ratio(base: Sequence[float], other: Sequence[float]) -> dict[str, float]:
+    """The median of ``other[i] / base[i]`` over claims, with its 95 % bootstrap interval."""
+    ratios = np.asarray(other) / np.asarray(base)
+    draws = np.random.default_rng(0).choice(ratios, size=(ROUNDS, len(ratios)))
+    low, high = np.percentile(np.median(draws, axis=1), [2.5, 97.5])
+    return {"median": round(float(np.median(ratios)), 3), "low": round(float(low), 3),
+            "high": round(float(high), 3)}  # fmt: skip
+
+
+def warm_side_by_side(
+    context: Context, *, commits: Sequence[str] = ("3d9ce11",), per_file: int = 10, seed: int = 0
+) -> dict[str, Any]:
+    """This checkout's warm verify beside each of ``commits`` as it was (the module)."""
+    index = context.place("index")
+    claims = [r["claim"] for some in dev_claims(per_file, seed).values() for r in some]
+    seconds: dict[str, list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        checkouts = {THIS: REPO, **{c: stack.enter_context(checkout_at(c)) for c in commits}}
+        workers = {name: start(path, index) for name, path in checkouts.items()}
+        seconds = {name: [] for name in workers}
+        try:
+            for i, claim in enumerate(claims):
+                order = list(workers) if i % 2 == 0 else list(workers)[::-1]
+                for name in order:
+                    worker = workers[name]
+                    assert worker.stdin is not None
+                    worker.stdin.write(json.dumps(claim) + "\n")
+                    worker.stdin.flush()
+                    seconds[name].append(float(_line(worker.stdout)))
+        finally:
+            for worker in workers.values():
+                if worker.stdin is not None:
+                    worker.stdin.close()
+                worker.wait()
+    figures: dict[str, Any] = {
+        "claims": len(claims),
+        "versions": {name: quantiles(s) for name, s in seconds.items()},
+        "ratio_to_this": {c: median_ratio(seconds[THIS], seconds[c]) for c in commits},
+    }
+    for name, q in figures["versions"].items():
+        print(f"{name:>14}: p50 {1000 * q['p50_s']:.0f} ms, p95 {1000 * q['p95_s']:.0f} ms")
+    for commit, r in figures["ratio_to_this"].items():
+        print(f"{commit} / {THIS}: median per-claim ratio {r['median']:.3f} "
+              f"[{r['low']:.3f}, {r['high']:.3f}] (under 1: {THIS} is slower)")  # fmt: skip
+    figures["p50_ratio"] = {
+        c: round(statistics.median(seconds[c]) / statistics.median(seconds[THIS]), 3)
+        for c in commits
+    }
+    return figures
