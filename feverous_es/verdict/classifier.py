@@ -117,27 +117,27 @@ class ClassifierVerdict:
 
     def __init__(self, context: PluginContext, **options: Any) -> None:
         try:
-            self.options = options = ClassifierOptions(**options)
+            self.options = chosen = ClassifierOptions(**options)
         except TypeError as error:  # an option it does not have: name the ones it has
             names = ", ".join(f.name for f in fields(ClassifierOptions))
             raise PluginError(f"verdict plugin 'classifier': {error} (options: {names})") from None
         self.reader = EntailmentModel(
-            options.model, device=context.device, max_length=options.max_length,
-            math_hints=options.math_hints, cascade_below=options.cascade_below,
+            chosen.model, device=context.device, max_length=chosen.max_length,
+            math_hints=chosen.math_hints, cascade_below=chosen.cascade_below,
         )  # fmt: skip
         self.labels = self.reader.labels
-        self.table_reader = _table_reader(options.table_reader, context.device)
+        self.table_reader = _table_reader(chosen.table_reader, context.device)
         if self.table_reader is not None and self.table_reader.labels != self.labels:
             raise ModelError(
                 f"the table reader {self.table_reader.model_dir} names the labels "
                 f"{self.table_reader.labels}, the reader {self.labels}: they must agree"
             )
-        self.nei_above = options.nei_above
-        self.page_premises = options.page_premises
-        self.unrelated_above = options.unrelated_above
-        self.table_clearer_by = options.table_clearer_by
-        self.tables = _feature_model(options.table_model, "table")
-        self.sentences = _feature_model(options.sentence_model, "sentence")
+        self.nei_above = chosen.nei_above
+        self.page_premises = chosen.page_premises
+        self.unrelated_above = chosen.unrelated_above
+        self.table_clearer_by = chosen.table_clearer_by
+        self.tables = _feature_model(chosen.table_model, "table")
+        self.sentences = _feature_model(chosen.sentence_model, "sentence")
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
