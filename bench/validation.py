@@ -4,8 +4,7 @@ training claims (``is_valid``), which the job's teacher and student and a CPU di
 
 Each claim's evidence is retrieved once; each variant of the verdict (its options) reads it, and
 is scored by its label accuracy per file, their mean, and the verdict stage's milliseconds a
-claim. The conditions that choose a verdict option with it: ``cascade`` and
-``unrelated-sentences`` (:func:`option_values`, its whole run).
+claim. The condition that chooses a verdict option with it: ``cascade``.
 """
 
 from __future__ import annotations
@@ -84,53 +83,3 @@ def first_within(figures: dict[str, Any], ordered: Sequence[str], within: float)
     ``within`` of the best of them."""
     best = max(figures[name]["mean"] for name in ordered)
     return next(name for name in ordered if figures[name]["mean"] >= best - within)
-
-
-def holding(
-    figures: dict[str, Any], names: Sequence[str], baseline: str, within: float, aside: str = ""
-) -> list[str]:
-    """Those of ``names`` (in order) whose accuracy on every file but ``aside`` is at most
-    ``within`` below ``baseline``'s."""
-    kept = figures[baseline]["files"]
-    return [
-        name for name in names
-        if all(v >= kept[f] - within for f, v in figures[name]["files"].items() if f != aside)
-    ]  # fmt: skip
-
-
-def chosen_by_mean(
-    context: Context, variants: dict[str, dict[str, Any]], per_file: int, within: float
-) -> dict[str, Any]:
-    """Each variant's figures (:func:`read_variants`) and the chosen one: among the variants
-    that hold every file within ``within`` of the first (the shipped setting), the most accurate
-    over the files' mean; among equals the first (so order them cheapest or strictest first)."""
-    figures = read_variants(context, variants, per_file)
-    names = list(variants)
-    name = first_within(figures, holding(figures, names, names[0], within), 0.0)
-    return with_chosen(figures, variants, name)
-
-
-def with_chosen(
-    figures: dict[str, Any], variants: dict[str, dict[str, Any]], name: str
-) -> dict[str, Any]:
-    """``figures`` with the variant ``name`` recorded as the chosen one (its options too)."""
-    figures["chosen"] = {"setting": name, **variants[name], **figures[name]}
-    print(f"chosen: {name}")
-    return figures
-
-
-def option_values(
-    context: Context,
-    *,
-    option: str,
-    values: Sequence[float],
-    per_file: int = 1000,
-    within: float = 0.005,
-) -> dict[str, Any]:
-    """The verdict's ``option`` at each of ``values`` (the first: the shipped one; over 1, as the
-    verdict's thresholds read it, "off"), chosen by :func:`chosen_by_mean`: list the others
-    strictest first."""
-    variants = {
-        "off" if value > 1.0 else f"above {round(value * 100)}": {option: value} for value in values
-    }
-    return chosen_by_mean(context, variants, per_file, within)

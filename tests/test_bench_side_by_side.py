@@ -45,9 +45,11 @@ def test_an_earlier_commit_is_timed_from_its_own_checkout_beside_this_one(
 
 
 def test_a_commit_git_does_not_know_is_one_clear_error() -> None:
-    with pytest.raises(BenchError, match="no worktree of not-a-commit"):
-        with side_by_side.checkout_at("not-a-commit"):
-            pass
+    with (
+        pytest.raises(BenchError, match="no worktree of not-a-commit"),
+        side_by_side.checkout_at("not-a-commit"),
+    ):
+        pass
 
 
 def test_the_ratio_is_the_earlier_versions_time_over_this_ones() -> None:

@@ -206,47 +206,6 @@ def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answe
     assert by_default.label in (Label.SUPPORTS, Label.REFUTES)
 
 
-def test_a_sentence_claim_the_reader_finds_unrelated_to_its_sentences_is_read_on_its_table(
-    sample_index,
-) -> None:
-    """A claim routed to sentences (they hold its words), whose reading there is NOT ENOUGH
-    INFO-like (0.6, from 0.5), is read against the evidence's table too, and takes the table
-    route only when the table's NEI probability is lower by 0.4 or more."""
-    store = open_store("embedded", sample_index)
-    try:
-        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        verdict = ClassifierVerdict(context, table_model="", unrelated_above=0.5,
-                                    table_clearer_by=0.4)  # fmt: skip
-        _, cells = _table_claim_and_cells(store)
-        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
-        claim = "Bill Persky was born on September 9, 1931."
-        evidence = with_tables([Candidate(sentence, 1.0), *cells], store)
-        batch = [(Query(claim, np.zeros(0)), evidence)]
-        on_sentences = sentence_premise([Candidate(sentence, 1.0)])
-        read: list[str] = []
-
-        def entailment(claims, premises):  # the sentences REFUTES, the table SUPPORTS
-            read.extend(premises)
-            return np.array([[0.2, 0.7, nei[0]] if p == on_sentences else [0.8, 0.1, nei[1]]
-                             for p in premises])  # fmt: skip
-
-        verdict.entailment = entailment  # type: ignore[method-assign]
-        answers = {}
-        for nei in [(0.6, 0.05), (0.6, 0.3), (0.45, 0.0)]:
-            read.clear()
-            [answers[nei]] = verdict.predict(batch)
-            answers[nei, "read"] = len(read)
-    finally:
-        store.close()
-    moved = answers[0.6, 0.05]
-    assert (moved.label, moved.table is not None) == (Label.SUPPORTS, True)
-    assert moved.probabilities[Label.NOT_ENOUGH_INFO] == pytest.approx(0.05)
-    unclear = answers[0.6, 0.3]  # the table read, not clearer by 0.4
-    assert (unclear.label, unclear.table, answers[(0.6, 0.3), "read"]) == (Label.REFUTES, None, 2)
-    related = answers[0.45, 0.0]  # the sentences related enough: the table is not read
-    assert (related.label, related.table, answers[(0.45, 0.0), "read"]) == (Label.REFUTES, None, 1)
-
-
 def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, tmp_path) -> None:
     out = tmp_path / "model"
     result = CliRunner().invoke(

@@ -38,8 +38,7 @@ from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
     FeatureClassifier,
-    first_table,
-    routed_table,
+    evidence_table,
     sentence_texts,
 )
 from feverous_es.verdict.inputs import (
@@ -101,11 +100,6 @@ class ClassifierOptions:
     it, held-out true nationalities and changed makers through the pipeline fell to 0.72 and
     0.52 (``python -m bench run contrast-pipeline``), while on the held-out dev claims it moves
     no FM2 claim and FEVEROUS-S within its interval (docs/log/2026-12.md)."""
-    unrelated_above: float = 1.1
-    """A claim routed to sentences whose reading has a NOT ENOUGH INFO probability of at least
-    this is read against the evidence's first table too, and goes to the table route when that
-    reading's NEI probability is lower by ``table_clearer_by`` (over 1: never)."""
-    table_clearer_by: float = 0.4
 
 
 class ClassifierVerdict:
@@ -134,27 +128,17 @@ class ClassifierVerdict:
             )
         self.nei_above = chosen.nei_above
         self.page_premises = chosen.page_premises
-        self.unrelated_above = chosen.unrelated_above
-        self.table_clearer_by = chosen.table_clearer_by
         self.tables = _feature_model(chosen.table_model, "table")
         self.sentences = _feature_model(chosen.sentence_model, "sentence")
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
             return []
-        firsts = [first_table(ev) for _, ev in batch]
-        tables = [
-            routed_table(query.text, ev, first)
-            for (query, ev), first in zip(batch, firsts, strict=True)
-        ]
+        tables = [evidence_table(query.text, ev) for query, ev in batch]
         routes = [self.tables if table is not None else self.sentences for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
         entailment, sentence_rows = self._read_premises(batch, tables, reads)
-        for i, (clearer, row) in self._clearer_tables(batch, firsts, tables, entailment).items():
-            # read through its table; the sentences' reading still counts for NOT ENOUGH INFO
-            tables[i], routes[i] = clearer, self.tables
-            sentence_rows[i], entailment[i] = entailment[i], row
         verdicts: list[Verdict] = []
         for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
             nei_rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
@@ -216,36 +200,6 @@ class ClassifierVerdict:
             dict(zip(reads, routed, strict=True)),
             dict(zip(sentences, rows[len(reads) : len(reads) + len(sentences)], strict=True)),
         )
-
-    def _clearer_tables(
-        self,
-        batch: Sequence[tuple[Query, Sequence[Candidate]]],
-        firsts: Sequence[Table | None],
-        tables: Sequence[Table | None],
-        entailment: dict[int, np.ndarray],
-    ) -> dict[int, tuple[Table, np.ndarray]]:
-        """The claims routed to sentences (``tables`` None) that the reader finds unrelated to
-        them (``unrelated_above``) and related to the evidence's first table (``firsts``: its
-        NOT ENOUGH INFO probability lower by ``table_clearer_by``), by index: that table and its
-        reading."""
-        if Label.NOT_ENOUGH_INFO not in self.labels or self.unrelated_above > 1.0:
-            return {}
-        nei = self.labels.index(Label.NOT_ENOUGH_INFO)
-        unrelated = {
-            i: table for i, row in entailment.items()
-            if tables[i] is None and row[nei] >= self.unrelated_above
-            and (table := firsts[i]) is not None
-        }  # fmt: skip
-        if not unrelated:
-            return {}
-        claims = [batch[i][0].text for i in unrelated]
-        premises = [table_premise(c, t) for c, t in zip(claims, unrelated.values(), strict=True)]
-        rows = self._read_routes(list(zip(claims, premises, strict=True)), [True] * len(claims))
-        return {
-            i: (table, row)
-            for (i, table), row in zip(unrelated.items(), rows, strict=True)
-            if row[nei] <= entailment[i][nei] - self.table_clearer_by
-        }
 
     @staticmethod
     def _read(

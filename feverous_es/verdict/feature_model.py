@@ -67,12 +67,7 @@ def evidence_table(claim: str, evidence: Sequence[Candidate]) -> Table | None:
     the time (docs/verdict.md). A margin the table must win by (0.2) lost TabFact claims through
     the pipeline (docs/log/2026-12.md: the option went).
     """
-    return routed_table(claim, evidence, first_table(evidence))
-
-
-def routed_table(claim: str, evidence: Sequence[Candidate], table: Table | None) -> Table | None:
-    """:func:`evidence_table` given the evidence's first table (read once by a caller that
-    reads it again)."""
+    table = first_table(evidence)
     if table is None:
         return None
     words = content_words(claim)
