@@ -177,15 +177,15 @@ def pipeline_speed(
     if unknown:
         raise BenchError(f"{unknown[0]!r} is no reader name ({', '.join(READERS)}) or directory")
     return profile(
-        store, index, {name: name for name in readers}, (verify_claims, warm_claims,
-        predict_claims), batch_size, seed, against,
+        store, index, readers, (verify_claims, warm_claims, predict_claims), batch_size, seed,
+        against,
     )  # fmt: skip
 
 
 def profile(
     store: str,
     index: str,
-    readers: dict[str, str],
+    readers: Sequence[str],
     counts: tuple[int, int, int],
     batch_size: int,
     seed: int,
@@ -229,13 +229,13 @@ def profile(
     if readers:
         claims = dev_claims(warm_claims or 50, seed + 2)
         figures["warm_by_reader"] = by_reader = {}
-        for name, reader in readers.items():
-            by_reader[name] = one = warm_profile(store, index, claims, reader)
+        for reader in readers:
+            by_reader[reader] = one = warm_profile(store, index, claims, reader)
             verdict = [
                 f["stages"].get("verdict", {}).get("p50_s", 0.0) for f in one["files"].values()
             ]
             print(
-                f"warm API, reader {name}: p50 {one['all']['p50_s'] * 1000:.0f} ms, p95 "
+                f"warm API, reader {reader}: p50 {one['all']['p50_s'] * 1000:.0f} ms, p95 "
                 f"{one['all']['p95_s'] * 1000:.0f} ms; verdict stage p50 per file "
                 + ", ".join(f"{v * 1000:.0f} ms" for v in verdict)
             )

@@ -102,11 +102,10 @@ def warm_side_by_side(
     """This checkout's warm verify beside each of ``commits`` as it was (the module)."""
     index = context.place("index")
     claims = [r["claim"] for some in dev_claims(per_file, seed).values() for r in some]
-    seconds: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
         checkouts = {THIS: REPO, **{c: stack.enter_context(checkout_at(c)) for c in commits}}
         workers = {name: start(path, index) for name, path in checkouts.items()}
-        seconds = {name: [] for name in workers}
+        seconds: dict[str, list[float]] = {name: [] for name in workers}
         try:
             for i, claim in enumerate(claims):
                 order = list(workers) if i % 2 == 0 else list(workers)[::-1]

@@ -563,9 +563,9 @@ def verdict_accuracy(
 ) -> dict:
     """The figures of the verdict under test (``models``: a directory holding ``verdict/``,
     ``table-verdict/``, ``sentence-verdict/``, default the shipped ones; ``reader``: default,
-    large or a model directory) beside each baseline: another models directory, the package's
-    the same models with another reader; on the claims every one of them and
-    each ``held_out_by`` model kept out (at most ``per_file`` a file, or a table of them by
+    large or a model directory) beside each baseline: another models directory, the same
+    models with another reader; on the claims every one of them and each ``held_out_by`` model
+    kept out (at most ``per_file`` a file, or a table of them by
     file stem; only ``files``' stems). ``baseline_answers``: stored per-claim answers of
     versions run as they were; ``baseline_rules``: the reader under test with other verdict
     options, a column each (the module)."""

@@ -52,7 +52,7 @@ def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) 
         # SUPPORTS or REFUTES, whichever is likelier; NEI is the nei_above threshold's. The
         # probability shown is the label's own entry among the three.
         decided = expected[:2]
-        if expected[2] < verdict.nei_above:
+        if expected[2] < verdict.options.nei_above:
             assert result.label is Label(LABELS[int(decided.argmax())])
             assert result.probability == pytest.approx(decided.max(), abs=1e-4)
         else:

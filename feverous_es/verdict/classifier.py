@@ -130,8 +130,6 @@ class ClassifierVerdict:
                 f"the table reader {self.table_reader.model_dir} names the labels "
                 f"{self.table_reader.labels}, the reader {self.labels}: they must agree"
             )
-        self.nei_above = chosen.nei_above
-        self.page_premises = chosen.page_premises
         self.tables = _feature_model(chosen.table_model, "table")
         self.sentences = _feature_model(chosen.sentence_model, "sentence")
 
@@ -185,7 +183,7 @@ class ClassifierVerdict:
         pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
         pages = [
             (n, page) for n, i in enumerate(reads) if tables[i] is None
-            for page in page_premises(batch[i][0].text, batch[i][1], self.page_premises)
+            for page in page_premises(batch[i][0].text, batch[i][1], self.options.page_premises)
         ]  # fmt: skip
         pairs += [(pairs[n][0], page) for n, page in pages]
         if not pairs:
@@ -215,7 +213,7 @@ class ClassifierVerdict:
 
     @property
     def _may_call_nei(self) -> bool:
-        return Label.NOT_ENOUGH_INFO in self.labels and self.nei_above <= 1.0
+        return Label.NOT_ENOUGH_INFO in self.labels and self.options.nei_above <= 1.0
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
         """Whether a claim on ``route`` needs the entailment model: it answers alone, the
@@ -289,7 +287,7 @@ class ClassifierVerdict:
         if nei_rows and Label.NOT_ENOUGH_INFO in self.labels:
             nei = self.labels.index(Label.NOT_ENOUGH_INFO)
             probabilities[Label.NOT_ENOUGH_INFO] = min(float(r[nei]) for r in nei_rows)
-            if probabilities[Label.NOT_ENOUGH_INFO] >= self.nei_above:
+            if probabilities[Label.NOT_ENOUGH_INFO] >= self.options.nei_above:
                 label = Label.NOT_ENOUGH_INFO
         return Verdict(label, probabilities.get(label, p), probabilities)
 
