@@ -86,6 +86,7 @@ def pipeline_classes(
     reader on the prepared pairs. An earlier version is judged by its own commit's run, not here
     with flags that emulate it."""
     from feverous_es.plugins.registry import load
+    from feverous_es.verdict.classifier import ClassifierOptions
     from feverous_es.verdict.entailment import EntailmentModel
     from feverous_es.verify.pipeline import Pipeline
 
@@ -94,9 +95,10 @@ def pipeline_classes(
         holdout=holdout, seed=seed,
     )  # fmt: skip
     figures: dict[str, Any] = {"claims": dict(Counter(p.source for p in claims))}
-    readers: dict[str, str | None] = {"shipped": None, **{m: m for m in models}}
+    shipped = ClassifierOptions().model
+    readers: dict[str, str | None] = {"shipped": shipped, **{m: m for m in models}}
     options = {name: {"model": reader} for name, reader in readers.items()}
-    options.update({name: dict(rule) for name, rule in (rules or {}).items()})
+    options.update({name: {"model": shipped, **rule} for name, rule in (rules or {}).items()})
     with Pipeline.open(context.place("index")) as pipeline:
         verdicts = {
             name: load("verdict", "classifier", pipeline.context, option)
@@ -106,12 +108,12 @@ def pipeline_classes(
         answers, diagnosis = _verify(pipeline, verdicts, claims, batch_size)
         figures["seconds"] = round(time.perf_counter() - started, 1)
     pair_answers: dict[str | None, list[str]] = {}
-    for reader in readers.values():
+    for reader in {option["model"] for option in options.values()}:
         model = EntailmentModel(reader, device="cpu")
         rows = model.probabilities([p.claim for p in claims], [p.premise for p in claims])
         pair_answers[reader] = [model.labels[int(r.argmax())].value for r in rows]
-    for name, option in options.items():  # a rule reads with the shipped reader's pairs
-        figures[name] = _by_class(claims, answers[name], pair_answers[option.get("model")])
+    for name, option in options.items():  # a rule reads with its reader's pairs
+        figures[name] = _by_class(claims, answers[name], pair_answers[option["model"]])
     figures["misses"] = _misses(claims, answers["shipped"], diagnosis)
     _print(figures, list(options))
     return figures

@@ -19,9 +19,9 @@ Fitted on ``train`` claims of ``tabfact_train``: a pointwise gradient-boosted cl
 on all features. Measured on two sets: ``tabfact_train`` claims of tables that no fitted claim
 has (a sixth of the drawn claims' tables, held out whole: claims of one table share its
 features, so a claim-level split lets a ranker learn the tables), and ``test`` claims of
-``tabfact_dev`` drawn with ``seed`` (303: the draw docs/table-retrieval.md reports, used for no
-tuning). The share of claims whose gold table is in the pool bounds any re-ranking. Nothing here
-changes the pipeline. Needs ``pip install lightgbm``.
+``tabfact_dev`` drawn with ``seed`` (303: the draw docs/log/table-retrieval-2026-11.md
+reports, used for no tuning). The share of claims whose gold table is in the pool bounds any
+re-ranking. Nothing here changes the pipeline. Needs ``pip install lightgbm``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 Issue 33 asks whether a signal beyond the candidate stage's BM25 parts finds the gold table of a
 TabFact claim. This ranks all tables of the dump (a table's text: its page title, caption and
 rows, cells joined by " ; ", rows by " | ") for ``test`` ``tabfact_dev`` claims (drawn with
-``seed``; 303 is the draw docs/table-retrieval.md reports) by:
+``seed``; 303 is the draw docs/log/table-retrieval-2026-11.md reports) by:
 
 * word TF-IDF over the claim (scikit-learn; unigrams, uni+bigrams, bi+trigrams): the
   query-level retrieval of Schlichtkrull et al. 2021, Table 1, without its gold entity spans;

@@ -60,7 +60,8 @@ from bench.context import Context
 from bench.data import MINI, REPO
 from bench.errors import BenchError
 from bench.paired import paired_difference
-from feverous_es.verdict.readers import DEFAULT_READER, reader_dirs
+from feverous_es.verdict.classifier import ClassifierOptions
+from feverous_es.verdict.readers import CASCADES, reader_dirs
 
 ANSWERS = REPO / "bench" / "results" / "answers"
 # One letter a claim in the record's answers.
@@ -205,7 +206,8 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
     """Every claim through ``pipeline`` once; each verdict model in ``verdicts`` reads the same
     evidence, and ``probe`` (the model under test) reads it as is and without its gold
     elements. Returns per model its submission lines and label probabilities,
-    the routes, and the probe's labels and NEI probabilities both ways."""
+    the routes, the probe's labels and NEI probabilities both ways, and each model beside the
+    one under test's milliseconds a claim (the verdict under test runs inside the pipeline)."""
     from feverous_es.eval.claims import dumps_submission_line, submission_line
     from feverous_es.plugins.interfaces import Label, Query
     from feverous_es.retrieve.evidence_tables import with_tables
@@ -213,6 +215,7 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
     records = [json.loads(line) for line in lines]
     submissions: dict[str, list[bytes]] = {name: [] for name in ["model", *verdicts]}
     supports: dict[str, list[float]] = {name: [] for name in submissions}
+    seconds = dict.fromkeys(verdicts, 0.0)
     routes: list[str] = []
     nei: dict[str, dict[str, list]] = {
         way: {"labels": [], "nei": [], "seeking": []} for way in ("as_is", "no_gold")
@@ -223,7 +226,10 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
         # The verdict models read only the claim text; the vector is not needed again.
         batch = [(Query(r.claim, np.zeros(0)), r.evidence) for r in results]
         answers = {"model": [r.verdict for r in results]}
-        answers.update({name: model.predict(batch) for name, model in verdicts.items()})
+        for name, model in verdicts.items():
+            started = time.perf_counter()
+            answers[name] = model.predict(batch)
+            seconds[name] += time.perf_counter() - started
         for name, answer in answers.items():
             for record, result, verdict in zip(chunk, results, answer, strict=True):
                 ids = [c.element.id for c in result.evidence]
@@ -242,7 +248,10 @@ def run_file(pipeline, verdicts: dict, probe, lines: list[str], batch_size: int)
                 nei[way]["nei"].append(verdict.probabilities.get(Label.NOT_ENOUGH_INFO, 0.0))
             nei[way]["seeking"] += [still_seeking(pipeline, q, ev) for q, ev in probe_batch]
         routes += ["table" if r.verdict.table is not None else "sentence" for r in results]
-    return {"submissions": submissions, "supports": supports, "routes": routes, "nei": nei}
+    return {
+        "submissions": submissions, "supports": supports, "routes": routes, "nei": nei,
+        "verdict_ms": {n: round(1000 * t / len(records), 1) for n, t in seconds.items()},
+    }  # fmt: skip
 
 
 def supports_probability(probabilities: dict) -> float:
@@ -337,6 +346,12 @@ def model_dirs(models: Path) -> list[Path]:
         models / "verdict",
         *(models / n for n in FEATURE_MODELS.values() if (models / n).is_dir()),
     ]
+
+
+def read_dirs(reader: str | Path) -> list[Path]:
+    """Every model directory ``reader`` may read: a cascade's second tier too (the claims it
+    trained on are held out as well)."""
+    return [d for tier in CASCADES.get(str(reader), (reader,)) for d in reader_dirs(tier)]
 
 
 def model_options(models: Path) -> dict:
@@ -446,6 +461,7 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
                 "balanced_claims": len(subset) or None,
                 "majority_class": majority,
                 "seconds": round(seconds, 1),
+                "verdict_ms": run["verdict_ms"],
                 "models": models,
                 "paired": paired,
                 "paired_balanced": paired_balanced or None,
@@ -488,6 +504,8 @@ def report_file(source: str, f: dict, setup: Setup) -> None:
             line += f"  (balanced subset of {f['balanced_claims']}: {m['balanced']:.1%})"
         if m["feverous_score"] is not None:
             line += f"  (FEVEROUS score {m['feverous_score']:.1%})"
+        if name in f["verdict_ms"]:
+            line += f"  {f['verdict_ms'][name]:.0f} ms a claim"
         print(line)
     for subset, paired in (("", f["paired"]), (" (balanced subset)", f["paired_balanced"] or {})):
         for name, d in paired.items():
@@ -570,8 +588,8 @@ def verdict_accuracy(
     versions run as they were; ``baseline_rules``: the reader under test with other verdict
     options, a column each (the module)."""
     models_dir = Path(models) if models else REPO / "feverous_es" / "models"
-    if models is None and reader is None:  # the package's verdict reads with its default reader
-        reader = DEFAULT_READER
+    if models is None and reader is None:  # the package's verdict, with its default reader
+        reader = ClassifierOptions().model
     baselines = [(f"baseline {m}", Path(m), None, {}) for m in baseline_models]
     baselines += [(f"reader {r}", models_dir, r, {}) for r in baseline_readers]
     baselines += [
@@ -584,11 +602,11 @@ def verdict_accuracy(
     )  # fmt: skip
     # The entailment models read (a reader's, else the models directory's default reader's)
     # and the feature models beside them.
-    under_test = [*reader_dirs(reader or models_dir), *model_dirs(models_dir)[1:]]
+    under_test = [*read_dirs(reader or models_dir), *model_dirs(models_dir)[1:]]
     compared = [
         d
         for _, directory, other, _ in baselines
-        for d in (reader_dirs(other) if other else model_dirs(directory)[1:])
+        for d in (read_dirs(other) if other else model_dirs(directory)[1:])
     ]
     held_out_models = [Path(m) for m in held_out_by]
     trainings = [training_report(d) for d in [*under_test, *compared, *held_out_models]]

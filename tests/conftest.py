@@ -41,7 +41,12 @@ SLOWEST_FIRST = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow files first (their tests marked ``slow``: ``pytest -m "not slow"`` is the fast
+    tier a developer runs before a commit; CI runs everything)."""
     rank = {name: n for n, name in enumerate(SLOWEST_FIRST)}
+    for item in items:
+        if item.path.name in rank:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
 
 

@@ -63,7 +63,8 @@ def test_training_refuses_an_out_inside_the_package() -> None:
 
 
 def test_every_shipped_model_passes_the_install_check() -> None:
-    # No sentence verdict ships: the entailment model reads the sentence route (docs/verdict.md);
+    # No sentence verdict ships: the entailment model reads the sentence route
+    # (docs/log/verdict-2026-11.md);
     # no table reader yet: the GPU queue's table job makes it (docs/gpu-training.md).
     shipped = [role for role in ROLES if role not in ("sentence-verdict", "table-reader")]
     assert sorted(shipped) == sorted(

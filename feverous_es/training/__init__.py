@@ -1,1 +1,11 @@
 """Training, export and the model card of the pipeline's learned parts (torch only here)."""
+
+# The trainers of models the package does not ship, named here once (`train --help` lists
+# them): a user's plugin option reads what they write, or they were measured and not shipped
+# (the logs in docs/log/ say what each measured).
+UNSHIPPED = {
+    "hop": "a next-hop generator for the `seq2seq` hop plugin; the default hop follows links",
+    "rerank --kind rows": "the candidate stage's row model (`row_model`), off by default",
+    "sentence-verdict": "a sentence feature model: the reader reads sentence claims better",
+    "verdict-soup": "averaged students as one reader: measured, not shipped",
+}

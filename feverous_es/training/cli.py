@@ -10,6 +10,7 @@ import click
 from feverous_es.console import console, print_json, user_errors
 from feverous_es.export.cli import int8_option
 from feverous_es.params import EXISTING_FILE, EXISTING_FOLDER
+from feverous_es.training import UNSHIPPED
 from feverous_es.training.features import options as features_options
 from feverous_es.training.hop import options as hop_options
 from feverous_es.training.install import ROLES
@@ -25,7 +26,12 @@ from feverous_es.training.verdict import options as verdict_options
 from feverous_es.verdict.readers import DEFAULT_READER, READERS
 
 
-@click.group("train")
+@click.group(
+    "train",
+    epilog="Trainers of models the package does not ship: "
+    + "; ".join(f"{name} ({what})" for name, what in UNSHIPPED.items())
+    + ".",
+)
 def train_group() -> None:
     """Train the pipeline's models (needs the `export` extra: torch, transformers, optimum)."""
 

@@ -14,7 +14,6 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +23,7 @@ from feverous_es.export.torch_models import load_torch_model
 from feverous_es.params import PATH, TOKENS, option
 from feverous_es.runtime.extras import INSTALL_HINT
 from feverous_es.runtime.files import MANIFEST_FILE, PACKAGED_MODELS_DIR, write_manifest
-from feverous_es.training import datasets
+from feverous_es.training import datasets, engine
 from feverous_es.training.progress import NO_STEPS, Steps
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -158,24 +157,20 @@ def collate(torch: Any, rows: Sequence[dict], pad_id: int) -> dict[str, Any]:
     return batch
 
 
-# batch_loss(item indices) -> (loss tensor, tokens in the batch)
-BatchLoss = Callable[[list[int]], tuple[Any, int]]
-
-
 def fit(
     torch: Any,
     model: Any,
     settings: TrainSettings,
     work: Path,
     items: int,
-    batch_loss: BatchLoss,
+    batch_loss: engine.BatchLoss,
     steps: Steps = NO_STEPS,
     *,
     on_epoch: Callable[[int], None] | None = None,
 ) -> bool:
-    """Train ``model`` in place on ``items`` training items, ``settings.batch_size`` a step, with
-    AdamW and a linear warm-up schedule; True when done, False when ``steps.stop_after`` stopped
-    it.
+    """Train ``model`` in place on ``items`` training items, ``settings.batch_size`` a step, in
+    the shared loop (:func:`~feverous_es.training.engine.fit`); True when done, False when
+    ``steps.stop_after`` stopped it.
 
     Resumes from ``<work>/checkpoint.pt`` when it exists (the batches are a function of the seed
     and the epoch, so a resumed run sees the batches the killed one would have) and writes it
@@ -193,73 +188,31 @@ def fit(
             f"checkpoint {checkpoint_path} was made with other settings "
             f"({state.get('settings')}); delete it or use another --work directory"
         )
-    steps_per_epoch = math.ceil(items / settings.batch_size)
-    total = settings.total_steps(items)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, partial(linear_warmup, warmup=int(settings.warmup * total), total=total)
-    )
-    step = 0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        step = int(state["step"])
-        torch.set_rng_state(state["torch_rng"])
 
-    def save() -> None:
-        tmp = checkpoint_path.with_suffix(".tmp")
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "step": step,
-                "settings": settings.fingerprint(),
-                "torch_rng": torch.get_rng_state(),
-            },
-            tmp,
-        )
-        os.replace(tmp, checkpoint_path)
-
-    model.train()
-    started, tokens, done_here = time.perf_counter(), 0, 0
-    while step < total:
-        epoch, offset = divmod(step, steps_per_epoch)
+    def batches(epoch: int) -> list[list[int]]:
         order = list(range(items))
         random.Random(settings.seed * 1000 + epoch).shuffle(order)
-        batch_ids = order[offset * settings.batch_size : (offset + 1) * settings.batch_size]
-        loss, batch_tokens = batch_loss(batch_ids)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        step += 1
-        done_here += 1
+        size = settings.batch_size
+        return [order[start : start + size] for start in range(0, items, size)]
+
+    def on_step(step: int, total: int, loss: float, tokens_per_second: float) -> None:
         with (work / LOSS_LOG).open("a", encoding="utf-8") as log:
-            log.write(json.dumps({"step": step, "loss": round(loss.item(), 5)}) + "\n")
-        tokens += batch_tokens
+            log.write(json.dumps({"step": step, "loss": round(loss, 5)}) + "\n")
         if steps.on_step:
-            steps.on_step(step, total, tokens / max(time.perf_counter() - started, 1e-9))
-        if on_epoch and step % steps_per_epoch == 0:
-            on_epoch(step // steps_per_epoch)
-        if step % settings.checkpoint_every == 0 or step == total:
-            save()
-        if steps.stop_after is not None and done_here >= steps.stop_after and step < total:
-            save()
-            return False
-    model.eval()
-    return True
+            steps.on_step(step, total, tokens_per_second)
 
+    def save(checkpoint: dict[str, Any]) -> None:
+        tmp = checkpoint_path.with_suffix(".tmp")
+        torch.save({**checkpoint, "settings": settings.fingerprint()}, tmp)
+        os.replace(tmp, checkpoint_path)
 
-def linear_warmup(step: int, *, warmup: int, total: int) -> float:
-    """The learning-rate factor of a linear warm-up to 1 over ``warmup`` steps, then a linear
-    decay to 0 at ``total`` (transformers' ``get_linear_schedule_with_warmup``)."""
-    if step < warmup:
-        return step / max(1, warmup)
-    return max(0.0, (total - step) / max(1, total - warmup))
+    loop = engine.Loop(batches, settings.epochs, settings.learning_rate, settings.warmup)
+    hooks = engine.Hooks(
+        on_step=on_step,
+        on_epoch=(lambda epoch, _s, _t: on_epoch(epoch)) if on_epoch else None,
+        save=save, save_every=settings.checkpoint_every, stop_after=steps.stop_after,
+    )  # fmt: skip
+    return engine.fit(torch, model, batch_loss, loop, hooks, resume=state).finished
 
 
 @dataclass(kw_only=True)

@@ -50,22 +50,10 @@ from pathlib import Path
 from typing import Any
 
 try:  # as the GPU machine runs it: the bundle carries engine.py and spec.py beside this file
-    from engine import (
-        accuracy_by_source,
-        mean_source_score,
-        prune_layers,
-        recall_by_source,
-        sha256,
-    )
+    import engine
     from spec import Settings
 except ImportError:  # imported from the package
-    from feverous_es.training.engine import (
-        accuracy_by_source,
-        mean_source_score,
-        prune_layers,
-        recall_by_source,
-        sha256,
-    )
+    from feverous_es.training import engine
     from feverous_es.training.gpu.spec import Settings
 
 CONFIG_FILE = "queue.json"
@@ -105,7 +93,7 @@ def check_files(bundle: Path, files: dict[str, str]) -> None:
         path = bundle / name
         if not path.is_file():
             sys.exit(f"error: {path} is missing: was every transfer of the bundle sent?")
-        if sha256(path) != expected:
+        if engine.sha256(path) != expected:
             sys.exit(f"error: {path} does not match its sha256 in {CONFIG_FILE}: send it again")
 
 
@@ -123,7 +111,7 @@ def join_base(bundle: Path, base: dict[str, Any], into: Path) -> Path:
     with weights.open("wb") as out:
         for part in base["parts"]:
             out.write((bundle / part).read_bytes())
-    if sha256(weights) != base["weights_sha256"]:
+    if engine.sha256(weights) != base["weights_sha256"]:
         sys.exit(f"error: the joined weights of {base['name']} do not match their sha256")
     if base.get("format") == INT8_ROWS:
         restore_int8_rows(weights)
@@ -193,7 +181,7 @@ class Trainer:
             torch_dtype=torch.float32,
         )  # fmt: skip
         if layers:
-            prune_layers(self.model, layers)
+            engine.prune_layers(self.model, layers)
         self.model.to(device)
         if settings.freeze_embeddings:
             self.model.get_input_embeddings().weight.requires_grad_(False)
@@ -268,25 +256,6 @@ class Trainer:
                 ).cpu().numpy()
         return rows
 
-    def loss(self, logits: Any, gold: Any, teacher: Any) -> Any:
-        """Cross-entropy with the gold labels; with ``teacher`` (its probabilities at
-        temperature T), ``alpha·T²·distance(teacher, student/T) + (1 - alpha)·gold loss``."""
-        functional = self.torch.nn.functional
-        temperature, alpha = self.settings.temperature, self.settings.alpha
-        if self.relevance:
-            logits = logits[:, 0]
-            loss = functional.binary_cross_entropy_with_logits(logits, gold)
-            if teacher is None:
-                return loss
-            soft = functional.binary_cross_entropy_with_logits(logits / temperature, teacher[:, 0])
-        else:
-            loss = functional.cross_entropy(logits, gold)
-            if teacher is None:
-                return loss
-            log_student = functional.log_softmax(logits / temperature, dim=-1)
-            soft = functional.kl_div(log_student, teacher, reduction="batchmean")
-        return alpha * temperature**2 * soft + (1 - alpha) * loss
-
     def fit(
         self,
         encoded: Sequence[dict[str, list[int]]],
@@ -297,56 +266,43 @@ class Trainer:
         log: Callable[[str], None],
         deadline: float = math.inf,
     ) -> dict[str, Any]:
-        """AdamW with linear warm-up and decay over ``epochs``; after each epoch
-        ``on_epoch(epoch)`` returns the validation score, and the best epoch's weights are kept
-        (restored at the end). No epoch starts that would end after ``deadline``
-        (``time.perf_counter()``, at the last epoch's pace): a GPU call that outlives its limit
-        returns nothing."""
+        """The shared loop (:func:`engine.fit`) over ``epochs`` of length-grouped batches,
+        the distillation loss against ``soft`` (the teacher's probabilities) when given; after
+        each epoch ``on_epoch(epoch)`` returns the validation score, and the best epoch's
+        weights are kept (restored at the end). No epoch starts that would end after
+        ``deadline`` (``time.perf_counter()``, at the last epoch's pace): a GPU call that
+        outlives its limit returns nothing."""
         torch, settings = self.torch, self.settings
-        size, epochs = settings.batch_size, settings.epochs
-        steps_per_epoch = math.ceil(len(encoded) / size)
-        total = steps_per_epoch * epochs
-        warmup = int(settings.warmup * total)
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.01)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            lambda step: step / max(1, warmup) if step < warmup
-            else max(0.0, (total - step) / max(1, total - warmup)),
-        )  # fmt: skip
         soft_t = None if soft is None else torch.tensor(soft)
-        best: dict[str, Any] = {"epoch": 0, "score": -1.0, "state": None}
-        curve = []
-        for epoch in range(1, epochs + 1):
-            self.model.train()
-            started, tokens = time.perf_counter(), 0
-            for ids in length_grouped_batches(encoded, size, settings.seed * 1000 + epoch):
-                batch = self.batch([encoded[i] for i in ids])
-                with self.autocast():
-                    logits = self.model(**batch).logits.float()
-                teacher = None if soft_t is None else soft_t[ids].to(self.device)
-                loss = self.loss(logits, gold[ids].to(self.device), teacher)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                tokens += int(batch["attention_mask"].sum())
-            seconds = time.perf_counter() - started
+
+        def batch_loss(ids: list[int]) -> tuple[Any, int]:
+            batch = self.batch([encoded[i] for i in ids])
+            with self.autocast():
+                logits = self.model(**batch).logits.float()
+            teacher = None if soft_t is None else soft_t[ids].to(self.device)
+            loss = engine.distillation_loss(
+                torch, logits, gold[ids].to(self.device), teacher,
+                alpha=settings.alpha, temperature=settings.temperature,
+            )  # fmt: skip
+            return loss, int(batch["attention_mask"].sum())
+
+        def epoch_done(epoch: int, seconds: float, tokens_per_second: float) -> float:
             score = on_epoch(epoch)
-            curve.append({"epoch": epoch, "score": score, "seconds": round(seconds, 1),
-                          "tokens_per_second": round(tokens / max(seconds, 1e-9))})  # fmt: skip
-            log(f"epoch {epoch}/{epochs}: validation {score:.4f}, {seconds:.0f} s, "
-                f"{tokens / max(seconds, 1e-9):,.0f} tok/s")  # fmt: skip
-            if score > best["score"]:
-                state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-                best = {"epoch": epoch, "score": score, "state": state}
-            if epoch < epochs and time.perf_counter() + seconds > deadline:
-                log(f"stopping after epoch {epoch}: the next would pass the time budget")
-                break
-        if best["state"] is not None:
-            self.model.load_state_dict(best["state"])
-        return {"best_epoch": best["epoch"], "curve": curve, "steps": total}
+            log(f"epoch {epoch}/{settings.epochs}: validation {score:.4f}, {seconds:.0f} s, "
+                f"{tokens_per_second:,.0f} tok/s")  # fmt: skip
+            return score
+
+        loop = engine.Loop(
+            lambda epoch: length_grouped_batches(
+                encoded, settings.batch_size, settings.seed * 1000 + epoch + 1
+            ),
+            settings.epochs, settings.learning_rate, settings.warmup,
+        )  # fmt: skip
+        hooks = engine.Hooks(on_epoch=epoch_done, keep_best=True, deadline=deadline)
+        fitted = engine.fit(torch, self.model, batch_loss, loop, hooks)
+        if not fitted.finished:
+            log(f"stopping after epoch {len(fitted.curve)}: the next would pass the time budget")
+        return {"best_epoch": fitted.best_epoch, "curve": fitted.curve, "steps": fitted.total}
 
 
 def length_grouped_batches(
@@ -386,17 +342,17 @@ def fit_measured(
 
     def figures(rows: Any, pairs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
         if trainer.relevance:
-            return recall_by_source(rows[:, 0], pairs, recall_at)
+            return engine.recall_by_source(rows[:, 0], pairs, recall_at)
         answers = [trainer.labels[int(row.argmax())] for row in rows]
         gold, sources = [p["label"] for p in pairs], [p["source"] for p in pairs]
-        return accuracy_by_source(answers, gold, sources)
+        return engine.accuracy_by_source(answers, gold, sources)
 
     def measure(epoch: int) -> float:
         curve[epoch] = {
             name: figures(trainer.probabilities(encoded[name]), pairs)
             for name, pairs in measured.items()
         }
-        return mean_source_score(curve[epoch]["valid"])
+        return engine.mean_source_score(curve[epoch]["valid"])
 
     fitted = trainer.fit(
         trainer.encode(train), trainer.targets(train), measure, soft=soft, log=log,

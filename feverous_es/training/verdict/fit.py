@@ -103,23 +103,20 @@ def train(
     labels = [LABELS.index(p.label) for p in pool]
     pad_id = tokenizer.pad_token_id or 0
 
-    functional = torch.nn.functional
-
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
         batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
         batch = {k: v.to(settings.device) for k, v in batch.items()}
         target = torch.tensor([labels[i] for i in ids], device=settings.device)
         logits = model(**batch).logits
+        tokens = int(batch["attention_mask"].sum())
         if soft is None:
-            return functional.cross_entropy(logits, target), int(batch["attention_mask"].sum())
-        gold = functional.cross_entropy(logits, target, reduction="none")
+            return engine.distillation_loss(torch, logits, target), tokens
+        # a NaN row (a failure class's pair: no teacher) learns its gold label alone
         wanted = torch.tensor(soft.targets[ids], dtype=torch.float32, device=settings.device)
-        has = ~torch.isnan(wanted[:, 0])  # rows without a teacher (failure classes): gold only
-        log_student = functional.log_softmax(logits / soft.temperature, dim=-1)
-        kl = functional.kl_div(log_student, torch.nan_to_num(wanted), reduction="none").sum(-1)
-        mixed = soft.alpha * soft.temperature**2 * kl + (1 - soft.alpha) * gold
-        loss = torch.where(has, mixed, gold).mean()
-        return loss, int(batch["attention_mask"].sum())
+        loss = engine.distillation_loss(
+            torch, logits, target, wanted, alpha=soft.alpha, temperature=soft.temperature
+        )
+        return loss, tokens
 
     def epoch_done(epoch: int) -> None:
         if not held:
