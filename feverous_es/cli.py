@@ -59,10 +59,10 @@ INDEX_OPTION = click.option(
 )  # fmt: skip
 READER_OPTION = click.option(
     "--reader", type=click.Choice(list(READERS)), default=None,
-    help="The verdict's reader: default (MiniLM, fast), large (mpnet 110 M averaged with the "
-    "default: better on FM2; ~0.2 s more a claim and ~0.3 GB more memory; joined from its parts "
-    "on first use) or auto (the large tier only where the default is unsure). Default: the "
-    "configuration's.",
+    help="The verdict's reader: auto (three MiniLM students, and the large reader again on "
+    "the pairs they are unsure of), default (the students alone: fastest) or large (mpnet "
+    "110 M averaged with a student on every pair; ~0.3 GB more memory; joined from its parts "
+    "on first use). Default: the configuration's (auto); entail's: default.",
 )  # fmt: skip
 
 

@@ -35,6 +35,22 @@ def test_the_readme_example_verifies_a_claim(sample_index: Path) -> None:
     assert "Henri Schoeman_sentence_2" in match[2], "the claim's gold sentence is in the evidence"
 
 
+def test_the_readme_first_command_prints_what_the_readme_shows(sample_index: Path) -> None:
+    from click.testing import CliRunner
+
+    from feverous_es.cli import main
+
+    text = (REPO / "README.md").read_text(encoding="utf-8").split("## Install and run", 1)[1]
+    command, shown = re.findall(r"```(?:bash)?\n(.*?)```", text, re.S)[:2]
+    claim = re.search(r'feverous-es verify "([^"]+)"', command)
+    assert claim, "the README's first command verifies a claim"
+    result = CliRunner().invoke(main, ["verify", claim[1], "--index", str(sample_index)])
+    assert result.exit_code == 0, result.output
+    # The claim, the verdict with its probability and the first evidence line, as shown.
+    head = [line for line in shown.splitlines() if line.strip() != "…"][:3]
+    assert result.output.splitlines()[:3] == head
+
+
 def test_every_public_name_imports_and_the_package_import_stays_light() -> None:
     for name in feverous_es.__all__:
         assert getattr(feverous_es, name) is not None

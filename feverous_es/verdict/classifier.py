@@ -49,7 +49,7 @@ from feverous_es.verdict.inputs import (
     sentence_premise,
     table_premise,
 )
-from feverous_es.verdict.readers import CASCADE_BELOW
+from feverous_es.verdict.readers import AUTO_READER, CASCADE_BELOW
 from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_features
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
@@ -65,10 +65,13 @@ class ClassifierOptions:
     difference on held-out dev claims through the whole pipeline says it pays
     (``python -m bench run verdict``, docs/log/)."""
 
-    model: str | None = None
+    model: str | None = AUTO_READER
     """The entailment model: a reader's name (``default``, ``large``, ``auto``:
     :mod:`~feverous_es.verdict.readers`) or a model directory (ONNX + tokenizer.json +
-    config.json); None: the default reader."""
+    config.json); None: the ``default`` reader (the three students). The cascade (``auto``)
+    was chosen 2026-12-01 by ``python -m bench run verdict`` (docs/log/2026-12.md): on the
+    held-out FM2 claims it reads 2.7 points more than the students alone [+0.7, +4.9], at a
+    warm cost side by side with the previous default's (``warm-side-by-side``)."""
     math_hints: bool | None = None
     """Prefix the premise with number hints (Malon 2021, §5); None: as the model was trained
     (its ``training.json``), else none."""
@@ -96,7 +99,8 @@ class ClassifierOptions:
     many claims may be unanswerable (a fifth, as in the shared task's test set), 0.9 pays."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
-    tier reads the pair (chosen by ``python -m bench run cascade``)."""
+    one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what
+    chose it)."""
     page_premises: int = 1
     """For a claim routed to sentences: the reader also reads the sentences of this many pages
     of the evidence alone (:func:`page_premises`) and the verdict takes the mean of those
@@ -170,7 +174,7 @@ class ClassifierVerdict:
         premise, and, where the verdict may call NEI, of the table-routed ones against their
         sentences too: such a claim is NOT ENOUGH INFO only when neither holds the answer (on
         held-out FEVEROUS-S claims the table premise alone turned 3 % of claims with their
-        evidence found into NEI, the lower of the two 1 %: docs/verdict.md)."""
+        evidence found into NEI, the lower of the two 1 %: docs/log/verdict-2026-11.md)."""
         read_both = [i for i in reads if tables[i] is not None and self._may_call_nei]
         sentences = {
             i: text for i in read_both
@@ -315,7 +319,7 @@ def page_premises(claim: str, evidence: Sequence[Candidate], pages: int) -> list
 
     ordered = sorted(by_page, key=named_at)  # stable: evidence order among equals
     # A page read alone keeps its title before each sentence: one title there answered held-out
-    # changed professions and places worse (docs/verdict.md, "One page, one title").
+    # changed professions and places worse (docs/log/verdict-2026-11.md, "One page, one title").
     return [sentence_premise(by_page[page], one_title=False) for page in ordered[:pages]]
 
 
@@ -329,7 +333,7 @@ def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> 
 def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:
     """The feature classifier an option names; by default the package's model of that route
     where it has one (the table route's: the sentence route is the entailment model's, which
-    reads sentence claims better, docs/verdict.md); none for ``""``."""
+    reads sentence claims better, docs/log/verdict-2026-11.md); none for ``""``."""
     if option:
         return FeatureClassifier(Path(option), kind)
     if option is None and DEFAULT_MODELS[kind].is_dir():

@@ -8,20 +8,14 @@ A reader is one packaged model, or several whose label probabilities are average
   true profession, nationality and year and their changed twins, a page's simple facts);
   ``verdict-3``, ``verdict-2`` trained on this CPU with the failure classes' claims read
   against the evidence the pipeline retrieves for them, the replayed pairs distilled from the
-  large reader. Averaged, they read those classes through the pipeline better than any one
-  alone and hold FM2, FEVEROUS-S and TabFact within 0.5 point (docs/verdict.md); each
-  student costs one small model run a premise, the three reading at once;
+  large reader. Each student costs one small model run a premise, the three reading at once;
 * ``large``: the ``verdict-large`` model (all-mpnet-base-v2, 110 M: the teacher the first
-  student was distilled from) averaged with that student (``verdict``). Chosen on validation
-  claims over the large model alone and over a cascade (the large model reading only what the
-  default one is unsure of): ``bench/readers.py``, docs/verdict.md. ``verdict-large`` ships
-  as parts joined into the user cache on first use (:mod:`~feverous_es.runtime.parts`).
-
-* ``auto``: a cascade. The default reader reads every pair; the large tier (as ``large``)
-  reads again only the pairs whose top probability under the default one is below
-  :data:`CASCADE_BELOW`, chosen on validation claims through the whole pipeline
-  (``python -m bench run cascade``, docs/verdict.md): most of the large tier's gain for a
-  fraction of its time. The large model loads only when a first pair needs it.
+  student was distilled from) averaged with that student (``verdict``). ``verdict-large``
+  ships as parts joined into the user cache on first use (:mod:`~feverous_es.runtime.parts`);
+* ``auto``: a cascade, the verdict's default (``ClassifierOptions.model``). The default reader
+  reads every pair; the large one (as ``large``) reads again only the pairs whose top
+  probability under the default one is below :data:`CASCADE_BELOW`. The large model loads
+  only when a first pair needs it.
 
 Anything else a reader option takes is one model directory.
 """
@@ -46,7 +40,11 @@ READERS: dict[str, tuple[str, ...]] = {
 # The cascade's readers (first, then where it is unsure) and the default reader's top
 # probability under which the second reads a pair.
 CASCADES: dict[str, tuple[str, str]] = {AUTO_READER: (DEFAULT_READER, LARGE_READER)}
-CASCADE_BELOW = 0.8
+# Chosen 2026-12-01 through the whole pipeline on the held-out FM2 dev claims
+# (`python -m bench run verdict`, docs/log/2026-12.md): 0.6, 0.7, 0.8 and 0.9 read within 0.2
+# point of each other, each clearing zero over the students alone (0.6: +2.7 [+0.7, +4.9]);
+# 0.6 sends the fewest pairs to the large reader.
+CASCADE_BELOW = 0.6
 
 
 def packaged_model(role: str) -> Path:
