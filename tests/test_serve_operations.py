@@ -33,7 +33,9 @@ CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
 
 @pytest.fixture(scope="module")
 def server(sample_index):
-    with running_server(sample_index, token=TOKEN) as server:
+    # 800 clients on loopback at once, below: one address may hold them all here
+    args = ("--max-connections-per-client", "1000")
+    with running_server(sample_index, token=TOKEN, args=args) as server:
         yield server
 
 

@@ -267,6 +267,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.worker = worker  # what an operator's tooling (and the fault tests) reach
+    app.state.metrics = metrics  # the server adds its connections to them
     api = [Depends(authorized)]
 
     def logged(request: Request, results: list[ClaimResult]) -> None:

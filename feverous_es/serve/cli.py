@@ -15,6 +15,15 @@ import click
 from feverous_es.console import console, fail, user_errors
 from feverous_es.params import COUNT
 from feverous_es.runtime.malloc import limit_arenas
+from feverous_es.serve.connections import (
+    MAX_DEFAULT_CAP,
+    READ_DEADLINE,
+    RESERVED_DESCRIPTORS,
+    WRITE_DEADLINE,
+    ConnectionLimits,
+    default_connection_cap,
+    open_file_limit,
+)
 
 TOKEN_ENV = "FEVEROUS_ES_SERVE_TOKEN"
 # The names a loopback-bound service answers to by default (DNS rebinding: a page elsewhere
@@ -36,6 +45,10 @@ class ServeOptions:
     request_timeout: int
     allowed_host: tuple[str, ...]
     open_without_token: bool
+    max_connections: int | None
+    max_connections_per_client: int | None
+    exempt_loopback: bool
+    write_timeout: int
 
 
 def allowed_hosts(host: str, given: Sequence[str] = ()) -> list[str] | None:
@@ -78,6 +91,21 @@ def serve_options(command):  # type: ignore[no-untyped-def]
                      help=f"Serve beyond loopback without {TOKEN_ENV}: anyone who reaches the "
                           "address can use the API. Without this flag such a start is "
                           "refused."),
+        click.option("--max-connections", type=COUNT, default=None,
+                     help="Connections held at once; one more is answered 503 and closed as "
+                          "it is accepted. Default: 3/4 of what the open-file limit (ulimit "
+                          f"-n) leaves after {RESERVED_DESCRIPTORS} for the process, at most "
+                          f"{MAX_DEFAULT_CAP}; a cap the limit cannot hold is refused."),
+        click.option("--max-connections-per-client", type=COUNT, default=None,
+                     help="Connections one client address may hold (default: a quarter of "
+                          "--max-connections)."),
+        click.option("--exempt-loopback", is_flag=True,
+                     help="Do not count loopback clients against the per-client cap (a "
+                          "reverse proxy on this host)."),
+        click.option("--write-timeout", type=COUNT, default=int(WRITE_DEADLINE),
+                     help="Seconds a client has to read an answer the socket cannot take; "
+                          "then its connection is aborted. (A request must arrive within "
+                          f"{READ_DEADLINE:g} s of its first byte.)"),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -105,6 +133,7 @@ def run_server(
             f"reaches it can use it (set {TOKEN_ENV})",
             highlight=False,
         )
+    limits = connection_limits(options)
     limit_arenas()  # before the pipeline starts its threads (runtime/malloc.py)
     with user_errors():
         pipeline = pipeline_opener()
@@ -123,9 +152,30 @@ def run_server(
     _log_requests_as_lines()
     console.print(
         f"serving on http://{options.host}:{options.port}/ (API under /v1, metrics at "
-        "/metrics; Ctrl-C stops, SIGTERM drains)"
+        "/metrics; Ctrl-C stops, SIGTERM drains)\n"
+        f"connections: at most {limits.cap}, {limits.client_cap} a client"
+        + (" (loopback exempt)" if limits.exempt_loopback else "")
+        + f"; open-file limit {open_file_limit()}; a request arrives within "
+        f"{limits.read_deadline:g} s, an answer is read within {limits.write_deadline:g} s",
+        highlight=False,
     )
-    serve(app, host=options.host, port=options.port, drain_timeout=options.drain_timeout)
+    serve(app, host=options.host, port=options.port, drain_timeout=options.drain_timeout,
+          limits=limits)  # fmt: skip
+
+
+def connection_limits(options: ServeOptions) -> ConnectionLimits:
+    """The bounds ``options`` set (defaults from the open-file limit), or one error line."""
+    limits = ConnectionLimits(
+        cap=options.max_connections or default_connection_cap(),
+        per_client=options.max_connections_per_client,
+        exempt_loopback=options.exempt_loopback,
+        write_deadline=float(options.write_timeout),
+    )
+    try:
+        limits.check()
+    except ValueError as error:
+        fail(str(error), 2)
+    return limits
 
 
 def _log_requests_as_lines() -> None:

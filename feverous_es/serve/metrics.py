@@ -22,7 +22,11 @@ never share counts. What is measured:
 * ``feverous_es_ready``: 1 while the last readiness check passed (checked at start and every
   few seconds: :mod:`feverous_es.serve.readiness`);
 * ``feverous_es_build_info{version}`` and ``feverous_es_model_info{model, file, sha256}``: what
-  is running.
+  is running;
+* under ``serve`` (:mod:`feverous_es.serve.connections`): ``feverous_es_connections_open`` and
+  ``feverous_es_connections_cap``, and ``feverous_es_connections_refused_total{reason}``:
+  connections refused at accept (``cap``, ``client_cap``) or cut by a deadline
+  (``read_deadline``: the 408s, ``write_deadline``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from prometheus_client import (
     Info,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from feverous_es.errors import (
     IncompatibleIndex,
@@ -48,6 +54,7 @@ from feverous_es.errors import (
     StoreUnreachable,
 )
 from feverous_es.runtime.costs import MODEL_KINDS, STORE_KINDS, read_count_name
+from feverous_es.serve.connections import ConnectionGuard
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PREFIX = "feverous_es"
@@ -169,5 +176,30 @@ class ServiceMetrics:
     def observe_store_error(self, error: StoreError) -> None:
         self.store_errors.labels(kind=store_error_kind(error)).inc()
 
+    def watch_connections(self, guard: ConnectionGuard) -> None:
+        """Report the connections ``guard`` holds and refuses, read at each scrape."""
+        self.registry.register(_ConnectionCollector(guard))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _ConnectionCollector(Collector):
+    def __init__(self, guard: ConnectionGuard) -> None:
+        self.guard = guard
+
+    def collect(self) -> Iterable[Any]:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_connections_open", "Connections the server holds.", value=self.guard.open
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_connections_cap", "Connections the server may hold at once.",
+            value=self.guard.limits.cap,
+        )  # fmt: skip
+        refused = CounterMetricFamily(
+            f"{PREFIX}_connections_refused",
+            "Connections refused at accept or cut by a deadline, by reason.", labels=["reason"],
+        )  # fmt: skip
+        for reason, count in self.guard.refused.items():
+            refused.add_metric([reason], count)
+        yield refused

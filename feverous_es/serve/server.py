@@ -18,7 +18,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from feverous_es.serve.connections import DeadlineH11Protocol
+from feverous_es.serve.connections import ConnectionGuard, ConnectionLimits, guarded_protocol
 from feverous_es.serve.worker import SHUTDOWN_GRACE, PipelineWorker
 
 
@@ -40,22 +40,22 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def connection_limit(max_queue: int) -> int:
-    """Connections and requests uvicorn holds at once (beyond: 503 at once): room for the
-    queue many times over — idle and slow clients are closed within the read deadline — and a
-    bound on the file descriptors a crowd of clients can take."""
-    return max(1000, 16 * max_queue)
-
-
-def serve(app: FastAPI, *, host: str, port: int, drain_timeout: float) -> None:
+def serve(
+    app: FastAPI, *, host: str, port: int, drain_timeout: float, limits: ConnectionLimits
+) -> None:
     """Serve ``app`` (made by :func:`~feverous_es.serve.app.create_app`) until a signal, then
-    drain as the module says and return."""
+    drain as the module says and return. Connections are held to ``limits``
+    (:mod:`~feverous_es.serve.connections`), their counts in the app's metrics."""
+    guard = ConnectionGuard(limits)
+    app.state.metrics.watch_connections(guard)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="info",
         access_log=False,  # the request log replaces it: one JSON line a request
         timeout_graceful_shutdown=int(drain_timeout + SHUTDOWN_GRACE),
-        http=DeadlineH11Protocol,  # a request must arrive within READ_DEADLINE seconds
-        limit_concurrency=connection_limit(app.state.worker.max_queue),
+        # The cap is taken at accept (uvicorn's limit_concurrency waits for the headers, and
+        # answers in plain text); an h11 connection runs one request at a time, so the
+        # requests in flight are bounded by the connections.
+        http=guarded_protocol(guard),
     )  # fmt: skip
     # uvicorn raises the signal again once its own handler is gone: this makes that a clean
     # exit (status 0) after the drain.

@@ -1,0 +1,141 @@
+"""A crowd, a client that never reads, and the caps, against a real `feverous-es serve` process
+with real sockets: the server's descriptors are counted from /proc, so each test fails if its
+protection is removed (feverous_es/serve/connections.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("prometheus_client")
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from feverous_es.serve.connections import (
+    ConnectionGuard,
+    ConnectionLimits,
+    default_connection_cap,
+)
+from feverous_es.serve.process import Server, running_server
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+
+
+def descriptors(server: Server) -> int:
+    return len(os.listdir(f"/proc/{server.pid}/fd"))
+
+
+def address(server: Server) -> tuple[str, int]:
+    url = urlparse(server.url)
+    return str(url.hostname), int(url.port or 80)
+
+
+def refused(server: Server) -> dict[str, float]:
+    text = httpx.get(server.url + "/metrics", timeout=30).text
+    return {
+        s.labels["reason"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "feverous_es_connections_refused_total"
+    }
+
+
+def settles(value: Callable[[], int], wanted: Callable[[int], bool], seconds: float) -> int:
+    """``value()`` once ``wanted`` holds of it, or when ``seconds`` are up."""
+    deadline = time.monotonic() + seconds
+    while not wanted(found := value()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
+def crowd(server: Server, n: int) -> list[socket.socket]:
+    sockets = []
+    for _ in range(n):
+        s = socket.create_connection(address(server), timeout=30)
+        sockets.append(s)
+    return sockets
+
+
+def test_a_crowd_past_the_cap_is_refused_at_accept_with_the_json_error(sample_index) -> None:
+    args = ("--max-connections", "40", "--exempt-loopback")
+    with running_server(sample_index, args=args) as server:
+        before = descriptors(server)
+        held = crowd(server, 400)
+        try:
+            during = settles(lambda: descriptors(server), lambda n: n <= before + 45, 10)
+            first_refused = held[-1].recv(4096)  # the last came when the cap was full
+        finally:
+            for s in held:
+                s.close()
+        assert during <= before + 45, f"{during} descriptors held, {before} before the crowd"
+        head, _, body = first_refused.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 ")
+        assert "connections" in json.loads(body)["error"]
+        settles(lambda: descriptors(server), lambda n: n <= before + 2, 30)
+        answer = httpx.get(server.url + "/v1/health/live", timeout=30)
+        assert answer.status_code == 200  # normal again once the crowd has gone
+        assert refused(server)["cap"] >= 350
+
+
+def test_one_client_address_holds_at_most_its_own_cap(sample_index) -> None:
+    args = ("--max-connections", "40", "--max-connections-per-client", "10")
+    with running_server(sample_index, args=args) as server:
+        before = descriptors(server)
+        held = crowd(server, 30)
+        try:
+            during = settles(lambda: descriptors(server), lambda n: n <= before + 12, 10)
+            answers = [s.recv(4096) for s in held[10:]]
+        finally:
+            for s in held:
+                s.close()
+        assert during <= before + 12
+        assert all(a.startswith(b"HTTP/1.1 503 ") and b"one client" in a for a in answers)
+        settles(lambda: descriptors(server), lambda n: n <= before + 2, 30)
+        assert refused(server)["client_cap"] == 20
+
+
+def test_a_client_that_never_reads_is_cut_at_the_write_deadline(sample_index) -> None:
+    requests = b"GET /static/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 2000
+    with running_server(sample_index, args=("--write-timeout", "3")) as server:
+        before = descriptors(server)
+        readers = []
+        for _ in range(20):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills at once
+            s.connect(address(server))
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                s.send(requests)  # as much as the socket takes; never a byte read
+            readers.append(s)
+        try:
+            stalled = settles(lambda: descriptors(server), lambda n: n >= before + 20, 10)
+            after = settles(lambda: descriptors(server), lambda n: n <= before + 2, 30)
+        finally:
+            for s in readers:
+                s.close()
+        assert stalled >= before + 20, "the slow readers were connected"
+        assert after <= before + 2, f"{after} descriptors after the deadline, {before} before"
+        assert refused(server)["write_deadline"] >= 20
+
+
+def test_the_cap_is_derived_from_the_open_file_limit_and_checked_against_it() -> None:
+    assert default_connection_cap(1024) == 672 and default_connection_cap(65536) == 1024
+    assert ConnectionLimits(cap=100).client_cap == 25
+    with pytest.raises(ValueError, match="over this process's limit of 1024"):
+        ConnectionLimits(cap=1000).check(limit=1024)
+    ConnectionLimits(cap=600).check(limit=1024)
+    guard = ConnectionGuard(ConnectionLimits(cap=3, per_client=2))
+    assert [guard.admit("10.0.0.1") for _ in range(3)] == [None, None, "client_cap"]
+    assert guard.admit("10.0.0.2") is None and guard.admit("10.0.0.3") == "cap"
+    guard.leave("10.0.0.1")
+    assert guard.admit("10.0.0.3") is None and guard.open == 3
