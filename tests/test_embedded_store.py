@@ -31,6 +31,7 @@ from feverous_es.index.embedded import (
 from feverous_es.index.embedded import layout as embedded_layout
 from feverous_es.index.embedded import writer as embedded_writer
 from feverous_es.index.embedded.vectors import normalized
+from feverous_es.index.search import search
 from feverous_es.index.store import Chunk, Filters, HybridWeights
 
 DIM = 16
@@ -220,6 +221,12 @@ def test_search_text_filters(store: EmbeddedStore) -> None:
     in_table = store.search_text(both, filters=Filters(tables=(("Delta", 0),)))
     assert set(ids(in_table)) == {"Delta_cell_0_1_0", "Delta_table_caption_0"}
     assert store.search_text(both, filters=Filters(tables=(("Delta", 1),))) == []
+    # A page filter is read by the text rule too: an invisible character in it changes nothing.
+    invisible = Filters(pages=("Al\u200bpha",))
+    found = search(
+        store, lambda texts: np.zeros((len(texts), 1)), both, mode="bm25", filters=invisible
+    )
+    assert ids(found) == ["Alpha_sentence_0"]
     # Filters add no score.
     unfiltered = {hit.element.id: hit.score for hit in store.search_text(both)}
     for hit in in_table:

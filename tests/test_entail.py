@@ -108,6 +108,18 @@ def test_a_text_is_checked_sentence_by_sentence(tmp_path: Path) -> None:
     assert FACT[:40] in shown.output  # the deciding span is shown
 
 
+def test_a_sentences_span_points_into_the_text_as_sent() -> None:
+    # Invisible characters the text rule removes, before and inside the second sentence.
+    text = "Henri Schoeman won a bronze medal.\u200b\u202e He won gold\u200b in 2012."
+    check = EntailmentModel().check_text(text, [FACT])
+    spans = [span for span, _ in check.sentences]
+    assert [text[s.start : s.end] for s in spans] == [s.text for s in spans]
+    assert spans[1].text == "He won gold\u200b in 2012."  # the user's own characters
+    assert check.sentences[1][1].claim == "He won gold in 2012."  # what the reader read
+    titled = EntailmentModel().entail("He won gold.", [FACT], title="Henri\u200b Schoeman\x00")
+    assert titled.premise.startswith("[Henri Schoeman ]")  # the title read by the same rule
+
+
 def test_a_document_that_is_not_text_is_one_line(tmp_path: Path) -> None:
     runner = CliRunner()
     junk, empty = tmp_path / "junk.bin", tmp_path / "empty.txt"

@@ -28,6 +28,9 @@ def search(
     query = clean_text(query, "the query")
     if not query.strip():
         raise EmptyClaimError("the query is empty")
+    if filters is not None and filters.pages:
+        pages = tuple(clean_text(page, "a page filter") for page in filters.pages)
+        filters = dataclasses.replace(filters, pages=pages)
     if mode == "bm25":
         return store.search_text(query, k, filters)
     vector = embed([query])[0]

@@ -104,7 +104,10 @@ class SearchHit(_Answer):
 
 
 class SpanItem(_Answer):
-    start: int = Field(description="Character offset into the source (or text).")
+    start: int = Field(
+        description="Character offset into the source as read: after the text rule removed "
+        "invisible formatting characters (docs/operations.md)."
+    )
     end: int
     text: str
 
@@ -128,7 +131,7 @@ class EntailAnswer(_Answer):
 
 
 class SentenceAnswer(EntailAnswer):
-    start: int = Field(description="The sentence's offsets in the text.")
+    start: int = Field(description="The sentence's offsets in the text as sent.")
     end: int
 
 

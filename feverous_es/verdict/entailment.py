@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import EmptyClaimError, ModelError
-from feverous_es.input_text import clean_text
+from feverous_es.input_text import clean_text, clean_text_offsets
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.costs import METER
 from feverous_es.runtime.cross_encoder import CrossEncoder
@@ -316,6 +316,7 @@ class EntailmentModel:
         """Each (claim, evidence texts) read as :meth:`entail` reads one, every window of every
         claim in one batch."""
         claims = [" ".join(clean_text(claim).split()) for claim, _ in items]
+        title = clean_text(title, "the title")
         if not all(claims):
             raise EmptyClaimError("the claim is empty")
         # A text's sentences share one source: it is split and windowed once.
@@ -374,13 +375,20 @@ class EntailmentModel:
         self, text: str, evidence: Sequence[str], *, title: str = "", documents: bool = False
     ) -> TextCheck:
         """Each sentence of ``text`` read as a claim against ``evidence`` (:meth:`entail`)."""
-        spans = sentence_spans(clean_text(text, "the text"))
+        cleaned, offsets = clean_text_offsets(text, "the text")
+        spans = sentence_spans(cleaned)
         if not spans:
             raise EmptyClaimError("the text is empty")
         answers = self.entail_many(
             [(span.text, evidence) for span in spans], title=title, documents=documents
         )
-        return TextCheck(text, list(zip(spans, answers, strict=True)))
+        # Each sentence's span in the text as sent (the rule may have removed characters).
+        sent = [
+            Span(start, end, text[start:end])
+            for span in spans
+            for start, end in [(offsets[span.start], offsets[span.end - 1] + 1)]
+        ]
+        return TextCheck(text, list(zip(sent, answers, strict=True)))
 
     def _windows(self, evidence: Sequence[str], documents: bool) -> list[Window]:
         """``evidence`` in windows: as one source, or document by document; evidence with no
