@@ -33,10 +33,12 @@ if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # second as they need no sample index: one worker runs them while the GPU queue's builds it.
 SLOWEST_FIRST = (
     "test_gpu_queue.py", "test_index.py", "test_elastic_integration.py", "test_pipeline.py",
-    "test_serve_node_loss.py", "test_serve_operations.py", "test_train_verdict.py",
-    "test_embedder.py", "test_cost_budget.py", "test_plan.py", "test_grounding_threshold.py",
-    "test_train_hop.py", "test_train_rerank.py", "test_reader_tiers.py", "test_serve_browser.py",
-    "test_embedded_store.py", "test_serve.py",
+    "test_serve_node_loss.py", "test_serve_operations.py", "test_serve_connections.py",
+    "test_train_verdict.py", "test_embedder.py", "test_cost_budget.py", "test_plan.py",
+    "test_grounding_threshold.py", "test_train_hop.py", "test_train_rerank.py",
+    "test_reader_tiers.py", "test_serve_browser.py", "test_embedded_store.py", "test_serve.py",
+    "test_bench_side_by_side.py", "test_dequantize.py", "test_entail.py", "test_cross_encoder.py",
+    "test_api.py",
 )  # fmt: skip
 
 
