@@ -29,15 +29,17 @@ if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # pyproject's addopts; its own order is by number of tests, which put the one-test node-loss
 # file, over a minute, last and left a worker idle at the end): the slowest first, so the last
 # files handed out are short and the two workers end together. Ranked by their wall seconds in
-# a `--durations=0` run on a 2-core machine (GPU queue 160 … serve 20); the index tests go
-# second as they need no sample index: one worker runs them while the GPU queue's builds it.
+# a `--durations=0` run on a 2-core machine (GPU queue 160 … serve 20, then 10-25 s each); the
+# index tests go second as they need no sample index: one worker runs them while the GPU
+# queue's builds it. These files are the `slow` mark; the rest is the fast tier.
 SLOWEST_FIRST = (
     "test_gpu_queue.py", "test_index.py", "test_elastic_integration.py", "test_pipeline.py",
     "test_serve_node_loss.py", "test_serve_operations.py", "test_serve_connections.py",
     "test_train_verdict.py", "test_embedder.py", "test_cost_budget.py", "test_plan.py",
     "test_grounding_threshold.py", "test_train_hop.py", "test_train_rerank.py",
     "test_reader_tiers.py", "test_serve_browser.py", "test_embedded_store.py", "test_serve.py",
-    "test_bench_side_by_side.py", "test_dequantize.py", "test_entail.py", "test_cross_encoder.py",
+    "test_bench_side_by_side.py", "test_reproducible_build.py", "test_page.py",
+    "test_train_row_ranker.py", "test_dequantize.py", "test_entail.py", "test_cross_encoder.py",
     "test_api.py",
 )  # fmt: skip
 
