@@ -286,6 +286,7 @@ def test_the_rates_job_runs_last_and_says_why_it_measured_torch(
     GPU it says why, measures torch's rate instead, labelled, and leaves the plan's CUDA rate
     unmeasured (it ran on no GPU); its files stay out of the training queue's check."""
     from feverous_es.index.building.plan import BuildRates
+    from feverous_es.runtime.embedder import CUDA_BATCH_SIZE
 
     root, plan, _ = queue
     whats = [call["what"] for call in plan["calls"]]
@@ -298,12 +299,16 @@ def test_the_rates_job_runs_last_and_says_why_it_measured_torch(
     assert "rates/embedder.fp16.onnx" in config["rates"]["files"]
     report = json.loads((root / "results" / "rates" / "report.json").read_text())
     # A CPU onnxruntime offers no CUDA provider; onnxruntime-gpu on a machine without a GPU
-    # puts the session on CPU: either way the reason names where it ran.
-    assert "CPUExecutionProvider" in report["why_not_onnxruntime"]
+    # would put the session's nodes on the CPU, which the job forbids: either way the reason
+    # names the CPU.
+    assert "CPU" in report["why_not_onnxruntime"]
     assert report["engine"].startswith("torch") and report["device"] == "cpu"
-    assert report["figures"]["embedder"]["tokens_per_s"] > 0
+    embedder = report["figures"]["embedder"]
+    assert embedder["tokens_per_s"] > 0 and embedder["at_batch_128"]["tokens_per_s"] > 0
+    assert embedder["batch"] == CUDA_BATCH_SIZE  # the rate of the batch `index` embeds
     rates = BuildRates.load(root / "results" / "rates" / "rates.json")
     assert rates.embed_tokens_per_s["cuda"] is None  # measured on no GPU: nothing claimed
+    assert rates.embed_tokens_per_s.get("cuda-torch") is None
 
 
 def test_a_torn_transfer_stops_the_call_before_any_training(device: Path, tmp_path: Path) -> None:

@@ -8,16 +8,20 @@ Run after the training queue, on the machine, from the bundle (docs/gpu-training
    the carried onnxruntime-gpu wheel, installed by the call's command into ``PYTHONPATH``, is
    asked for its CUDA execution provider — its CUDA and cuDNN libraries are the image's own
    (torch's ``nvidia-*`` wheels, loaded by ``onnxruntime.preload_dlls``) — with a session that
-   must come up on CUDA, before any model is measured.
+   must come up on CUDA with no node left to the CPU (``session.disable_cpu_ep_fallback``: a
+   graph CUDA cannot run whole fails to load, said so, rather than run partly on the CPU
+   unseen), before any model is measured.
 2. Where it does, the shipped embedder and sentence ranker run through it as fp16 graphs (derived
-   from the shipped int8 ones without torch): tokens a second over the dump's texts, the
-   ranker's pairs a second, and the fp16 graph's parity with the int8 one on CPU (cosine of the
-   embeddings, the ranker's logits).
+   from the shipped int8 ones without torch): tokens a second over the dump's texts at the batch
+   ``index`` embeds on CUDA (``INDEX_BATCH``) and at 128 beside it, the ranker's pairs a second,
+   and the fp16 graph's parity with the int8 one on CPU (cosine of the embeddings, the ranker's
+   logits).
 3. Where it does not, the job says why, and measures torch's rate instead (the embedder's own
    base, all-MiniLM-L6-v2, from the bundle's ``minilm`` base, in fp16), labelled as such.
 4. ``OUT/rates/rates.json``: the shipped build rates with the measured embedder rate under the
-   device it ran on (``feverous-es plan WIKI_DB --rates rates.json``); ``OUT/rates/report.json``:
-   every figure and why.
+   device it ran on (``feverous-es plan WIKI_DB --rates rates.json``): ONNX Runtime's on CUDA as
+   ``cuda`` (what ``index`` runs), torch's fallback under its own name, ``cuda-torch``, never as
+   ``cuda``; ``OUT/rates/report.json``: every figure and why.
 
 Self-contained, as job.py is: the standard library, numpy, tokenizers and onnxruntime; torch
 and transformers only for the fallback. On a CPU it runs as the dry run that tests it.
@@ -34,7 +38,10 @@ from pathlib import Path
 from typing import Any
 
 OUT_DIR = "rates"
-BATCH = 128
+INDEX_BATCH = 32  # texts a run when `index` embeds on CUDA (runtime/embedder.CUDA_BATCH_SIZE)
+WIDE_BATCH = 128  # measured beside it: what a larger batch would gain
+TORCH_RATE = "cuda-torch"  # the fallback's rate in rates.json: not the rate `index` runs at
+Batches = dict[int, list[dict[str, Any]]]  # a model's padded inputs, by batch size
 MAX_TOKENS = 128  # the embedder's and the ranker's cut (as the index build reads a text)
 MEASURE_SECONDS = 20.0  # a rate is measured over at most this long, after one warm-up batch
 
@@ -61,14 +68,14 @@ def encoded(tokenizer_file: Path, texts: list[Any]) -> list[Any]:
     return tokenizer.encode_batch([tuple(t) if isinstance(t, list) else t for t in texts])
 
 
-def batches(items: list[Any]) -> list[dict[str, Any]]:
-    """Padded numpy inputs of BATCH items each, by length (as the runtime batches them)."""
+def batches(items: list[Any], size: int) -> list[dict[str, Any]]:
+    """Padded numpy inputs of ``size`` items each, by length (as the runtime batches them)."""
     import numpy as np
 
     ordered = sorted(items, key=lambda e: len(e.ids))
     out = []
-    for start in range(0, len(ordered), BATCH):
-        chunk = ordered[start : start + BATCH]
+    for start in range(0, len(ordered), size):
+        chunk = ordered[start : start + size]
         width = max(len(e.ids) for e in chunk)
         ids = np.zeros((len(chunk), width), np.int64)
         mask = np.zeros_like(ids)
@@ -114,12 +121,14 @@ def cuda_sessions(models: dict[str, Path]) -> tuple[dict[str, Any], str]:
     providers = ort.get_available_providers()
     if "CUDAExecutionProvider" not in providers:
         return {}, f"onnxruntime {ort.__version__} offers only {', '.join(providers)}"
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     sessions = {}
     for name, path in models.items():
         try:
-            session = ort.InferenceSession(str(path), providers=["CUDAExecutionProvider"])
-        except Exception as error:
-            return {}, f"a CUDA session of {path.name} failed ({error})"
+            session = ort.InferenceSession(str(path), options, providers=["CUDAExecutionProvider"])
+        except Exception as error:  # with the fallback off: a node CUDA cannot run is here
+            return {}, f"a CUDA session of {path.name} failed, no node left to the CPU ({error})"
         if session.get_providers()[0] != "CUDAExecutionProvider":
             return {}, f"ONNX Runtime put {path.name} on {session.get_providers()[0]}"
         sessions[name] = session
@@ -131,15 +140,17 @@ def feed(session: Any, batch: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in batch.items() if k in names}
 
 
-def onnx_figures(sessions: dict[str, Any], inputs: dict[str, list], cpu: dict[str, Path]) -> dict:
+def onnx_figures(
+    sessions: dict[str, Any], inputs: dict[str, Batches], cpu: dict[str, Path]
+) -> dict:
     """Each model's rate on CUDA, and its fp16 graph's parity with the int8 one on CPU."""
     import numpy as np
     import onnxruntime as ort
 
     figures: dict[str, Any] = {}
     for name, session in sessions.items():
-        figures[name] = rate(lambda b, s=session: s.run(None, feed(s, b)), inputs[name])
-        probe = inputs[name][0]
+        figures[name] = at_batches(lambda b, s=session: s.run(None, feed(s, b)), inputs[name])
+        probe = inputs[name][INDEX_BATCH][0]
         reference = ort.InferenceSession(str(cpu[name]), providers=["CPUExecutionProvider"])
         gpu = np.asarray(session.run(None, feed(session, probe))[0], np.float32)
         cpu_out = np.asarray(reference.run(None, feed(reference, probe))[0], np.float32)
@@ -153,7 +164,7 @@ def onnx_figures(sessions: dict[str, Any], inputs: dict[str, list], cpu: dict[st
     return figures
 
 
-def torch_figures(bundle: Path, config: dict[str, Any], inputs: dict[str, list]) -> dict:
+def torch_figures(bundle: Path, config: dict[str, Any], inputs: dict[str, Batches]) -> dict:
     """The fallback: the embedder's base (and the same shape read as a cross-encoder) in torch,
     fp16 on CUDA (fp32 on a CPU: the dry run)."""
     import torch
@@ -180,7 +191,13 @@ def torch_figures(bundle: Path, config: dict[str, Any], inputs: dict[str, list])
             model(**tensors)
 
     # The ranker is the embedder's shape with a one-logit head: the encoder sets the rate.
-    return {name: rate(run, inputs[name], sync) for name in inputs} | {"device": device}
+    return {name: at_batches(run, inputs[name], sync) for name in inputs} | {"device": device}
+
+
+def at_batches(run: Any, by_size: Batches, sync: Any = lambda: None) -> dict[str, Any]:
+    """The rate at the batch ``index`` runs, and at the wide batch beside it."""
+    return {**rate(run, by_size[INDEX_BATCH], sync), "batch": INDEX_BATCH,
+            f"at_batch_{WIDE_BATCH}": rate(run, by_size[WIDE_BATCH], sync)}  # fmt: skip
 
 
 def device_name() -> str:
@@ -204,12 +221,16 @@ def main(argv: list[str] | None = None) -> None:
     check_files(bundle, job["files"])
     out.mkdir(parents=True, exist_ok=True)
     folder, small = bundle / OUT_DIR, bundle / OUT_DIR / "files"
+    texts = {
+        "embedder": encoded(
+            small / "embedder-tokenizer.json", read_lines(small / "texts.jsonl.gz")
+        ),
+        "ranker": encoded(small / "ranker-tokenizer.json", read_lines(small / "pairs.jsonl.gz")),
+    }
     inputs = {
-        "embedder": batches(encoded(small / "embedder-tokenizer.json",
-                                    read_lines(small / "texts.jsonl.gz"))),
-        "ranker": batches(encoded(small / "ranker-tokenizer.json",
-                                  read_lines(small / "pairs.jsonl.gz"))),
-    }  # fmt: skip
+        name: {size: batches(items, size) for size in (INDEX_BATCH, WIDE_BATCH)}
+        for name, items in texts.items()
+    }
     gpu = {name: folder / f"{name}.fp16.onnx" for name in inputs}
     sessions, why = cuda_sessions(gpu)
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "device": "cpu"}
@@ -228,9 +249,11 @@ def main(argv: list[str] | None = None) -> None:
     rates = json.loads((small / "build_rates.json").read_text(encoding="utf-8"))
     embedder = report["figures"].get("embedder", {})
     if device == "cuda" and "tokens_per_s" in embedder:
-        rates["embed_tokens_per_s"]["cuda"] = embedder["tokens_per_s"]
-        rates["measured"]["cuda"] = (
-            f"{device_name()}: {report['engine']}, "
+        # torch's rate is not the one `index` runs at: it goes under its own name
+        key = "cuda" if sessions else TORCH_RATE
+        rates["embed_tokens_per_s"][key] = embedder["tokens_per_s"]
+        rates["measured"][key] = (
+            f"{device_name()}: {report['engine']}, batch {INDEX_BATCH}, "
             f"{embedder['items']:,} texts of the dump, {report['started']} (the GPU queue's rates "
             "job)"
         )
