@@ -89,7 +89,8 @@ def fit(
     one loop of every trainer: the CPU's (checkpointed, resumable) and the GPU job's (the best
     epoch kept, a deadline)."""
     hooks = hooks or Hooks()
-    per_epoch = len(loop.batches(0))
+    first = loop.batches(0)  # its length sets the schedule; kept for the first epoch's steps
+    per_epoch = len(first)
     total = max(1, math.ceil(per_epoch * loop.epochs))
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=loop.learning_rate, weight_decay=0.01)
@@ -114,7 +115,7 @@ def fit(
 
     fitted = Fitted(finished=False, step=step, total=total)
     best: tuple[float, dict[str, Any] | None] = (-math.inf, None)
-    epoch_batches: tuple[int, list[list[int]]] = (-1, [])
+    epoch_batches: tuple[int, list[list[int]]] = (0, first)
     model.train()
     started, tokens, done_here = time.perf_counter(), 0, 0
     while step < total:

@@ -382,13 +382,12 @@ class EntailmentModel:
         answers = self.entail_many(
             [(span.text, evidence) for span in spans], title=title, documents=documents
         )
-        # Each sentence's span in the text as sent (the rule may have removed characters).
-        sent = [
-            Span(start, end, text[start:end])
-            for span in spans
-            for start, end in [(offsets[span.start], offsets[span.end - 1] + 1)]
-        ]
-        return TextCheck(text, list(zip(sent, answers, strict=True)))
+
+        def as_sent(span: Span) -> Span:  # the rule may have removed characters of the text
+            start, end = offsets[span.start], offsets[span.end - 1] + 1
+            return Span(start, end, text[start:end])
+
+        return TextCheck(text, [(as_sent(s), a) for s, a in zip(spans, answers, strict=True)])
 
     def _windows(self, evidence: Sequence[str], documents: bool) -> list[Window]:
         """``evidence`` in windows: as one source, or document by document; evidence with no
