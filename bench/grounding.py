@@ -142,8 +142,9 @@ def compared(model: EntailmentModel, pairs: list[GroundingPair], per_claim: int 
             "threshold": model.threshold,
             "window_words": model.window_words,
             "threshold_single": model.threshold_single,
-            "at_stored_threshold": balanced_accuracy(supported, stored_answers(model, pairs,
-                                                                              windowed)),
+            "at_stored_threshold": balanced_accuracy(
+                supported, stored_answers(model, pairs, windowed)
+            ),
             "two_fold": two_fold(windowed, supported, per_claim),
             "at_half": balanced_accuracy(supported, windowed >= 0.5),
             "seconds_per_1000_words": windowed_seconds / words * 1000,
@@ -340,10 +341,15 @@ def grounding_second_reading(
                "settings": rows}  # fmt: skip
     if write:
         target = packaged_source_dir("default")
-        settings = stored_settings({**chosen, "window_words": reader.window_words,
-                                    "max_windows": reader.max_windows}, figures["pairs"])
-        settings["second_reading"] = {"model": model, "weight": chosen["weight"],
-                                      "between": chosen["between"]}
+        settings = stored_settings(
+            {**chosen, "window_words": reader.window_words, "max_windows": reader.max_windows},
+            figures["pairs"],
+        )
+        settings["second_reading"] = {
+            "model": model,
+            "weight": chosen["weight"],
+            "between": chosen["between"],
+        }
         settings["chosen_on"]["record"] = "bench/results/grounding-second-reading.json"
         store_threshold(target, settings)
         figures["written"] = str(target.relative_to(REPO) / GROUNDING_FILE)

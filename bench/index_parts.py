@@ -70,8 +70,12 @@ def _build(wiki: Path, limit: int, workers: int) -> dict:
     started = time.perf_counter()
     processes = [
         subprocess.Popen(
-            [*command, "--part", f"{i}/{workers}"], env=env, cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [*command, "--part", f"{i}/{workers}"],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(1, workers + 1)
     ]

@@ -183,9 +183,7 @@ def _misses(
     alone would have answered right; a few examples."""
     result: dict[str, Any] = {}
     for name in CLASSES:
-        missed = [
-            i for i, p in enumerate(claims) if p.source == name and answers[i] != p.label
-        ]
+        missed = [i for i, p in enumerate(claims) if p.source == name and answers[i] != p.label]
         if not missed:
             continue
         causes: Counter[str] = Counter()
@@ -203,8 +201,7 @@ def _misses(
             "causes": dict(causes.most_common()),
             "own_page_alone_right": round(sum(own) / len(missed), 3),
             "examples": [
-                {"claim": claims[i].claim, "answer": answers[i], **diagnosis[i]}
-                for i in missed[:3]
+                {"claim": claims[i].claim, "answer": answers[i], **diagnosis[i]} for i in missed[:3]
             ],
         }
     return result

@@ -37,9 +37,7 @@ def _commit() -> str:
 _COMMIT_AT_START = _commit()
 
 
-def record(
-    folder: Path, name: str, figures: Any, command: str, options: dict[str, Any]
-) -> Path:
+def record(folder: Path, name: str, figures: Any, command: str, options: dict[str, Any]) -> Path:
     """Write ``figures`` to ``folder/<name>.json`` with their provenance (``command``: the
     driver's command line, placeholders kept; ``options``: the condition's, as run); returns the
     path."""

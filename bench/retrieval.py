@@ -163,9 +163,7 @@ def retrieval(
         "options": options,
     }  # fmt: skip
     part, parts = parse_shard(shard)
-    feverous = seeded_sample(
-        read_records(MINI / "feverous_s_dev.jsonl"), n_feverous, seed
-    )
+    feverous = seeded_sample(read_records(MINI / "feverous_s_dev.jsonl"), n_feverous, seed)
     if in_index:
         feverous = held(opened, [r for r in feverous if gold_sets(r)], feverous_pages)
     feverous = feverous[part::parts]
@@ -197,9 +195,7 @@ def retrieval(
             )
         report["feverous_s"] = section
 
-    tabfact = seeded_sample(
-        read_records(MINI / "tabfact_dev.jsonl"), n_tabfact, seed
-    )
+    tabfact = seeded_sample(read_records(MINI / "tabfact_dev.jsonl"), n_tabfact, seed)
     if in_index:
         tabfact = held(opened, tabfact, lambda record: {gold_table(record)[0]})
     tabfact = tabfact[part::parts]

@@ -123,11 +123,8 @@ def row_step(
             name: round(seconds / len(records), 4) for name, seconds in model_seconds.items()
         },
     }
-    print_hits(
-        f"gold-table Hits@1 / 5 / 10, {len(records)} claims of {claims}:", report["hits"]
-    )
+    print_hits(f"gold-table Hits@1 / 5 / 10, {len(records)} claims of {claims}:", report["hits"])
     print("row model seconds a claim (over the first row_tables tables):")
     for name, seconds in report["model_seconds_per_claim"].items():
         print(f"  {name:<40} {seconds:.3f}")
     return report
-

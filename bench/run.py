@@ -165,9 +165,7 @@ def problems(condition: Condition, record: dict[str, Any]) -> list[str]:
             found.append(f"{condition.name}: {error.args[0]}")
             continue
         if not figure.holds(value):
-            found.append(
-                f"{condition.name}: {figure.key} = {value}, {figure.wanted()}"
-            )
+            found.append(f"{condition.name}: {figure.key} = {value}, {figure.wanted()}")
     return found
 
 

@@ -118,4 +118,3 @@ def entailment_columns(
     rows = np.zeros((len(claims), 3), np.float32)
     rows[scored] = [scores[k] for k, s in zip(keys, scored, strict=True) if s]
     return rows, scored
-

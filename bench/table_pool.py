@@ -114,4 +114,3 @@ def table_pool(
     for size, cost in figures["fetch_per_claim"].items():
         print(f"  {size:>4} tables: {cost['hits']:7.0f} hits, {cost['ms']:6.1f} ms a claim")
     return figures
-

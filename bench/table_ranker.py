@@ -236,4 +236,3 @@ def table_rankers(
         print_hits(f"gold-table Hits@1 / 5 / 10, {len(pools)} claims, {what}:", hits)
         print(f"  gold table in the pool: {in_pool:.1f} %")
     return report
-

@@ -229,4 +229,3 @@ def table_signals(
             for name, at in hits.items():
                 print(f"  {name:<40} {' / '.join(f'{v:.1f}' for v in at.values())}")
     return report
-

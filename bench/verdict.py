@@ -388,6 +388,43 @@ class Setup:
     batch_size: int
 
 
+class RememberedReadings:
+    """A reader's label probabilities per (claim, premise) pair, each pair read once for the
+    whole run. Exact: a reader's pair reads the same whatever shares its call (an int8 graph
+    reads each pair alone; a float graph's rows do not mix)."""
+
+    def __init__(self, read: Callable[[Sequence[str], Sequence[str]], np.ndarray]) -> None:
+        self.read = read
+        self.known: dict[tuple[str, str], np.ndarray] = {}
+
+    def __call__(self, claims: Sequence[str], premises: Sequence[str]) -> np.ndarray:
+        pairs = list(zip(claims, premises, strict=True))
+        new = [pair for pair in dict.fromkeys(pairs) if pair not in self.known]
+        if new:
+            rows = self.read([c for c, _ in new], [p for _, p in new])
+            self.known.update(zip(new, rows, strict=True))
+        return np.array([self.known[pair] for pair in pairs]) if pairs else self.read([], [])
+
+
+def share_second_readers(verdicts: Sequence[Any]) -> None:
+    """The cascades' second (large) reader reads a pair once for every column of the run: the
+    columns, the probe and the verdict under test re-read the same unsure pairs (a TabFact run
+    read each table premise with the large reader six times). A column's ``verdict_ms`` then
+    counts only the pairs no column read before it."""
+
+    def same(reader) -> tuple:  # what makes two readers read a pair alike
+        return (tuple(reader.model_dirs), tuple(reader.max_lengths), reader.hints)
+
+    shared: dict[tuple, Any] = {}
+    for verdict in verdicts:
+        second = verdict.reader.second
+        if second is not None:
+            if same(second) not in shared:
+                second.probabilities = RememberedReadings(second.probabilities)
+                shared[same(second)] = second
+            verdict.reader.second = shared[same(second)]
+
+
 def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
     from feverous_es.plugins.config import load_config
     from feverous_es.plugins.registry import load
@@ -411,6 +448,7 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
     # nei_above 1.0: the probe reads the NEI probability on every route as the verdict under
     # test does (a threshold over 1 skips it where no feature model needs the entailment model).
     probe = load("verdict", "classifier", context, {**options, "nei_above": 1.0})
+    share_second_readers([pipeline.verdict, *verdicts.values(), probe])
     figures: dict[str, dict] = {}
     try:
         for source, lines in files.items():
@@ -558,7 +596,8 @@ def report_file(source: str, f: dict, setup: Setup) -> None:
             + (
                 f" | {r['label_accuracy']:.1%} {d['difference']:+.1%} "
                 f"[{d['low']:+.1%}, {d['high']:+.1%}]"
-                if d else ""
+                if d
+                else ""
             )
         )
 

@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench import verdict
@@ -40,3 +41,19 @@ def test_a_file_limit_is_one_number_or_a_table_by_file() -> None:
     assert verdict.file_limit({"tabfact_dev": 2000}, "tabfact_dev") == 2000
     assert verdict.file_limit({"tabfact_dev": 2000}, "fm2_dev") is None  # all of them
     assert verdict.file_limit(None, "fm2_dev") is None
+
+
+def test_remembered_readings_read_each_pair_once_and_answer_in_order() -> None:
+    calls: list[list[tuple[str, str]]] = []
+
+    def read(claims, premises):
+        calls.append(list(zip(claims, premises, strict=True)))
+        return np.array([[len(c), len(p)] for c, p in zip(claims, premises, strict=True)], float)
+
+    remembered = verdict.RememberedReadings(read)
+    first = remembered(["a", "bb", "a"], ["x", "yy", "x"])
+    again = remembered(["bb", "ccc"], ["yy", "z"])
+    assert first.tolist() == [[1, 1], [2, 2], [1, 1]]
+    assert again.tolist() == [[2, 2], [3, 1]]
+    assert calls == [[("a", "x"), ("bb", "yy")], [("ccc", "z")]]  # each pair read once
+    assert len(remembered([], [])) == 0 and len(calls) == 3  # the reader's own empty answer
