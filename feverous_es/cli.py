@@ -140,7 +140,9 @@ def index(
     total = db.count(until=until, part=part)
     embedder = Embedder(max_length=max_length, batch_size=batch_size, device=device)
     cache = VectorCache(vector_cache, embedder, embedder.identity) if vector_cache else None
-    writer = open_writer(store, out, embedder.dim, part, (total, db.count(until=until)))
+    survey = db.survey(part) if not part.whole else None  # the parts' dump, checked as one
+    writer = open_writer(store, out, embedder.dim, part, (total, db.count(until=until)),
+                         survey.fingerprint if survey else "")  # fmt: skip
     destination = writer.destination
     try:
         state = writer.state()

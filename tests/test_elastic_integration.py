@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from elasticsearch.helpers import scan
 from feverous_es.errors import StoreError
 from feverous_es.index.building.builder import build
 from feverous_es.index.dump.page import parse_page
-from feverous_es.index.dump.wiki import WikiDB
+from feverous_es.index.dump.wiki import WikiDB, page_part
 from feverous_es.index.elastic.analysis import STANDARD_STOP, probe_analysis
 from feverous_es.index.elastic.builds import build_meta, delete_prefix
 from feverous_es.index.elastic.cli import create_reader_key, reader_role
@@ -76,8 +77,9 @@ def node_config(prefix: str, dims: int = DIM) -> ElasticConfig:
 def cli_env(config: ElasticConfig) -> dict[str, str]:
     """The environment of a ``feverous-es`` process using ``config``'s cluster and prefix."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEVEROUS_ES_")}
+    # A part killed here is run again at once: its lease runs out in seconds, not a minute.
     env.update(FEVEROUS_ES_URL=config.url or "", FEVEROUS_ES_PREFIX=config.prefix,
-               FEVEROUS_ES_REPLICAS="0")  # fmt: skip
+               FEVEROUS_ES_REPLICAS="0", FEVEROUS_ES_LEASE_SECONDS="3")  # fmt: skip
     if config.username:
         env.update(FEVEROUS_ES_USER=config.username, FEVEROUS_ES_PASSWORD=config.password or "")
     return env
@@ -342,8 +344,9 @@ def finished(process: subprocess.Popen) -> dict:
 def in_parts(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
     """The sample indexed by 3 parts as parallel processes, the hard way: parts 1 and 2
     together, part 2 killed (-9) once it saved a chunk, a publish tried before parts 2 and 3
-    are done; then parts 2 (resuming) and 3 together. Its configuration, and what was seen on
-    the way."""
+    are done; then parts 2 (resuming, once the killed worker's lease ran out) and 3 together,
+    part 3 by two workers at once (as a scheduler may start two). Its configuration, and what
+    was seen on the way."""
     config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
     seen: dict = {}
     # The part killed embeds (as in the killed one-process build above); the others read the
@@ -366,8 +369,8 @@ def in_parts(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
         seen["first"] = finished(first)
         seen["early publish"] = feverous_es(config, "es", "publish")
         seen["alias before"] = client.indices.exists_alias(name=config.elements_alias)
-        last = [index_part(config, part, sample_vectors) for part in ("2/3", "3/3")]
-        seen["last"] = [finished(process) for process in last]
+        last = [index_part(config, part, sample_vectors) for part in ("2/3", "3/3", "3/3")]
+        seen["last"] = [finished(process) for process in last]  # every one exits 0
         seen["status"] = json.loads(feverous_es(config, "es", "status", "--json").stdout)
     finally:
         client.close()
@@ -383,13 +386,19 @@ def test_a_build_in_parts_publishes_only_when_every_part_is_done(
     early = seen["early publish"]
     assert early.returncode == 1 and "2/3, 3/3 not complete" in early.stderr
     assert not seen["alias before"]
-    # Whichever of the last two finished second published the build.
-    assert sorted(len(report["waiting_for"]) for report in seen["last"]) == [0, 1]
+    # The last to finish published the build: it waits for no part.
+    assert min(len(report["waiting_for"]) for report in seen["last"]) == 0
+    # Part 3 had one writer: the other worker waited for its lease and found it complete.
+    twins = seen["last"][1:]
+    assert sorted(report["elements"] > 0 for report in twins) == [False, True]
+    assert [r["state"]["elements"] for r in twins] == [twins[0]["state"]["elements"]] * 2
     (build,) = seen["status"]["builds"]
     assert build["published"] and build["state"]["complete"]
+    with WikiDB(SAMPLE_DB) as db:
+        pages = Counter(page_part(page, 3) for _, page, _ in db.rows())
     assert [(p["part"], p["complete"], p["pages"]) for p in build["parts"]] == [
-        ("1/3", True, 43), ("2/3", True, 43), ("3/3", True, 43)
-    ]  # fmt: skip
+        (f"{i}/3", True, pages[i]) for i in (1, 2, 3)
+    ]
     client = connect(config)
     try:
         for alias in config.aliases:

@@ -12,10 +12,16 @@ STORES = ("embedded", "elasticsearch")
 
 
 def open_writer(
-    kind: str, location: str | Path, dim: int, part: Part = WHOLE, rows: tuple[int, int] = (0, 0)
+    kind: str,
+    location: str | Path,
+    dim: int,
+    part: Part = WHOLE,
+    rows: tuple[int, int] = (0, 0),
+    fingerprint: str = "",
 ) -> StoreWriter:
     """A writer of a build; ``part`` one of several writing one build (Elasticsearch only),
-    covering ``rows`` of the ``(part's, whole build's)`` dump pages."""
+    covering ``rows`` of the ``(part's, whole build's)`` dump pages, of the dump
+    ``fingerprint`` names."""
     if kind == "embedded":
         from feverous_es.index.embedded import EmbeddedWriter
 
@@ -28,7 +34,7 @@ def open_writer(
         # location: a cluster URL, a config file, or ignored (environment / default config file).
         from feverous_es.index import elastic
 
-        return elastic.open_writer(location, dim, part, rows)
+        return elastic.open_writer(location, dim, part, rows, fingerprint)
     raise StoreError(f"unknown store {kind!r} (choose from {', '.join(STORES)})")
 
 

@@ -181,7 +181,7 @@ def build(
 
     def read() -> None:
         # SQLite connections belong to the thread that made them: the reader opens its own.
-        with WikiDB(db.path) as own_db:
+        with db.reopened() as own_db:
             for parsed in _chunks(own_db, state, until, part, chunk_elements, report.read):
                 if not put(parsed_queue, parsed, main):
                     return

@@ -73,6 +73,8 @@ def _print_parts(out: Console, parts: Sequence[PartsProjection]) -> None:
         f"{workers} workers (`index --part I/{workers}`), each on its own machine of the rates' "
         "kind, writing to one cluster: wall = the slowest of a worker's share of read / embed "
         "and the cluster's bulk writing of the whole dump (at the node count the rate was "
-        "measured on); past 'workers that pay' the cluster is the limit: add nodes, not workers.",
+        "measured on); past 'workers that pay' the cluster is the limit: add nodes, not workers. "
+        f"It assumes {workers} primary shards (`feverous-es es new-build --shards {workers}` "
+        "before the parts start): with one, every worker's bulk requests land on one node.",
         highlight=False,
     )

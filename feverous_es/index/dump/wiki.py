@@ -3,9 +3,13 @@ NFD page title and ``data`` the page JSON."""
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import re
 import sqlite3
 import unicodedata
+import zlib
+from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -19,10 +23,10 @@ MAX_PARTS = 1024  # a build's chunk numbers leave room for this many parts (elas
 
 @dataclass(frozen=True)
 class Part:
-    """Part ``number`` (from 1) of a build split ``count`` ways: the dump's rows whose rowid
-    leaves ``number - 1`` divided by ``count``. Interleaved rather than ranges, so every part
-    gets its share of the dump's early prose and late table pages; fixed by the rowids, so a
-    part run twice reads the same pages."""
+    """Part ``number`` (from 1) of a build split ``count`` ways: the dump's pages whose title
+    hashes to it (:func:`page_part`). Spread over the whole dump, so every part gets its share of
+    prose and table pages; fixed by the titles, so a part run twice, or on a copy of the dump
+    whose rowids moved (``VACUUM`` may renumber them), reads the same pages."""
 
     number: int = 1
     count: int = 1
@@ -49,6 +53,33 @@ class Part:
 WHOLE = Part()  # the dump as one part: a build by one writer
 
 
+def page_part(page_id: str, count: int) -> int:
+    """The part (from 1, of ``count``) page ``page_id`` (its NFD title, as the dump stores it)
+    belongs to: CRC-32 of its UTF-8 bytes, the same in every process and version of Python."""
+    return zlib.crc32(page_id.encode("utf-8")) % count + 1
+
+
+@dataclass(frozen=True)
+class DumpSurvey:
+    """What one pass over the dump's titles gives: its identity (page count and a SHA-256 of its
+    (rowid, title) pairs in title order: another dump, or a copy whose rowids moved, differs)
+    and the rowids of one part's pages, ascending."""
+
+    pages: int
+    digest: str
+    rowids: array
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.pages}:{self.digest}"
+
+    def after(self, after_rowid: int, until: int | None) -> array:
+        """The part's rowids above ``after_rowid`` (up to ``until``)."""
+        low = bisect.bisect_right(self.rowids, after_rowid)
+        high = len(self.rowids) if until is None else bisect.bisect_right(self.rowids, until)
+        return self.rowids[low:high]
+
+
 class WikiDB:
     """Read-only access to a dump, in rowid order so a build can resume after any page."""
 
@@ -70,10 +101,28 @@ class WikiDB:
             raise WikiError(f"{self.path}: no 'wiki' table (expected wiki(id, data))")
         if not {"id", "data"} <= columns:
             raise WikiError(f"{self.path}: table 'wiki' lacks the columns id and data")
+        self._surveys: dict[Part, DumpSurvey] = {}
+
+    def survey(self, part: Part = WHOLE) -> DumpSurvey:
+        """The dump's identity and ``part``'s rowids, from one pass over the titles (the title
+        index of a FEVEROUS dump, ``id PRIMARY KEY``, covers it: no page is read). Kept."""
+        if part not in self._surveys:
+            digest, pages, rowids = hashlib.sha256(), 0, array("q")
+            for rowid, page_id in self._conn.execute("SELECT rowid, id FROM wiki ORDER BY id"):
+                digest.update(f"{rowid}\t{page_id}\n".encode())
+                pages += 1
+                if part.whole or page_part(page_id, part.count) == part.number:
+                    rowids.append(rowid)
+            self._surveys[part] = DumpSurvey(pages, digest.hexdigest(), array("q", sorted(rowids)))
+        return self._surveys[part]
 
     def count(self, after_rowid: int = 0, *, until: int | None = None, part: Part = WHOLE) -> int:
         """The rows after ``after_rowid`` (up to rowid ``until``, of ``part``)."""
-        where, args = _where(after_rowid, until, part)
+        if not part.whole:
+            return len(self.survey(part).after(after_rowid, until))
+        where, args = "rowid > ?", [after_rowid]
+        if until is not None:
+            where, args = where + " AND rowid <= ?", [*args, until]
         (total,) = self._conn.execute(f"SELECT count(*) FROM wiki WHERE {where}", args).fetchone()
         return int(total)
 
@@ -86,12 +135,22 @@ class WikiDB:
         part: Part = WHOLE,
     ) -> Iterator[tuple[int, str, str]]:
         """(rowid, page id, page JSON text) in rowid order, after ``after_rowid`` (up to rowid
-        ``until``, of ``part``), at most ``limit``."""
-        where, args = _where(after_rowid, until, part)
+        ``until``, of ``part``: one seek a page, never a scan of the others), at most
+        ``limit``."""
+        if not part.whole:
+            rowids = self.survey(part).after(after_rowid, until)[:limit]
+            for rowid in rowids:
+                yield self._conn.execute(
+                    "SELECT rowid, id, data FROM wiki WHERE rowid = ?", (rowid,)
+                ).fetchone()
+            return
+        where, args = "rowid > ?", [after_rowid]
+        if until is not None:
+            where, args = where + " AND rowid <= ?", [*args, until]
         query = f"SELECT rowid, id, data FROM wiki WHERE {where} ORDER BY rowid"
         if limit is not None:
             query += " LIMIT ?"
-            args += (limit,)
+            args.append(limit)
         yield from self._conn.execute(query, args)
 
     def rowid_at(self, n: int | None) -> int | None:
@@ -121,6 +180,13 @@ class WikiDB:
             last = row[0]
             yield row
 
+    def reopened(self) -> WikiDB:
+        """Another connection to the dump, for another thread (a SQLite connection belongs to
+        the thread that made it), sharing what this one surveyed."""
+        other = WikiDB(self.path)
+        other._surveys = self._surveys
+        return other
+
     def page_json(self, title: str) -> str | None:
         row = self._conn.execute(
             "SELECT data FROM wiki WHERE id = ?", (unicodedata.normalize("NFD", title),)
@@ -135,15 +201,6 @@ class WikiDB:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _where(after_rowid: int, until: int | None, part: Part) -> tuple[str, tuple[int, ...]]:
-    where, args = "rowid > ?", [after_rowid]
-    if until is not None:
-        where, args = where + " AND rowid <= ?", [*args, until]
-    if not part.whole:
-        where, args = where + " AND rowid % ? = ?", [*args, part.count, part.number - 1]
-    return where, tuple(args)
 
 
 def write_dump(path: Path, rows: Iterable[tuple[str, str]]) -> int:

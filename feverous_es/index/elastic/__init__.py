@@ -20,16 +20,22 @@ if TYPE_CHECKING:
 
 
 def open_writer(
-    location: str | Path | None, dim: int, part: Part | None = None, rows: tuple[int, int] = (0, 0)
+    location: str | Path | None,
+    dim: int,
+    part: Part | None = None,
+    rows: tuple[int, int] = (0, 0),
+    fingerprint: str = "",
 ) -> ElasticWriter:
     """A writer for the cluster named by the environment, the config file and ``location`` (an
-    ``http(s)://`` URL or a config file; anything else is ignored); ``part`` and ``rows`` as
-    :class:`ElasticWriter` takes them."""
+    ``http(s)://`` URL or a config file; anything else is ignored); ``part``, ``rows`` and
+    ``fingerprint`` as :class:`ElasticWriter` takes them."""
     from feverous_es.index.dump.wiki import WHOLE
     from feverous_es.index.elastic.config import load_config
     from feverous_es.index.elastic.writer import ElasticWriter
 
-    return ElasticWriter(load_config(location), dim, part=part or WHOLE, rows=rows)
+    return ElasticWriter(
+        load_config(location), dim, part=part or WHOLE, rows=rows, fingerprint=fingerprint
+    )
 
 
 def open_store(location: str | Path | None) -> ElasticStore:

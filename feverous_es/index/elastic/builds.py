@@ -185,11 +185,35 @@ def publish_build(
         settings={"index": {"refresh_interval": config.refresh_interval,
                             "number_of_replicas": config.replicas}},
     )  # fmt: skip
+    wait_for_replicas(client, list(indices), config.replicas)
     if not meta.get("complete") or meta.get("elements") != state.elements:
         done = state_meta(replace(state, complete=True), int(meta["dim"]), int(meta["version"]),
                           tables, analysis_from_meta(meta))  # fmt: skip
         client.indices.put_mapping(index=indices.elements, meta={META_KEY: done})
     swap_aliases(client, dict(zip(config.aliases, indices, strict=True)))
+
+
+def wait_for_replicas(client: Elasticsearch, indices: Sequence[str], replicas: int) -> None:
+    """Wait until the build's replicas are restored (green) before its aliases move to it, so
+    the searches it takes at once are spread as they will be; on a cluster with too few data
+    nodes to place them, until its primaries are (yellow), saying so once."""
+    nodes = int(client.cluster.health()["number_of_data_nodes"])
+    status = "green" if replicas < nodes else "yellow"
+    if status == "yellow" and replicas:
+        _log.warning(
+            "%d data node(s) cannot hold %d replica(s) of each shard: the build is published "
+            "with its primaries only (cluster health yellow)", nodes, replicas,
+        )  # fmt: skip
+    told = False
+    while True:
+        health = client.options(ignore_status=408).cluster.health(
+            index=",".join(indices), wait_for_status=status, timeout="30s"
+        )
+        if not health.get("timed_out"):
+            return
+        if not told:
+            _log.warning("waiting for the build's shards to be %s before publishing it", status)
+            told = True
 
 
 def nodes_too_full_to_merge(client: Elasticsearch) -> list[tuple[str, str]]:

@@ -244,10 +244,17 @@ def publish() -> None:
     "--dim", type=COUNT, default=384,
     help="Vector size (the embedder's).",
 )  # fmt: skip
+@click.option(
+    "--shards", type=COUNT, default=None,
+    help="Primary shards of each index (default: `shards` of the config file, else 1). A "
+    "build in N parts writes fastest with about N primaries spread over the data nodes: "
+    "one primary takes every worker's bulk requests on one node.",
+)  # fmt: skip
 @user_errors()
-def new_build(dim: int) -> None:
+def new_build(dim: int, shards: int | None) -> None:
     """Create empty indices for the next version; `feverous-es index --store elasticsearch`
-    then fills them, and publishes them (alias swap) when it completes."""
+    (each `--part I/N` of it) then fills them, and publishes them (alias swap) when it
+    completes."""
     from feverous_es.index.elastic.builds import (
         check_aliases_free,
         create_build,
@@ -265,8 +272,12 @@ def new_build(dim: int) -> None:
                 "--store elasticsearch`, or delete its indices first"
             )
         version = next_version(builds)
+        config = dataclasses.replace(config, shards=shards or config.shards)
         indices = create_build(client, config, version, dim)
-    click.echo(f"created v{version}: {', '.join(indices)} (empty; run `feverous-es index`)")
+    click.echo(
+        f"created v{version}: {', '.join(indices)}, {config.shards} primary shard(s) each "
+        "(empty; run `feverous-es index`)"
+    )
 
 
 @es_group.command("prune")

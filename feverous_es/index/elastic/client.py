@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from elastic_transport import TransportError
 from elasticsearch import ApiError, AuthorizationException, Elasticsearch
@@ -39,13 +41,25 @@ def make_client(config: ElasticConfig, **overrides: Any) -> Elasticsearch:
         "request_timeout": config.request_timeout,
         "max_retries": config.max_retries,
         "retry_on_timeout": True,
-        "http_compress": config.http_compress,
+        "http_compress": config.http_compress and not on_this_host(config.url),
         "serializer": OrjsonSerializer(),
         **auth,
         **tls,
         **overrides,
     }
     return Elasticsearch(config.url, **options)
+
+
+def on_this_host(url: str | None) -> bool:
+    """Whether ``url`` names this machine (localhost or a loopback address): a request that never
+    leaves the host is sent plain, since gzip would cost both ends CPU and save nothing."""
+    host = urlsplit(url or "").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_version(number: str) -> tuple[int, int]:

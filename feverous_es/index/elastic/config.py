@@ -49,6 +49,7 @@ _ENV = {
     "FEVEROUS_ES_HYBRID": "hybrid",
     "FEVEROUS_ES_TIMEOUT": "request_timeout",
     "FEVEROUS_ES_SEARCH_WORKERS": "search_workers",
+    "FEVEROUS_ES_LEASE_SECONDS": "lease_seconds",
 }
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -88,7 +89,12 @@ class ElasticConfig:
     bulk_retries: int = 8
     bulk_initial_backoff: float = 1.0
     bulk_max_backoff: float = 60.0
-    http_compress: bool = False
+    # Gzip requests and answers: a worker far from the cluster sends vectors as JSON text, ~4x
+    # larger than they pack. A node on this host is always sent plain (client.on_this_host).
+    http_compress: bool = True
+    # Seconds a worker of a build in parts holds its part (and the last one the publishing)
+    # past each write: a second worker for the part waits that long after the first was killed.
+    lease_seconds: float = 60.0
     # Segments a shard of a finished build is merged to before it is published (0: no merge).
     # A build is never written again, and one segment is one HNSW graph and one term
     # dictionary to search instead of dozens (docs/benchmark-notes.md).
@@ -167,6 +173,10 @@ class ElasticConfig:
             )
         if self.merge_segments < 0:
             raise StoreError(f"merge_segments must be 0 or more, not {self.merge_segments}")
+        if self.lease_seconds < 1:
+            raise StoreError(f"lease_seconds must be at least 1, not {self.lease_seconds}")
+        if self.shards < 1:
+            raise StoreError(f"shards must be at least 1, not {self.shards}")
         if self.search_workers < 1:
             raise StoreError(f"search_workers must be at least 1, not {self.search_workers}")
         if self.ca_certs and not Path(self.ca_certs).expanduser().is_file():

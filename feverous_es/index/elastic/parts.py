@@ -2,15 +2,18 @@
 I/N``): the numbers a part gives its documents, its progress in the cluster, and whether the
 build may be published.
 
-Each part writes its share of the dump (:class:`~feverous_es.index.dump.wiki.Part`) into the
-same pending build, with the ids every build uses (from the elements), so a part run twice
-writes the same documents. Its progress — a :class:`BuildState` of its own, its whole-table
-count and its seconds — is one document (id: the part's number) of the build's
-``<elements index>-parts`` index, so no two parts ever write the same thing; the elements
-index's ``_meta`` gets the whole build's state when the build is published, which happens only
-when every part's document says complete. A part's chunk numbers (``seq``) are its own, offset
-by ``(number - 1) * SEQ_STRIDE``, so what a killed part left is one range; ``ord`` interleaves
-the parts' counts (``local * N + number - 1``): unique, and in page order within a page.
+Each part writes its share of the dump (:class:`~feverous_es.index.dump.wiki.Part`: the pages
+whose titles hash to it) into the same pending build, with the ids every build uses (from the
+elements), so a part run twice writes the same documents. Its progress — a :class:`BuildState`
+of its own, its whole-table count and its seconds — is one document (id: the part's number) of
+the build's ``<elements index>-parts`` index, and a lease (:mod:`.leases`): one worker writes a
+part at a time. Beside the parts' documents, ``dump`` names the dump the build reads (the first
+part writes it; a part on another dump refuses) and ``publish`` is the lease of the one worker
+that publishes. The elements index's ``_meta`` gets the whole build's state when the build is
+published, which happens only when every part's document says complete. A part's chunk numbers
+(``seq``) are its own, offset by ``(number - 1) * SEQ_STRIDE``, so what a killed part left is one
+range; ``ord`` interleaves the parts' counts (``local * N + number - 1``): unique, and in page
+order within a page.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from feverous_es.index.elastic.loader import BuildIndices
 from feverous_es.index.store import BuildState
 
 SEQ_STRIDE = 2**31 // MAX_PARTS  # chunk numbers a part may use (``seq`` is an integer field)
+DUMP_ID, PUBLISH_ID = "dump", "publish"  # the progress index's documents that are not parts
 PROGRESS_BODY = {
     "mappings": {"dynamic": False, "properties": {"part": {"type": "integer"}}},
     "settings": {"number_of_shards": 1},
@@ -102,14 +106,32 @@ def read_progress(client: Elasticsearch, indices: BuildIndices) -> dict[int, Par
         return {}
     client.indices.refresh(index=name)
     hits = client.search(index=name, size=MAX_PARTS, query={"match_all": {}})["hits"]["hits"]
-    progress = [PartProgress.of(hit["_source"]) for hit in hits]
+    progress = [PartProgress.of(hit["_source"]) for hit in hits if "part" in hit["_source"]]
     return {p.part.number: p for p in progress}
 
 
-def save_progress(client: Elasticsearch, indices: BuildIndices, progress: PartProgress) -> None:
+def check_dump(client: Elasticsearch, indices: BuildIndices, fingerprint: str, part: Part) -> None:
+    """Record the dump the build reads (its :class:`~feverous_es.index.dump.wiki.DumpSurvey`
+    fingerprint), or refuse a part that reads another."""
+    name, document = progress_index(indices), {"fingerprint": fingerprint}
+    answer = client.options(ignore_status=409).index(
+        index=name, id=DUMP_ID, document=document, op_type="create", refresh="wait_for"
+    )
+    if answer.meta.status != 409:
+        return
+    recorded = client.get(index=name, id=DUMP_ID)["_source"].get("fingerprint")
+    if recorded != fingerprint:
+        raise IncompatibleIndex(
+            f"part {part} reads another dump than the build's other parts ({fingerprint[:24]}, "
+            f"not {str(recorded)[:24]}: pages and a hash of their titles): run every part on "
+            "the same wiki.db, or start a new build with `feverous-es es new-build`"
+        )
+
+
+def stamped(progress: PartProgress) -> dict[str, Any]:
+    """The part's progress document, stamped with the time of writing."""
     progress.updated = time.time()
-    client.index(index=progress_index(indices), id=str(progress.part.number),
-                 document=progress.document(), refresh="wait_for")  # fmt: skip
+    return progress.document()
 
 
 def check_parts(version: int, progress: dict[int, PartProgress], part: Part) -> None:

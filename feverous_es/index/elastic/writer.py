@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -42,17 +43,21 @@ from feverous_es.index.elastic.documents import (
     mapping_conflicts,
 )
 from feverous_es.index.elastic.errors import describe, elastic_errors
+from feverous_es.index.elastic.leases import Lease, LeaseHeld
 from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions
 from feverous_es.index.store import BuildState, Chunk
 
 # Deleting a failed chunk's documents may take longer than one search.
 _DELETE_TIMEOUT = 600.0
 
+_log = logging.getLogger(__name__)
+
 
 class ElasticWriter:
     """Write side of the Elasticsearch store (see the module docstring); ``part`` one of several
     workers writing one build (:mod:`~feverous_es.index.elastic.parts`), covering ``rows`` of
-    the ``dump_rows`` pages the build covers."""
+    the ``dump_rows`` pages the build covers, of the dump ``fingerprint`` names
+    (:class:`~feverous_es.index.dump.wiki.DumpSurvey`)."""
 
     def __init__(
         self,
@@ -61,11 +66,15 @@ class ElasticWriter:
         client: Elasticsearch | None = None,
         part: Part = WHOLE,
         rows: tuple[int, int] = (0, 0),
+        fingerprint: str = "",
     ) -> None:
         self.config = config
         self.dim = dim
         self.part = part
+        self.fingerprint = fingerprint
         self._progress = parts.PartProgress(part, rows=rows[0], dump_rows=rows[1])
+        self._lease: Lease | None = None  # a part's: taken when the part has work left
+        self._held = contextlib.ExitStack()  # keeps the lease renewed until close()
         self._own_client = client is None
         self._client = client if client is not None else connect(config)
         try:
@@ -159,11 +168,45 @@ class ElasticWriter:
                 "--part, or start a new build with `feverous-es es new-build`"
             )
         parts.ensure_progress_index(client, self.indices)
+        parts.check_dump(client, self.indices, self.fingerprint, self.part)
         mine = progress.get(self.part.number)
+        if mine is None or not mine.state.complete:
+            mine = self._take_part()
         if mine is not None:
             mine.rows, mine.dump_rows = self._progress.rows, self._progress.dump_rows
             self._progress = mine
         self._state, self._tables = self._progress.state, self._progress.tables
+
+    def _take_part(self) -> parts.PartProgress | None:
+        """Take this part's lease (one writer a part), waiting while another worker holds it:
+        until that one completes the part (then there is nothing left to take) or its hold runs
+        out (it was killed: this one resumes where it stopped). The part's progress as found."""
+        what = f"part {self.part} of v{self.version}"
+        lease = Lease(self._client, parts.progress_index(self.indices), str(self.part.number),
+                      what, self.config.lease_seconds)  # fmt: skip
+        told = False
+        while True:
+            try:
+                found = lease.take(parts.stamped(self._progress))
+                break
+            except LeaseHeld as held:
+                if not told:
+                    _log.warning("waiting: %s", held)
+                    told = True
+                time.sleep(min(5.0, self.config.lease_seconds / 3))
+                found = lease.read()
+                if found is not None and found.get("complete"):
+                    return parts.PartProgress.of(found)  # done by the other worker
+        if found is None:
+            mine = None
+        else:
+            mine = parts.PartProgress.of(found)
+            if mine.state.complete:  # finished while this one looked
+                lease.release(found)
+                return mine
+        self._lease = lease
+        self._held.enter_context(lease.kept())
+        return mine
 
     def _indices(self) -> list[str]:
         return list(self.indices)
@@ -214,7 +257,11 @@ class ElasticWriter:
         else:
             progress = replace(self._progress, state=state, tables=tables,
                                seconds=self._progress.seconds + seconds)  # fmt: skip
-            parts.save_progress(self._client, self.indices, progress)
+            assert self._lease is not None, "a part writes only under its lease"
+            if state.complete:  # the part's last write: another may take the lease at once
+                self._lease.release(parts.stamped(progress))
+            else:
+                self._lease.write(parts.stamped(progress))
             self._progress = progress
         self._state, self._tables = state, tables
 
@@ -270,6 +317,8 @@ class ElasticWriter:
         """Add one chunk; on any failure its documents are deleted again and the state is kept,
         so the same command resumes the build."""
         self._check_chunk(chunk)
+        if self._lease is not None:
+            self._lease.check()
         state, tables = self._state, self._tables
         started = time.perf_counter()
         with elastic_errors(self.config, f"chunk {chunk.seq}"):
@@ -298,6 +347,8 @@ class ElasticWriter:
                 )
             except BaseException:
                 self._state, self._tables = state, tables
+                if self._lease is not None and self._lease.lost:
+                    raise  # the part is another worker's now: what is in the cluster is its
                 # If this fails too, the next open discards the partial chunk.
                 with contextlib.suppress(Exception):
                     stored_state, stored_tables = self._stored_state()
@@ -321,9 +372,11 @@ class ElasticWriter:
                 return []
             if not state.complete:
                 self._save_state(replace(state, complete=True), self._tables)
+            self._held.close()
             return publish_parts(client, config, self.version)
 
     def close(self) -> None:
+        self._held.close()
         if self._own_client and self._client is not None:
             self._client.close()
             self._client = None  # type: ignore[assignment]
@@ -331,12 +384,33 @@ class ElasticWriter:
 
 def publish_parts(client: Elasticsearch, config: ElasticConfig, version: int) -> list[str]:
     """Publish build ``version`` if it was written in parts and every part is complete; the
-    parts still missing otherwise (published: none)."""
+    parts still missing otherwise (published: none). One worker publishes, under the build's
+    ``publish`` lease: another that gets here meanwhile waits until it has (and returns as it
+    does), or takes over when the publisher's hold ran out (it died mid-merge)."""
     indices = BuildIndices.of(config, version)
     progress = parts.read_progress(client, indices)
     missing = parts.missing_parts(progress)
-    if progress and not missing:
-        state, tables = parts.whole_build(progress)
-        meta = list_builds(client, config)[version]["meta"]
-        publish_build(client, config, indices, state, tables, meta)
-    return missing
+    if not progress or missing:
+        return missing
+    claim = Lease(client, parts.progress_index(indices), parts.PUBLISH_ID,
+                  f"publishing v{version}", config.lease_seconds)  # fmt: skip
+    told = False
+    while True:
+        found = claim.read()
+        if found is not None and found.get("published"):
+            return []
+        try:
+            found = claim.take({"published": False})
+            break
+        except LeaseHeld as held:
+            if not told:
+                _log.warning("waiting: %s", held)
+                told = True
+            time.sleep(min(5.0, config.lease_seconds / 3))
+    with claim.kept():
+        if found is None or not found.get("published"):
+            state, tables = parts.whole_build(progress)
+            meta = list_builds(client, config)[version]["meta"]
+            publish_build(client, config, indices, state, tables, meta)
+        claim.release({"published": True})
+    return []

@@ -1,0 +1,159 @@
+"""Leases in a build's progress index: one writer a part, one publisher a build.
+
+A lease is a document (a part's progress, or the build's ``publish`` claim) that names its
+holder and the time its hold runs out. It is taken with a create-only write where no document is
+yet, else with a write conditioned on the sequence number read (``if_seq_no`` /
+``if_primary_term``) over a document whose hold has run out; every later write by the holder is
+conditioned the same way and renews the hold. So of two workers that race for one part, one
+write wins and the other gets a 409: it never writes that part, and a holder whose lease was
+taken over (it stalled past its hold) learns so at its next write and stops. A thread renews the
+hold while the holder works between writes (a slow chunk, a long segment merge).
+
+Holds are compared with the clock of the worker that reads them: clocks of the workers' hosts
+must agree to well within the lease's seconds (NTP does).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from elasticsearch import ConflictError, Elasticsearch
+
+from feverous_es.errors import StoreError
+
+DEFAULT_LEASE_SECONDS = 60.0
+
+
+class LeaseHeld(StoreError):
+    """Another worker holds the lease, and its hold has not run out."""
+
+
+class LeaseLost(StoreError):
+    """Another worker took the lease over (this one's hold ran out): it writes nothing more."""
+
+
+def holder_name() -> str:
+    """This process, as a lease names its holder: host, pid and a random tag (a pid is reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def until_text(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S UTC")
+
+
+class Lease:
+    """The lease on document ``doc_id`` of ``index`` (its holder's fields ``holder`` and
+    ``lease_until`` beside the document's own), for ``what`` (as messages name it), held
+    ``seconds`` from each write."""
+
+    def __init__(
+        self, client: Elasticsearch, index: str, doc_id: str, what: str, seconds: float
+    ) -> None:
+        self.client, self.index, self.doc_id, self.what = client, index, doc_id, what
+        self.seconds = seconds
+        self.holder = holder_name()
+        self._version: dict[str, int] | None = None  # if_seq_no / if_primary_term of our write
+        self._document: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._lost: str | None = None
+        self._ended = False  # released: no renewing after that
+
+    def read(self) -> dict[str, Any] | None:
+        """The document as the cluster holds it now (None: none yet)."""
+        answer = self.client.options(ignore_status=404).get(index=self.index, id=self.doc_id)
+        return answer.body["_source"] if answer.body.get("found") else None
+
+    def take(self, document: dict[str, Any]) -> dict[str, Any] | None:
+        """Take the lease, writing ``document`` (a document found keeps its own fields: they
+        are the holder's to carry on). Returns the document as it was (None: new); LeaseHeld
+        when another holds it."""
+        answer = self.client.options(ignore_status=404).get(index=self.index, id=self.doc_id)
+        found = answer.body.get("found", False)
+        source = answer.body["_source"] if found else None
+        if source is not None:
+            held_until = float(source.get("lease_until", 0))
+            if source.get("holder") and held_until > time.time():
+                raise LeaseHeld(
+                    f"{self.what} is held by {source['holder']} until "
+                    f"{until_text(held_until)} (renewed while it works)"
+                )
+            version = {"if_seq_no": answer.body["_seq_no"],
+                       "if_primary_term": answer.body["_primary_term"]}  # fmt: skip
+        else:
+            version = {}
+        self._version = version
+        try:
+            self._write({**document, **(source or {})}, create=source is None)
+        except LeaseLost:
+            raise LeaseHeld(f"{self.what} was taken by another worker just now") from None
+        return source
+
+    def write(self, document: dict[str, Any]) -> None:
+        """Write ``document`` as the holder (renewing the hold); LeaseLost when another worker
+        took the lease over."""
+        with self._lock:
+            self._write(document)
+
+    def release(self, document: dict[str, Any]) -> None:
+        """Write ``document`` a last time with the hold ended (another may take it at once)."""
+        with self._lock:
+            self._write(document, until=0.0)
+            self._ended = True
+
+    def check(self) -> None:
+        """LeaseLost when another worker took the lease over (the renewing thread saw it)."""
+        if self._lost:
+            raise LeaseLost(self._lost)
+
+    def _write(self, document: dict[str, Any], create: bool = False, until: float | None = None):
+        self.check()
+        held_until = time.time() + self.seconds if until is None else until
+        body = {**document, "holder": self.holder, "lease_until": held_until}
+        conditions: dict[str, Any] = {"op_type": "create"} if create else dict(self._version or {})
+        try:
+            answer = self.client.index(index=self.index, id=self.doc_id, document=body,
+                                       refresh="wait_for", **conditions)  # fmt: skip
+        except ConflictError:
+            self._lost = (
+                f"{self.what} was taken over by another worker (this one's hold ran out): "
+                "it stops without writing more"
+            )
+            raise LeaseLost(self._lost) from None
+        self._version = {"if_seq_no": answer["_seq_no"], "if_primary_term": answer["_primary_term"]}
+        self._document = document
+
+    @property
+    def lost(self) -> bool:
+        return self._lost is not None
+
+    @contextmanager
+    def kept(self) -> Iterator[Lease]:
+        """Renew the hold every third of its seconds while the block runs."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.seconds / 3) and not self._ended:
+                try:
+                    with self._lock:
+                        if not self._ended:
+                            self._write(self._document)
+                except LeaseLost:
+                    return
+                except Exception:  # the cluster busy or away: the next write says so, or renews
+                    continue
+
+        thread = threading.Thread(target=renew, name=f"lease {self.doc_id}", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
