@@ -242,3 +242,19 @@ def test_store_open_errors_are_store_errors() -> None:
     fake.handlers.append(status_handler(401, "security_exception", "bad"))
     with pytest.raises(StoreError, match="refused the credentials"):
         ElasticStore(CONFIG, client=fake.client(CONFIG))
+
+
+@pytest.mark.parametrize(
+    ("url", "gzipped"),
+    [("https://es.example:9200", True), ("http://10.0.0.7:9200", True),
+     ("http://localhost:9200", False), ("http://127.0.0.1:9200", False),
+     ("http://[::1]:9200", False)],
+)  # fmt: skip
+def test_requests_beyond_this_host_are_gzipped(url: str, gzipped: bool) -> None:
+    """A remote worker sends vectors as JSON text: compressed; a node on this host: plain."""
+    from feverous_es.index.elastic.client import make_client
+
+    client = make_client(ElasticConfig(url=url))
+    assert [node.config.http_compress for node in client.transport.node_pool.all()] == [gzipped]
+    off = make_client(ElasticConfig(url=url, http_compress=False))
+    assert [node.config.http_compress for node in off.transport.node_pool.all()] == [False]

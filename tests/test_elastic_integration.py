@@ -407,6 +407,41 @@ def test_a_build_in_parts_publishes_only_when_every_part_is_done(
         client.close()
 
 
+def test_a_new_build_takes_its_shards_and_a_part_on_another_dump_refuses(
+    sample_vectors: Path, tmp_path: Path
+) -> None:
+    """`es new-build --shards N` gives every index of the build N primaries; a build in parts
+    records its dump, and a part started on another one refuses with one line, writing nothing."""
+    from feverous_es.index.dump.wiki import write_dump
+
+    config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
+    with WikiDB(SAMPLE_DB) as db:
+        rows = [(page, data) for _, page, data in db.rows(limit=12)]
+    dumps = [tmp_path / "a.db", tmp_path / "b.db"]
+    write_dump(dumps[0], rows[:6])
+    write_dump(dumps[1], rows[6:])
+    client = connect(config)
+    try:
+        created = feverous_es(config, "es", "new-build", "--shards", "2")
+        assert created.returncode == 0 and "2 primary shard(s)" in created.stdout, created.stderr
+        settings = client.indices.get_settings(index=f"{config.prefix}-*-v1").body
+        assert {s["settings"]["index"]["number_of_shards"] for s in settings.values()} == {"2"}
+        args = ["--store", "elasticsearch", "--vector-cache", str(sample_vectors), "--json"]
+        first = feverous_es(config, "index", str(dumps[0]), "--part", "1/2", *args)
+        assert first.returncode == 0, first.stderr
+        assert json.loads(first.stdout)["waiting_for"] == ["2/2"]
+        other = feverous_es(config, "index", str(dumps[1]), "--part", "2/2", *args)
+        assert other.returncode == 1 and "reads another dump" in other.stderr
+        assert len(other.stderr.strip().splitlines()) == 1, other.stderr
+        progress = client.options(ignore_status=404).get(
+            index=f"{config.elements_alias}-v1-parts", id="2"
+        )
+        assert not progress.body.get("found"), "the refused part wrote its progress"
+    finally:
+        client.close()
+        delete_prefix(config)
+
+
 KNN_NOISE = 0.05  # how far two builds' int8 kNN scores of one vector may differ
 
 

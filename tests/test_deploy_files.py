@@ -1,0 +1,62 @@
+"""The cluster files a user runs (deploy/): each parses as its scheduler reads it, every
+`feverous-es` command in it is one the CLI accepts, and its parts cover the build once (the part
+count in each command is the number of tasks the file starts)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from feverous_es.index.dump.wiki import Part
+from tests.test_docs_commands import check_cli
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+
+def feverous_commands(text: str) -> list[str]:
+    """Each `feverous-es …` command in ``text``, continuation lines joined, comments' too."""
+    joined = text.replace("\\\n", " ")
+    return [line[line.index("feverous-es ") :] for line in joined.splitlines()
+            if "feverous-es " in line]  # fmt: skip
+
+
+def part_of(command: str, task: int) -> Part:
+    """The ``--part`` a task's command gives, its shell arithmetic and variables worked out."""
+    command = re.sub(r"\$\(\(\s*JOB_COMPLETION_INDEX\s*\+\s*1\s*\)\)", str(task), command)
+    command = command.replace("${SLURM_ARRAY_TASK_ID}", str(task))
+    given = re.search(r"--part\s+\"?([^\s\"]+)", command)
+    assert given, command
+    return Part.parse(given[1])
+
+
+def test_the_kubernetes_job_runs_one_part_a_completion_index() -> None:
+    text = (DEPLOY / "index-parts.k8s.yaml").read_text(encoding="utf-8")
+    job = yaml.safe_load(text)
+    spec = job["spec"]
+    kind = (job["apiVersion"], job["kind"], spec["completionMode"])
+    assert kind == ("batch/v1", "Job", "Indexed")
+    (container,) = spec["template"]["spec"]["containers"]
+    (command,) = container["args"]
+    assert container["command"] == ["sh", "-c"]  # the arithmetic needs a shell
+    count = spec["completions"]
+    parts = [part_of(command, index + 1) for index in range(count)]
+    assert parts == [Part(i, count) for i in range(1, count + 1)]
+    for code in [command, *feverous_commands(text)]:
+        assert check_cli(code) == [], code
+
+
+def test_the_slurm_array_runs_one_part_a_task_then_publishes() -> None:
+    path = DEPLOY / "index-parts.slurm"
+    text = path.read_text(encoding="utf-8")
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    first, last = map(int, re.search(r"#SBATCH --array=(\d+)-(\d+)", text).groups())
+    (index,) = [c for c in feverous_commands(text) if c.startswith("feverous-es index ")]
+    parts = [part_of(index, task) for task in range(first, last + 1)]
+    assert parts == [Part(i, last) for i in range(1, last + 1)]
+    commands = feverous_commands(text)
+    assert any(c.startswith("feverous-es es publish") for c in commands)  # the fallback step
+    for code in commands:
+        assert check_cli(code) == [], code
