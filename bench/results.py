@@ -8,7 +8,9 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +55,33 @@ def record(folder: Path, name: str, figures: Any, command: str, options: dict[st
     }
     path.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=False,
+                          cwd=Path(__file__).resolve().parent)  # fmt: skip
+
+
+def changed_since(made_at: str, paths: Sequence[str]) -> str | None:
+    """Why a record made at ``made_at`` (its ``commit``: a hash, ``+changes`` when the tree was
+    not clean, or several hashes, the last the latest) is older than what it measured: the
+    commits after it that changed one of ``paths`` (repository-relative), named; None when none
+    did. Unknown commits and trees that are not git checkouts say so."""
+    hashes = re.findall(r"\b[0-9a-f]{7,40}\b", made_at)
+    if not hashes:
+        return f"made at no commit ({made_at!r})"
+    base = hashes[-1]
+    if _git("cat-file", "-e", f"{base}^{{commit}}").returncode:
+        return f"made at {base}, a commit this checkout lacks"
+    # A page of prose (a model's README) changes no figure.
+    spec = [*(f":(top){p}" for p in paths), ":(top,exclude,glob)**/*.md"]
+    since = _git("log", "--format=%h", f"{base}..HEAD", "--", *spec)
+    commits = since.stdout.split()
+    if not commits:
+        return None
+    touched = _git("diff", "--name-only", f"{base}..HEAD", "--", *spec)
+    files = touched.stdout.split()
+    return (
+        f"made at {base}; {len(commits)} commit(s) since changed what it measures "
+        f"(latest {commits[0]}: {', '.join(files[:3])}{' …' if len(files) > 3 else ''})"
+    )

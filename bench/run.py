@@ -6,7 +6,8 @@ records.
     python -m bench list                    # the conditions and their records
     python -m bench run verdict [--record]  # rerun a condition, check its figures
     python -m bench run grounding --option limit=50   # a quick look: an option changed
-    python -m bench check                   # every kept record against its condition
+    python -m bench check                   # every kept record against its condition, and
+                                            # against the code it measured (no older)
     python -m bench page [--check]          # docs/benchmarks.md, docs/experiments.md, README tables
 
 A condition's function (``run = "bench.MODULE:FUNCTION"``) takes a :class:`bench.context.Context`
@@ -36,7 +37,7 @@ from typing import Any
 
 from bench.context import PLACES, Context
 from bench.errors import BenchError
-from bench.results import RESULTS, record
+from bench.results import RESULTS, changed_since, record
 
 REPO = Path(__file__).resolve().parents[1]
 CONDITIONS = REPO / "bench" / "conditions.toml"
@@ -108,6 +109,7 @@ class Condition:
     run: str  # "bench.MODULE:FUNCTION"
     options: dict[str, Any] = field(default_factory=dict)
     figures: tuple[Figure, ...] = field(default_factory=tuple)
+    covers: tuple[str, ...] = ()  # paths its figures depend on: its area's, its module, these
 
     def function(self) -> Callable[..., Any]:
         module, _, name = self.run.partition(":")
@@ -138,14 +140,17 @@ class Condition:
 
 
 def load(path: Path = CONDITIONS) -> tuple[dict[str, Condition], dict[str, str]]:
-    """The conditions by name, and the experiments' lines by record name."""
+    """The conditions by name (each covering its area's paths, its bench module and its own
+    ``covers``), and the experiments' lines by record name."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     conditions = {}
     for entry in data.get("condition", []):
         figures = tuple(Figure(**figure) for figure in entry.pop("figures", []))
         if entry["area"] not in AREAS:
             raise BenchError(f"{entry['name']}: area {entry['area']!r} is not one of {AREAS}")
-        conditions[entry["name"]] = Condition(**entry, figures=figures)
+        module = entry["run"].partition(":")[0].replace(".", "/") + ".py"
+        covers = (*data["covers"][entry["area"]], module, *entry.pop("covers", []))
+        conditions[entry["name"]] = Condition(**entry, figures=figures, covers=covers)
     experiments = {entry["name"]: entry["about"] for entry in data.get("experiment", [])}
     return conditions, experiments
 
@@ -274,6 +279,27 @@ def unrecorded(conditions: dict[str, Condition], experiments: dict[str, str]) ->
         yield f"experiment {name}: no bench/results/{name}.json"
 
 
+def figure_problems(conditions: dict[str, Condition], experiments: dict[str, str]) -> list[str]:
+    """Records no declaration names (and declarations without one), and kept records that do
+    not hold their condition's figures."""
+    found = list(unrecorded(conditions, experiments))
+    for condition in conditions.values():
+        path = RESULTS / f"{condition.name}.json"
+        if path.is_file():
+            found += problems(condition, read_record(path))
+    return found
+
+
+def stale_records(conditions: dict[str, Condition]) -> Iterator[str]:
+    """Each kept record made before a commit that changed what its condition covers."""
+    for condition in conditions.values():
+        path = RESULTS / f"{condition.name}.json"
+        if path.is_file():
+            why = changed_since(read_record(path)["commit"], condition.covers)
+            if why:
+                yield f"{condition.name}: {why}"
+
+
 def option(text: str) -> tuple[str, Any]:
     """``--option KEY=VALUE``: VALUE read as a TOML value (``50``, ``[1, 2]``, ``true``), else as
     a string."""
@@ -378,13 +404,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed.append(name)
         return 1 if failed else 0
     if args.command == "check":
-        found = list(unrecorded(conditions, experiments))
-        for condition in conditions.values():
-            path = RESULTS / f"{condition.name}.json"
-            if path.is_file():
-                found += problems(condition, read_record(path))
+        found = figure_problems(conditions, experiments)
+        stale = list(stale_records(conditions))
         print("\n".join(found) or f"{len(conditions)} conditions hold their records")
-        return 1 if found else 0
+        if stale:
+            print(f"{len(stale)} record(s) older than what they measure (rerun with --record):",
+                  *stale, sep="\n  ")  # fmt: skip
+        return 1 if found or stale else 0
 
     stale = []
     pages = ((PAGE, page(conditions)), (EXPERIMENTS_PAGE, experiments_page(experiments)),
