@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 import click
 
 from feverous_es.console import console, fail, user_errors
+from feverous_es.hosts import is_loopback
 from feverous_es.params import COUNT
 from feverous_es.runtime.malloc import limit_arenas
 from feverous_es.serve.connections import (
@@ -56,7 +56,7 @@ def allowed_hosts(host: str, given: Sequence[str] = ()) -> list[str] | None:
     loopback, the loopback names (and the bound address); else any (None)."""
     if given:
         return list(given)
-    if _loopback(host):
+    if is_loopback(host):
         bound = f"[{host}]" if ":" in host else host
         return sorted({*LOOPBACK_HOSTS, bound})
     return None
@@ -124,7 +124,7 @@ def run_server(
     except ImportError as missing:
         fail(f"serving needs the serve extra: pip install 'feverous-es[serve]' ({missing.name})")
     token = os.environ.get(TOKEN_ENV) or None
-    if token is None and not _loopback(options.host):
+    if token is None and not is_loopback(options.host):
         if not options.open_without_token:
             fail(f"serving on {options.host} without a token would let anyone who reaches it "
                  f"use the API: set {TOKEN_ENV}, or pass --open-without-token", 2)  # fmt: skip
@@ -186,12 +186,3 @@ def _log_requests_as_lines() -> None:
     requests.addHandler(handler)
     requests.setLevel(logging.INFO)
     requests.propagate = False
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

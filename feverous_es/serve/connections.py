@@ -21,7 +21,6 @@ logged, one line a reason at most every ``LOG_EVERY`` seconds.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import resource
@@ -33,6 +32,8 @@ from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from feverous_es.hosts import is_loopback
 
 READ_DEADLINE = 10.0  # seconds a request's headers and body have to arrive
 WRITE_DEADLINE = 30.0  # seconds a client has to read an answer the socket cannot take
@@ -125,7 +126,7 @@ class ConnectionGuard:
 
     def admit(self, client: str) -> str | None:
         """Count a new connection from ``client`` in, or say why it is refused."""
-        counted = not (self.limits.exempt_loopback and _is_loopback(client))
+        counted = not (self.limits.exempt_loopback and is_loopback(client))
         if self.open >= self.limits.cap:
             return self.refuse(CAP)
         if counted and self.by_client[client] >= self.limits.client_cap:
@@ -152,13 +153,6 @@ class ConnectionGuard:
             log.warning("connections refused or cut (%s): %d since the last line, %d open",
                         reason, self.refused[reason] - before, self.open)  # fmt: skip
         return reason
-
-
-def _is_loopback(client: str) -> bool:
-    try:
-        return ipaddress.ip_address(client).is_loopback
-    except ValueError:  # a Unix socket's path, or no address
-        return False
 
 
 class GuardedH11Protocol(H11Protocol):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -13,6 +12,7 @@ from elasticsearch import ApiError, AuthorizationException, Elasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from feverous_es.errors import StoreError
+from feverous_es.hosts import is_loopback
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.errors import api_reason, translate
 
@@ -51,15 +51,9 @@ def make_client(config: ElasticConfig, **overrides: Any) -> Elasticsearch:
 
 
 def on_this_host(url: str | None) -> bool:
-    """Whether ``url`` names this machine (localhost or a loopback address): a request that never
-    leaves the host is sent plain, since gzip would cost both ends CPU and save nothing."""
-    host = urlsplit(url or "").hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """Whether ``url`` names this machine: a request that never leaves the host is sent plain,
+    since gzip would cost both ends CPU and save nothing."""
+    return is_loopback(urlsplit(url or "").hostname or "")
 
 
 def parse_version(number: str) -> tuple[int, int]:
