@@ -239,17 +239,19 @@ def publish() -> None:
     click.echo(f"published v{version}: the aliases point at it")
 
 
+SHARDS_HELP = (
+    "Primary shards of each index (default: `shards` of the config file, else 1). A build in N "
+    "parts writes fastest with about N primaries spread over the data nodes: one primary takes "
+    "every worker's bulk requests on one node."
+)
+
+
 @es_group.command("new-build")
 @click.option(
     "--dim", type=COUNT, default=384,
     help="Vector size (the embedder's).",
 )  # fmt: skip
-@click.option(
-    "--shards", type=COUNT, default=None,
-    help="Primary shards of each index (default: `shards` of the config file, else 1). A "
-    "build in N parts writes fastest with about N primaries spread over the data nodes: "
-    "one primary takes every worker's bulk requests on one node.",
-)  # fmt: skip
+@click.option("--shards", type=COUNT, default=None, help=SHARDS_HELP)
 @user_errors()
 def new_build(dim: int, shards: int | None) -> None:
     """Create empty indices for the next version; `feverous-es index --store elasticsearch`
