@@ -1,15 +1,17 @@
 """Warm verify latency of this checkout beside earlier commits, each run as it was.
 
     run = "bench.side_by_side:warm_side_by_side"   # on the mini index (--index);
-    # options: commits, per_file, seed
+    # options: commits, per_file, seed, over ("api" or "http")
 
 Each version is its own commit's code in its own process (a ``git worktree`` of the commit, on
-its ``PYTHONPATH``; this checkout as it stands), every one warm on the same index. The same dev
-claims (``per_file`` of each dev file, drawn with ``seed``) go to each process in turn, one
-claim at a time, the order alternating claim by claim, so what the machine does meanwhile
-falls on all of them alike. Per version: p50 / p95 of a claim; against this checkout, the
-median of the per-claim ratios (the earlier version's time over this one's: under 1, this
-checkout is slower) with its 95 % bootstrap interval over claims.
+its ``PYTHONPATH``; this checkout as it stands), every one warm on the same index: the Python
+API (``over = "api"``: a claim's seconds timed in the process), or ``feverous-es serve`` on a
+port of its own (``over = "http"``: a ``POST /v1/verify`` timed by the client, one connection
+kept open, as a caller sees it). The same dev claims (``per_file`` of each dev file, drawn with
+``seed``) go to each version in turn, one claim at a time, the order alternating claim by
+claim, so what the machine does meanwhile falls on all of them alike. Per version: p50 / p95 of
+a claim; against this checkout, the median of the per-claim ratios (the earlier version's time
+over this one's: under 1, this checkout is slower) with its 95 % bootstrap interval over claims.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -68,19 +72,80 @@ def checkout_at(commit: str) -> Iterator[Path]:
             )
 
 
-def start(checkout: Path, index: Path) -> subprocess.Popen[str]:
-    """A warm worker of ``checkout``'s code on ``index``."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER, str(index)], cwd=checkout, env=env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-    )  # fmt: skip
-    ready, _, package = _line(worker.stdout).partition(" ")
-    if ready != "ready":
-        raise BenchError(f"the worker of {checkout} did not start (its errors are above)")
-    if not Path(package).resolve().is_relative_to(checkout.resolve()):
-        raise BenchError(f"the worker of {checkout} imported another checkout's {package}")
-    return worker
+class ApiWorker:
+    """A warm worker of ``checkout``'s code on ``index``: a claim's seconds timed inside it."""
+
+    def __init__(self, checkout: Path, index: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(index)], cwd=checkout, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )  # fmt: skip
+        ready, _, package = _line(self.process.stdout).partition(" ")
+        if ready != "ready":
+            raise BenchError(f"the worker of {checkout} did not start (its errors are above)")
+        if not Path(package).resolve().is_relative_to(checkout.resolve()):
+            raise BenchError(f"the worker of {checkout} imported another checkout's {package}")
+
+    def verify(self, claim: str) -> float:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(claim) + "\n")
+        self.process.stdin.flush()
+        return float(_line(self.process.stdout))
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait()
+
+
+class HttpWorker:
+    """``feverous-es serve`` of ``checkout``'s code on ``index``, on a free loopback port: a
+    claim's seconds are a ``POST /v1/verify``'s, timed by a client that keeps its connection."""
+
+    def __init__(self, checkout: Path, index: Path) -> None:
+        import httpx
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "feverous_es", "serve", "--index", str(index), "--port",
+             str(port)], cwd=checkout, env=env, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        deadline = time.monotonic() + 300
+        while not self._ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise BenchError(f"the service of {checkout} did not start (its errors are above)")
+            time.sleep(0.5)
+        self.verify("The Eiffel Tower is in Paris.")  # warm, as the API worker is
+
+    def _ready(self) -> bool:
+        import httpx
+
+        try:
+            return self.client.get("/v1/health/ready").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def verify(self, claim: str) -> float:
+        started = time.perf_counter()
+        answer = self.client.post("/v1/verify", json={"claim": claim})
+        seconds = time.perf_counter() - started
+        if answer.status_code != 200:
+            raise BenchError(f"the service answered {answer.status_code}: {answer.text[:200]}")
+        return seconds
+
+    def close(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        self.process.wait()
+
+
+WORKERS = {"api": ApiWorker, "http": HttpWorker}
 
 
 def _line(stream: IO[str] | None) -> str:
@@ -97,30 +162,31 @@ def median_ratio(base: Sequence[float], other: Sequence[float]) -> dict[str, flo
 
 
 def warm_side_by_side(
-    context: Context, *, commits: Sequence[str] = ("3d9ce11",), per_file: int = 10, seed: int = 0
+    context: Context,
+    *,
+    commits: Sequence[str] = ("3d9ce11",),
+    per_file: int = 10,
+    seed: int = 0,
+    over: str = "api",
 ) -> dict[str, Any]:
     """This checkout's warm verify beside each of ``commits`` as it was (the module)."""
+    if over not in WORKERS:
+        raise BenchError(f"over must be one of {', '.join(WORKERS)}, not {over!r}")
     index = context.place("index")
     claims = [r["claim"] for some in dev_claims(per_file, seed).values() for r in some]
     with contextlib.ExitStack() as stack:
         checkouts = {THIS: REPO, **{c: stack.enter_context(checkout_at(c)) for c in commits}}
-        workers = {name: start(path, index) for name, path in checkouts.items()}
+        workers = {}
+        for name, path in checkouts.items():
+            workers[name] = worker = WORKERS[over](path, index)
+            stack.callback(worker.close)
         seconds: dict[str, list[float]] = {name: [] for name in workers}
-        try:
-            for i, claim in enumerate(claims):
-                order = list(workers) if i % 2 == 0 else list(workers)[::-1]
-                for name in order:
-                    worker = workers[name]
-                    assert worker.stdin is not None
-                    worker.stdin.write(json.dumps(claim) + "\n")
-                    worker.stdin.flush()
-                    seconds[name].append(float(_line(worker.stdout)))
-        finally:
-            for worker in workers.values():
-                if worker.stdin is not None:
-                    worker.stdin.close()
-                worker.wait()
+        for i, claim in enumerate(claims):
+            order = list(workers) if i % 2 == 0 else list(workers)[::-1]
+            for name in order:
+                seconds[name].append(workers[name].verify(claim))
     figures: dict[str, Any] = {
+        "over": over,
         "claims": len(claims),
         "versions": {name: quantiles(s) for name, s in seconds.items()},
         "ratio_to_this": {c: median_ratio(seconds[THIS], seconds[c]) for c in commits},

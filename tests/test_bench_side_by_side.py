@@ -20,28 +20,39 @@ def _worktrees() -> str:
                           text=True, check=True).stdout  # fmt: skip
 
 
+@pytest.mark.parametrize("over", ["api", "http"])
 def test_an_earlier_commit_is_timed_from_its_own_checkout_beside_this_one(
-    sample_index: Path, monkeypatch: pytest.MonkeyPatch
+    over: str, sample_index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Through the Python API and through `feverous-es serve`: each version its own process."""
     before = _worktrees()
     started: list[Path] = []
-    start = side_by_side.start
+    worker = side_by_side.WORKERS[over]
 
     def recorded(checkout: Path, index: Path):  # what each worker's code was
         started.append(checkout)
-        return start(checkout, index)
+        return worker(checkout, index)
 
-    monkeypatch.setattr(side_by_side, "start", recorded)
+    monkeypatch.setitem(side_by_side.WORKERS, over, recorded)
     # the sample's claims stand in for the dev files (a clean checkout may have no ../shared)
-    claims = [{"claim": c} for c in ("Henri Schoeman won bronze at Rio in 2016.",
-                                     "Bill Persky was born in 1931.", "Paris is in France.")]
+    claims = [
+        {"claim": c}
+        for c in (
+            "Henri Schoeman won bronze at Rio in 2016.",
+            "Bill Persky was born in 1931.",
+            "Paris is in France.",
+        )
+    ]
     monkeypatch.setattr(side_by_side, "dev_claims", lambda n, seed: {"sample": claims[: 3 * n]})
     figures = side_by_side.warm_side_by_side(
-        Context("warm-side-by-side", index=sample_index), commits=["HEAD"], per_file=1
+        Context("warm-side-by-side", index=sample_index),
+        commits=["HEAD"],
+        per_file=1,
+        over=over,
     )
     this, earlier = started
     assert this == REPO and earlier != REPO and earlier.name == "checkout"
-    assert figures["claims"] == 3  # each claim sent to both
+    assert figures["claims"] == 3 and figures["over"] == over  # each claim sent to both
     assert set(figures["versions"]) == {side_by_side.THIS, "HEAD"}
     ratio = figures["ratio_to_this"]["HEAD"]
     assert ratio["low"] <= ratio["median"] <= ratio["high"]
