@@ -44,12 +44,19 @@ SLOWEST_FIRST = (
 )  # fmt: skip
 
 
+# Fixtures that build or unpack something large once a session (the sample index embeds every
+# element of the sample; the mini dump is 21,693 pages): a test that needs one is slow.
+SLOW_FIXTURES = {"sample_index", "sample_vectors", "mini_wiki"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow files first (their tests marked ``slow``: ``pytest -m "not slow"`` is the fast
-    tier a developer runs before a commit; CI runs everything)."""
+    """The slow files first; their tests, and any test that needs a slow fixture, marked
+    ``slow`` (``pytest -m "not slow"`` is the fast tier a developer runs before a commit; CI
+    runs everything)."""
     rank = {name: n for n, name in enumerate(SLOWEST_FIRST)}
     for item in items:
-        if item.path.name in rank:
+        needs = set(getattr(item, "fixturenames", ()))
+        if item.path.name in rank or needs & SLOW_FIXTURES:
             item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
 
