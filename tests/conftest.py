@@ -40,13 +40,21 @@ SLOWEST_FIRST = (
     "test_reader_tiers.py", "test_serve_browser.py", "test_embedded_store.py", "test_serve.py",
     "test_bench_side_by_side.py", "test_reproducible_build.py", "test_page.py",
     "test_train_row_ranker.py", "test_dequantize.py", "test_entail.py", "test_cross_encoder.py",
-    "test_api.py",
+    "test_api.py", "test_export.py", "test_verdict_soup.py",
 )  # fmt: skip
 
 
 # Fixtures that build or unpack something large once a session (the sample index embeds every
 # element of the sample; the mini dump is 21,693 pages): a test that needs one is slow.
 SLOW_FIXTURES = {"sample_index", "sample_vectors", "mini_wiki"}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast tier (``-m "not slow"``) does not import the slow files at all: collecting them
+    costs seconds before any test runs (torch alone takes ~9 s to import here)."""
+    if config.getoption("markexpr") == "not slow" and collection_path.name in SLOWEST_FIRST:
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
