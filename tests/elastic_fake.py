@@ -141,6 +141,8 @@ class FakeCluster:
             if method == "DELETE":
                 return 200, {"succeeded": True}
             return 200, self._scroll_page(r.body["scroll_id"])
+        if parts[0] == "_cluster" and parts[1:2] == ["health"]:  # one node, every shard placed
+            return 200, {"status": "green", "number_of_data_nodes": 1, "timed_out": False}
         if parts[0] == "_tasks":  # the force merge's task: done at once
             return 200, {"completed": True, "task": {"id": parts[1]},
                          "response": {"_shards": {"failed": 0}}}  # fmt: skip
