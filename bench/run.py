@@ -66,12 +66,19 @@ class Figure:
     unit: str = ""
 
     def value(self, figures: Any) -> Any:
-        """The figure in a record's figures; KeyError naming the path when it is not there."""
-        value = figures
-        for part in self.key.split("."):
+        """The figure in a record's figures; KeyError naming the path when it is not there. A
+        name in the path may hold dots (a rule ``cascade below 0.8``): the longest that is a key
+        is taken."""
+        value, parts, at = figures, self.key.split("."), 0
+        while at < len(parts):
             try:
-                value = value[int(part)] if isinstance(value, list) else value[part]
-            except (KeyError, IndexError, ValueError, TypeError):
+                if isinstance(value, list):
+                    value, at = value[int(parts[at])], at + 1
+                    continue
+                end = next(end for end in range(len(parts), at, -1)
+                           if ".".join(parts[at:end]) in value)  # fmt: skip
+                value, at = value[".".join(parts[at:end])], end
+            except (StopIteration, IndexError, ValueError, TypeError):
                 raise KeyError(f"no {self.key!r} in the record") from None
         return value
 
