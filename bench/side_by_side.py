@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -100,36 +99,21 @@ class ApiWorker:
 
 
 class HttpWorker:
-    """``feverous-es serve`` of ``checkout``'s code on ``index``, on a free loopback port: a
-    claim's seconds are a ``POST /v1/verify``'s, timed by a client that keeps its connection."""
+    """``feverous-es serve`` of ``checkout``'s code on ``index`` (``running_server``, run from
+    the checkout): a claim's seconds are a ``POST /v1/verify``'s, timed by a client that keeps
+    its connection."""
 
     def __init__(self, checkout: Path, index: Path) -> None:
         import httpx
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        from feverous_es.serve.process import running_server
+
         env = {**os.environ, "PYTHONPATH": str(checkout)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "feverous_es", "serve", "--index", str(index), "--port",
-             str(port)], cwd=checkout, env=env, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
-        deadline = time.monotonic() + 300
-        while not self._ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise BenchError(f"the service of {checkout} did not start (its errors are above)")
-            time.sleep(0.5)
-        self.verify("The Eiffel Tower is in Paris.")  # warm, as the API worker is
-
-    def _ready(self) -> bool:
-        import httpx
-
-        try:
-            return self.client.get("/v1/health/ready").status_code == 200
-        except httpx.TransportError:
-            return False
+        with contextlib.ExitStack() as running:
+            server = running.enter_context(running_server(index, env=env, cwd=checkout))
+            self.client = running.enter_context(httpx.Client(base_url=server.url, timeout=120))
+            self.verify("The Eiffel Tower is in Paris.")  # warm, as the API worker is
+            self.running = running.pop_all()  # kept until close()
 
     def verify(self, claim: str) -> float:
         started = time.perf_counter()
@@ -140,9 +124,7 @@ class HttpWorker:
         return seconds
 
     def close(self) -> None:
-        self.client.close()
-        self.process.terminate()
-        self.process.wait()
+        self.running.close()
 
 
 WORKERS = {"api": ApiWorker, "http": HttpWorker}

@@ -40,9 +40,11 @@ def running_server(
     token: str | None = None,
     args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[Server]:
     """Start the service over ``index`` (None: the store's own settings, from ``env``), wait
-    until it answers, yield it, stop it."""
+    until it answers, yield it, stop it. ``cwd``: where it runs (a checkout's directory runs
+    that checkout's code: ``python -m`` puts it first on the path)."""
     port = free_port()
     environment = {k: v for k, v in (env or os.environ).items() if k != "FEVEROUS_ES_SERVE_TOKEN"}
     if token:
@@ -51,7 +53,9 @@ def running_server(
     command = [sys.executable, "-m", "feverous_es", "serve", *where, "--port", str(port), *args]
     # The server's log goes to a file: a pipe nobody reads fills up and blocks the server.
     with tempfile.NamedTemporaryFile(prefix="feverous-es-serve-", suffix=".log") as log:
-        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, env=environment, cwd=cwd, stdout=log, stderr=subprocess.STDOUT
+        )
         try:
             url = _wait_until_up(process, log, port)
             yield Server(url, process.pid, process, Path(log.name))
