@@ -120,9 +120,7 @@ class WikiDB:
         """The rows after ``after_rowid`` (up to rowid ``until``, of ``part``)."""
         if not part.whole:
             return len(self.survey(part).after(after_rowid, until))
-        where, args = "rowid > ?", [after_rowid]
-        if until is not None:
-            where, args = where + " AND rowid <= ?", [*args, until]
+        where, args = _rowids_between(after_rowid, until)
         (total,) = self._conn.execute(f"SELECT count(*) FROM wiki WHERE {where}", args).fetchone()
         return int(total)
 
@@ -144,9 +142,7 @@ class WikiDB:
                     "SELECT rowid, id, data FROM wiki WHERE rowid = ?", (rowid,)
                 ).fetchone()
             return
-        where, args = "rowid > ?", [after_rowid]
-        if until is not None:
-            where, args = where + " AND rowid <= ?", [*args, until]
+        where, args = _rowids_between(after_rowid, until)
         query = f"SELECT rowid, id, data FROM wiki WHERE {where} ORDER BY rowid"
         if limit is not None:
             query += " LIMIT ?"
@@ -201,6 +197,14 @@ class WikiDB:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _rowids_between(after_rowid: int, until: int | None) -> tuple[str, list[int]]:
+    """The SQL condition (and its arguments) of the rows after ``after_rowid`` up to ``until``."""
+    where, args = "rowid > ?", [after_rowid]
+    if until is not None:
+        where, args = where + " AND rowid <= ?", [*args, until]
+    return where, args
 
 
 def write_dump(path: Path, rows: Iterable[tuple[str, str]]) -> int:

@@ -15,12 +15,13 @@ must agree to well within the lease's seconds (NTP does).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,7 @@ from elasticsearch import ConflictError, Elasticsearch
 
 from feverous_es.errors import StoreError
 
-DEFAULT_LEASE_SECONDS = 60.0
+_log = logging.getLogger(__name__)
 
 
 class LeaseHeld(StoreError):
@@ -95,6 +96,25 @@ class Lease:
         except LeaseLost:
             raise LeaseHeld(f"{self.what} was taken by another worker just now") from None
         return source
+
+    def take_when_free(
+        self, document: dict[str, Any], done: Callable[[dict[str, Any]], bool]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Take the lease as :meth:`take` does, waiting while another holds it (saying so once)
+        until its hold ends or the document says its work is ``done``: (taken, the document as
+        found); not taken only when done."""
+        told = False
+        while True:
+            found = self.read()
+            if found is not None and done(found):
+                return False, found
+            try:
+                return True, self.take(document)
+            except LeaseHeld as held:
+                if not told:
+                    _log.warning("waiting: %s", held)
+                    told = True
+                time.sleep(min(5.0, self.seconds / 3))
 
     def write(self, document: dict[str, Any]) -> None:
         """Write ``document`` as the holder (renewing the hold); LeaseLost when another worker

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -43,14 +42,12 @@ from feverous_es.index.elastic.documents import (
     mapping_conflicts,
 )
 from feverous_es.index.elastic.errors import describe, elastic_errors
-from feverous_es.index.elastic.leases import Lease, LeaseHeld
+from feverous_es.index.elastic.leases import Lease
 from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions
 from feverous_es.index.store import BuildState, Chunk
 
 # Deleting a failed chunk's documents may take longer than one search.
 _DELETE_TIMEOUT = 600.0
-
-_log = logging.getLogger(__name__)
 
 
 class ElasticWriter:
@@ -184,25 +181,14 @@ class ElasticWriter:
         what = f"part {self.part} of v{self.version}"
         lease = Lease(self._client, parts.progress_index(self.indices), str(self.part.number),
                       what, self.config.lease_seconds)  # fmt: skip
-        told = False
-        while True:
-            try:
-                found = lease.take(parts.stamped(self._progress))
-                break
-            except LeaseHeld as held:
-                if not told:
-                    _log.warning("waiting: %s", held)
-                    told = True
-                time.sleep(min(5.0, self.config.lease_seconds / 3))
-                found = lease.read()
-                if found is not None and found.get("complete"):
-                    return parts.PartProgress.of(found)  # done by the other worker
+        taken, found = lease.take_when_free(parts.stamped(self._progress), done=_is_complete)
         if found is None:
             mine = None
         else:
             mine = parts.PartProgress.of(found)
-            if mine.state.complete:  # finished while this one looked
-                lease.release(found)
+            if mine.state.complete:  # done by another worker (or just before this one took it)
+                if taken:
+                    lease.release(found)
                 return mine
         self._lease = lease
         self._held.enter_context(lease.kept())
@@ -394,23 +380,23 @@ def publish_parts(client: Elasticsearch, config: ElasticConfig, version: int) ->
         return missing
     claim = Lease(client, parts.progress_index(indices), parts.PUBLISH_ID,
                   f"publishing v{version}", config.lease_seconds)  # fmt: skip
-    told = False
-    while True:
-        found = claim.read()
-        if found is not None and found.get("published"):
-            return []
-        try:
-            found = claim.take({"published": False})
-            break
-        except LeaseHeld as held:
-            if not told:
-                _log.warning("waiting: %s", held)
-                told = True
-            time.sleep(min(5.0, config.lease_seconds / 3))
+    taken, found = claim.take_when_free({"published": False}, done=_is_published)
+    if not taken:
+        return []
     with claim.kept():
-        if found is None or not found.get("published"):
+        if found is None or not _is_published(found):
             state, tables = parts.whole_build(progress)
             meta = list_builds(client, config)[version]["meta"]
             publish_build(client, config, indices, state, tables, meta)
         claim.release({"published": True})
     return []
+
+
+def _is_complete(part: Mapping[str, Any]) -> bool:
+    """Whether a part's progress document says the part is written."""
+    return bool(part.get("complete"))
+
+
+def _is_published(claim: Mapping[str, Any]) -> bool:
+    """Whether the build's ``publish`` document says it is published."""
+    return bool(claim.get("published"))
