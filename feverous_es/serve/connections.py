@@ -12,7 +12,8 @@ h11 protocol with a cap at accept and deadlines for reading a request and writin
 * **A write deadline.** uvicorn waits without end for a socket to drain: a client that sends
   requests and never reads their answers held its connection for as long as it liked. Once the
   transport stops taking writes (its buffer full), the client has ``write_deadline`` seconds to
-  read; then the connection is aborted (``abort``: ``close`` would wait to flush).
+  read; then the connection is aborted (``abort``: ``close`` would wait to flush). The kernel
+  queues at most ``SEND_BUFFER`` bytes for a client, so the deadline starts soon after it stops.
 
 What is refused is counted by reason (:class:`ConnectionGuard`, read by ``/metrics``) and
 logged, one line a reason at most every ``LOG_EVERY`` seconds.
@@ -24,6 +25,7 @@ import asyncio
 import json
 import logging
 import resource
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -37,6 +39,11 @@ from feverous_es.hosts import is_loopback
 
 READ_DEADLINE = 10.0  # seconds a request's headers and body have to arrive
 WRITE_DEADLINE = 30.0  # seconds a client has to read an answer the socket cannot take
+# Bytes the kernel may queue for one client (Linux doubles it). Left to its auto-tuning a
+# socket took up to 4 MiB (tcp_wmem) before the transport paused and the write deadline
+# began: 20 clients that never read kept the server writing for ~25 s first, and held their
+# descriptors ~55 s, on a loaded 2-core machine. An answer is a few KiB; the page's script 10.
+SEND_BUFFER = 128 * 1024
 # Descriptors kept for the process itself (models, the index's files, logs, the store's
 # connections) when the connection cap is derived from the open-file limit.
 RESERVED_DESCRIPTORS = 128
@@ -178,6 +185,9 @@ class GuardedH11Protocol(H11Protocol):
             transport.abort()
             return
         self._client = client
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         super().connection_made(transport)
         self._arm_read()
 
