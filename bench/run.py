@@ -328,7 +328,8 @@ def run(
     options = {**condition.options, **overrides}
     command = condition.command(overrides)
     print(f"$ {command}", flush=True)
-    figures = condition.call(context, options)
+    # Checked as the record will hold them: JSON makes a dict's keys strings (Hits@k by k).
+    figures = json.loads(json.dumps(condition.call(context, options)))
     entry = {"figures": figures}
     for figure in condition.figures:
         try:

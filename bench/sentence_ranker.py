@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench.context import Context
+from bench.errors import BenchError
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import ElementType
 from feverous_es.plugins.config import PipelineConfig
@@ -132,7 +133,15 @@ def sentence_ranker(
     command = training["command"].split()
     given = Path(command[command.index("--work") + 1]) if "--work" in command else None
     pools_file = Path(pools) if pools else work_dir(ranker.parent, given) / "candidates.jsonl"
+    if not pools_file.is_file():
+        raise BenchError(
+            f"{pools_file} is missing: the candidate pools of {ranker}'s training (its "
+            "WORK/candidates.jsonl, written by `feverous-es train rerank`); give "
+            "--option pools=FILE"
+        )
     lists = held_out_lists(pools_file, training["training"]["seed"], training["holdout"])
+    if not lists:
+        raise BenchError(f"{pools_file} holds no held-out claim with gold sentences")
     models = [ranker, *others]
     # Each model by its directory and its parent's, with `against` (one model: no prefix).
     names = {m: f"{m.parent.name}/{m.name}: " if others else "" for m in models}

@@ -20,8 +20,10 @@ from tests.conftest import REPO
 
 
 def measured_share(context: Context, *, share: float, index_too: bool = False) -> dict:
-    """A condition's function: the share it is given (and the index it reads, when asked)."""
-    return {"share": share, **({"index": context.place("index").name} if index_too else {})}
+    """A condition's function: the share it is given (and the index it reads, when asked), and
+    a table keyed by numbers, as Hits@k are."""
+    found = {"share": share, "hits": {1: share}}
+    return {**found, **({"index": context.place("index").name} if index_too else {})}
 
 
 PROBE = "tests.test_bench_driver:measured_share"
@@ -98,7 +100,10 @@ def test_a_rerun_is_kept_only_when_its_figures_hold(
     monkeypatch.setattr(run, "RESULTS", tmp_path)
     condition = run.Condition(
         name="probe", area="Verdict", about="", run=PROBE, options={"share": 0.9},
-        figures=(run.Figure(row="share", key="share", expect=0.5, tolerance=0.01),),
+        figures=(
+            run.Figure(row="share", key="share", expect=0.5, tolerance=0.01),
+            run.Figure(row="hits@1", key="hits.1"),  # a number key, as the record holds it
+        ),
     )  # fmt: skip
     status = run.run(condition, Context("probe"), keep=True, overrides={"share": measured})
     assert status == (0 if kept else 1)
