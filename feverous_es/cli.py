@@ -26,8 +26,10 @@ from feverous_es.params import (
     FILE,
     PATH,
     F,
+    batch_size_option,
     json_option,
     max_length_option,
+    out_option,
 )
 from feverous_es.serve.cli import ServeOptions, run_server, serve_options
 from feverous_es.training.cli import train_group
@@ -78,10 +80,10 @@ def main() -> None:
 
 @main.command()
 @click.argument("wiki_db", type=PATH)
-@click.option(
-    "--out", "-o", default=DEFAULT_INDEX, type=PATH,
-    help="Index directory (embedded store). Re-running resumes an interrupted build.",
-)  # fmt: skip
+@out_option(
+    "Index directory (embedded store). Re-running resumes an interrupted build.",
+    default=DEFAULT_INDEX,
+)
 @STORE_OPTION
 @click.option("--limit", type=COUNT, help="Index only the dump's first N pages.")
 @click.option(
@@ -90,11 +92,11 @@ def main() -> None:
     "each reads every N-th page, resumes itself, and the last to finish publishes). "
     "docs/scale.md: running N workers.",
 )  # fmt: skip
-@click.option(
-    "--batch-size", type=COUNT, default=None,
-    help="Texts per embedding batch, formed by length (default 8 on the CPU, two batches side "
-    "by side; 32 on a GPU). A text's vector does not depend on it.",
-)  # fmt: skip
+@batch_size_option(
+    None,
+    "Texts per embedding batch, formed by length (default 8 on the CPU, two batches side by "
+    "side; 32 on a GPU). A text's vector does not depend on it.",
+)
 @max_length_option(128, "Tokens per text kept for embedding.")
 @click.option(
     "--chunk-size", type=COUNT, default=20_000,
@@ -408,15 +410,13 @@ def verify(
 
 @main.command()
 @click.argument("claims", type=EXISTING_FILE)
-@click.option(
-    "--out", "-o", required=True, type=FILE,
-    help="Submission jsonl; an existing one is resumed (claims already in it are skipped).",
-)  # fmt: skip
+@out_option(
+    "Submission jsonl; an existing one is resumed (claims already in it are skipped).",
+    type=FILE,
+    required=True,
+)
 @_pipeline_options
-@click.option(
-    "--batch-size", type=COUNT, default=16,
-    help="Claims per batch (model inference batches across them).",
-)  # fmt: skip
+@batch_size_option(16, "Claims per batch (model inference batches across them).")
 @json_option("the summary")
 @user_errors()
 def predict(

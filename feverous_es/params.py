@@ -38,6 +38,16 @@ def max_length_option(default: int, help: str) -> Callable[[F], F]:
     return click.option("--max-length", type=TOKENS, default=default, help=help)
 
 
+def out_option(help: str, *, type: click.ParamType = PATH, **settings: Any) -> Callable[[F], F]:
+    """``--out`` / ``-o``: where a command writes (``required=True`` or a ``default``)."""
+    return click.option("--out", "-o", type=type, help=help, **settings)
+
+
+def batch_size_option(default: int | None, help: str) -> Callable[[F], F]:
+    """``--batch-size``: how many texts, pairs or claims one model call takes."""
+    return click.option("--batch-size", type=COUNT, default=default, help=help)
+
+
 def json_option(what: str) -> Callable[[F], F]:
     """``--json``: the result as one JSON document on stdout (``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON.")

@@ -14,7 +14,7 @@ from rich.table import Table
 from feverous_es.console import console, fail, print_json, user_errors
 from feverous_es.export import PRECISIONS, TASKS
 from feverous_es.export.int8 import RECIPES
-from feverous_es.params import FOLDER, PATH, F, json_option, max_length_option
+from feverous_es.params import FOLDER, PATH, F, json_option, max_length_option, out_option
 
 
 def int8_option(default: str) -> Callable[[F], F]:
@@ -29,10 +29,11 @@ def int8_option(default: str) -> Callable[[F], F]:
 
 @click.command("export")
 @click.argument("model_dir", type=PATH)
-@click.option(
-    "--out", "-o", required=True, type=FOLDER,
-    help="Directory to write; an existing one is replaced once the new export passed parity.",
-)  # fmt: skip
+@out_option(
+    "Directory to write; an existing one is replaced once the new export passed parity.",
+    type=FOLDER,
+    required=True,
+)
 @click.option("--task", type=click.Choice(TASKS), default="text-classification")
 @click.option(
     "--precision", default=None, metavar="LIST",
