@@ -208,11 +208,22 @@ def grid(figures: Sequence[Figure], record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def provenance(name: str, record: dict[str, Any], link: str) -> str:
-    return (
+# Said after a record made before a later change to what its condition covers: the page then
+# shows figures that are not the code's, and says so where they are read.
+OLDER_THAN_THE_CODE = (
+    " **Older than the code it measures**: a later commit changed what it covers "
+    "(`python -m bench check` names it)."
+)
+
+
+def provenance(condition: Condition, record: dict[str, Any], link: str) -> str:
+    """Where ``record`` comes from (command, commit, date, machine, a link to it), and whether
+    the code it measured has changed since."""
+    made = (
         f"`{record['command']}` — commit {record['commit']}, {record['date']}, "
-        f"{record['machine']} ([full record]({link}{name}.json))"
+        f"{record['machine']} ([full record]({link}{condition.name}.json))"
     )
+    return made + (OLDER_THAN_THE_CODE if changed_since(record["commit"], condition.covers) else "")
 
 
 def page(conditions: dict[str, Condition]) -> str:
@@ -236,7 +247,7 @@ def page(conditions: dict[str, Condition]) -> str:
                              f"`{condition.command({})}`.\n")  # fmt: skip
                 continue
             record = read_record(path)
-            made = provenance(condition.name, record, "../bench/results/")
+            made = provenance(condition, record, "../bench/results/")
             parts.append(f"### {condition.name}\n{condition.about} {made}\n")
             parts += [grid(figures, record) + "\n" for figures in condition.tables().values()]
     return "\n".join(parts)
@@ -270,7 +281,7 @@ def readme(text: str, conditions: dict[str, Condition]) -> str:
             raise SystemExit(f"error: condition {name} has no table {table!r} ({match.group(1)!r})")
         record = read_record(RESULTS / f"{name}.json")
         body = grid(tables[table], record)
-        source = provenance(name, record, "bench/results/")
+        source = provenance(conditions[name], record, "bench/results/")
         return f"{match.group(1)}{body}\n\n{source}\n{match.group(3)}"
 
     return _BLOCK.sub(block, text)

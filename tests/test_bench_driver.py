@@ -48,7 +48,8 @@ def test_a_record_older_than_the_code_it_measured_is_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`bench check` names a record made before a commit that changed what its condition
-    covers (here: the verdict code since 3d9ce11), and none made at HEAD."""
+    covers (here: the verdict code since 3d9ce11), and none made at HEAD; the page says so
+    where it shows the older record's figures."""
     from bench.results import changed_since
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -58,11 +59,15 @@ def test_a_record_older_than_the_code_it_measured_is_stale(
     assert changed_since(f"{head}+changes", ["feverous_es/verdict"]) is None
     assert "lacks" in changed_since("0123abc", ["feverous_es/verdict"])
     conditions, _ = run.load()
+    verdict = {"verdict": conditions["verdict"]}
+    kept = json.loads((REPO / "bench" / "results" / "verdict.json").read_text(encoding="utf-8"))
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
     for made_at, stale in (("3d9ce11", True), (head, False)):
-        (tmp_path / "verdict.json").write_text(json.dumps({"commit": made_at}), encoding="utf-8")
-        monkeypatch.setattr(run, "RESULTS", tmp_path)
-        found = list(run.stale_records({"verdict": conditions["verdict"]}))
+        record = {**kept, "commit": made_at}
+        (tmp_path / "verdict.json").write_text(json.dumps(record), encoding="utf-8")
+        found = list(run.stale_records(verdict))
         assert bool(found) == stale and all(f.startswith("verdict: made at") for f in found)
+        assert (run.OLDER_THAN_THE_CODE in run.page(verdict)) == stale
 
 
 def test_the_benchmarks_page_and_the_readme_tables_match_the_records() -> None:
