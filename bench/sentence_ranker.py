@@ -177,7 +177,8 @@ def sentence_ranker(
     if pipeline:
         index = context.place("index")
         claims = first_per_file(lists, per_file)
-        runs = {
+        # A run's name: its plugins and their options.
+        runs: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
             f"retrieval order, {pool} non-cells": (
                 {"reranker": "retrieval"},
                 {"candidates": {"non_cells": pool}},
