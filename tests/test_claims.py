@@ -55,27 +55,39 @@ def _official_split(element_id: str) -> list[str]:
     return [parts[0], kind, "_".join(parts[3:] if two_word else parts[2:])]
 
 
+ELEMENT_TRIPLES = {
+    "Korean Air_cell_1_19_0": ("Korean Air", "cell", "1_19_0"),
+    "Wolfgang Niedecken_sentence_1": ("Wolfgang Niedecken", "sentence", "1"),
+    "Masaki Suda_header_cell_6_4_0": ("Masaki Suda", "header_cell", "6_4_0"),
+    "Masaki Suda_table_caption_6": ("Masaki Suda", "table_caption", "6"),
+    "Chestnut-bellied seed finch_item_0_1": ("Chestnut-bellied seed finch", "item", "0_1"),
+    "Turkish Cup_table_1": ("Turkish Cup", "table", "1"),
+    "Anarchism_section_3": ("Anarchism", "section", "3"),
+    "Anarchism_title": ("Anarchism", "title", ""),
+}
+# Pages with underscores and even type markers in their titles split at the last marker.
+TITLES_WITH_MARKERS = {
+    "C_Sharp_sentence_2": ("C_Sharp", "sentence", "2"),
+    "Odd_cell_1_page_header_cell_0_0_1": ("Odd_cell_1_page", "header_cell", "0_0_1"),
+    "X_cell_1_sentence_0": ("X_cell_1", "sentence", "0"),
+    "Ünïcödé_item_2_10": ("Ünïcödé", "item", "2_10"),
+}
+
+
 @pytest.mark.parametrize(
-    ("element_id", "triple"),
-    [
-        ("Korean Air_cell_1_19_0", ("Korean Air", "cell", "1_19_0")),
-        ("Wolfgang Niedecken_sentence_1", ("Wolfgang Niedecken", "sentence", "1")),
-        ("Masaki Suda_header_cell_6_4_0", ("Masaki Suda", "header_cell", "6_4_0")),
-        ("Masaki Suda_table_caption_6", ("Masaki Suda", "table_caption", "6")),
-        ("Chestnut-bellied seed finch_item_0_1", ("Chestnut-bellied seed finch", "item", "0_1")),
-        ("Turkish Cup_table_1", ("Turkish Cup", "table", "1")),
-        ("Anarchism_section_3", ("Anarchism", "section", "3")),
-        ("Anarchism_title", ("Anarchism", "title", "")),
-        # Pages with underscores and even type markers in them split at the last marker.
-        ("C_Sharp_sentence_2", ("C_Sharp", "sentence", "2")),
-        ("Odd_cell_1_page_header_cell_0_0_1", ("Odd_cell_1_page", "header_cell", "0_0_1")),
-        ("X_cell_1_sentence_0", ("X_cell_1", "sentence", "0")),
-        ("Ünïcödé_item_2_10", ("Ünïcödé", "item", "2_10")),
-    ],
+    ("element_id", "triple"), [*ELEMENT_TRIPLES.items(), *TITLES_WITH_MARKERS.items()]
 )
 def test_element_triple_round_trip(element_id: str, triple: tuple[str, str, str]) -> None:
     assert element_to_triple(element_id) == triple
     assert triple_to_element(*triple) == element_id
+
+
+@pytest.mark.parametrize(("element_id", "triple"), ELEMENT_TRIPLES.items())
+def test_triples_agree_with_the_official_scorer(
+    element_id: str, triple: tuple[str, str, str]
+) -> None:
+    """Where the title has no underscore, the official evaluate.py reads the same triple."""
+    assert list(triple) == _official_split(element_id)
 
 
 @pytest.mark.parametrize(
