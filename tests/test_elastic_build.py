@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from elastic_transport import ConnectionTimeout
 
 from feverous_es.errors import StoreError
 from feverous_es.index.building.builder import build
@@ -17,6 +19,7 @@ from feverous_es.index.elastic.builds import create_build, list_builds
 from feverous_es.index.elastic.config import ElasticConfig
 from feverous_es.index.elastic.loader import (
     BuildIndices,
+    BulkReport,
     bulk_load,
     chunk_actions,
     swap_actions,
@@ -164,6 +167,32 @@ def test_bulk_retries_429_per_document_and_per_request() -> None:
     assert report.ok, report.summary()
     assert rejected == {"A_sentence_1", "B_sentence_1", "C_sentence_1"}
     assert len(fake.indices["feverous-elements-v1"].docs) == 12
+
+
+def test_a_request_failing_after_the_last_action_ends_the_load() -> None:
+    """A slow cluster times out a worker's last request after its actions ran out: the load
+    reports the error and returns (the worker must not take another worker's end marker)."""
+    fake = FakeCluster()
+    create_build(fake.client(), CONFIG, 1, DIM)
+
+    def timeout(request: Request) -> tuple[int, object] | None:
+        if request.path == "/_bulk":
+            raise ConnectionTimeout("read timed out")
+        return None
+
+    fake.handlers.append(timeout)
+    actions = chunk_actions(make_chunk(0, ["A"]), V1, BuildState())
+    config = replace(CONFIG, bulk_workers=2)
+    reports: list[BulkReport] = []
+    load = threading.Thread(
+        target=lambda: reports.append(bulk_load(fake.client(max_retries=0), actions, config)),
+        daemon=True,
+    )
+    load.start()
+    load.join(timeout=30)
+    assert not load.is_alive(), "bulk_load never returned"
+    assert [type(error) for error in reports[0].errors] == [ConnectionTimeout]
+    assert reports[0].summary().startswith("a bulk request failed")
 
 
 def test_failed_documents_fail_the_build_without_swapping() -> None:

@@ -103,14 +103,15 @@ def bulk_load(
     workers = max(1, config.bulk_workers)
     pending: queue.Queue[object] = queue.Queue(maxsize=workers * max(1, config.bulk_docs))
 
-    def consume() -> Iterator[dict[str, Any]]:
-        while True:
-            item = pending.get()
-            if item is _END:
-                return
-            yield item  # type: ignore[misc]
-
     def work() -> None:
+        ended = False  # this worker has taken its end marker
+
+        def consume() -> Iterator[dict[str, Any]]:
+            nonlocal ended
+            while (item := pending.get()) is not _END:
+                yield item  # type: ignore[misc]
+            ended = True
+
         try:
             for ok, info in streaming_bulk(
                 client,
@@ -135,8 +136,10 @@ def bulk_load(
             with lock:
                 report.errors.append(error)
             stop.set()
-            # Keep taking from the queue so the producer never blocks on a dead worker.
-            while pending.get() is not _END:
+            # Keep taking from the queue so the producer never blocks on a dead worker, up to
+            # this worker's own end marker: a request that fails after it (the last one timing
+            # out) must not take another worker's, which would then wait for ever.
+            while not ended and pending.get() is not _END:
                 pass
 
     threads = [
