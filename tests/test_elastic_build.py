@@ -191,7 +191,8 @@ def test_a_request_failing_after_the_last_action_ends_the_load() -> None:
     load.start()
     load.join(timeout=30)
     assert not load.is_alive(), "bulk_load never returned"
-    assert [type(error) for error in reports[0].errors] == [ConnectionTimeout]
+    errors = reports[0].errors  # one a worker that sent a request
+    assert errors and all(isinstance(error, ConnectionTimeout) for error in errors)
     assert reports[0].summary().startswith("a bulk request failed")
 
 
