@@ -1,4 +1,5 @@
-"""Warm verify latency of this checkout beside earlier commits, each run as it was.
+"""Verify latency of this checkout beside earlier commits, each run as it was: warm, and a new
+process's first claim (cold).
 
     run = "bench.side_by_side:warm_side_by_side"   # on the mini index (--index);
     # options: commits, per_file, seed, over ("api" or "http")
@@ -12,6 +13,17 @@ kept open, as a caller sees it). The same dev claims (``per_file`` of each dev f
 claim, so what the machine does meanwhile falls on all of them alike. Per version: p50 / p95 of
 a claim; against this checkout, the median of the per-claim ratios (the earlier version's time
 over this one's: under 1, this checkout is slower) with its 95 % bootstrap interval over claims.
+
+    run = "bench.side_by_side:cold_side_by_side"   # on the mini index (--index);
+    # options: commits, per_file, seed
+
+Cold: each claim is one ``feverous-es verify CLAIM --json`` process of each version's code
+(``python -m feverous_es.cli`` in its checkout), timed from its start to its exit, as a user
+meets the first claim; the same claims, the order alternating claim by claim. One untimed claim
+a version first fills the caches each version keeps (the checked hashes, the optimized graphs,
+the joined large reader): a first claim is measured, not a first install. The record counts the
+claims of this checkout whose process opened the large reader (what ``verify --json`` says it
+loaded).
 """
 
 from __future__ import annotations
@@ -143,6 +155,54 @@ def median_ratio(base: Sequence[float], other: Sequence[float]) -> dict[str, flo
             "high": round(float(high), 3)}  # fmt: skip
 
 
+def cold_verify(checkout: Path, index: Path, claim: str) -> tuple[float, dict[str, Any]]:
+    """One ``verify CLAIM --json`` process of ``checkout``'s code: its seconds, its answer."""
+    command = [sys.executable, "-m", "feverous_es.cli", "verify", claim, "--index", str(index),
+               "--json"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        raise BenchError(f"verify of {checkout} failed: {done.stderr.strip()[-300:]}")
+    return seconds, json.loads(done.stdout)
+
+
+def imported_from(checkout: Path) -> None:
+    """BenchError unless a process started in ``checkout`` imports its own package (not an
+    installed one)."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    found = subprocess.run(
+        [sys.executable, "-c", "import feverous_es; print(feverous_es.__file__)"],
+        cwd=checkout, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if not Path(found).resolve().is_relative_to(checkout.resolve()):
+        raise BenchError(f"a process in {checkout} imported another checkout's {found}")
+
+
+def cold_side_by_side(
+    context: Context, *, commits: Sequence[str] = ("3d9ce11",), per_file: int = 4, seed: int = 0
+) -> dict[str, Any]:
+    """A new process's first claim of this checkout beside each of ``commits`` (the module)."""
+    index = context.place("index")
+    claims = [r["claim"] for some in dev_claims(per_file, seed).values() for r in some]
+    with contextlib.ExitStack() as stack:
+        checkouts = {THIS: REPO, **{c: stack.enter_context(checkout_at(c)) for c in commits}}
+        for path in checkouts.values():
+            imported_from(path)
+            cold_verify(path, index, "The Eiffel Tower is in Paris.")  # the caches, untimed
+        seconds: dict[str, list[float]] = {name: [] for name in checkouts}
+        large = 0
+        for i, claim in enumerate(claims):
+            order = list(checkouts) if i % 2 == 0 else list(checkouts)[::-1]
+            for name in order:
+                took, answer = cold_verify(checkouts[name], index, claim)
+                seconds[name].append(took)
+                if name == THIS:
+                    large += any(m["model"] == "verdict-large" for m in answer["loaded"])
+    return _compared(seconds, commits, over="cold", large_reader_loaded=large)
+
+
 def warm_side_by_side(
     context: Context,
     *,
@@ -167,9 +227,16 @@ def warm_side_by_side(
             order = list(workers) if i % 2 == 0 else list(workers)[::-1]
             for name in order:
                 seconds[name].append(workers[name].verify(claim))
+    return _compared(seconds, commits, over=over)
+
+
+def _compared(
+    seconds: dict[str, list[float]], commits: Sequence[str], **more: Any
+) -> dict[str, Any]:
+    """Each version's p50 / p95 and each commit's per-claim ratio to this checkout, printed."""
     figures: dict[str, Any] = {
-        "over": over,
-        "claims": len(claims),
+        **more,
+        "claims": len(seconds[THIS]),
         "versions": {name: quantiles(s) for name, s in seconds.items()},
         "ratio_to_this": {c: median_ratio(seconds[THIS], seconds[c]) for c in commits},
     }

@@ -397,13 +397,16 @@ def verify(
     """Verify CLAIM: a verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), its confidence, and the
     evidence that decided it."""
     from feverous_es.output.report import print_result, result_to_dict
+    from feverous_es.runtime.model import models_loaded
 
     if not claim.strip():
         fail("the claim is empty", 2)
     with _open_pipeline(index_dir, store, config_path, plugins, hops, device, reader) as pipeline:
         result = pipeline.verify(claim)
     if as_json:
-        print_json(result_to_dict(result))
+        # this process's models: what the claim loaded (the large tier only where it was unsure)
+        loaded = [dataclasses.asdict(load) for load in models_loaded()]
+        print_json({**result_to_dict(result), "loaded": loaded})
     else:
         print_result(Console(), result, explain=explain)
 

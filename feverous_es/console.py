@@ -13,6 +13,7 @@ from typing import Any, NoReturn, Protocol
 
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -31,8 +32,10 @@ INTERRUPTED = "interrupted; what was written is kept: run the same command to re
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """End the command with one ``error:`` line on stderr and exit status ``code``."""
-    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    """End the command with one ``error:`` line on stderr and exit status ``code``. The message
+    is plain text: square brackets in it (``pip install 'feverous-es[serve]'``) are printed,
+    never read as markup."""
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 

@@ -209,6 +209,64 @@ def test_the_large_reader_joins_from_a_fresh_cache_in_the_cli(tmp_path: Path) ->
     assert manifest["files"]["model.int8.onnx"]["bytes"] > 50_000_000  # whole, not a part
 
 
+def test_the_cascade_opens_the_large_tier_on_its_first_unsure_pair(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A claim the students are sure of never joins, checks or loads the large reader."""
+    monkeypatch.setenv("FEVEROUS_ES_CACHE", str(tmp_path / "cache"))
+    sure = EntailmentModel("auto", device="cpu", cascade_below=0.0)
+    sure.probabilities(CLAIMS, PREMISES)
+    assert sure.cascade == LARGE_READER and "second" not in vars(sure)
+    assert not list((tmp_path / "cache").glob("models/verdict-large-*"))
+    unsure = EntailmentModel("auto", device="cpu", cascade_below=1.01)
+    unsure.probabilities(CLAIMS, PREMISES)
+    assert unsure.second is not None and unsure.second.model_dir.name.startswith("verdict-large-")
+    assert list((tmp_path / "cache").glob("models/verdict-large-*"))
+
+
+def test_verify_json_says_what_the_claim_loaded(sample_index: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FEVEROUS_ES_CACHE=str(tmp_path / "cache"))
+    printed = subprocess.run(
+        [sys.executable, "-m", "feverous_es", "verify", "Henri Schoeman is a triathlete.",
+         "--index", str(sample_index), "--json"],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout  # fmt: skip
+    loaded = json.loads(printed)["loaded"]
+    assert {m["model"] for m in loaded} >= {*READERS["default"], "embedder"}
+    assert all(m["seconds"] >= 0 and m["graph"].endswith(".onnx") for m in loaded)
+    assert "verdict-large" not in {m["model"] for m in loaded}  # the students were sure
+
+
+def test_without_the_large_reader_the_cascade_reads_with_the_students(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wheel's install (the large reader ships in the repository only): the default reader
+    still answers every pair, and says why it reads alone."""
+    monkeypatch.setattr("feverous_es.verdict.entailment.reader_installed", lambda reader: False)
+    reader = EntailmentModel("auto", device="cpu", cascade_below=1.01)
+    expected = EntailmentModel("default", device="cpu").probabilities(CLAIMS, PREMISES)
+    np.testing.assert_allclose(reader.probabilities(CLAIMS, PREMISES), expected, atol=1e-6)
+    assert reader.cascade is None and "not installed" in caplog.text
+
+
+def test_the_wheel_ships_every_model_the_default_pipeline_opens() -> None:
+    import fnmatch
+    import tomllib
+
+    from tests.conftest import REPO
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = pyproject["tool"]["setuptools"]["package-data"]["feverous_es"]
+    roles = {*READERS["default"], "embedder", "sentence-ranker", "table-verdict"}
+    for role in roles:
+        files = [f"models/{role}/{p.name}" for p in (PACKAGED_MODELS_DIR / role).iterdir()]
+        assert files and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), role
+
+
 def test_the_large_reader_in_the_api_and_the_service(sample_index: Path) -> None:
     pytest.importorskip("fastapi")
     import httpx

@@ -111,18 +111,23 @@ def ensure_cuda_model(out: Path | None = None) -> Path:
     deriving it first from the packaged int8 graph if it is missing: its dequantized weights
     in fp32 matmuls (cosine 0.999 to the fp32 export over the export's parity texts, against
     0.987 for int8 with its per-batch activation scales), then halved."""
-    from feverous_es.runtime.graphs import fp16_from_int8
 
-    return _derived(out or cuda_model_dir(), FP16_FILE, "fp16", fp16_from_int8)
+    def fp16(int8: Path, fp16: Path) -> dict:
+        from feverous_es.runtime.graphs import fp16_from_int8
+
+        return fp16_from_int8(int8, fp16)
+
+    return _derived(out or cuda_model_dir(), FP16_FILE, "fp16", fp16)
 
 
 def ensure_cpu_model(out: Path | None = None) -> Path:
     """Return the directory of the fp32 graph the CPU runs (default :func:`cpu_model_dir`),
     deriving it first from the packaged int8 graph if it is missing: the same weights, fp32
     arithmetic, no activation quantized (so no scale shared across a batch)."""
-    from feverous_es.runtime.graphs import dequantize
 
     def fp32_from_int8(int8: Path, fp32: Path) -> dict:
+        from feverous_es.runtime.graphs import dequantize
+
         dequantize(int8, fp32)
         return {"method": "feverous_es.runtime.graphs.dequantize"}
 
@@ -131,7 +136,9 @@ def ensure_cpu_model(out: Path | None = None) -> Path:
 
 def _derived(out: Path, graph: str, precision: str, derive: Callable[[Path, Path], dict]) -> Path:
     """``out`` holding ``graph``, ``derive``d from the packaged int8 graph once (no torch: onnx
-    and onnxruntime's converters only), with the tokenizer and a manifest naming its source."""
+    and onnxruntime's converters only), with the tokenizer and a manifest naming its source.
+    ``derive`` imports onnx itself: a process that finds the graph derived never pays its
+    import (~0.5 s of a first claim)."""
     out = Path(out).resolve()
     if manifest_complete(out):
         return out

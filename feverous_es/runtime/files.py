@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -68,12 +68,22 @@ def file_entry(path: Path) -> dict[str, object]:
     return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
 
 
-def write_manifest(model_dir: Path, names: Iterable[str], **meta: object) -> dict[str, object]:
-    """Write ``model_dir/manifest.json``: ``meta``'s keys, then ``files`` (``names`` hashed).
-    Returns the manifest."""
+def write_manifest(
+    model_dir: Path,
+    names: Iterable[str],
+    known: Mapping[str, dict[str, object]] | None = None,
+    /,
+    **meta: object,
+) -> dict[str, object]:
+    """Write ``model_dir/manifest.json``: ``meta``'s keys, then ``files`` (``names`` hashed,
+    but for those ``known`` already gives the entry of). Returns the manifest."""
+    known = known or {}
     manifest: dict[str, object] = {
         **meta,
-        "files": {name: file_entry(model_dir / name) for name in names},
+        "files": {
+            name: dict(known[name]) if name in known else file_entry(model_dir / name)
+            for name in names
+        },
     }
     (model_dir / MANIFEST_FILE).write_text(
         json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -153,6 +163,12 @@ def verified(model_dir: Path, name: str, *, remedy: str) -> Path:
         raise ModelError(f"{path} does not match its manifest; delete {model_dir} to {remedy}")
     _remember_verified(checked, seen)
     return path
+
+
+def trust_verified(path: Path, sha256: str) -> None:
+    """Count ``path`` as checked against ``sha256`` (its bytes were just hashed on their way
+    in): its first use does not hash it again."""
+    _remember_verified(_verified_files(), (*file_identity(path), sha256))
 
 
 def _verified_files() -> set[tuple]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -61,6 +62,24 @@ BATCH_WORKERS = _Workers("onnx-batch")
 # premise or two leave a core idle while one small model reads them. Apart from the batch
 # threads, which these threads wait on.
 MODEL_WORKERS = _Workers("onnx-model", at_least=4)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLoad:
+    """One model this process opened: its directory's name, the graph it runs and the seconds
+    opening it took (files checked, session made)."""
+
+    model: str
+    graph: str
+    seconds: float
+
+
+_LOADS: list[ModelLoad] = []
+
+
+def models_loaded() -> list[ModelLoad]:
+    """The models this process opened so far, in order: what a first claim paid for."""
+    return list(_LOADS)
 
 
 def load_tokenizer(path: Path, max_length: int, strategy: str = "longest_first") -> Tokenizer:
@@ -112,6 +131,7 @@ class OnnxModel:
         tokenizer: str | None = None,
         side_by_side: bool = False,
     ) -> None:
+        started = time.perf_counter()
         device, threads = execution.device, execution.threads
         check_device(device)
         self.directory = Path(directory)
@@ -146,6 +166,8 @@ class OnnxModel:
         self.inputs: set[str] = {i.name for i in self.session.get_inputs()}
         self.tokens = 0  # non-padding tokens run so far (throughput figures)
         self._side_by_side = side_by_side and self.provider == CPU_PROVIDER
+        _LOADS.append(ModelLoad(self.directory.name, self.path.name,
+                                round(time.perf_counter() - started, 3)))  # fmt: skip
 
     def file(self, name: str) -> Path:
         """The path of ``name`` in the directory, checked against the manifest when it lists

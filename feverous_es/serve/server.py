@@ -18,7 +18,8 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from feverous_es.serve.connections import ConnectionGuard, ConnectionLimits, guarded_protocol
+from feverous_es.serve.connections import ConnectionGuard, guarded_protocol
+from feverous_es.serve.limits import ConnectionLimits
 from feverous_es.serve.worker import SHUTDOWN_GRACE, PipelineWorker
 
 

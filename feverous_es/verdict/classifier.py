@@ -49,7 +49,7 @@ from feverous_es.verdict.inputs import (
     sentence_premise,
     table_premise,
 )
-from feverous_es.verdict.readers import AUTO_READER, CASCADE_BELOW
+from feverous_es.verdict.readers import AUTO_READER, CASCADE_BELOW, packaged_source_dir
 from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_features
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
@@ -239,8 +239,9 @@ class ClassifierVerdict:
         # a reader that averages several models (the large reader): the others too
         for i, directory in enumerate(self.reader.model_dirs[1:]):
             dirs["verdict-averaged" + (f"-{i + 1}" if i else "")] = directory
-        if self.reader.second is not None:  # a cascade: the reader of the unsure pairs
-            dirs["verdict-cascade"] = self.reader.second.model_dir
+        if self.reader.cascade is not None:  # the reader of the unsure pairs, as packaged:
+            # asking which models run does not open it (runtime/parts.py: graph_digests)
+            dirs["verdict-cascade"] = packaged_source_dir(self.reader.cascade)
         if self.table_reader is not None:
             dirs["table-reader"] = self.table_reader.model_dir
         for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):

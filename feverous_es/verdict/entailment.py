@@ -25,6 +25,7 @@ The probabilities are the deciding window's.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,7 +41,13 @@ from feverous_es.runtime.costs import METER
 from feverous_es.runtime.cross_encoder import CrossEncoder
 from feverous_es.runtime.model import MODEL_WORKERS
 from feverous_es.verdict.math_hints import math_hints
-from feverous_es.verdict.readers import CASCADE_BELOW, CASCADES, packaged_model, reader_dirs
+from feverous_es.verdict.readers import (
+    CASCADE_BELOW,
+    CASCADES,
+    packaged_model,
+    reader_dirs,
+    reader_installed,
+)
 from feverous_es.verdict.windows import (
     MAX_WINDOWS,
     WINDOW_WORDS,
@@ -54,6 +61,7 @@ from feverous_es.verdict.windows import (
 
 GROUNDING_FILE = "grounding.json"  # the threshold and window size chosen for the reader
 DEFAULT_THRESHOLD = 0.5
+log = logging.getLogger(__name__)
 
 _LABEL_NAMES = {
     "supports": Label.SUPPORTS,
@@ -214,13 +222,19 @@ class EntailmentModel:
         math_hints: bool | None = None,
         cascade_below: float = CASCADE_BELOW,
     ) -> None:
-        cascade = CASCADES.get(str(model))
-        self.second: EntailmentModel | None = None
-        if cascade is not None:
-            model = cascade[0]
-            self.second = EntailmentModel(cascade[1], device=device, max_length=max_length,
-                                          math_hints=math_hints)  # fmt: skip
+        # A cascade's second reader is made on the first pair it reads (:attr:`second`):
+        # opening the large tier joins and checks its 110 MB of parts, which a claim the first
+        # reader is sure of never needs.
+        self.cascade: str | None = None
+        if (cascade := CASCADES.get(str(model))) is not None:
+            model, self.cascade = cascade
+            if not reader_installed(self.cascade):  # a wheel's install: the first reader only
+                log.warning("the %s reader is not installed (it ships in the repository, "
+                            "not in the wheel): the %s reader reads every pair alone",
+                            self.cascade, model)  # fmt: skip
+                self.cascade = None
         self.cascade_below = cascade_below
+        self._given: dict[str, Any] = {"max_length": max_length, "math_hints": math_hints}
         self.model_dirs = reader_dirs(model or None)
         missing = [d for d in self.model_dirs if not d.exists()]
         if missing:
@@ -249,6 +263,14 @@ class EntailmentModel:
         self.max_windows: int | None = grounding.get("max_windows", MAX_WINDOWS)
         second = grounding.get("second_reading")
         self.second_reading = SecondReading.of(second) if second else None
+
+    @cached_property
+    def second(self) -> EntailmentModel | None:
+        """The cascade's reader of the pairs the first one is unsure of (None: no cascade),
+        opened on first use."""
+        if self.cascade is None:
+            return None
+        return EntailmentModel(self.cascade, device=self.device, **self._given)
 
     @cached_property
     def second_reader(self) -> EntailmentModel:
@@ -287,9 +309,9 @@ class EntailmentModel:
                 f"the verdict model has {probabilities.shape[1]} outputs but config.json names "
                 f"{len(self.labels)} labels"
             )
-        if self.second is not None and len(pairs):
+        if self.cascade is not None and len(pairs):
             unsure = np.flatnonzero(probabilities.max(axis=1) < self.cascade_below).tolist()
-            if len(unsure):
+            if unsure and self.second is not None:
                 # the premises as given: the second reader adds its own hints
                 probabilities[unsure] = self.second.probabilities(
                     [claims[i] for i in unsure], [given[i] for i in unsure]

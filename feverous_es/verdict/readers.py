@@ -58,6 +58,12 @@ def packaged_model(role: str) -> Path:
     return whole_model_dir(packaged)
 
 
+def reader_installed(reader: str) -> bool:
+    """Whether every packaged model of ``reader`` is installed (the large reader ships in the
+    repository, not in the wheel)."""
+    return all((PACKAGED_MODELS_DIR / role).is_dir() for role in READERS[reader])
+
+
 def packaged_source_dir(reader: str) -> Path:
     """The package's directory of ``reader``'s first model, where its settings
     (``grounding.json``) are kept (never the joined copy in the user cache)."""
