@@ -151,3 +151,23 @@ def test_the_cap_is_derived_from_the_open_file_limit_and_checked_against_it() ->
     assert guard.admit("10.0.0.2") is None and guard.admit("10.0.0.3") == "cap"
     guard.leave("10.0.0.1")
     assert guard.admit("10.0.0.3") is None and guard.open == 3
+
+
+def test_a_websocket_upgrade_gives_its_connection_slot_back(sample_index) -> None:
+    """The service has no WebSocket route: an upgrade is an HTTP request like any other, and
+    its connection leaves the count when the client closes it (with wsproto importable, as the
+    dev extra makes it, uvicorn's "auto" switched the protocol and the slot was never freed)."""
+    pytest.importorskip("wsproto")
+    upgrade = (b"GET /v1/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")  # fmt: skip
+    args = ("--max-connections", "40", "--max-connections-per-client", "10")
+    with running_server(sample_index, args=args) as server:
+        for _ in range(30):  # three times what one client may hold
+            with socket.create_connection(address(server), timeout=30) as s:
+                s.sendall(upgrade)
+                assert s.recv(4096).startswith(b"HTTP/1.1 ")
+        live = httpx.get(server.url + "/v1/health/live", timeout=30)
+        assert live.status_code == 200, f"after the upgrades this address gets {live.text}"
+        opened = lambda: int(samples(server, "feverous_es_connections_open")[0].value)  # noqa: E731
+        assert settles(opened, lambda n: n <= 1, 10) <= 1  # only the metrics request's own

@@ -57,6 +57,10 @@ def serve(
         # answers in plain text); an h11 connection runs one request at a time, so the
         # requests in flight are bounded by the connections.
         http=guarded_protocol(guard),
+        # The service has no WebSocket route. Left at "auto", an upgrade request switched the
+        # connection to uvicorn's WebSocket protocol wherever websockets or wsproto is
+        # importable, and the guard never saw it close: each upgrade kept a slot for ever.
+        ws="none",
     )  # fmt: skip
     # uvicorn raises the signal again once its own handler is gone: this makes that a clean
     # exit (status 0) after the drain.
