@@ -24,6 +24,7 @@ def result_to_dict(result: ClaimResult) -> dict[str, Any]:
         "label": verdict.label.value,
         "probability": verdict.probability,
         "probabilities": {label.value: p for label, p in verdict.probabilities.items()},
+        "why": verdict.why,
         "evidence": [
             {
                 "id": c.element.id,
@@ -71,6 +72,8 @@ def print_result(console: Console, result: ClaimResult, *, explain: bool = False
     console.print(f"[bold]claim:[/bold] {result.claim}", highlight=False)
     label = f"[bold {style}]{verdict.label.value}[/bold {style}]"
     console.print(f"{label}  (probability {verdict.probability:.2f})")
+    if verdict.why:
+        console.print(f"why: {verdict.why}", highlight=False, markup=False)
     words = claim_words(result.claim)
     by_id = {c.element.id: c for c in result.evidence}
     read = [by_id[i] for i in verdict.read if i in by_id]

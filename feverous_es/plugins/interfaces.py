@@ -102,13 +102,15 @@ class Verdict:
     ``probabilities``: each label's probability as the verdict's models give it (the built-in
     verdict: SUPPORTS and REFUTES from the model that decided, NOT ENOUGH INFO from the
     entailment model, so on the table route they need not sum to 1); ``probability``: the
-    label's own entry there, the one number to show."""
+    label's own entry there, the one number to show. ``why``: for NOT ENOUGH INFO, why the
+    evidence does not decide the claim, in a sentence a person reads (empty otherwise)."""
 
     label: Label
     probability: float
     probabilities: Mapping[Label, float] = field(default_factory=dict)
     read: tuple[str, ...] = ()
     table: ReadTable | None = None
+    why: str = ""
 
 
 class Embed(Protocol):

@@ -64,9 +64,14 @@ class VerifyAnswer(_Answer):
     probabilities: dict[LabelName, float] = Field(
         description="Each label's probability as the verdict's models give it: SUPPORTS and "
         "REFUTES from the model that decided (the entailment model on the sentence route, the "
-        "table verdict on the table route), NOT ENOUGH INFO from the entailment model (by "
-        "default the label is NOT ENOUGH INFO when it reaches 0.9). On the table route they "
-        "need not sum to 1."
+        "table verdict on the table route), NOT ENOUGH INFO from the entailment model (the "
+        "label is NOT ENOUGH INFO where the verdict's NEI rule says so: `why`). On the table "
+        "route they need not sum to 1."
+    )
+    why: str = Field(
+        description="For NOT ENOUGH INFO, why the evidence does not decide the claim (no "
+        "evidence from a page the claim names; the reader found nothing that decides it); "
+        "empty for SUPPORTS and REFUTES."
     )
     evidence: list[EvidenceItem] = Field(description="The evidence budget, best first per kind.")
     decided: Decided

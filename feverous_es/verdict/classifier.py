@@ -97,6 +97,10 @@ class ClassifierOptions:
     away (-2.5 / -1.9 / -0.1 points), and weighed against the claims with their gold evidence
     removed, on a mix of 5 % NEI claims (FEVEROUS's share) no threshold gained a point. Where
     many claims may be unanswerable (a fifth, as in the shared task's test set), 0.9 pays."""
+    nei_unnamed_above: float = 1.1
+    """For a claim whose evidence comes from no page it names (its subject is not in the index,
+    or retrieval did not find it): the reader's NOT ENOUGH INFO probability at or above which
+    the verdict is NEI (over 1: never; ``nei_above`` holds for it too)."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
     one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what
@@ -148,8 +152,9 @@ class ClassifierVerdict:
         verdicts: list[Verdict] = []
         for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
             nei_rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
+            named = names_a_page(query.text, ev)
             if route is None:
-                verdicts.append(self._decide(self.labels, entailment[i], nei_rows))
+                verdicts.append(self._decide(self.labels, entailment[i], nei_rows, named))
                 continue
             if table is not None:
                 features = table_claim_features(query.text, table)
@@ -158,7 +163,7 @@ class ClassifierVerdict:
             if route.stacked:
                 features = np.concatenate([features, self.stacking_features(entailment[i])])
             row = route.probabilities(features[None, :])[0]
-            verdicts.append(self._decide(route.labels, row, nei_rows))
+            verdicts.append(self._decide(route.labels, row, nei_rows, named))
         return [
             replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
@@ -217,7 +222,8 @@ class ClassifierVerdict:
 
     @property
     def _may_call_nei(self) -> bool:
-        return Label.NOT_ENOUGH_INFO in self.labels and self.options.nei_above <= 1.0
+        lowest = min(self.options.nei_above, self.options.nei_unnamed_above)
+        return Label.NOT_ENOUGH_INFO in self.labels and lowest <= 1.0
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
         """Whether a claim on ``route`` needs the entailment model: it answers alone, the
@@ -276,25 +282,46 @@ class ClassifierVerdict:
         return np.array([by_label.get(label, 0.0) for label in _STACKED], dtype=np.float32)
 
     def _decide(
-        self, labels: Sequence[Label], row: np.ndarray, nei_rows: Sequence[np.ndarray]
+        self, labels: Sequence[Label], row: np.ndarray, nei_rows: Sequence[np.ndarray], named: bool
     ) -> Verdict:
         """A claim's verdict, decided here alone, from its route's probabilities ``row`` (over
         ``labels``: the reader's, or a feature model's) and the reader's rows of the premises
         it read (``nei_rows``): SUPPORTS or REFUTES, whichever is likelier; NOT ENOUGH INFO when
-        the reader's NEI probability, the lowest over ``nei_rows``, reaches ``nei_above``. The
-        verdict's ``probability`` is its label's entry among the probabilities a user reads
-        (the route's, with the reader's NEI probability)."""
+        the reader's NEI probability, the lowest over ``nei_rows``, reaches ``nei_above``, or,
+        where no evidence comes from a page the claim names (``named`` false),
+        ``nei_unnamed_above``. The verdict's ``probability`` is its label's entry among the
+        probabilities a user reads (the route's, with the reader's NEI probability)."""
         decided = [i for i, label in enumerate(labels) if label is not Label.NOT_ENOUGH_INFO]
         best = max(decided, key=lambda i: row[i])
         p = float(row[best] / max(row[decided].sum(), 1e-9))
-        label = labels[best]
+        label, why = labels[best], ""
         probabilities = dict(zip(labels, map(float, row), strict=True))
         if nei_rows and Label.NOT_ENOUGH_INFO in self.labels:
             nei = self.labels.index(Label.NOT_ENOUGH_INFO)
-            probabilities[Label.NOT_ENOUGH_INFO] = min(float(r[nei]) for r in nei_rows)
-            if probabilities[Label.NOT_ENOUGH_INFO] >= self.options.nei_above:
-                label = Label.NOT_ENOUGH_INFO
-        return Verdict(label, probabilities.get(label, p), probabilities)
+            unsure = probabilities[Label.NOT_ENOUGH_INFO] = min(float(r[nei]) for r in nei_rows)
+            options = self.options
+            threshold = options.nei_above if named else min(options.nei_above,
+                                                            options.nei_unnamed_above)  # fmt: skip
+            if unsure >= threshold:
+                label, why = Label.NOT_ENOUGH_INFO, nei_reason(unsure, named)
+        return Verdict(label, probabilities.get(label, p), probabilities, why=why)
+
+
+def names_a_page(claim: str, evidence: Sequence[Candidate]) -> bool:
+    """Whether a piece of ``evidence`` comes from a page the claim names (a span of it is the
+    page's title, as page retrieval matches titles)."""
+    spans = claim_spans(claim)
+    pages = {candidate.element.page for candidate in evidence}
+    return any(key in spans for page in pages for key in title_keys(page))
+
+
+def nei_reason(unsure: float, named: bool) -> str:
+    """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict."""
+    found = "the reader found nothing in the evidence that decides it"
+    if named:
+        return f"{found} (NOT ENOUGH INFO {unsure:.2f})"
+    return (f"no evidence comes from a page the claim names, and {found} (NOT ENOUGH INFO "
+            f"{unsure:.2f})")  # fmt: skip
 
 
 _STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)

@@ -87,6 +87,9 @@ function show(result) {
   $("probabilities").replaceChildren(...Object.entries(result.probabilities)
     .filter(([name]) => name !== result.label)
     .map(([name, p]) => element("span", {}, `${name}: ${(100 * p).toFixed(1)} %`)));
+  // Why the evidence does not decide the claim (NOT ENOUGH INFO only).
+  $("why").textContent = result.why ? `Why: ${result.why}.` : "";
+  $("why").hidden = !result.why;
   const byId = new Map(result.evidence.map((e) => [e.id, e]));
   const read = result.decided.evidence.map((id) => byId.get(id)).filter(Boolean);
   const decided = $("decided");

@@ -1,0 +1,93 @@
+"""A store view that hides given pages from retrieval: a claim whose gold pages are hidden has
+no evidence in the index, so NOT ENOUGH INFO is its right answer, through the whole pipeline.
+
+:class:`HiddenPages` wraps a store (any :class:`~feverous_es.index.store.Store`): every search,
+title match and fetch answers as if the pages in :attr:`HiddenPages.hidden` were not in the
+index. Searches ask the store for more than ``k`` (the hidden pages' hits are dropped after)
+so that ``k`` of the others come back as a smaller index would rank them, unless the hidden
+pages held more than :data:`OVER_ASK` times ``k`` of the best hits. Set ``hidden`` before each
+claim and verify one claim at a time (the set is the view's, not a claim's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from feverous_es.index.store import EQUAL_WEIGHTS, Filters, HybridWeights, fuse_hybrid
+
+OVER_ASK = 4  # a search asks for this many times k, then drops the hidden pages' hits
+
+
+class HiddenPages:
+    """``store`` without the pages named in :attr:`hidden` (see the module)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.hidden: frozenset[str] = frozenset()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def _seen(self, hits: list, k: int, page: Any = lambda hit: hit.element.page) -> list:
+        return [hit for hit in hits if page(hit) not in self.hidden][:k]
+
+    def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list:
+        return self._seen(self._store.search_text(query, k * OVER_ASK, filters), k)
+
+    def search_vector(self, vector: np.ndarray, k: int = 100, filters: Filters | None = None):
+        return self._seen(self._store.search_vector(vector, k * OVER_ASK, filters), k)
+
+    def search_hybrid(
+        self,
+        query: str,
+        vector: np.ndarray,
+        k: int = 100,
+        filters: Filters | None = None,
+        weights: HybridWeights = EQUAL_WEIGHTS,
+    ) -> list:
+        if k <= 0:
+            return []
+        parts = self._store._hybrid_parts(query, vector, k * OVER_ASK, filters, weights)
+        if isinstance(parts, list):  # the store fused them itself
+            return self._seen(parts, k)
+        text, vector_hits = (self._seen(part, len(part)) for part in parts)
+        return fuse_hybrid(text, vector_hits, weights, k)
+
+    def search_cells(self, query: str, k: int = 100, filters: Filters | None = None) -> list:
+        hits = self._store.search_cells(query, k * OVER_ASK, filters)
+        return self._seen(hits, k, lambda hit: hit.page)
+
+    def search_cell_tables(self, query: str, k: int = 100, filters: Filters | None = None):
+        tables = self._store.search_cell_tables(query, k * OVER_ASK, filters)
+        return self._seen(tables, k, lambda key: key[0])
+
+    def search_tables(self, query: str, k: int = 10, tables: Sequence = ()) -> list:
+        found = self._store.search_tables(query, k * OVER_ASK, tables)
+        return self._seen(found, k, lambda item: item[0][0])
+
+    def search_pages_text(self, query: str, k: int = 10) -> list:
+        found = self._store.search_pages_text(query, k * OVER_ASK)
+        return self._seen(found, k, lambda hit: hit.page.title)
+
+    def search_pages_vector(self, vector: np.ndarray, k: int = 10) -> list:
+        found = self._store.search_pages_vector(vector, k * OVER_ASK)
+        return self._seen(found, k, lambda hit: hit.page.title)
+
+    def get_elements(self, ids: Sequence[str]) -> list:
+        return [e for e in self._store.get_elements(ids) if e.page not in self.hidden]
+
+    def page_elements(self, page: str, table: int | None = None) -> list:
+        return [] if page in self.hidden else self._store.page_elements(page, table)
+
+    def get_pages(self, titles: Sequence[str]) -> list:
+        return [p for p in self._store.get_pages(titles) if p.title not in self.hidden]
+
+    def match_titles(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        found = {
+            key: [title for title in titles if title not in self.hidden]
+            for key, titles in self._store.match_titles(keys).items()
+        }
+        return {key: titles for key, titles in found.items() if titles}

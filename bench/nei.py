@@ -1,0 +1,315 @@
+"""NOT ENOUGH INFO on real claims that need it, beside the SUPPORTS / REFUTES claims that do not.
+
+    run = "bench.nei:nei_rules"   # on the mini index (--index); options: per_file (as the
+    # verdict condition's), nei_per_file, seed, batch_size
+
+The claims, each kind apart in the figures:
+
+* ``as is``: the held-out dev claims the verdict's models never read (bench/verdict.py's
+  choice, at most ``per_file`` a file), with their own labels;
+* ``pages hidden``: FM2 and FEVEROUS-S held-out claims verified with their gold pages hidden
+  from retrieval (:class:`~bench.hidden_pages.HiddenPages`): nothing in the index decides them,
+  NOT ENOUGH INFO is right;
+* ``table hidden``: TabFact held-out claims with their gold table's page hidden: NEI;
+* ``invented``: FM2 and FEVEROUS-S held-out claims whose subject (the span that names the gold
+  page) is replaced by a name no page of the dump holds (:func:`invented_names`, each checked
+  against the index's titles): NEI.
+
+Each claim goes once through the whole pipeline, the verdict reading the reader's NEI
+probability on every route (``nei_above`` 1.0, which turns no claim into NEI), and the record
+keeps what a NEI rule may read of it (:func:`features`): the label and probabilities, the
+reader's NEI probability, the route, whether an evidence page is one the claim names, the best
+page and evidence scores. Each rule of :data:`RULES` is then applied to the same readings:
+per kind and file its NEI rate and three-way label accuracy, and its paired difference from
+the default (no NEI call) with the 95 % interval, on the SUPPORTS / REFUTES claims alone and
+on all of them; the rule chosen two-fold (on one half of the claims, measured on the other).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.context import Context
+from bench.data import MINI, REPO
+from bench.hidden_pages import HiddenPages
+from bench.paired import paired_difference
+from bench.verdict import file_limit, held_out_lines, model_dirs, read_dirs, training_report
+from feverous_es.eval.samples import gold_pages
+
+NEI = "NOT ENOUGH INFO"
+SENTENCE_FILES = ("fm2_dev", "feverous_s_dev")
+# Syllables of the invented names: pronounceable, and checked against the dump's titles.
+FIRST = ("Var", "Kel", "Osk", "Mir", "Tal", "Bren", "Dov", "Sel", "Quor", "Lun", "Zar", "Hev")
+SECOND = ("nath", "ivo", "andre", "ette", "ovic", "imbe", "ara", "ostin", "ulme", "ida")
+LAST = ("Olmidge", "Varkstrom", "Quenby", "Tressilov", "Maunder-Fisk", "Orrible", "Kestanova",
+        "Pellweather", "Drobnick", "Ashcombe-Vry", "Yselmont", "Halvarsen-Oduya")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim as verified here: its kind, file, text, right label and the pages hidden."""
+
+    kind: str
+    source: str
+    id: str
+    text: str
+    label: str
+    hidden: frozenset[str] = frozenset()
+
+
+def invented_names(store: Any, seed: int) -> Iterator[str]:
+    """Names of no page: each name, and each of its words, matches no title of ``store``."""
+    from feverous_es.index.elements import title_keys
+
+    rng = random.Random(seed)
+    while True:
+        name = f"{rng.choice(FIRST)}{rng.choice(SECOND)} {rng.choice(LAST)}"
+        keys = [k for part in (name, *name.split()) for k in title_keys(part)]
+        if not store.match_titles(keys):
+            yield name
+
+
+def with_subject(claim: str, page: str, name: str) -> str | None:
+    """``claim`` with the words that name ``page`` replaced by ``name`` (None: the claim does
+    not name the page)."""
+    from feverous_es.index.elements import title_keys
+    from feverous_es.retrieve.pages import claim_spans
+
+    spans = claim_spans(claim)
+    found = [spans[k] for k in title_keys(page) if k in spans]
+    if not found:
+        return None
+    start, end = found[0]
+    words = claim.split()
+    # the name keeps the last word's possessive and punctuation ("Schoeman's," -> "Olmidge's,")
+    tail = re.search("(['\u2019]s)?[.,;:!?]*$", words[end - 1]).group(0)  # type: ignore[union-attr]
+    return " ".join([*words[:start], name + tail, *words[end:]])
+
+
+def nei_claims(
+    lines: dict[str, list[str]], store: Any, per_file: int, seed: int
+) -> list[Claim]:
+    """The held-out claims as they are, and ``per_file`` of each file for each NEI kind."""
+    rng = random.Random(seed)
+    names = invented_names(store, seed)
+    claims: list[Claim] = []
+    for source, some in lines.items():
+        records = [json.loads(line) for line in some]
+        claims += [Claim("as is", source, str(r["id"]), r["claim"], r["label"]) for r in records]
+        drawn = rng.sample(records, min(per_file, len(records)))
+        if source in SENTENCE_FILES:
+            for r in drawn:
+                pages = frozenset(unicodedata.normalize("NFD", p) for p in gold_pages(r))
+                claims.append(Claim("pages hidden", source, str(r["id"]), r["claim"], NEI, pages))
+            invented = 0
+            for r in records:
+                pages = sorted(gold_pages(r))
+                changed = with_subject(r["claim"], pages[0], next(names)) if pages else None
+                if changed and invented < per_file:
+                    claims.append(Claim("invented", source, str(r["id"]), changed, NEI))
+                    invented += 1
+        else:
+            for r in drawn:
+                pages = frozenset(unicodedata.normalize("NFD", p) for p in gold_pages(r))
+                claims.append(Claim("table hidden", source, str(r["id"]), r["claim"], NEI, pages))
+    return claims
+
+
+def features(result: Any) -> dict[str, Any]:
+    """What a NEI rule may read of a claim's result (the module)."""
+    from feverous_es.plugins.interfaces import Label
+    from feverous_es.verdict.classifier import names_a_page
+
+    probabilities = result.verdict.probabilities
+    s, r = (probabilities.get(label, 0.0) for label in (Label.SUPPORTS, Label.REFUTES))
+    return {
+        "label": "SUPPORTS" if s >= r else "REFUTES",
+        "supports": round(s / (s + r), 4) if s + r else 0.5,
+        "nei": round(float(probabilities.get(Label.NOT_ENOUGH_INFO, 0.0)), 4),
+        "route": "table" if result.verdict.table is not None else "sentence",
+        "named": names_a_page(result.claim, result.evidence),
+        "page_score": round(result.pages[0].score, 4) if result.pages else 0.0,
+        "evidence_score": round(max((c.score for c in result.evidence), default=0.0), 4),
+        "evidence": len(result.evidence),
+    }
+
+
+def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: int) -> list[dict]:
+    """Each claim's :func:`features`, in order: those with hidden pages one at a time (the
+    view hides a claim's pages), the others in batches."""
+    from rich.progress import track
+
+    found: list[dict] = [{}] * len(claims)
+    open_ = [i for i, c in enumerate(claims) if not c.hidden]
+    hidden = [i for i, c in enumerate(claims) if c.hidden]
+    groups = [open_[s : s + batch] for s in range(0, len(open_), batch)] + [[i] for i in hidden]
+    for group in track(groups, description="claims", transient=True):
+        view.hidden = claims[group[0]].hidden
+        for i, result in zip(group, pipeline.verify_many([claims[i].text for i in group]),
+                             strict=True):  # fmt: skip
+            found[i] = features(result)
+    view.hidden = frozenset()
+    return found
+
+
+Rule = Callable[[dict], bool]  # a claim's features -> NOT ENOUGH INFO?
+# The verdict's two NEI options (feverous_es.verdict.classifier.ClassifierOptions), each rule a
+# pair of them; over 1: never.
+NEI_ABOVE = (0.5, 0.7, 0.8, 0.9, 0.95, 1.1)
+NEI_UNNAMED_ABOVE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 1.1)
+
+
+def rule_name(nei_above: float, nei_unnamed_above: float) -> str:
+    """A rule's name in the record (no dots: a figure's key is a dotted path)."""
+    return f"nei_above {nei_above:.0%}, nei_unnamed_above {nei_unnamed_above:.0%}"
+
+
+DEFAULT_RULE = rule_name(1.1, 1.1)  # never NEI: the default until this condition chose one
+
+
+def rules() -> dict[str, tuple[Rule, dict[str, float]]]:
+    """Every pair of the verdict's NEI options as a rule on a claim's features, as
+    ``ClassifierVerdict._decide`` applies them: NEI when the reader's NEI probability reaches
+    ``nei_above``, or, where no evidence comes from a page the claim names,
+    ``nei_unnamed_above``."""
+    found: dict[str, tuple[Rule, dict[str, float]]] = {}
+    for above in NEI_ABOVE:
+        for unnamed in NEI_UNNAMED_ABOVE:
+            if unnamed >= above and unnamed <= 1.0:
+                continue  # the same rule as unnamed over 1
+            threshold = {True: above, False: min(above, unnamed)}
+            found[rule_name(above, unnamed)] = (
+                lambda f, threshold=threshold: f["nei"] >= threshold[f["named"]],
+                {"nei_above": above, "nei_unnamed_above": unnamed},
+            )
+    return found
+
+
+def answers(rule: Rule, read: list[dict]) -> np.ndarray:
+    return np.array([NEI if rule(f) else f["label"] for f in read])
+
+
+def scored(claims: list[Claim], read: list[dict], chosen: Sequence[int]) -> dict[str, Any]:
+    """Each rule on the claims ``chosen``: NEI rate and accuracy per kind and file, and its
+    paired difference from the default on the SUPPORTS / REFUTES claims and on all."""
+    gold = np.array([c.label for c in claims])[list(chosen)]
+    kinds = np.array([f"{c.kind} / {c.source}" for c in claims])[list(chosen)]
+    sure = gold != NEI
+    subset = [read[i] for i in chosen]
+    default = answers(rules()[DEFAULT_RULE][0], subset) == gold
+    figures: dict[str, Any] = {}
+    for name, (rule, options) in rules().items():
+        said = answers(rule, subset)
+        right = said == gold
+        figures[name] = {
+            "options": options,
+            "accuracy": round(float(right.mean()), 4),
+            "by_kind": {
+                kind: {
+                    "claims": int((kinds == kind).sum()),
+                    "accuracy": round(float(right[kinds == kind].mean()), 4),
+                    "nei_rate": round(float((said[kinds == kind] == NEI).mean()), 4),
+                }
+                for kind in dict.fromkeys(kinds)
+            },
+            "paired_all": paired_difference(right, default),
+            "paired_sure": paired_difference(right[sure], default[sure]),
+        }
+    return figures
+
+
+def chosen_rule(figures: dict[str, Any]) -> str:
+    """The rule with the best accuracy on all claims among those that cost the SUPPORTS /
+    REFUTES claims of every file at most one point (TabFact nothing)."""
+
+    def affordable(name: str) -> bool:
+        by_kind, default = figures[name]["by_kind"], figures[DEFAULT_RULE]["by_kind"]
+        for kind, f in by_kind.items():
+            if kind.startswith("as is"):
+                allowed = 0.0 if "tabfact" in kind else 0.01
+                if f["accuracy"] < default[kind]["accuracy"] - allowed:
+                    return False
+        return True
+
+    return max((n for n in figures if affordable(n)), key=lambda n: figures[n]["accuracy"])
+
+
+def nei_rules(
+    context: Context,
+    *,
+    per_file: int | Mapping[str, int] | None = None,
+    nei_per_file: int = 150,
+    seed: int = 0,
+    batch_size: int = 16,
+) -> dict[str, Any]:
+    """The module's claims read once, then every rule of :func:`rules` scored on them, and the
+    rule chosen two-fold."""
+    from feverous_es.index.backends import open_store
+    from feverous_es.plugins.config import load_config
+    from feverous_es.plugins.interfaces import PluginContext
+    from feverous_es.runtime.costs import CountedStore
+    from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
+
+    models = REPO / "feverous_es" / "models"
+    reader = load_config(None).stage_options("verdict").get("model") or "auto"
+    trainings = [training_report(d) for d in [*read_dirs(reader), *model_dirs(models)[1:]]]
+    lines = {
+        stem: held_out_lines(trainings, MINI / f"{stem}.jsonl", file_limit(per_file, stem))
+        for stem in (*SENTENCE_FILES, "tabfact_dev")
+    }
+    view = HiddenPages(CountedStore(open_store("embedded", context.place("index"))))
+    config = load_config(None).with_stage_options("verdict", nei_above=1.0)
+    pipeline = Pipeline(config, PluginContext(view, LazyEmbedder("auto"), "auto"))
+    try:
+        claims = nei_claims(lines, view, nei_per_file, seed)
+        read = read_claims(pipeline, view, claims, batch_size)
+    finally:
+        pipeline.close()
+    halves = [[i for i in range(len(claims)) if i % 2 == h] for h in (0, 1)]
+    two_fold = []
+    for h in (0, 1):
+        name = chosen_rule(scored(claims, read, halves[h]))
+        other = scored(claims, read, halves[1 - h])[name]
+        two_fold.append({"chosen_on_half": h, "rule": name, "other_half": other})
+    every = scored(claims, read, range(len(claims)))
+    chosen = chosen_rule(every)
+    figures = {
+        "claims": {kind: sum(1 for c in claims if f"{c.kind} / {c.source}" == kind)
+                   for kind in dict.fromkeys(f"{c.kind} / {c.source}" for c in claims)},
+        "rules": every,
+        "default": every[DEFAULT_RULE],
+        "chosen": {"rule": chosen, **every[chosen]},
+        "two_fold": two_fold,
+        "readings": [{"kind": c.kind, "source": c.source, "id": c.id, "claim": c.text,
+                      "gold": c.label, **f} for c, f in zip(claims, read, strict=True)],
+    }  # fmt: skip
+    report(figures)
+    return figures
+
+
+def report(figures: dict[str, Any]) -> None:
+    """The default, the chosen rule and the best others, printed."""
+    rules_ = figures["rules"]
+    best = sorted(rules_, key=lambda n: rules_[n]["accuracy"], reverse=True)[:6]
+    print("claims: " + ", ".join(f"{k} {n}" for k, n in figures["claims"].items()))
+    for name in dict.fromkeys([DEFAULT_RULE, figures["chosen"]["rule"], *best]):
+        f = rules_[name]
+        sure, every = f["paired_sure"], f["paired_all"]
+        print(f"\n{name}: accuracy {f['accuracy']:.1%}; against the default, all "
+              f"{every['difference']:+.1%} [{every['low']:+.1%}, {every['high']:+.1%}], "
+              f"SUPPORTS/REFUTES only {sure['difference']:+.1%} "
+              f"[{sure['low']:+.1%}, {sure['high']:+.1%}]")  # fmt: skip
+        for kind, k in f["by_kind"].items():
+            print(f"  {kind:32} {k['accuracy']:6.1%}  NEI {k['nei_rate']:6.1%}")
+    print(f"\nchosen: {figures['chosen']['rule']}")
+    for fold in figures["two_fold"]:
+        print(f"  chosen on half {fold['chosen_on_half']}: {fold['rule']}, the other half "
+              f"{fold['other_half']['accuracy']:.1%}")  # fmt: skip

@@ -1,0 +1,42 @@
+"""The NOT ENOUGH INFO condition's claims (bench/nei.py): a claim verified with its pages hidden
+sees nothing of them through the whole pipeline; an invented subject names no page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.hidden_pages import HiddenPages
+from bench.nei import invented_names, with_subject
+from feverous_es.index.backends import open_store
+from feverous_es.plugins.config import load_config
+from feverous_es.plugins.interfaces import PluginContext
+from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
+
+CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
+
+
+def test_a_hidden_page_is_never_retrieved_and_others_still_are(sample_index: Path) -> None:
+    view = HiddenPages(open_store("embedded", sample_index))
+    pipeline = Pipeline(load_config(None), PluginContext(view, LazyEmbedder("cpu"), "cpu"))
+    try:
+        seen = {c.element.page for c in pipeline.verify(CLAIM).evidence}
+        assert "Henri Schoeman" in seen
+        view.hidden = frozenset({"Henri Schoeman"})
+        result = pipeline.verify(CLAIM)
+        assert view.match_titles(["henri schoeman"]) == {}
+        assert view.page_elements("Henri Schoeman") == []
+    finally:
+        pipeline.close()
+    pages = {c.element.page for c in result.evidence} | {h.page.title for h in result.pages}
+    assert "Henri Schoeman" not in pages and result.evidence  # other pages still answer
+
+
+def test_an_invented_subject_names_no_page_of_the_dump(sample_index: Path) -> None:
+    store = open_store("embedded", sample_index)
+    names = invented_names(store, seed=0)
+    name = next(names)
+    assert name != next(names)
+    changed = with_subject("Henri Schoeman's bronze at Rio was a first.", "Henri Schoeman", name)
+    assert changed == f"{name}'s bronze at Rio was a first."
+    assert with_subject("A claim about nobody.", "Henri Schoeman", name) is None
+    assert not store.match_titles([name.casefold(), *(w.casefold() for w in name.split())])
