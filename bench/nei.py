@@ -27,6 +27,7 @@ on all of them; the rule chosen two-fold (on one half of the claims, measured on
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -126,7 +127,7 @@ def nei_claims(
 def features(result: Any) -> dict[str, Any]:
     """What a NEI rule may read of a claim's result (the module)."""
     from feverous_es.plugins.interfaces import Label
-    from feverous_es.verdict.classifier import names_a_page
+    from feverous_es.verdict.classifier import coverage, names_a_page
 
     probabilities = result.verdict.probabilities
     s, r = (probabilities.get(label, 0.0) for label in (Label.SUPPORTS, Label.REFUTES))
@@ -136,6 +137,7 @@ def features(result: Any) -> dict[str, Any]:
         "nei": round(float(probabilities.get(Label.NOT_ENOUGH_INFO, 0.0)), 4),
         "route": "table" if result.verdict.table is not None else "sentence",
         "named": names_a_page(result.claim, result.evidence),
+        "covered": round(coverage(result.claim, result.evidence), 4),
         "page_score": round(result.pages[0].score, 4) if result.pages else 0.0,
         "evidence_score": round(max((c.score for c in result.evidence), default=0.0), 4),
         "evidence": len(result.evidence),
@@ -161,35 +163,38 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
 
 
 Rule = Callable[[dict], bool]  # a claim's features -> NOT ENOUGH INFO?
-# The verdict's two NEI options (feverous_es.verdict.classifier.ClassifierOptions), each rule a
-# pair of them; over 1: never.
-NEI_ABOVE = (0.5, 0.7, 0.8, 0.9, 0.95, 1.1)
-NEI_UNNAMED_ABOVE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 1.1)
+# The verdict's NEI options (feverous_es.verdict.classifier.ClassifierOptions), each rule a
+# triple of them; a threshold over 1 (0 for covered_below): never.
+NEI_ABOVE = (0.7, 0.8, 0.9, 0.95, 1.1)
+NEI_UNNAMED_ABOVE = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 1.1)
+COVERED_BELOW = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)
 
 
-def rule_name(nei_above: float, nei_unnamed_above: float) -> str:
+def rule_name(nei_above: float, nei_unnamed_above: float, covered_below: float) -> str:
     """A rule's name in the record (no dots: a figure's key is a dotted path)."""
-    return f"nei_above {nei_above:.0%}, nei_unnamed_above {nei_unnamed_above:.0%}"
+    return (f"nei_above {nei_above:.0%}, nei_unnamed_above {nei_unnamed_above:.0%}, "
+            f"covered_below {covered_below:.0%}")  # fmt: skip
 
 
-DEFAULT_RULE = rule_name(1.1, 1.1)  # never NEI: the default until this condition chose one
+DEFAULT_RULE = rule_name(1.1, 1.1, 0.0)  # never NEI: the default until this condition chose one
 
 
 def rules() -> dict[str, tuple[Rule, dict[str, float]]]:
-    """Every pair of the verdict's NEI options as a rule on a claim's features, as
-    ``ClassifierVerdict._decide`` applies them: NEI when the reader's NEI probability reaches
-    ``nei_above``, or, where no evidence comes from a page the claim names,
-    ``nei_unnamed_above``."""
+    """Every triple of the verdict's NEI options as a rule on a claim's features, as
+    ``ClassifierVerdict._decide`` applies them: NEI when the evidence holds less than
+    ``covered_below`` of the claim's words, or the reader's NEI probability reaches
+    ``nei_above`` (where no evidence comes from a page the claim names, ``nei_unnamed_above``)."""
     found: dict[str, tuple[Rule, dict[str, float]]] = {}
-    for above in NEI_ABOVE:
-        for unnamed in NEI_UNNAMED_ABOVE:
-            if unnamed >= above and unnamed <= 1.0:
-                continue  # the same rule as unnamed over 1
-            threshold = {True: above, False: min(above, unnamed)}
-            found[rule_name(above, unnamed)] = (
-                lambda f, threshold=threshold: f["nei"] >= threshold[f["named"]],
-                {"nei_above": above, "nei_unnamed_above": unnamed},
-            )
+    for above, unnamed, covered in itertools.product(NEI_ABOVE, NEI_UNNAMED_ABOVE, COVERED_BELOW):
+        if unnamed >= above and unnamed <= 1.0:
+            continue  # the same rule as unnamed over 1
+        threshold = {True: above, False: min(above, unnamed)}
+
+        def rule(f: dict, threshold: dict = threshold, covered: float = covered) -> bool:
+            return f["covered"] < covered or f["nei"] >= threshold[f["named"]]
+
+        options = {"nei_above": above, "nei_unnamed_above": unnamed, "covered_below": covered}
+        found[rule_name(above, unnamed, covered)] = (rule, options)
     return found
 
 

@@ -36,6 +36,7 @@ from feverous_es.plugins.interfaces import (
 )
 from feverous_es.retrieve.pages import claim_spans
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
+from feverous_es.text import marked_words, tokens
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODELS,
@@ -101,6 +102,9 @@ class ClassifierOptions:
     """For a claim whose evidence comes from no page it names (its subject is not in the index,
     or retrieval did not find it): the reader's NOT ENOUGH INFO probability at or above which
     the verdict is NEI (over 1: never; ``nei_above`` holds for it too)."""
+    covered_below: float = 0.0
+    """The verdict is NOT ENOUGH INFO when the evidence holds fewer than this share of the
+    claim's words (:func:`coverage`: its tokens but stop words, numbers included); 0: never."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
     one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what
@@ -152,9 +156,9 @@ class ClassifierVerdict:
         verdicts: list[Verdict] = []
         for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
             nei_rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
-            named = names_a_page(query.text, ev)
+            found = Found(names_a_page(query.text, ev), coverage(query.text, ev))
             if route is None:
-                verdicts.append(self._decide(self.labels, entailment[i], nei_rows, named))
+                verdicts.append(self._decide(self.labels, entailment[i], nei_rows, found))
                 continue
             if table is not None:
                 features = table_claim_features(query.text, table)
@@ -163,7 +167,7 @@ class ClassifierVerdict:
             if route.stacked:
                 features = np.concatenate([features, self.stacking_features(entailment[i])])
             row = route.probabilities(features[None, :])[0]
-            verdicts.append(self._decide(route.labels, row, nei_rows, named))
+            verdicts.append(self._decide(route.labels, row, nei_rows, found))
         return [
             replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
@@ -222,8 +226,9 @@ class ClassifierVerdict:
 
     @property
     def _may_call_nei(self) -> bool:
-        lowest = min(self.options.nei_above, self.options.nei_unnamed_above)
-        return Label.NOT_ENOUGH_INFO in self.labels and lowest <= 1.0
+        options = self.options
+        lowest = min(options.nei_above, options.nei_unnamed_above)
+        return Label.NOT_ENOUGH_INFO in self.labels and (lowest <= 1.0 or options.covered_below > 0)
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
         """Whether a claim on ``route`` needs the entailment model: it answers alone, the
@@ -282,14 +287,15 @@ class ClassifierVerdict:
         return np.array([by_label.get(label, 0.0) for label in _STACKED], dtype=np.float32)
 
     def _decide(
-        self, labels: Sequence[Label], row: np.ndarray, nei_rows: Sequence[np.ndarray], named: bool
+        self, labels: Sequence[Label], row: np.ndarray, nei_rows: Sequence[np.ndarray], found: Found
     ) -> Verdict:
         """A claim's verdict, decided here alone, from its route's probabilities ``row`` (over
-        ``labels``: the reader's, or a feature model's) and the reader's rows of the premises
-        it read (``nei_rows``): SUPPORTS or REFUTES, whichever is likelier; NOT ENOUGH INFO when
-        the reader's NEI probability, the lowest over ``nei_rows``, reaches ``nei_above``, or,
-        where no evidence comes from a page the claim names (``named`` false),
-        ``nei_unnamed_above``. The verdict's ``probability`` is its label's entry among the
+        ``labels``: the reader's, or a feature model's), the reader's rows of the premises it
+        read (``nei_rows``) and what retrieval ``found``: SUPPORTS or REFUTES, whichever is
+        likelier; NOT ENOUGH INFO when the reader's NEI probability, the lowest over
+        ``nei_rows``, reaches ``nei_above`` (or, where no evidence comes from a page the claim
+        names, ``nei_unnamed_above``), or when the evidence holds less than ``covered_below``
+        of the claim's words. The verdict's ``probability`` is its label's entry among the
         probabilities a user reads (the route's, with the reader's NEI probability)."""
         decided = [i for i, label in enumerate(labels) if label is not Label.NOT_ENOUGH_INFO]
         best = max(decided, key=lambda i: row[i])
@@ -300,11 +306,35 @@ class ClassifierVerdict:
             nei = self.labels.index(Label.NOT_ENOUGH_INFO)
             unsure = probabilities[Label.NOT_ENOUGH_INFO] = min(float(r[nei]) for r in nei_rows)
             options = self.options
-            threshold = options.nei_above if named else min(options.nei_above,
-                                                            options.nei_unnamed_above)  # fmt: skip
-            if unsure >= threshold:
-                label, why = Label.NOT_ENOUGH_INFO, nei_reason(unsure, named)
+            threshold = options.nei_above
+            if not found.named:
+                threshold = min(threshold, options.nei_unnamed_above)
+            if found.covered < options.covered_below:
+                label, why = Label.NOT_ENOUGH_INFO, found.reason()
+            elif unsure >= threshold:
+                label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What retrieval found of a claim, as the NOT ENOUGH INFO call reads it: whether a piece
+    of evidence comes from a page the claim names, and the share of the claim's words the
+    evidence holds."""
+
+    named: bool
+    covered: float
+
+    def reason(self, unsure: float | None = None) -> str:
+        """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict: what
+        retrieval missed, and (``unsure``: the reader's NEI probability) what the reader found."""
+        said = [f"the evidence holds {self.covered:.0%} of the claim's words"]
+        if not self.named:
+            said.insert(0, "no evidence comes from a page the claim names")
+        if unsure is not None:
+            said.append(f"the reader found nothing in it that decides the claim (NOT ENOUGH "
+                        f"INFO {unsure:.2f})")  # fmt: skip
+        return "; ".join(said)
 
 
 def names_a_page(claim: str, evidence: Sequence[Candidate]) -> bool:
@@ -315,13 +345,14 @@ def names_a_page(claim: str, evidence: Sequence[Candidate]) -> bool:
     return any(key in spans for page in pages for key in title_keys(page))
 
 
-def nei_reason(unsure: float, named: bool) -> str:
-    """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict."""
-    found = "the reader found nothing in the evidence that decides it"
-    if named:
-        return f"{found} (NOT ENOUGH INFO {unsure:.2f})"
-    return (f"no evidence comes from a page the claim names, and {found} (NOT ENOUGH INFO "
-            f"{unsure:.2f})")  # fmt: skip
+def coverage(claim: str, evidence: Sequence[Candidate]) -> float:
+    """The share of the claim's words (its tokens but stop words, numbers included) that the
+    evidence's texts and page titles hold; 1 for a claim of stop words only."""
+    words = marked_words(claim)
+    if not words:
+        return 1.0
+    held = {w for c in evidence for w in tokens(f"{c.element.page} {c.element.text}")}
+    return len(words & held) / len(words)
 
 
 _STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
