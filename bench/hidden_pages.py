@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from feverous_es.index.store import EQUAL_WEIGHTS, Filters, HybridWeights, fuse_hybrid
+from feverous_es.index.store import Filters, HybridParts, HybridWeights, Store
 
 OVER_ASK = 4  # a search asks for this many times k, then drops the hidden pages' hits
 
@@ -40,21 +40,17 @@ class HiddenPages:
     def search_vector(self, vector: np.ndarray, k: int = 100, filters: Filters | None = None):
         return self._seen(self._store.search_vector(vector, k * OVER_ASK, filters), k)
 
-    def search_hybrid(
-        self,
-        query: str,
-        vector: np.ndarray,
-        k: int = 100,
-        filters: Filters | None = None,
-        weights: HybridWeights = EQUAL_WEIGHTS,
-    ) -> list:
-        if k <= 0:
-            return []
-        parts = self._store._hybrid_parts(query, vector, k * OVER_ASK, filters, weights)
+    # The stores' own hybrid search (fusing as Elasticsearch does) over this view's parts.
+    search_hybrid = Store.search_hybrid
+
+    def _hybrid_parts(
+        self, text: str, vector: np.ndarray, k: int, filters: Filters | None, weights: HybridWeights
+    ) -> HybridParts | list:
+        parts = self._store._hybrid_parts(text, vector, k * OVER_ASK, filters, weights)
         if isinstance(parts, list):  # the store fused them itself
             return self._seen(parts, k)
-        text, vector_hits = (self._seen(part, len(part)) for part in parts)
-        return fuse_hybrid(text, vector_hits, weights, k)
+        text_hits, vector_hits = (self._seen(part, len(part)) for part in parts)
+        return text_hits, vector_hits
 
     def search_cells(self, query: str, k: int = 100, filters: Filters | None = None) -> list:
         hits = self._store.search_cells(query, k * OVER_ASK, filters)

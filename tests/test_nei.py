@@ -1,0 +1,56 @@
+"""NOT ENOUGH INFO for a claim the index cannot decide, with the reason a person reads, in
+`verify`'s text and JSON and the HTTP answer; a true claim about a page the index holds keeps
+its verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from feverous_es import Pipeline
+from feverous_es.cli import main
+from feverous_es.plugins.config import load_config
+from feverous_es.plugins.interfaces import Label
+from feverous_es.verdict.classifier import coverage, names_a_page
+
+# A subject no page of the sample holds, in a claim the sample's pages otherwise touch.
+INVENTED = "Varnath Olmidge won bronze at Rio in 2016."
+TRUE = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
+
+
+def test_coverage_and_naming_read_the_evidence_as_a_person_would(sample_index: Path) -> None:
+    with Pipeline.open(sample_index) as pipeline:
+        found = pipeline.retrieve(TRUE).evidence
+        invented = pipeline.retrieve(INVENTED).evidence
+    assert names_a_page(TRUE, found) and coverage(TRUE, found) == 7 / 8  # all but "medalist"
+    assert not names_a_page(INVENTED, invented)
+    assert coverage(INVENTED, invented) < coverage(TRUE, found)
+    assert coverage("the and of", []) == 1.0  # no word to find
+
+
+def test_a_claim_no_evidence_decides_is_nei_and_says_why(sample_index: Path, tmp_path: Path) -> None:
+    config = tmp_path / "nei.toml"
+    config.write_text("[options.verdict]\nnei_unnamed_above = 0.3\ncovered_below = 0.7\n")
+    runner = CliRunner()
+    printed = runner.invoke(main, ["verify", INVENTED, "--index", str(sample_index),
+                                   "--config", str(config)])  # fmt: skip
+    assert printed.exit_code == 0, printed.output
+    assert "NOT ENOUGH INFO" in printed.output
+    assert "why: no evidence comes from a page the claim names" in printed.output
+    answer = json.loads(runner.invoke(main, ["verify", INVENTED, "--index", str(sample_index),
+                                             "--config", str(config), "--json"]).output)  # fmt: skip
+    assert answer["label"] == "NOT ENOUGH INFO" and "of the claim's words" in answer["why"]
+    assert answer["evidence"], "the evidence retrieval did find is still given"
+    true = json.loads(runner.invoke(main, ["verify", TRUE, "--index", str(sample_index),
+                                           "--config", str(config), "--json"]).output)  # fmt: skip
+    assert true["label"] == "SUPPORTS" and true["why"] == ""
+
+
+def test_the_options_decide_nei_as_documented(sample_index: Path) -> None:
+    config = load_config(None).with_stage_options("verdict", covered_below=1.01)
+    with Pipeline.open(sample_index, config=config) as pipeline:
+        verdict = pipeline.verify(TRUE).verdict  # 1.01: more than every word
+    assert verdict.label is Label.NOT_ENOUGH_INFO and "88% of the claim's words" in verdict.why
+    assert "no evidence comes from a page" not in verdict.why  # the claim's page was found
