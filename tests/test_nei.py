@@ -30,21 +30,23 @@ def test_coverage_and_naming_read_the_evidence_as_a_person_would(sample_index: P
     assert coverage("the and of", []) == 1.0  # no word to find
 
 
-def test_a_claim_no_evidence_decides_is_nei_and_says_why(sample_index: Path, tmp_path: Path) -> None:
+def test_a_claim_no_evidence_decides_is_nei_and_says_why(sample_index: Path, tmp_path: Path):
     config = tmp_path / "nei.toml"
     config.write_text("[options.verdict]\nnei_unnamed_above = 0.3\ncovered_below = 0.7\n")
-    runner = CliRunner()
-    printed = runner.invoke(main, ["verify", INVENTED, "--index", str(sample_index),
-                                   "--config", str(config)])  # fmt: skip
-    assert printed.exit_code == 0, printed.output
-    assert "NOT ENOUGH INFO" in printed.output
-    assert "why: no evidence comes from a page the claim names" in printed.output
-    answer = json.loads(runner.invoke(main, ["verify", INVENTED, "--index", str(sample_index),
-                                             "--config", str(config), "--json"]).output)  # fmt: skip
+
+    def verify(claim: str, *more: str) -> str:
+        args = ["verify", claim, "--index", str(sample_index), "--config", str(config), *more]
+        printed = CliRunner().invoke(main, args)
+        assert printed.exit_code == 0, printed.output
+        return printed.output
+
+    shown = verify(INVENTED)
+    assert "NOT ENOUGH INFO" in shown
+    assert "why: no evidence comes from a page the claim names" in shown
+    answer = json.loads(verify(INVENTED, "--json"))
     assert answer["label"] == "NOT ENOUGH INFO" and "of the claim's words" in answer["why"]
     assert answer["evidence"], "the evidence retrieval did find is still given"
-    true = json.loads(runner.invoke(main, ["verify", TRUE, "--index", str(sample_index),
-                                           "--config", str(config), "--json"]).output)  # fmt: skip
+    true = json.loads(verify(TRUE, "--json"))
     assert true["label"] == "SUPPORTS" and true["why"] == ""
 
 
