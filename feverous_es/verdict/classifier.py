@@ -156,7 +156,8 @@ class ClassifierVerdict:
         verdicts: list[Verdict] = []
         for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
             nei_rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
-            found = Found(names_a_page(query.text, ev), coverage(query.text, ev))
+            # what retrieval found, read only where a NEI rule is on (off: no work a claim)
+            found = Found.of(query.text, ev) if self._may_call_nei else None
             if route is None:
                 verdicts.append(self._decide(self.labels, entailment[i], nei_rows, found))
                 continue
@@ -287,7 +288,11 @@ class ClassifierVerdict:
         return np.array([by_label.get(label, 0.0) for label in _STACKED], dtype=np.float32)
 
     def _decide(
-        self, labels: Sequence[Label], row: np.ndarray, nei_rows: Sequence[np.ndarray], found: Found
+        self,
+        labels: Sequence[Label],
+        row: np.ndarray,
+        nei_rows: Sequence[np.ndarray],
+        found: Found | None,
     ) -> Verdict:
         """A claim's verdict, decided here alone, from its route's probabilities ``row`` (over
         ``labels``: the reader's, or a feature model's), the reader's rows of the premises it
@@ -305,14 +310,15 @@ class ClassifierVerdict:
         if nei_rows and Label.NOT_ENOUGH_INFO in self.labels:
             nei = self.labels.index(Label.NOT_ENOUGH_INFO)
             unsure = probabilities[Label.NOT_ENOUGH_INFO] = min(float(r[nei]) for r in nei_rows)
-            options = self.options
-            threshold = options.nei_above
-            if not found.named:
-                threshold = min(threshold, options.nei_unnamed_above)
-            if found.covered < options.covered_below:
-                label, why = Label.NOT_ENOUGH_INFO, found.reason()
-            elif unsure >= threshold:
-                label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
+            if found is not None:  # a NEI rule is on
+                options = self.options
+                threshold = options.nei_above
+                if not found.named:
+                    threshold = min(threshold, options.nei_unnamed_above)
+                if found.covered < options.covered_below:
+                    label, why = Label.NOT_ENOUGH_INFO, found.reason()
+                elif unsure >= threshold:
+                    label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
 
 
@@ -324,6 +330,10 @@ class Found:
 
     named: bool
     covered: float
+
+    @classmethod
+    def of(cls, claim: str, evidence: Sequence[Candidate]) -> Found:
+        return cls(names_a_page(claim, evidence), coverage(claim, evidence))
 
     def reason(self, unsure: float | None = None) -> str:
         """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict: what
