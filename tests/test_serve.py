@@ -71,7 +71,8 @@ def test_verify_answers_what_verify_json_prints(server, sample_index) -> None:
         text=True,
         check=True,
     ).stdout
-    assert got == json.loads(printed)
+    # the same answer, but the models a new process loaded (a service loads them at start)
+    assert got == {k: v for k, v in json.loads(printed).items() if k != "loaded"}
     VerifyAnswer.model_validate(got)  # the documented schema holds every field, and only those
     assert got["probability"] == got["probabilities"][got["label"]]  # one figure to show
     assert got["label"] in {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"}

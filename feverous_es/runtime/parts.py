@@ -94,6 +94,16 @@ def graph_digests(model_dir: Path) -> dict[str, str]:
     }
 
 
+def graph_sources(model_dir: Path) -> list[Path]:
+    """The files ``model_dir``'s graphs are read from: each whole graph, and the parts of a
+    graph shipped split (what must stay on disk for the model to load)."""
+    manifest = read_json_object(model_dir / MANIFEST_FILE)
+    whole = {path.name for path in model_dir.glob("*.onnx")}
+    whole |= {name for name in manifest.get("files", {}) if name.endswith(".onnx")}
+    parts = [part for entry in (manifest.get(JOINED_KEY) or {}).values() for part in entry["parts"]]
+    return [model_dir / name for name in [*sorted(whole), *parts]]
+
+
 def joined_model_dir(packaged: Path, *, cache: Path | None = None) -> Path:
     """The model directory of ``packaged`` with its split files whole (see the module's
     docstring); joined and checked on the first call, found in ``cache`` (default the user

@@ -66,6 +66,7 @@ from feverous_es.index.elements import ElementType
 from feverous_es.index.search import hit_to_dict, search
 from feverous_es.index.store import Filters
 from feverous_es.output.report import result_to_dict
+from feverous_es.runtime.parts import graph_sources
 from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics, store_error_kind
 from feverous_es.serve.readiness import CATEGORIES, PIPELINE_STOPPED, Readiness
 from feverous_es.serve.request_log import RequestLog, add_fields, claim_fields
@@ -231,7 +232,7 @@ def create_app(
         pipeline.context.store, stopped=lambda: worker.failure,
         on_store_error=metrics.observe_store_error,
         on_check=lambda check: metrics.ready.set(1 if check.ready else 0),
-        model_files=[Path(m["path"]) / f for m in health.get("models", ()) for f in m["files"]],
+        model_files=[f for m in health.get("models", ()) for f in graph_sources(Path(m["path"]))],
     )  # fmt: skip
     public_health = health if token is not None else _without_paths(health)
 
