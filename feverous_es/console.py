@@ -77,12 +77,20 @@ def progress_bars(*, disable: bool = False) -> Iterator[ProgressUpdate]:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, disable=disable) as progress:
-        tasks: dict[str, TaskID] = {}
+    # Started on the first bar: a command that fails before any (a missing extra) prints its
+    # error line alone, not after an empty display.
+    progress = Progress(*columns, console=console, disable=disable)
+    tasks: dict[str, TaskID] = {}
 
-        def update(name: str, done: int, total: int | None = None, detail: str = "") -> None:
-            if name not in tasks:
-                tasks[name] = progress.add_task(name, total=total, detail="")
-            progress.update(tasks[name], completed=done, total=total, detail=detail)
+    def update(name: str, done: int, total: int | None = None, detail: str = "") -> None:
+        if not tasks:
+            progress.start()
+        if name not in tasks:
+            tasks[name] = progress.add_task(name, total=total, detail="")
+        progress.update(tasks[name], completed=done, total=total, detail=detail)
 
+    try:
         yield update
+    finally:
+        if tasks:
+            progress.stop()
