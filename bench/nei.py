@@ -32,6 +32,7 @@ import json
 import random
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,11 +106,11 @@ def nei_claims(
     for source, some in lines.items():
         records = [json.loads(line) for line in some]
         claims += [Claim("as is", source, str(r["id"]), r["claim"], r["label"]) for r in records]
-        drawn = rng.sample(records, min(per_file, len(records)))
+        hidden = "pages hidden" if source in SENTENCE_FILES else "table hidden"
+        for r in rng.sample(records, min(per_file, len(records))):
+            pages = frozenset(unicodedata.normalize("NFD", p) for p in gold_pages(r))
+            claims.append(Claim(hidden, source, str(r["id"]), r["claim"], NEI, pages))
         if source in SENTENCE_FILES:
-            for r in drawn:
-                pages = frozenset(unicodedata.normalize("NFD", p) for p in gold_pages(r))
-                claims.append(Claim("pages hidden", source, str(r["id"]), r["claim"], NEI, pages))
             invented = 0
             for r in records:
                 pages = sorted(gold_pages(r))
@@ -117,10 +118,6 @@ def nei_claims(
                 if changed and invented < per_file:
                     claims.append(Claim("invented", source, str(r["id"]), changed, NEI))
                     invented += 1
-        else:
-            for r in drawn:
-                pages = frozenset(unicodedata.normalize("NFD", p) for p in gold_pages(r))
-                claims.append(Claim("table hidden", source, str(r["id"]), r["claim"], NEI, pages))
     return claims
 
 
@@ -287,8 +284,7 @@ def nei_rules(
     every = scored(claims, read, range(len(claims)))
     chosen = chosen_rule(every)
     figures = {
-        "claims": {kind: sum(1 for c in claims if f"{c.kind} / {c.source}" == kind)
-                   for kind in dict.fromkeys(f"{c.kind} / {c.source}" for c in claims)},
+        "claims": dict(Counter(f"{c.kind} / {c.source}" for c in claims)),
         "rules": every,
         "default": every[DEFAULT_RULE],
         "chosen": {"rule": chosen, **every[chosen]},

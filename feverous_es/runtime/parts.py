@@ -20,6 +20,7 @@ from typing import Any
 from feverous_es.errors import ModelError
 from feverous_es.runtime.files import (
     MANIFEST_FILE,
+    graph_files,
     manifest_complete,
     models_dir,
     read_json_object,
@@ -86,11 +87,10 @@ def graph_digests(model_dir: Path) -> dict[str, str]:
     manifest = read_json_object(model_dir / MANIFEST_FILE)
     listed = {name: str(entry["sha256"]) for name, entry in manifest.get("files", {}).items()}
     listed.update({name: str(e["sha256"]) for name, e in (manifest.get(JOINED_KEY) or {}).items()})
-    names = {path.name for path in model_dir.glob("*.onnx")} | set(listed)
+    names = graph_files(model_dir) | {name for name in listed if name.endswith(".onnx")}
     return {
         name: listed[name] if name in listed else sha256_file(model_dir / name)
         for name in sorted(names)
-        if name.endswith(".onnx")
     }
 
 
@@ -98,7 +98,7 @@ def graph_sources(model_dir: Path) -> list[Path]:
     """The files ``model_dir``'s graphs are read from: each whole graph, and the parts of a
     graph shipped split (what must stay on disk for the model to load)."""
     manifest = read_json_object(model_dir / MANIFEST_FILE)
-    whole = {path.name for path in model_dir.glob("*.onnx")}
+    whole = graph_files(model_dir)
     whole |= {name for name in manifest.get("files", {}) if name.endswith(".onnx")}
     parts = [part for entry in (manifest.get(JOINED_KEY) or {}).values() for part in entry["parts"]]
     return [model_dir / name for name in [*sorted(whole), *parts]]
