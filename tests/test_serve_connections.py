@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -109,19 +111,26 @@ def test_one_client_address_holds_at_most_its_own_cap(sample_index) -> None:
         assert refused(server)["client_cap"] == 20
 
 
+def stalled_readers(server: Server, requests: list[bytes]) -> list[socket.socket]:
+    """A client for each of ``requests`` that sends it (as much as its socket takes) and reads
+    nothing."""
+    readers = []
+    for each in requests:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills at once
+        s.connect(address(server))
+        s.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            s.send(each)
+        readers.append(s)
+    return readers
+
+
 def test_a_client_that_never_reads_is_cut_at_the_write_deadline(sample_index) -> None:
     requests = b"GET /static/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 2000
     with running_server(sample_index, args=("--write-timeout", "3")) as server:
         before = descriptors(server)
-        readers = []
-        for _ in range(20):
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills at once
-            s.connect(address(server))
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.send(requests)  # as much as the socket takes; never a byte read
-            readers.append(s)
+        readers = stalled_readers(server, [requests] * 20)
         try:
             stalled = settles(lambda: descriptors(server), lambda n: n >= before + 20, 10)
             # Each is cut once its answers have filled the socket's buffers and then waited the
@@ -138,6 +147,94 @@ def test_a_client_that_never_reads_is_cut_at_the_write_deadline(sample_index) ->
         assert cut == 20, f"{cut} of 20 slow readers cut at the write deadline"
         assert written <= 20 * 60, f"{written:.0f} answers written to clients that never read"
         assert after <= before + 2, f"{after} descriptors after the deadline, {before} before"
+
+
+def test_a_stalled_reader_with_less_than_the_high_water_mark_waiting_is_released(
+    sample_index,
+) -> None:
+    """Answers that fill the kernel's buffers and leave under 64 KiB in the transport never
+    paused its writing; the rate is checked whenever anything waits, so the client is cut."""
+    get = b"GET /static/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # 10,359 bytes an answer
+    with running_server(sample_index, args=("--write-timeout", "3")) as server:
+        before = descriptors(server)
+        # 22 to 41 answers each: some fill the kernel's buffers and leave under 64 KiB waiting
+        readers = stalled_readers(server, [get * n for n in range(22, 42)])
+        try:
+            cut = settles(lambda: int(refused(server)["write_deadline"]), lambda n: n >= 20, 45)
+            after = settles(lambda: descriptors(server), lambda n: n <= before + 2, 20)
+        finally:
+            for s in readers:
+                s.close()
+        assert cut == 20, f"{cut} of 20 stalled readers released"
+        assert after <= before + 2, f"{after} descriptors after the deadline, {before} before"
+
+
+@pytest.mark.slow
+def test_a_slow_steady_reader_receives_a_whole_batch_answer(sample_index) -> None:
+    """A 64-claim batch answer (hundreds of KiB) read at ~40 KB/s takes several write
+    deadlines: the client keeps reading, so it keeps its connection to the last byte."""
+    claims = [f"The sample page number {n} is about a city." for n in range(64)]
+    body = json.dumps({"claims": claims}).encode()
+    request = (
+        b"POST /v1/verify/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    with running_server(sample_index, args=("--write-timeout", "2")) as server:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        s.connect(address(server))
+        s.settimeout(300)
+        s.sendall(request + body)
+        received = bytearray()
+        while chunk := s.recv(4096):
+            received += chunk
+            time.sleep(0.1)  # ~40 KB/s: each window of 2 s takes ~80 KB
+        s.close()
+        head, _, answer = bytes(received).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), head[:200]
+        assert len(answer) > 200_000 and len(json.loads(answer)["results"]) == 64
+        assert refused(server)["write_deadline"] == 0
+
+
+def test_a_burst_past_the_open_file_limit_leaves_the_server_under_it(sample_index) -> None:
+    """3,000 connections at once against a server at `ulimit -n` 1,024: the accept loop takes
+    at most the backlog a turn, so its descriptors stay under the limit, and it answers after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 3200:
+        pytest.skip(f"the burst needs 3,200 open files here (hard limit {hard})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        with running_server(sample_index, open_files=1024) as server:
+            peak, stop = [descriptors(server)], threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    with contextlib.suppress(FileNotFoundError):
+                        peak.append(descriptors(server))
+
+            watcher = threading.Thread(target=sample)
+            watcher.start()
+            burst = []
+            try:
+                for _ in range(3000):
+                    s = socket.socket()
+                    s.setblocking(False)
+                    with contextlib.suppress(BlockingIOError):
+                        s.connect(address(server))
+                    burst.append(s)
+                time.sleep(3)
+            finally:
+                stop.set()
+                watcher.join()
+                for s in burst:
+                    s.close()
+            live = httpx.get(server.url + "/v1/health/live", timeout=30)
+            log = "\n".join(server.log_lines())
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert max(peak) < 1024, f"{max(peak)} descriptors at the peak of the burst"
+    assert "Too many open files" not in log
+    assert live.status_code == 200
 
 
 def test_the_cap_is_derived_from_the_open_file_limit_and_checked_against_it() -> None:

@@ -17,6 +17,7 @@ from feverous_es.params import COUNT
 from feverous_es.runtime.malloc import limit_arenas
 from feverous_es.serve.limits import (
     MAX_DEFAULT_CAP,
+    MIN_WRITE_RATE,
     READ_DEADLINE,
     RESERVED_DESCRIPTORS,
     WRITE_DEADLINE,
@@ -103,9 +104,10 @@ def serve_options(command):  # type: ignore[no-untyped-def]
                      help="Do not count loopback clients against the per-client cap (a "
                           "reverse proxy on this host)."),
         click.option("--write-timeout", type=COUNT, default=int(WRITE_DEADLINE),
-                     help="Seconds a client has to read an answer the socket cannot take; "
-                          "then its connection is aborted. (A request must arrive within "
-                          f"{READ_DEADLINE:g} s of its first byte.)"),
+                     help="Seconds over which a client with answers waiting for it must read "
+                          f"{MIN_WRITE_RATE:,} bytes a second, or its connection is aborted. "
+                          f"(A request must arrive within {READ_DEADLINE:g} s of its first "
+                          "byte.)"),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -156,7 +158,8 @@ def run_server(
         f"connections: at most {limits.cap}, {limits.client_cap} a client"
         + (" (loopback exempt)" if limits.exempt_loopback else "")
         + f"; open-file limit {open_file_limit()}; a request arrives within "
-        f"{limits.read_deadline:g} s, an answer is read within {limits.write_deadline:g} s",
+        f"{limits.read_deadline:g} s, a waiting answer is read at {limits.min_write_rate:,} "
+        f"bytes/s or more over {limits.write_deadline:g} s",
         highlight=False,
     )
     serve(app, host=options.host, port=options.port, drain_timeout=options.drain_timeout,

@@ -4,17 +4,21 @@ h11 protocol with a cap at accept and deadlines for reading a request and writin
 * **A cap at accept.** uvicorn's own ``limit_concurrency`` is checked when a request's headers
   arrive, so idle sockets were bounded only by how fast a client connects. Here a connection
   over the server's cap, or over the cap of one client address, is answered with the service's
-  JSON 503 and closed as it is accepted: its descriptor is back at once.
+  JSON 503 and closed as it is accepted: its descriptor is back at once (a client that sends
+  after that meets a reset: holding the socket to read its request would hold the descriptor
+  a crowd must not get). The accept loop takes at most ``limits.backlog`` sockets a turn, so a
+  burst cannot open more descriptors than the open-file limit holds before the cap closes them.
 * **A read deadline.** uvicorn waits without end for a request that never finishes arriving.
   Every request — its headers and its body — must arrive within ``read_deadline`` seconds of
   its first byte (of the connection, for the first request): a client still sending then gets
   408 if no answer has begun, and the connection is closed either way.
-* **A write deadline.** uvicorn waits without end for a socket to drain: a client that sends
-  requests and never reads their answers held its connection for as long as it liked. Once the
-  transport stops taking writes (its buffer full), the client has ``write_deadline`` seconds to
-  read; then the connection is aborted (``abort``: ``close`` would wait to flush). The kernel
-  queues at most ``SEND_BUFFER`` bytes for a client, so the deadline starts soon after it stops.
-
+* **A minimum read rate.** uvicorn waits without end for a socket to drain, and ``close``
+  waits for the flush. While answers wait in the transport for a client (the kernel queues at
+  most ``SEND_BUFFER`` bytes for it first), the client must take ``min_write_rate`` bytes a
+  second, measured over ``write_deadline`` seconds, or the connection is aborted (``abort``:
+  nothing more is flushed) — closing or not. A slow but steady reader keeps its connection for
+  as long as its answer takes; one that stalls, even with less than the transport's high-water
+  mark waiting, loses it within ``write_deadline`` plus a third of it.
 What is refused is counted by reason (:class:`ConnectionGuard`, read by ``/metrics``) and
 logged, one line a reason at most every ``LOG_EVERY`` seconds.
 """
@@ -109,10 +113,27 @@ class ConnectionGuard:
         return reason
 
 
+class _CountedWrites:
+    """A connection's transport as uvicorn writes to it, counting the bytes written (how far a
+    client has read is what was written less what still waits)."""
+
+    def __init__(self, transport: asyncio.Transport, on_write: Callable[[], None]) -> None:
+        self._transport, self._on_write = transport, on_write
+        self.written = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += len(data)
+        self._transport.write(data)
+        self._on_write()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol under a :class:`ConnectionGuard`: refused at accept over the
     caps, 408 and closed when a request is slower to arrive than the read deadline, aborted
-    when its answers wait on the client longer than the write deadline."""
+    when its client reads its waiting answers slower than the minimum rate."""
 
     guard: ClassVar[ConnectionGuard]  # the server's: :func:`guarded_protocol` sets it
 
@@ -120,22 +141,27 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._client: str | None = None  # set once admitted
         self._read_timer: asyncio.TimerHandle | None = None
-        self._write_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None  # runs while answers wait
+        self._counted: _CountedWrites | None = None
+        self._seen = (0, 0)  # (bytes written, bytes waiting) at the last check
+        self._window: tuple[float, int] | None = None  # (since, bytes the client took since)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
         client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         refused = self.guard.admit(client)
+        sock = transport.get_extra_info("socket")
         if refused is not None:
-            # a fresh socket's buffer is empty: the answer goes out before the abort
+            # a fresh socket's buffer is empty: the answer goes to the kernel at once
             transport.write(_CLIENT_FULL_ANSWER if refused == CLIENT_CAP else _FULL_ANSWER)
             transport.abort()
             return
         self._client = client
-        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         super().connection_made(transport)
+        # every later cycle writes through the count (uvicorn hands them self.transport)
+        self.transport = self._counted = _CountedWrites(transport, self._watch_writes)
         self._arm_read()
 
     def data_received(self, data: bytes) -> None:
@@ -144,16 +170,6 @@ class GuardedH11Protocol(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
             self._cancel("_read_timer")  # the request has arrived (or the connection is ending)
-
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        if self._write_timer is None:
-            deadline = self.guard.limits.write_deadline
-            self._write_timer = self.loop.call_later(deadline, self._not_reading)
-
-    def resume_writing(self) -> None:
-        self._cancel("_write_timer")
-        super().resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._client is None:  # refused at accept: uvicorn never saw it
@@ -179,19 +195,47 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         self.guard.refuse(READ)
-        if self._write_timer is not None:  # the client reads nothing either: no flush
+        if self.transport.get_write_buffer_size():  # the client reads nothing either: no flush
             self.transport.abort()
             return
         if self.cycle is None or not self.cycle.response_started:
             self.transport.write(_TIMEOUT_ANSWER)
         self.transport.close()
 
-    def _not_reading(self) -> None:
+    def _watch_writes(self) -> None:
+        """After a write: start checking the client's rate if bytes now wait for it."""
+        waiting = self.transport.get_write_buffer_size()
+        if self._write_timer is None and waiting:
+            self._seen, self._window = (self._written, waiting), (self.loop.time(), 0)
+            self._write_timer = self.loop.call_later(
+                self.guard.limits.write_deadline / 3, self._check_rate
+            )
+
+    @property
+    def _written(self) -> int:
+        return self._counted.written if self._counted is not None else 0
+
+    def _check_rate(self) -> None:
+        """Every third of the write deadline while answers wait: the bytes the client took
+        since the last check (written less what waits) go into the window; a window of the
+        whole deadline that took less than ``min_write_rate`` a second aborts the connection."""
+        limits = self.guard.limits
+        waiting, written = self.transport.get_write_buffer_size(), self._written
+        taken = self._seen[1] + (written - self._seen[0]) - waiting
+        self._seen = (written, waiting)
         self._write_timer = None
-        if self.transport.is_closing() and not self.transport.get_write_buffer_size():
-            return
-        self.guard.refuse(WRITE)
-        self.transport.abort()
+        if not waiting or self._window is None:
+            return  # caught up: the next write that waits starts a new window
+        now = self.loop.time()
+        since, total = self._window[0], self._window[1] + taken
+        if now - since >= limits.write_deadline:
+            if total < limits.min_write_rate * limits.write_deadline:
+                self.guard.refuse(WRITE)
+                self.transport.abort()
+                return
+            since, total = now, 0
+        self._window = (since, total)
+        self._write_timer = self.loop.call_later(limits.write_deadline / 3, self._check_rate)
 
 
 def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:

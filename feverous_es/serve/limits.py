@@ -8,7 +8,10 @@ import resource
 from dataclasses import dataclass, field
 
 READ_DEADLINE = 10.0  # seconds a request's headers and body have to arrive
-WRITE_DEADLINE = 30.0  # seconds a client has to read an answer the socket cannot take
+WRITE_DEADLINE = 30.0  # seconds over which a client holding unsent answers must read MIN_WRITE_RATE
+# Bytes a second a client must read while answers wait for it: a slow but steady client gets a
+# whole batch answer (a 64-claim one is hundreds of KiB), one that stalls loses its connection.
+MIN_WRITE_RATE = 1024
 # Descriptors kept for the process itself (models, the index's files, logs, the store's
 # connections) when the connection cap is derived from the open-file limit.
 RESERVED_DESCRIPTORS = 128
@@ -39,6 +42,16 @@ class ConnectionLimits:
     exempt_loopback: bool = False  # loopback counted like any other address unless told
     read_deadline: float = READ_DEADLINE
     write_deadline: float = WRITE_DEADLINE
+    min_write_rate: int = MIN_WRITE_RATE
+
+    @property
+    def backlog(self) -> int:
+        """Connections the listening socket queues, and the most one turn of the accept loop
+        takes before any is counted: a third of what the open-file limit leaves past the cap
+        and the process's own (a burst's accepted sockets and those refused but not yet closed
+        fit in it), at least 16 and at most uvicorn's 2,048."""
+        spare = open_file_limit() - RESERVED_DESCRIPTORS - self.cap
+        return max(16, min(2048, spare // 3))
 
     @property
     def client_cap(self) -> int:

@@ -4,6 +4,7 @@ tests and the service benchmark talk to."""
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -41,10 +43,12 @@ def running_server(
     args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    open_files: int | None = None,
 ) -> Iterator[Server]:
     """Start the service over ``index`` (None: the store's own settings, from ``env``), wait
     until it answers, yield it, stop it. ``cwd``: where it runs (a checkout's directory runs
-    that checkout's code: ``python -m`` puts it first on the path)."""
+    that checkout's code: ``python -m`` puts it first on the path); ``open_files``: its soft
+    open-file limit (``ulimit -n``), else this process's."""
     port = free_port()
     environment = {k: v for k, v in (env or os.environ).items() if k != "FEVEROUS_ES_SERVE_TOKEN"}
     if token:
@@ -54,8 +58,9 @@ def running_server(
     # The server's log goes to a file: a pipe nobody reads fills up and blocks the server.
     with tempfile.NamedTemporaryFile(prefix="feverous-es-serve-", suffix=".log") as log:
         process = subprocess.Popen(
-            command, env=environment, cwd=cwd, stdout=log, stderr=subprocess.STDOUT
-        )
+            command, env=environment, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=None if open_files is None else partial(_limit_files, open_files),
+        )  # fmt: skip
         try:
             url = _wait_until_up(process, log, port)
             yield Server(url, process.pid, process, Path(log.name))
@@ -65,6 +70,11 @@ def running_server(
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def _limit_files(soft: int) -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def _wait_until_up(process: subprocess.Popen, log: IO[bytes], port: int) -> str:

@@ -57,6 +57,9 @@ def serve(
         # answers in plain text); an h11 connection runs one request at a time, so the
         # requests in flight are bounded by the connections.
         http=guarded_protocol(guard),
+        # A turn of the accept loop takes this many sockets before the cap sees any of them:
+        # uvicorn's 2,048 could run out of descriptors at `ulimit -n` 1,024 in one burst.
+        backlog=limits.backlog,
         # The service has no WebSocket route. Left at "auto", an upgrade request switched the
         # connection to uvicorn's WebSocket protocol wherever websockets or wsproto is
         # importable, and the guard never saw it close: each upgrade kept a slot for ever.
