@@ -156,6 +156,22 @@ def test_entail_checks_a_text_against_a_long_source(server) -> None:
     assert text[second["start"] : second["end"]] == "He won gold in 2012."
 
 
+def test_entail_offsets_are_code_points_of_the_text_as_sent(server) -> None:
+    """Offsets index what the user sent: the whitespace around it, and the soft hyphens the
+    text rule removes before reading, still counted; an emoji counts one (a code point)."""
+    filler = [f"The \U0001f389 fair of Ald\u00adbury{i} began in {1700 + i}." for i in range(60)]
+    fact = "Henri Schoeman won the bronze medal in the tri\u00adathlon at the 2016 Summer Olympics."
+    pieces = ["  " + " ".join(filler), fact + " \U0001f3c5"]
+    text = " \U0001f389 Henri Schoe\u00adman won a bronze medal at the 2016 Olympics.  "
+    check = server.post("/v1/entail", json={"text": text, "evidence": pieces}).json()
+    (sentence,) = check["sentences"]
+    window = sentence["window"]
+    assert sentence["label"] == "SUPPORTS" and window["start"] > 0
+    assert "\n".join(pieces)[window["start"] : window["end"]] == window["text"]
+    assert fact in window["text"] and "\u00ad" in window["text"]  # as sent, not as read
+    assert text[sentence["start"] : sentence["end"]].startswith("\U0001f389 Henri Schoe\u00adman")
+
+
 def test_search_and_health(server) -> None:
     hits = server.post(
         "/v1/search",

@@ -101,7 +101,10 @@ FACT = "Henri Schoeman won the bronze medal in the triathlon at the 2016 Summer 
 
 
 def test_a_person_checks_a_text_against_its_source(browser, sample_index, tmp_path) -> None:
-    filler = [f"The town of Aldbury{i} has held a fair since {1700 + i}." for i in range(40)]
+    # an emoji a line: the service counts code points, the page's strings UTF-16 units
+    filler = [
+        f"The town of Aldbury{i} \U0001f3a1 has held a fair since {1700 + i}." for i in range(40)
+    ]
     source = "\n".join([*filler[:30], FACT, *filler[30:]])
     text = "Henri Schoeman won a bronze medal at the 2016 Olympics. He won gold in 2012."
     with running_server(sample_index) as server:

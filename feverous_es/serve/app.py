@@ -55,7 +55,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -116,6 +123,16 @@ log = logging.getLogger("feverous_es.serve")
 REQUEST_TIMEOUT = 120.0
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("String should have at least 1 character besides whitespace")
+    return text
+
+
+# A text kept as sent, whitespace and all: entail's answers give offsets into it.
+SentText = Annotated[str, AfterValidator(_not_blank)]
 Claim = Annotated[Text, StringConstraints(max_length=MAX_CLAIM_CHARS)]
 Hops = Annotated[int | None, Field(ge=0, le=MAX_HOPS, description="Next-hop rounds.")]
 
@@ -143,11 +160,11 @@ class EntailRequest(_Strict):
     claim: Claim | None = Field(
         None, description=f"One claim, 1-{MAX_CLAIM_CHARS} characters (or give `text`)."
     )
-    text: Text | None = Field(
+    text: SentText | None = Field(
         None, description=f"A text of several claims, checked sentence by sentence, at most "
         f"{MAX_TEXT_CHARS} characters (413 beyond; or give `claim`).",
     )  # fmt: skip
-    evidence: list[Text] = Field(
+    evidence: list[SentText] = Field(
         min_length=1, max_length=MAX_EVIDENCE_PIECES,
         description=f"The source, in pieces read in order as one text of at most "
         f"{MAX_SOURCE_CHARS} characters (413 beyond): a sentence, a page, a document.",

@@ -108,12 +108,19 @@ class SearchHit(_Answer):
     level: int | None
 
 
+CODE_POINTS = (
+    "Offsets count Unicode code points, as Python does (a UTF-16 string, as in "
+    "JavaScript, counts a character outside the BMP, such as an emoji, as two)."
+)
+
+
 class SpanItem(_Answer):
     start: int = Field(
-        description="Character offset into the source as read: after the text rule removed "
-        "invisible formatting characters (docs/operations.md)."
+        description="Where the window starts in the source as sent: the evidence pieces joined "
+        "a line each, or with `documents` the deciding document (characters the text rule "
+        "removed before reading, docs/operations.md, still counted). " + CODE_POINTS
     )
-    end: int
+    end: int = Field(description="Where it ends (exclusive): `text` is `source[start:end]`.")
     text: str
 
 
@@ -136,7 +143,7 @@ class EntailAnswer(_Answer):
 
 
 class SentenceAnswer(EntailAnswer):
-    start: int = Field(description="The sentence's offsets in the text as sent.")
+    start: int = Field(description="The sentence's offsets in the text as sent. " + CODE_POINTS)
     end: int
 
 

@@ -197,4 +197,3 @@ def contrastive_pairs(leads: Sequence[Lead], pages: int, split: Split) -> list[P
             pairs.append(Pair(source, lead.page, claim, text, label, SENTENCE, fold=fold,
                               held_out=held))  # fmt: skip
     return pairs
-

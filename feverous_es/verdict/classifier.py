@@ -191,8 +191,7 @@ class ClassifierVerdict:
             if (text := sentence_premise(batch[i][1]))
         }  # fmt: skip
         pairs = [
-            (batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i]))
-            for i in reads
+            (batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i])) for i in reads
         ]
         pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
         pages = [

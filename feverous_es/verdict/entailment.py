@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -50,12 +50,15 @@ from feverous_es.verdict.readers import (
 )
 from feverous_es.verdict.windows import (
     MAX_WINDOWS,
+    PIECE_SEPARATOR,
     WINDOW_WORDS,
     Source,
     Span,
     Window,
     closest,
     document_windows,
+    joined_offsets,
+    sent_span,
     sentence_spans,
 )
 
@@ -405,16 +408,19 @@ class EntailmentModel:
             [(span.text, evidence) for span in spans], title=title, documents=documents
         )
 
-        def as_sent(span: Span) -> Span:  # the rule may have removed characters of the text
-            start, end = offsets[span.start], offsets[span.end - 1] + 1
-            return Span(start, end, text[start:end])
-
-        return TextCheck(text, [(as_sent(s), a) for s, a in zip(spans, answers, strict=True)])
+        return TextCheck(
+            text,
+            [
+                (sent_span(s.start, s.end, offsets, text), a)
+                for s, a in zip(spans, answers, strict=True)
+            ],
+        )
 
     def _windows(self, evidence: Sequence[str], documents: bool) -> list[Window]:
         """``evidence`` in windows: as one source, or document by document; evidence with no
         sentence is refused."""
-        texts = [clean_text(text, "the source") for text in evidence]
+        cleaned = [clean_text_offsets(text, "the source") for text in evidence]
+        texts = [text for text, _ in cleaned]
         windows = (
             document_windows(texts, self.window_words)
             if documents
@@ -422,7 +428,19 @@ class EntailmentModel:
         )
         if not windows:
             raise EmptyClaimError("no evidence given: entail reads a claim against evidence")
-        return windows
+        # The answer's offsets are in the source the user sent (the page marks them there).
+        if documents:
+            sources = [
+                (text, offsets) for text, (_, offsets) in zip(evidence, cleaned, strict=True)
+            ]
+        else:
+            joined = joined_offsets(evidence, [offsets for _, offsets in cleaned])
+            sources = [(PIECE_SEPARATOR.join(evidence), joined)]
+        return [
+            replace(w, sent=sent_span(w.span.start, w.span.end, offsets, text))
+            for w in windows
+            for text, offsets in [sources[w.document or 0]]
+        ]
 
     def _decide(
         self,
@@ -451,7 +469,7 @@ class EntailmentModel:
             premises[chosen],
             label,
             dict(zip(self.labels, map(float, rows[chosen]), strict=True)),
-            window=windows[chosen].span,
+            window=windows[chosen].sent or windows[chosen].span,
             windows=len(windows),
             threshold=threshold,
             document=windows[chosen].document,

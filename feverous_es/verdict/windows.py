@@ -54,12 +54,14 @@ def sentence_spans(text: str, language: str = "en") -> list[Span]:
 
 @dataclass(frozen=True)
 class Window:
-    """A run of a source's sentences the reader reads at once: its ``span`` in the source and
-    its ``sentences``."""
+    """A run of a source's sentences the reader reads at once: its ``span`` in the source as
+    read (the text rule applied), its ``sentences``, and ``sent``: the same span in the source
+    as the user sent it (:func:`as_sent`; None: not mapped)."""
 
     span: Span
     sentences: tuple[Span, ...]
     document: int | None = None  # the document it is in, when the source is several
+    sent: Span | None = None
 
     def texts(self) -> list[str]:
         return [sentence.text for sentence in self.sentences]
@@ -109,6 +111,26 @@ class Source:
                 step += 1
             first = max(step, first + 1)
         return windows
+
+
+def sent_span(start: int, end: int, offsets: Sequence[int], text: str) -> Span:
+    """``[start, end)`` of a text cleaned by the text rule as a span of ``text``, the text it
+    was cleaned from (``offsets``: :func:`~feverous_es.input_text.clean_text_offsets`'s)."""
+    first, last = offsets[start], offsets[end - 1] + 1 if end > start else offsets[start]
+    return Span(first, last, text[first:last])
+
+
+def joined_offsets(pieces: Sequence[str], offsets: Sequence[Sequence[int]]) -> list[int]:
+    """The offsets of cleaned ``pieces`` joined a line each (as :class:`Source` joins them) into
+    the pieces as sent, joined the same way: one list for the whole source."""
+    joined: list[int] = []
+    at = 0
+    for n, (piece, piece_offsets) in enumerate(zip(pieces, offsets, strict=True)):
+        if n:  # the separator before this piece
+            joined += range(at - len(PIECE_SEPARATOR), at)
+        joined += [at + o for o in piece_offsets[:-1]]
+        at += len(piece) + len(PIECE_SEPARATOR)
+    return [*joined, at - len(PIECE_SEPARATOR)]
 
 
 def document_windows(documents: Sequence[str], words: int = WINDOW_WORDS) -> list[Window]:

@@ -174,17 +174,22 @@ function documentsOf(source) {
   return parts;
 }
 
+// The UTF-16 length (a JavaScript string's) of the first `points` code points of `text`: the
+// service counts code points, and an emoji is one of them but two of a string's units.
+const units = (text, points) => Array.from(text).slice(0, points).join("").length;
+
 // The source with one span marked: the window that decided the selected sentence (its offsets
-// are in its document, which starts at `offset` in the source).
-function showSpan(source, window, offset) {
-  const [start, end] = [offset + window.start, offset + window.end];
+// are in `document`, the text sent, which starts at `document.start` in the source).
+function showSpan(source, window, document) {
+  const start = document.start + units(document.text, window.start);
+  const end = document.start + units(document.text, window.end);
   const mark = element("mark", { id: "decided-span" }, source.slice(start, end));
   $("source-view").replaceChildren(source.slice(0, start), mark, source.slice(end));
   mark.scrollIntoView({ block: "nearest" });
 }
 
 function showText(result, source, documents) {
-  const offset = (answer) => documents[answer.document ?? 0].start;
+  const documentOf = (answer) => documents[answer.document ?? 0];
   const { supported, sentences } = result.summary;
   $("summary").textContent = `${supported} of ${sentences} sentences supported by the source`;
   const items = result.sentences.map((answer, i) => {
@@ -196,7 +201,7 @@ function showText(result, source, documents) {
     const select = () => {
       for (const other of $("sentences").children) other.removeAttribute("aria-current");
       item.setAttribute("aria-current", "true");
-      showSpan(source, answer.window, offset(answer));
+      showSpan(source, answer.window, documentOf(answer));
     };
     item.addEventListener("click", select);
     item.addEventListener("focus", select);
@@ -206,7 +211,7 @@ function showText(result, source, documents) {
   $("text-result").hidden = false;
   if (items.length) {
     items[0].setAttribute("aria-current", "true");
-    showSpan(source, result.sentences[0].window, offset(result.sentences[0]));
+    showSpan(source, result.sentences[0].window, documentOf(result.sentences[0]));
   }
 }
 

@@ -170,7 +170,11 @@ def write_bundle(
     used = [k for k in bases if any(k in {m.base for m in (j.teacher, *j.students)} for j in jobs)]
     entries = {
         key: write_base(
-            Path(bases[key]["dir"]), bundle, key, part_bytes, weights=bases[key].get("weights"),
+            Path(bases[key]["dir"]),
+            bundle,
+            key,
+            part_bytes,
+            weights=bases[key].get("weights"),
             weights_format=bases[key].get("format", "fp16"),
         )
         for key in used

@@ -252,8 +252,10 @@ class Trainer:
                 logits = self.model(**self.batch([encoded[i] for i in ids])).logits.float()
                 scaled = logits / temperature
                 rows[ids] = (
-                    torch.sigmoid(scaled) if self.relevance else torch.softmax(scaled, dim=-1)
-                ).cpu().numpy()
+                    (torch.sigmoid(scaled) if self.relevance else torch.softmax(scaled, dim=-1))
+                    .cpu()
+                    .numpy()
+                )
         return rows
 
     def fit(
@@ -480,9 +482,11 @@ def pack(files: Sequence[tuple[str, int]]) -> list[list[tuple[str, int]]]:
     """``(name, bytes)`` files in calls within the return limits, in order, whole files."""
     calls: list[list[tuple[str, int]]] = []
     for name, size in files:
-        if not calls or len(calls[-1]) + 1 > RETURN_FILES or sum(
-            s for _, s in calls[-1]
-        ) + size > RETURN_BYTES:
+        if (
+            not calls
+            or len(calls[-1]) + 1 > RETURN_FILES
+            or sum(s for _, s in calls[-1]) + size > RETURN_BYTES
+        ):
             calls.append([])
         calls[-1].append((name, size))
     return calls
@@ -494,9 +498,11 @@ def split_return(
     """What a run call brings back itself (whole fetch calls, in order, while they fit beside
     its own two files), and the fetch calls left."""
     now: list[tuple[str, int]] = []
-    while calls and len(now) + len(calls[0]) <= RETURN_FILES - 2 and sum(
-        s for _, s in [*now, *calls[0]]
-    ) <= RETURN_BYTES:
+    while (
+        calls
+        and len(now) + len(calls[0]) <= RETURN_FILES - 2
+        and sum(s for _, s in [*now, *calls[0]]) <= RETURN_BYTES
+    ):
         now += calls.pop(0)
     return now, calls
 

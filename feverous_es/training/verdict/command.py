@@ -28,9 +28,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
     settings = options.settings
     check_base(settings.base)
     pairs = build_pairs(options, progress.counter("evidence"))
-    trained, record = train_models(
-        pairs, options, progress.steps(), progress.counter("teacher")
-    )
+    trained, record = train_models(pairs, options, progress.steps(), progress.counter("teacher"))
     if trained is None:
         return None
     held = [p for p in pairs if p.held_out]
@@ -57,9 +55,12 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
         "windows": bool(options.mix.contrastive and options.mix.windows),
         "relations": bool(options.mix.contrastive and options.mix.relations),
         "distill": {
-            "teacher": str(options.distill.teacher), "alpha": options.distill.alpha,
+            "teacher": str(options.distill.teacher),
+            "alpha": options.distill.alpha,
             "temperature": options.distill.temperature,
-        } if options.distill.teacher else None,
+        }
+        if options.distill.teacher
+        else None,
         "reranker": options.retrieval.reranker,
         "retrieved": options.mix.retrieved,
         "per_source": options.mix.per_source,
