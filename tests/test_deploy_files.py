@@ -8,8 +8,11 @@ import re
 import subprocess
 from pathlib import Path
 
+import kubernetes_validate
+import pytest
 import yaml
 
+from feverous_es import __version__
 from feverous_es.index.dump.wiki import Part
 from tests.test_docs_commands import check_cli
 
@@ -48,6 +51,47 @@ def test_the_kubernetes_job_runs_one_part_a_completion_index() -> None:
         assert check_cli(code) == [], code
 
 
+def job_rule_errors(job: dict) -> list[str]:
+    """What the API server refuses in a Job that its OpenAPI schema does not say (the Job
+    validation of Kubernetes' batch API)."""
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    errors = []
+    if "backoffLimitPerIndex" in spec and spec.get("completionMode") != "Indexed":
+        errors.append("backoffLimitPerIndex needs completionMode: Indexed")
+    for field in ("backoffLimitPerIndex", "podFailurePolicy"):
+        if field in spec and pod.get("restartPolicy") != "Never":
+            errors.append(f"{field} needs restartPolicy: Never")
+    actions = [rule["action"] for rule in spec.get("podFailurePolicy", {}).get("rules", [])]
+    if "FailIndex" in actions and "backoffLimitPerIndex" not in spec:
+        errors.append("the FailIndex action needs backoffLimitPerIndex")
+    return errors
+
+
+def test_the_kubernetes_job_is_one_the_api_server_accepts() -> None:
+    text = (DEPLOY / "index-parts.k8s.yaml").read_text(encoding="utf-8")
+    version = re.search(r"for Kubernetes (\d+\.\d+) or later", text)[1]
+    job = yaml.safe_load(text)
+    kubernetes_validate.validate(job, f"{version}.0", strict=True)  # raises on a schema error
+    assert job_rule_errors(job) == []
+    broken = yaml.safe_load(text)  # as the file was: the API server refused it
+    broken["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    kubernetes_validate.validate(broken, f"{version}.0", strict=True)  # the schema lets it by
+    assert job_rule_errors(broken) == [
+        "backoffLimitPerIndex needs restartPolicy: Never",
+        "podFailurePolicy needs restartPolicy: Never",
+    ]
+    typo = yaml.safe_load(text)
+    typo["spec"]["template"]["spec"]["containers"][0]["envv"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(typo, f"{version}.0", strict=True)
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    registry, _, tag = container["image"].rpartition(":")
+    assert "/" in registry and "." in registry.split("/")[0] and tag == __version__
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounted = [m["mountPath"] for m in container["volumeMounts"]]
+    assert any(env["FEVEROUS_ES_CA_CERTS"].startswith(path + "/") for path in mounted)
+
+
 def test_the_slurm_array_runs_one_part_a_task_then_publishes() -> None:
     path = DEPLOY / "index-parts.slurm"
     text = path.read_text(encoding="utf-8")
@@ -58,5 +102,9 @@ def test_the_slurm_array_runs_one_part_a_task_then_publishes() -> None:
     assert parts == [Part(i, last) for i in range(1, last + 1)]
     commands = feverous_commands(text)
     assert any(c.startswith("feverous-es es publish") for c in commands)  # the fallback step
+    assert re.search(r"#SBATCH --time=\d", text)  # every job has a time limit
+    (submit,) = [line for line in text.splitlines() if "--dependency=" in line]
+    # afterany: the publish step runs when a task failed (afterok never would)
+    assert "--dependency=afterany:$array" in submit and "--time=" in submit
     for code in commands:
         assert check_cli(code) == [], code
