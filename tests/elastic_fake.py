@@ -59,6 +59,7 @@ class Index:
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     visible: set[str] = field(default_factory=set)
     aliases: set[str] = field(default_factory=set)
+    seq_nos: dict[str, int] = field(default_factory=dict)  # a document's, by id (_doc writes)
 
 
 def _tokens(text: Any) -> set[str]:
@@ -187,6 +188,8 @@ class FakeCluster:
                     del self.indices[target]
                 return 200, {"acknowledged": True}
         action = parts[1]
+        if action == "_doc" and len(parts) == 3:
+            return self._doc(r, self.resolve(name)[0], parts[2])
         if action == "_mapping" and method == "GET":
             return 200, {n: {"mappings": self.indices[n].mappings} for n in self.resolve(name)}
         if action == "_mapping" and method == "PUT":
@@ -248,6 +251,28 @@ class FakeCluster:
         return 400, _error("unsupported", f"fake cannot answer {method} {r.path}")
 
     # Endpoints.
+
+    def _doc(self, r: Request, name: str, doc_id: str) -> tuple[int, Any]:
+        """One document read, or written as the lease writes it: create-only, or conditioned
+        on the sequence number read (one primary term)."""
+        index = self.indices[name]
+        held = doc_id in index.docs
+        if r.method == "GET":
+            if not held:
+                return 404, {"_index": name, "_id": doc_id, "found": False}
+            found = {"_seq_no": index.seq_nos[doc_id], "_source": index.docs[doc_id]}
+            return 200, {"_index": name, "_id": doc_id, "found": True, "_primary_term": 1, **found}
+        create = r.params.get("op_type") == "create"
+        expected = r.params.get("if_seq_no")
+        if (create and held) or (
+            expected is not None and (not held or int(expected) != index.seq_nos[doc_id])
+        ):
+            return 409, _error("version_conflict_engine_exception", f"[{doc_id}]: conflict")
+        index.docs[doc_id] = r.body
+        index.visible.add(doc_id)
+        index.seq_nos[doc_id] = self.seq_no = getattr(self, "seq_no", -1) + 1
+        return 200, {"_index": name, "_id": doc_id, "_seq_no": self.seq_no, "_primary_term": 1,
+                     "result": "updated" if held else "created"}  # fmt: skip
 
     def _bulk(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
         items = []

@@ -160,7 +160,7 @@ def test_relation_pairs_read_the_page_and_the_donor_held_out_by_page() -> None:
 
 
 def test_a_changed_profession_is_never_one_the_lead_states() -> None:
-    """"Strindberg was a Swedish poet" is true (his lead says playwright, novelist, poet, …):
+    """ "Strindberg was a Swedish poet" is true (his lead says playwright, novelist, poet, …):
     a claim labelled REFUTES must not be drawn from it; a name is not a statement ("John Singer
     Sargent was an American singer" stays a changed claim)."""
     import random
@@ -187,7 +187,7 @@ def test_a_changed_profession_is_never_one_the_lead_states() -> None:
 
 
 def test_a_changed_place_is_never_one_the_lead_names_in_initials() -> None:
-    """"Detroit is in United States" is true of "the U.S. state of Michigan": a claim labelled
+    """ "Detroit is in United States" is true of "the U.S. state of Michigan": a claim labelled
     REFUTES must not be drawn from it."""
     import random
 

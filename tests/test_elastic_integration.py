@@ -407,6 +407,48 @@ def test_a_build_in_parts_publishes_only_when_every_part_is_done(
         client.close()
 
 
+def test_a_worker_stopped_past_its_lease_then_resumed_damages_nothing(
+    sample_vectors: Path,
+) -> None:
+    """Part 1 of 2 stopped (SIGSTOP) once it saved a chunk, longer than its lease; a twin takes
+    the part over and completes it; the stopped worker, resumed (SIGCONT), fences itself: it
+    stops, saying why, with nothing written or deleted. Part 2 completes and publishes: every
+    element of the dump once, the twin's chunks intact (publishing counts them)."""
+    config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
+    stopped = index_part(config, "1/2", None)  # embeds: slow enough to stop midway
+    client = connect(config)
+    try:
+        progress = f"{config.elements_alias}-v1-parts"
+        deadline = time.monotonic() + 300
+        while stopped.poll() is None and time.monotonic() < deadline:
+            doc = client.options(ignore_status=(404, 503)).get(index=progress, id="1").body
+            if doc.get("found") and doc["_source"]["next_seq"] >= 1:
+                break
+            time.sleep(0.1)
+        assert stopped.poll() is None, "part 1 ended before it could be stopped"
+        stopped.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(5)  # past its 3 s lease
+            twin = finished(index_part(config, "1/2", sample_vectors))
+        finally:
+            stopped.send_signal(signal.SIGCONT)
+        _, stderr = stopped.communicate(timeout=300)
+        last = finished(index_part(config, "2/2", sample_vectors))
+    finally:
+        client.close()
+    try:
+        assert stopped.returncode == 1 and "without writing more" in stderr, stderr
+        assert twin["state"]["complete"] and last["waiting_for"] == []
+        ids = element_ids(config)
+        with WikiDB(SAMPLE_DB) as db:
+            expected = [
+                e.id for _, page, data in db.rows() for e in parse_page(page, data).elements
+            ]
+        assert len(ids) == len(set(ids)) and set(ids) == set(expected)
+    finally:
+        delete_prefix(config)
+
+
 def test_a_new_build_takes_its_shards_and_a_part_on_another_dump_refuses(
     sample_vectors: Path, tmp_path: Path
 ) -> None:

@@ -260,7 +260,8 @@ def test_the_table_reader_reads_the_table_route(
         rows = verdict._read_routes(list(zip(claims, premises, strict=True)), [False, True])
         assert rows[0] == pytest.approx(verdict.reader.probabilities(claims[:1], premises[:1])[0])
         assert rows[1] == pytest.approx(
-            verdict.table_reader.probabilities(claims[1:], premises[1:])[0], abs=1e-6)
+            verdict.table_reader.probabilities(claims[1:], premises[1:])[0], abs=1e-6
+        )
     finally:
         store.close()
 

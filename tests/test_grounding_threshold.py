@@ -136,6 +136,7 @@ def test_a_setting_past_the_latency_budget_is_not_chosen() -> None:
     # Each pair's fifth window (the one only `all` reads) holds its answer.
     scores = [np.array([0.5] * 4 + [0.9 if s else 0.1]) for s in supported]
     orders = [np.arange(5) for _ in supported]
+
     def read_in(seconds: float | None) -> dict:  # 8 pairs of 5 windows read in ``seconds``
         return {120: {"set": ScoredWindows(scores, orders, supported, seconds)}}
 

@@ -277,4 +277,3 @@ def test_every_status_a_fault_answers_is_documented_with_the_error_body() -> Non
         schema = documented[str(answer.status_code)]["content"]["application/json"]["schema"]
         assert schema == {"$ref": "#/components/schemas/ErrorAnswer"}, answer.status_code
     assert answered == {500, 503, 504}
-

@@ -252,10 +252,14 @@ def test_readiness_is_cached_and_follows_the_store(caplog) -> None:
         ready, cached, down, still_down, back = asyncio.run(scenario())
     assert ready.to_dict() == cached.to_dict() == back.to_dict() == {"status": "ready"}
     # What anyone may read names no host; the detail is for the log and the token holder.
-    assert down.to_dict() == still_down.to_dict() == {
-        "status": "unavailable",
-        "reason": "store unreachable",
-    }
+    assert (
+        down.to_dict()
+        == still_down.to_dict()
+        == {
+            "status": "unavailable",
+            "reason": "store unreachable",
+        }
+    )
     assert down.to_dict(detail=True)["detail"] == "cannot reach Elasticsearch at http://es:9200"
     assert [r.getMessage() for r in caplog.records] == [
         "not ready: store unreachable (cannot reach Elasticsearch at http://es:9200)"

@@ -311,7 +311,8 @@ def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
                      from_teacher=False, options={})  # fmt: skip
     assert {"train", "held"} <= {p["role"] for p in job.pairs}
     assert sum(p["role"] == "held" for p in job.pairs) == len(
-        [p for p in pairs if p.held_out and p.train])
+        [p for p in pairs if p.held_out and p.train]
+    )
     gpu_bundle.write_bundle(Path("bundle"), [job], {"mpnet": {"dir": tiny_base},
                             "minilm": {"dir": tiny_base}}, wheels=False)  # fmt: skip
     run = subprocess.run(

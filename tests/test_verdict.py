@@ -132,12 +132,35 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     not decide it); `page_premises=0` reads the whole evidence only."""
     model_dir, _ = tiny_classifier
     context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
-    own = [Candidate(Element(f"Jeanne Moreau_sentence_{i}", "Jeanne Moreau", ElementType.SENTENCE,
-                             t, f"[Jeanne Moreau] {t}", "k", t), 1)
-           for i, t in enumerate(["Jeanne Moreau was a French actress.", "She won awards."])]
-    other = [Candidate(Element("Jeanne Rongier_sentence_0", "Jeanne Rongier",
-                               ElementType.SENTENCE, "Jeanne Rongier was a painter.",
-                               "[Jeanne Rongier] Jeanne Rongier was a painter.", "k", ""), 1)]
+    own = [
+        Candidate(
+            Element(
+                f"Jeanne Moreau_sentence_{i}",
+                "Jeanne Moreau",
+                ElementType.SENTENCE,
+                t,
+                f"[Jeanne Moreau] {t}",
+                "k",
+                t,
+            ),
+            1,
+        )
+        for i, t in enumerate(["Jeanne Moreau was a French actress.", "She won awards."])
+    ]
+    other = [
+        Candidate(
+            Element(
+                "Jeanne Rongier_sentence_0",
+                "Jeanne Rongier",
+                ElementType.SENTENCE,
+                "Jeanne Rongier was a painter.",
+                "[Jeanne Rongier] Jeanne Rongier was a painter.",
+                "k",
+                "",
+            ),
+            1,
+        )
+    ]
     evidence = [own[0], other[0], own[1]]
     claim = Query("Jeanne Moreau was French.", np.zeros(384, dtype=np.float32))
     verdict = ClassifierVerdict(context, model=str(model_dir), table_model="", sentence_model="")
@@ -183,9 +206,10 @@ def test_one_pages_sentences_are_one_passage_under_its_title(tiny_classifier) ->
 
 
 def test_the_page_read_alone_is_the_one_the_claim_names_first() -> None:
-    """"Vancouver is in Cameroon." with Cameroon's sentences retrieved first: Vancouver's page
+    """ "Vancouver is in Cameroon." with Cameroon's sentences retrieved first: Vancouver's page
     is read alone (the claim's subject), then Cameroon's; a claim that names no evidence page
     reads them in evidence order."""
+
     def sentence(page: str, text: str) -> Candidate:
         return Candidate(Element(f"{page}_sentence_0", page, ElementType.SENTENCE, text,
                                  f"[{page}] {text}", "k", text), 1)  # fmt: skip

@@ -180,12 +180,14 @@ def publish_build(
             )
     if config.merge_segments:
         merge_segments(client, list(indices), config.merge_segments)
+    # Writes blocked from here on: a stale worker's late bulk request cannot change a build
+    # that is (about to be) served. Metadata (its _meta, settings) stays writable.
     client.indices.put_settings(
         index=list(indices),
         settings={"index": {"refresh_interval": config.refresh_interval,
-                            "number_of_replicas": config.replicas}},
+                            "number_of_replicas": config.replicas, "blocks.write": True}},
     )  # fmt: skip
-    wait_for_replicas(client, list(indices), config.replicas)
+    wait_for_replicas(client, list(indices), config.replicas, limit=config.publish_wait)
     if not meta.get("complete") or meta.get("elements") != state.elements:
         done = state_meta(replace(state, complete=True), int(meta["dim"]), int(meta["version"]),
                           tables, analysis_from_meta(meta))  # fmt: skip
@@ -193,10 +195,13 @@ def publish_build(
     swap_aliases(client, dict(zip(config.aliases, indices, strict=True)))
 
 
-def wait_for_replicas(client: Elasticsearch, indices: Sequence[str], replicas: int) -> None:
+def wait_for_replicas(
+    client: Elasticsearch, indices: Sequence[str], replicas: int, *, limit: float
+) -> None:
     """Wait until the build's replicas are restored (green) before its aliases move to it, so
     the searches it takes at once are spread as they will be; on a cluster with too few data
-    nodes to place them, until its primaries are (yellow), saying so once."""
+    nodes to place them, until its primaries are (yellow), saying so once. StoreError after
+    ``limit`` seconds (the aliases unchanged: publishing again resumes the wait)."""
     nodes = int(client.cluster.health()["number_of_data_nodes"])
     status = "green" if replicas < nodes else "yellow"
     if status == "yellow" and replicas:
@@ -204,15 +209,23 @@ def wait_for_replicas(client: Elasticsearch, indices: Sequence[str], replicas: i
             "%d data node(s) cannot hold %d replica(s) of each shard: the build is published "
             "with its primaries only (cluster health yellow)", nodes, replicas,
         )  # fmt: skip
-    told = False
+    told, started = False, time.monotonic()
     while True:
         health = client.options(ignore_status=408).cluster.health(
             index=",".join(indices), wait_for_status=status, timeout="30s"
         )
         if not health.get("timed_out"):
             return
+        waited = time.monotonic() - started
+        if waited >= limit:
+            raise StoreError(
+                f"the build's shards were not {status} after {waited:.0f} s (cluster health "
+                f"{health.get('status')}, {health.get('unassigned_shards')} unassigned): the "
+                "aliases are unchanged; run `feverous-es es publish` once the cluster has room"
+            )
         if not told:
-            _log.warning("waiting for the build's shards to be %s before publishing it", status)
+            _log.warning("waiting up to %.0f s for the build's shards to be %s before "
+                         "publishing it", limit, status)  # fmt: skip
             told = True
 
 

@@ -95,6 +95,9 @@ class ElasticConfig:
     # Seconds a worker of a build in parts holds its part (and the last one the publishing)
     # past each write: a second worker for the part waits that long after the first was killed.
     lease_seconds: float = 60.0
+    # Seconds publishing waits for the build's shards to be placed (replicas restored) before it
+    # gives up with the aliases unchanged (a cluster without room for them never gets there).
+    publish_wait: float = 1800.0
     # Segments a shard of a finished build is merged to before it is published (0: no merge).
     # A build is never written again, and one segment is one HNSW graph and one term
     # dictionary to search instead of dozens (docs/benchmark-notes.md).
@@ -175,6 +178,8 @@ class ElasticConfig:
             raise StoreError(f"merge_segments must be 0 or more, not {self.merge_segments}")
         if self.lease_seconds < 1:
             raise StoreError(f"lease_seconds must be at least 1, not {self.lease_seconds}")
+        if self.publish_wait <= 0:
+            raise StoreError(f"publish_wait must be over 0 seconds, not {self.publish_wait}")
         if self.shards < 1:
             raise StoreError(f"shards must be at least 1, not {self.shards}")
         if self.search_workers < 1:

@@ -11,6 +11,15 @@ hold while the holder works between writes (a slow chunk, a long segment merge).
 
 Holds are compared with the clock of the worker that reads them: clocks of the workers' hosts
 must agree to well within the lease's seconds (NTP does).
+
+**Fencing.** A worker that was stopped (SIGSTOP, a swapped-out VM) or kept waiting on a request
+learns at its next write that its lease was taken, but a part's data is written in bulk, which
+no condition guards. So a holder fences itself: before writing data, or deleting what a failed
+chunk left, it checks that its last successful lease write is younger than ``FENCE_SHARE`` of
+the lease (:meth:`Lease.fence`): nobody can have taken the lease over since, and nobody can
+before the lease's other half has run. A lease write waits at most ``WRITE_SHARE`` of the lease
+and is never retried blindly: a write whose answer was lost but which was applied reads as a
+409 next time, and is recognised as the holder's own by its holder name.
 """
 
 from __future__ import annotations
@@ -31,6 +40,11 @@ from elasticsearch import ConflictError, Elasticsearch
 from feverous_es.errors import StoreError
 
 _log = logging.getLogger(__name__)
+# The share of the lease a holder may go without a successful lease write and still write data
+# (past it, another may take the lease once the rest has run), and the share a lease write may
+# take before it is given up.
+FENCE_SHARE = 0.5
+WRITE_SHARE = 0.25
 
 
 class LeaseHeld(StoreError):
@@ -56,9 +70,11 @@ class Lease:
     ``seconds`` from each write."""
 
     def __init__(
-        self, client: Elasticsearch, index: str, doc_id: str, what: str, seconds: float
-    ) -> None:
+        self, client: Elasticsearch, index: str, doc_id: str, what: str, seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
         self.client, self.index, self.doc_id, self.what = client, index, doc_id, what
+        self._clock = clock  # how long since the last lease write (fencing)
         self.seconds = seconds
         self.holder = holder_name()
         self._version: dict[str, int] | None = None  # if_seq_no / if_primary_term of our write
@@ -66,6 +82,10 @@ class Lease:
         self._lock = threading.Lock()
         self._lost: str | None = None
         self._ended = False  # released: no renewing after that
+        self._written_at = float("-inf")  # the clock when our last applied lease write was sent
+        # Lease writes wait a share of the lease, never retried blindly (the module).
+        self._writer = client.options(request_timeout=max(1.0, seconds * WRITE_SHARE),
+                                      max_retries=0)  # fmt: skip
 
     def read(self) -> dict[str, Any] | None:
         """The document as the cluster holds it now (None: none yet)."""
@@ -76,7 +96,7 @@ class Lease:
         """Take the lease, writing ``document`` (a document found keeps its own fields: they
         are the holder's to carry on). Returns the document as it was (None: new); LeaseHeld
         when another holds it."""
-        answer = self.client.options(ignore_status=404).get(index=self.index, id=self.doc_id)
+        answer = self._writer.options(ignore_status=404).get(index=self.index, id=self.doc_id)
         found = answer.body.get("found", False)
         source = answer.body["_source"] if found else None
         if source is not None:
@@ -133,22 +153,62 @@ class Lease:
         if self._lost:
             raise LeaseLost(self._lost)
 
+    def fence(self) -> None:
+        """Before writing data under the lease: LeaseLost when it was taken over, or when this
+        holder's last successful lease write is older than ``FENCE_SHARE`` of the lease (it
+        was stopped or cut off: another may hold the lease now or soon)."""
+        self.check()
+        quiet = self._clock() - self._written_at
+        if quiet > self.seconds * FENCE_SHARE:
+            raise LeaseLost(
+                f"{self.what}: this worker's hold was last renewed {quiet:.0f} s ago, past "
+                f"{FENCE_SHARE:.0%} of its {self.seconds:g} s lease (it was stopped or cut off "
+                "from the cluster): it stops without writing more; run it again to resume"
+            )
+
+    def fenced_in(self) -> bool:
+        """Whether :meth:`fence` lets this holder write (or delete) now."""
+        try:
+            self.fence()
+        except LeaseLost:
+            return False
+        return True
+
     def _write(self, document: dict[str, Any], create: bool = False, until: float | None = None):
         self.check()
+        sent = self._clock()
         held_until = time.time() + self.seconds if until is None else until
         body = {**document, "holder": self.holder, "lease_until": held_until}
         conditions: dict[str, Any] = {"op_type": "create"} if create else dict(self._version or {})
         try:
-            answer = self.client.index(index=self.index, id=self.doc_id, document=body,
-                                       refresh="wait_for", **conditions)  # fmt: skip
+            answer = self._writer.index(index=self.index, id=self.doc_id, document=body,
+                                        refresh="wait_for", **conditions)  # fmt: skip
         except ConflictError:
-            self._lost = (
-                f"{self.what} was taken over by another worker (this one's hold ran out): "
-                "it stops without writing more"
-            )
-            raise LeaseLost(self._lost) from None
+            answer = self._own_write_landed(body)
+            if answer is None:
+                self._lost = (
+                    f"{self.what} was taken over by another worker (this one's hold ran out): "
+                    "it stops without writing more"
+                )
+                raise LeaseLost(self._lost) from None
         self._version = {"if_seq_no": answer["_seq_no"], "if_primary_term": answer["_primary_term"]}
         self._document = document
+        self._written_at = sent
+
+    def _own_write_landed(self, body: dict[str, Any]) -> Any:
+        """After a 409: the answer of this write made again, when the document is still this
+        holder's (an earlier write of ours was applied though its answer was lost, so the
+        version we held was old); None when another worker holds it."""
+        found = self._writer.options(ignore_status=404).get(index=self.index, id=self.doc_id)
+        if not found.body.get("found") or found.body["_source"].get("holder") != self.holder:
+            return None
+        version = {"if_seq_no": found.body["_seq_no"],
+                   "if_primary_term": found.body["_primary_term"]}  # fmt: skip
+        try:
+            return self._writer.index(index=self.index, id=self.doc_id, document=body,
+                                      refresh="wait_for", **version)  # fmt: skip
+        except ConflictError:
+            return None
 
     @property
     def lost(self) -> bool:

@@ -262,8 +262,18 @@ def swap_actions(
 
 def swap_aliases(client: Elasticsearch, targets: Mapping[str, str]) -> list[dict[str, Any]]:
     """Point every alias of ``targets`` at its index in one atomic request; returns the actions
-    sent (none when the aliases already point there)."""
+    sent (none when the aliases already point there). StoreError, nothing moved, when an alias
+    points at a later build than its target."""
     holders = {alias: alias_holders(client, alias) for alias in targets}
+    for alias, index in targets.items():
+        target = version_of(alias, index)
+        versions = [(version_of(alias, old), old) for old in holders[alias]]
+        newer = [old for version, old in versions if target and version and version > target]
+        if newer:  # a publisher that stalled while a later build was published
+            raise StoreError(
+                f"{alias} points at {newer[0]}, a later build than {index}: it is not moved "
+                "back (publish a new build to replace it)"
+            )
     actions = swap_actions(targets, holders)
     if actions:
         answer = client.indices.update_aliases(actions=actions).body

@@ -304,7 +304,7 @@ class ElasticWriter:
         so the same command resumes the build."""
         self._check_chunk(chunk)
         if self._lease is not None:
-            self._lease.check()
+            self._lease.fence()  # held, and renewed recently enough that nobody took it over
         state, tables = self._state, self._tables
         started = time.perf_counter()
         with elastic_errors(self.config, f"chunk {chunk.seq}"):
@@ -333,8 +333,8 @@ class ElasticWriter:
                 )
             except BaseException:
                 self._state, self._tables = state, tables
-                if self._lease is not None and self._lease.lost:
-                    raise  # the part is another worker's now: what is in the cluster is its
+                if self._lease is not None and not self._lease.fenced_in():
+                    raise  # the part may be another worker's now: what is in the cluster is its
                 # If this fails too, the next open discards the partial chunk.
                 with contextlib.suppress(Exception):
                     stored_state, stored_tables = self._stored_state()

@@ -1,0 +1,130 @@
+"""A build's leases against the fake cluster: a holder cut off from its lease fences itself, a
+lease write whose answer was lost is still the holder's, and publishing bounds its wait and
+moves no alias back to an older build (the live node's test stops a real worker:
+tests/test_elastic_integration.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from elastic_transport import ConnectionTimeout
+
+from feverous_es.errors import StoreError
+from feverous_es.index.dump.wiki import Part
+from feverous_es.index.elastic.builds import wait_for_replicas
+from feverous_es.index.elastic.leases import Lease, LeaseLost
+from feverous_es.index.elastic.loader import swap_aliases
+from feverous_es.index.elastic.writer import ElasticWriter
+from tests.elastic_fake import FakeCluster, Index, Request
+from tests.test_elastic_build import DIM, make_chunk
+from tests.test_elastic_real_node import CONFIG
+
+PROGRESS = "progress"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cluster_with_progress() -> FakeCluster:
+    fake = FakeCluster()
+    fake.indices[PROGRESS] = Index(mappings={}, settings={})
+    return fake
+
+
+def test_a_holder_whose_lease_writes_stopped_fences_itself_at_half_the_lease() -> None:
+    fake, clock = cluster_with_progress(), Clock()
+    lease = Lease(fake.client(), PROGRESS, "1", "part 1/2", seconds=60, clock=clock)
+    lease.take({"next_seq": 0})
+    clock.now += 29  # renewals failed (or the process was stopped) for under half the lease
+    lease.fence()
+    clock.now += 2
+    with pytest.raises(LeaseLost, match="last renewed 31 s ago"):
+        lease.fence()
+    assert not lease.fenced_in()
+    lease.write({"next_seq": 1})  # a renewal that lands lets it write again
+    lease.fence()
+
+
+def test_a_lease_write_applied_whose_answer_was_lost_is_still_the_holders() -> None:
+    fake = cluster_with_progress()
+    lease = Lease(fake.client(), PROGRESS, "1", "part 1/2", seconds=60)
+    lease.take({"next_seq": 0})
+    lost = []
+
+    def apply_then_time_out(request: Request) -> None:
+        if request.method == "PUT" and request.path.endswith("/_doc/1") and not lost:
+            lost.append(fake._doc(request, PROGRESS, "1"))  # applied, the answer lost
+            raise ConnectionTimeout("timed out")
+        return None
+
+    fake.handlers.append(apply_then_time_out)
+    with pytest.raises(ConnectionTimeout):
+        lease.write({"next_seq": 1})
+    sent = [r.params.get("if_seq_no") for r in fake.requests_to("PUT", ".*/_doc/1")]
+    assert sent == [None, "0"]  # the take (create-only), then the write once: no blind retry
+    lease.write({"next_seq": 2})  # a 409 on the old version: its own write, not another's
+    assert not lease.lost and fake.indices[PROGRESS].docs["1"]["next_seq"] == 2
+    thief = Lease(fake.client(), PROGRESS, "1", "part 1/2", seconds=60)
+    thief._version, thief._written_at = {"if_seq_no": 9, "if_primary_term": 1}, 0.0
+    with pytest.raises(LeaseLost, match="taken over"):
+        thief.write({"next_seq": 3})  # a 409 on a document another holds: lost
+
+
+def test_a_part_writer_cut_off_from_its_lease_stops_before_sending_data() -> None:
+    fake = FakeCluster()
+    config = replace(CONFIG, lease_seconds=1)
+    writer = ElasticWriter(config, DIM, client=fake.client(), part=Part.parse("1/2"))
+    try:
+        writer.write(make_chunk(0, ["A"]))
+        # The cluster stops taking the lease's renewals; data requests would still go through.
+        fake.handlers.append(
+            lambda r: (503, {"error": "unavailable"}) if "/_doc/" in r.path else None
+        )
+        bulks = len(fake.requests_to("POST", "/_bulk"))
+        wait_until(lambda: not writer._lease.fenced_in(), seconds=5)
+        with pytest.raises(LeaseLost, match="stops without writing more"):
+            writer.write(make_chunk(1, ["B"]))
+        assert len(fake.requests_to("POST", "/_bulk")) == bulks  # no data sent, nothing deleted
+    finally:
+        fake.handlers.clear()
+        writer.close()
+
+
+def test_publishing_moves_no_alias_back_and_bounds_its_wait() -> None:
+    fake = FakeCluster()
+    for version in (1, 2):
+        fake.indices[f"feverous-elements-v{version}"] = Index(mappings={}, settings={})
+    swap_aliases(fake.client(), {"feverous-elements": "feverous-elements-v2"})
+    with pytest.raises(StoreError, match="a later build than feverous-elements-v1"):
+        swap_aliases(fake.client(), {"feverous-elements": "feverous-elements-v1"})
+    assert fake.indices["feverous-elements-v2"].aliases == {"feverous-elements"}
+    fake.handlers.append(
+        lambda r: (408, {"status": "yellow", "timed_out": True, "unassigned_shards": 3})
+        if r.path.startswith("/_cluster/health/") else None
+    )  # fmt: skip
+    with pytest.raises(StoreError, match=r"not green after .* 3 unassigned.*aliases are unchanged"):
+        wait_for_replicas(fake.client(), ["feverous-elements-v2"], 0, limit=0.0)
+
+
+def test_a_published_build_takes_no_more_writes() -> None:
+    fake = FakeCluster()
+    writer = ElasticWriter(CONFIG, DIM, client=fake.client())
+    writer.write(make_chunk(0, ["A"]))
+    writer.finish()
+    for name in ("feverous-elements-v1", "feverous-pages-v1", "feverous-tables-v1"):
+        assert fake.indices[name].settings["blocks.write"] is True
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.05)
