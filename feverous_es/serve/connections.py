@@ -32,7 +32,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -161,7 +161,8 @@ class GuardedH11Protocol(H11Protocol):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         super().connection_made(transport)
         # every later cycle writes through the count (uvicorn hands them self.transport)
-        self.transport = self._counted = _CountedWrites(transport, self._watch_writes)
+        self._counted = _CountedWrites(transport, self._watch_writes)
+        self.transport = cast(asyncio.Transport, self._counted)  # it answers as the transport
         self._arm_read()
 
     def data_received(self, data: bytes) -> None:
