@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from elasticsearch import Elasticsearch
 from elasticsearch.helpers import scan
 
 from feverous_es.errors import StoreError
@@ -340,6 +341,20 @@ def finished(process: subprocess.Popen) -> dict:
     return json.loads(stdout)
 
 
+def wait_for_a_saved_chunk(
+    client: Elasticsearch, config: ElasticConfig, part: str, worker: subprocess.Popen
+) -> None:
+    """Until ``part``'s progress says a chunk is saved (or its ``worker`` ended, or 300 s)."""
+    progress = f"{config.elements_alias}-v1-parts"
+    deadline = time.monotonic() + 300
+    while worker.poll() is None and time.monotonic() < deadline:
+        # 404: not made yet; 503: made, its shard not started yet.
+        doc = client.options(ignore_status=(404, 503)).get(index=progress, id=part).body
+        if doc.get("found") and doc["_source"]["next_seq"] >= 1:
+            return
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def in_parts(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
     """The sample indexed by 3 parts as parallel processes, the hard way: parts 1 and 2
@@ -355,14 +370,7 @@ def in_parts(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
     second = index_part(config, "2/3", None, subprocess.DEVNULL)
     client = connect(config)
     try:
-        progress = f"{config.elements_alias}-v1-parts"
-        deadline = time.monotonic() + 300
-        while second.poll() is None and time.monotonic() < deadline:
-            # 404: not made yet; 503: made, its shard not started yet.
-            doc = client.options(ignore_status=(404, 503)).get(index=progress, id="2").body
-            if doc.get("found") and doc["_source"]["next_seq"] >= 1:
-                break
-            time.sleep(0.1)
+        wait_for_a_saved_chunk(client, config, "2", second)
         assert second.poll() is None, "part 2 ended before it could be killed"
         second.send_signal(signal.SIGKILL)
         second.wait()
@@ -418,13 +426,7 @@ def test_a_worker_stopped_past_its_lease_then_resumed_damages_nothing(
     stopped = index_part(config, "1/2", None)  # embeds: slow enough to stop midway
     client = connect(config)
     try:
-        progress = f"{config.elements_alias}-v1-parts"
-        deadline = time.monotonic() + 300
-        while stopped.poll() is None and time.monotonic() < deadline:
-            doc = client.options(ignore_status=(404, 503)).get(index=progress, id="1").body
-            if doc.get("found") and doc["_source"]["next_seq"] >= 1:
-                break
-            time.sleep(0.1)
+        wait_for_a_saved_chunk(client, config, "1", stopped)
         assert stopped.poll() is None, "part 1 ended before it could be stopped"
         stopped.send_signal(signal.SIGSTOP)
         try:
