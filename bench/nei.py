@@ -162,7 +162,7 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
 Rule = Callable[[dict], bool]  # a claim's features -> NOT ENOUGH INFO?
 # The verdict's NEI options (feverous_es.verdict.classifier.ClassifierOptions), each rule a
 # triple of them; a threshold over 1 (0 for covered_below): never.
-NEI_ABOVE = (0.7, 0.8, 0.9, 0.95, 1.1)
+NEI_ABOVE = (0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 1.1)
 NEI_UNNAMED_ABOVE = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 1.1)
 COVERED_BELOW = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)
 

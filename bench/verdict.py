@@ -60,7 +60,7 @@ from bench.context import Context
 from bench.data import MINI, REPO
 from bench.errors import BenchError
 from bench.paired import paired_difference
-from feverous_es.verdict.classifier import ClassifierOptions
+from feverous_es.verdict.classifier import NEI_MODEL, ClassifierOptions
 from feverous_es.verdict.readers import CASCADES, reader_dirs
 
 ANSWERS = REPO / "bench" / "results" / "answers"
@@ -341,10 +341,11 @@ FEATURE_MODELS = {"table_model": "table-verdict", "sentence_model": "sentence-ve
 
 
 def model_dirs(models: Path) -> list[Path]:
-    """The trained models of a models directory: ``verdict/`` and the feature models it holds."""
+    """The trained models of a models directory: ``verdict/`` and the feature models and the
+    NEI call's model it holds."""
     return [
         models / "verdict",
-        *(models / n for n in FEATURE_MODELS.values() if (models / n).is_dir()),
+        *(models / n for n in (*FEATURE_MODELS.values(), NEI_MODEL) if (models / n).is_dir()),
     ]
 
 

@@ -26,8 +26,8 @@ from feverous_es.runtime.parts import (
     whole_model_dir,
 )
 
-ROLES = ("verdict", "verdict-2", "verdict-3", "verdict-large", "table-reader", "table-verdict",
-         "sentence-verdict", "sentence-ranker")  # fmt: skip
+ROLES = ("verdict", "verdict-2", "verdict-3", "verdict-nei", "verdict-large", "table-reader",
+         "table-verdict", "sentence-verdict", "sentence-ranker")  # fmt: skip
 # The large reader's graph (~110 MB in int8) ships as parts the runtime joins on first use
 # (runtime/parts.py): the repository keeps files under 50 MB.
 SPLIT_ROLES = ("verdict-large",)

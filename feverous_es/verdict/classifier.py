@@ -56,6 +56,8 @@ from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
 TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
+NEI_MODEL = "verdict-nei"  # the package's model of the NOT ENOUGH INFO call, when installed
+NEI = Label.NOT_ENOUGH_INFO
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ class ClassifierOptions:
     reader); None: the package's ``table-reader`` when installed (``feverous-es train install
     … --as table-reader``), else the reader reads both routes; ``""``: the reader. Its labels
     must be the reader's."""
+    nei_model: str | None = None
+    """The model whose NOT ENOUGH INFO probability the NEI call reads (on the same premises as
+    the reader; the reader still decides SUPPORTS or REFUTES): None: the package's
+    ``verdict-nei`` when installed (a student trained to say NEI where the retrieved evidence
+    does not bear on the claim: its gold pages hidden, its subject invented), ``""`` or none
+    installed: the reader's own. Its labels must hold NOT ENOUGH INFO."""
     nei_above: float = 1.1
     """The reader's NOT ENOUGH INFO probability at or above which the verdict is NEI (over 1:
     never). Chosen 2026-12-01 by ``python -m bench run verdict`` (docs/log/2026-12.md): on
@@ -144,6 +152,9 @@ class ClassifierVerdict:
             )
         self.tables = _feature_model(chosen.table_model, "table")
         self.sentences = _feature_model(chosen.sentence_model, "sentence")
+        self.nei_reader = _nei_reader(chosen.nei_model, context.device)
+        if self.nei_reader is not None and Label.NOT_ENOUGH_INFO not in self.nei_reader.labels:
+            raise ModelError(f"the NEI model {self.nei_reader.model_dir} has no NOT ENOUGH INFO")
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
@@ -203,6 +214,10 @@ class ClassifierVerdict:
             return {}, {}
         on_table = [n < len(reads) and tables[reads[n]] is not None for n in range(len(pairs))]
         rows = self._read_routes(pairs, on_table)
+        if self.nei_reader is not None and self._may_call_nei and NEI in self.labels:
+            # NOT ENOUGH INFO as the NEI model reads the same premises; the rest the reader's
+            said = self.nei_reader.probabilities([c for c, _ in pairs], [p for _, p in pairs])
+            rows[:, self.labels.index(NEI)] = said[:, self.nei_reader.labels.index(NEI)]
         routed = rows[: len(reads)]
         if pages:  # each claim's reading: the mean of its whole evidence's and its pages'
             end = len(reads) + len(sentences)
@@ -255,6 +270,8 @@ class ClassifierVerdict:
             dirs["verdict-cascade"] = packaged_source_dir(self.reader.cascade)
         if self.table_reader is not None:
             dirs["table-reader"] = self.table_reader.model_dir
+        if self.nei_reader is not None and self._may_call_nei:
+            dirs[NEI_MODEL] = self.nei_reader.model_dir
         for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):
             if model is not None:
                 dirs[kind] = model.model_dir
@@ -406,6 +423,16 @@ def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:
         return FeatureClassifier(Path(option), kind)
     if option is None and DEFAULT_MODELS[kind].is_dir():
         return FeatureClassifier(DEFAULT_MODELS[kind], kind)
+    return None
+
+
+def _nei_reader(option: str | None, device: str) -> EntailmentModel | None:
+    """The NEI call's model an option names; by default the package's ``verdict-nei`` when one
+    is installed; none (the reader's own probability) for ``""``."""
+    if option:
+        return EntailmentModel(option, device=device)
+    if option is None and (PACKAGED_MODELS_DIR / NEI_MODEL).is_dir():
+        return EntailmentModel(PACKAGED_MODELS_DIR / NEI_MODEL, device=device)
     return None
 
 
