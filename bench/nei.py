@@ -96,9 +96,7 @@ def with_subject(claim: str, page: str, name: str) -> str | None:
     return " ".join([*words[:start], name + tail, *words[end:]])
 
 
-def nei_claims(
-    lines: dict[str, list[str]], store: Any, per_file: int, seed: int
-) -> list[Claim]:
+def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int) -> list[Claim]:
     """The held-out claims as they are, and ``per_file`` of each file for each NEI kind."""
     rng = random.Random(seed)
     names = invented_names(store, seed)
