@@ -30,10 +30,9 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,20 +40,14 @@ import numpy as np
 
 from bench.context import Context
 from bench.data import MINI, REPO
-from bench.hidden_pages import HiddenPages
 from bench.paired import paired_difference
 from bench.verdict import file_limit, held_out_lines, model_dirs, read_dirs, training_report
 from feverous_es.eval.samples import gold_pages
+from feverous_es.training.hidden_pages import HiddenPages
+from feverous_es.training.invented import invented_names, with_subject
 
 NEI = "NOT ENOUGH INFO"
 SENTENCE_FILES = ("fm2_dev", "feverous_s_dev")
-# Syllables of the invented names: pronounceable, and checked against the dump's titles.
-FIRST = ("Var", "Kel", "Osk", "Mir", "Tal", "Bren", "Dov", "Sel", "Quor", "Lun", "Zar", "Hev")
-SECOND = ("nath", "ivo", "andre", "ette", "ovic", "imbe", "ara", "ostin", "ulme", "ida")
-LAST = ("Olmidge", "Varkstrom", "Quenby", "Tressilov", "Maunder-Fisk", "Orrible", "Kestanova",
-        "Pellweather", "Drobnick", "Ashcombe-Vry", "Yselmont", "Halvarsen-Oduya")  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Claim:
     """A claim as verified here: its kind, file, text, right label and the pages hidden."""
@@ -65,35 +58,6 @@ class Claim:
     text: str
     label: str
     hidden: frozenset[str] = frozenset()
-
-
-def invented_names(store: Any, seed: int) -> Iterator[str]:
-    """Names of no page: each name, and each of its words, matches no title of ``store``."""
-    from feverous_es.index.elements import title_keys
-
-    rng = random.Random(seed)
-    while True:
-        name = f"{rng.choice(FIRST)}{rng.choice(SECOND)} {rng.choice(LAST)}"
-        keys = [k for part in (name, *name.split()) for k in title_keys(part)]
-        if not store.match_titles(keys):
-            yield name
-
-
-def with_subject(claim: str, page: str, name: str) -> str | None:
-    """``claim`` with the words that name ``page`` replaced by ``name`` (None: the claim does
-    not name the page)."""
-    from feverous_es.index.elements import title_keys
-    from feverous_es.retrieve.pages import claim_spans
-
-    spans = claim_spans(claim)
-    found = [spans[k] for k in title_keys(page) if k in spans]
-    if not found:
-        return None
-    start, end = found[0]
-    words = claim.split()
-    # the name keeps the last word's possessive and punctuation ("Schoeman's," -> "Olmidge's,")
-    tail = re.search("(['\u2019]s)?[.,;:!?]*$", words[end - 1]).group(0)  # type: ignore[union-attr]
-    return " ".join([*words[:start], name + tail, *words[end:]])
 
 
 def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int) -> list[Claim]:

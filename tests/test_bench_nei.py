@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.hidden_pages import HiddenPages
-from bench.nei import invented_names, with_subject
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.config import load_config
 from feverous_es.plugins.interfaces import PluginContext
+from feverous_es.training.hidden_pages import HiddenPages
+from feverous_es.training.invented import invented_names, with_subject
 from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
 
 CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."

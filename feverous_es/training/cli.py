@@ -22,6 +22,7 @@ from feverous_es.training.options import (
     work_dir,
 )
 from feverous_es.training.rerank import options as rerank_options
+from feverous_es.training.verdict import nei as nei_training
 from feverous_es.training.verdict import options as verdict_options
 from feverous_es.verdict.readers import DEFAULT_READER, READERS
 
@@ -56,6 +57,25 @@ def verdict_command(options: verdict_options.RunOptions) -> None:
         report = train_verdict(options, progress)
     assert report is not None
     _echo_summary(options.out, report)
+
+
+@train_group.command("verdict-nei")
+@training_options(nei_training.RunOptions)
+def verdict_nei_command(options: nei_training.RunOptions) -> None:
+    """Train the model the verdict's NOT ENOUGH INFO call reads, export it to int8.
+
+    Retrieves each training claim's evidence as it is, with its gold pages hidden and with an
+    invented subject (cached in WORK/nei-premises.jsonl), fine-tunes the start (--from-gpu's
+    student, or --base) on the premises the verdict reads labelled with the claim's label
+    (as is) or NOT ENOUGH INFO, beside --replay NLI pairs (checkpoints in WORK: a rerun
+    resumes), exports the int8 model. Then `train install OUT --as verdict-nei`.
+    """
+    with training_run(options.work) as progress:
+        report = nei_training.run(options, progress)
+    assert report is not None
+    print_json({"out": str(options.out), "kinds": report["kinds"],
+                "parity": report["export"]["parity"], "model_bytes": report["export"]["bytes"],
+                "training_seconds": report["training"]["seconds"]})  # fmt: skip
 
 
 def _echo_summary(out: Path, report: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from elastic_transport import ConnectionTimeout
 from elasticsearch import ConflictError, Elasticsearch
 
 from feverous_es.errors import StoreError
@@ -42,9 +43,12 @@ from feverous_es.errors import StoreError
 _log = logging.getLogger(__name__)
 # The share of the lease a holder may go without a successful lease write and still write data
 # (past it, another may take the lease once the rest has run), and the share a lease write may
-# take before it is given up.
+# take before it is given up, but never under WRITE_MIN seconds (a write waits for a refresh:
+# a second or so on a busy node). Fencing counts from when a write was sent, so a slow write
+# never stretches a hold.
 FENCE_SHARE = 0.5
 WRITE_SHARE = 0.25
+WRITE_MIN = 5.0
 
 
 class LeaseHeld(StoreError):
@@ -84,8 +88,8 @@ class Lease:
         self._ended = False  # released: no renewing after that
         self._written_at = float("-inf")  # the clock when our last applied lease write was sent
         # Lease writes wait a share of the lease, never retried blindly (the module).
-        self._writer = client.options(request_timeout=max(1.0, seconds * WRITE_SHARE),
-                                      max_retries=0)  # fmt: skip
+        self.write_timeout = max(WRITE_MIN, seconds * WRITE_SHARE)
+        self._writer = client.options(request_timeout=self.write_timeout, max_retries=0)
 
     def read(self) -> dict[str, Any] | None:
         """The document as the cluster holds it now (None: none yet)."""
@@ -183,6 +187,11 @@ class Lease:
         try:
             answer = self._writer.index(index=self.index, id=self.doc_id, document=body,
                                         refresh="wait_for", **conditions)  # fmt: skip
+        except ConnectionTimeout:
+            raise StoreError(
+                f"{self.what}: the cluster did not take the lease's write within "
+                f"{self.write_timeout:g} s (it is slow or away); run again to resume"
+            ) from None
         except ConflictError:
             answer = self._own_write_landed(body)
             if answer is None:
