@@ -427,7 +427,8 @@ def test_a_worker_stopped_past_its_lease_then_resumed_damages_nothing(
     client = connect(config)
     try:
         wait_for_a_saved_chunk(client, config, "1", stopped)
-        assert stopped.poll() is None, "part 1 ended before it could be stopped"
+        if stopped.poll() is not None:
+            pytest.fail(f"part 1 ended before it could be stopped: {stopped.communicate()[1]}")
         stopped.send_signal(signal.SIGSTOP)
         try:
             time.sleep(5)  # past its 3 s lease

@@ -49,6 +49,7 @@ _log = logging.getLogger(__name__)
 FENCE_SHARE = 0.5
 WRITE_SHARE = 0.25
 WRITE_MIN = 5.0
+RENEW_SHARE = 0.2  # renewals a lease: two may fail before a holder fences itself
 
 
 class LeaseHeld(StoreError):
@@ -178,7 +179,13 @@ class Lease:
             return False
         return True
 
-    def _write(self, document: dict[str, Any], create: bool = False, until: float | None = None):
+    def _write(
+        self,
+        document: dict[str, Any],
+        create: bool = False,
+        until: float | None = None,
+        refresh: str = "wait_for",
+    ) -> None:
         self.check()
         sent = self._clock()
         held_until = time.time() + self.seconds if until is None else until
@@ -186,14 +193,14 @@ class Lease:
         conditions: dict[str, Any] = {"op_type": "create"} if create else dict(self._version or {})
         try:
             answer = self._writer.index(index=self.index, id=self.doc_id, document=body,
-                                        refresh="wait_for", **conditions)  # fmt: skip
+                                        refresh=refresh, **conditions)  # fmt: skip
         except ConnectionTimeout:
             raise StoreError(
                 f"{self.what}: the cluster did not take the lease's write within "
                 f"{self.write_timeout:g} s (it is slow or away); run again to resume"
             ) from None
         except ConflictError:
-            answer = self._own_write_landed(body)
+            answer = self._own_write_landed(body, refresh)
             if answer is None:
                 self._lost = (
                     f"{self.what} was taken over by another worker (this one's hold ran out): "
@@ -204,7 +211,7 @@ class Lease:
         self._document = document
         self._written_at = sent
 
-    def _own_write_landed(self, body: dict[str, Any]) -> Any:
+    def _own_write_landed(self, body: dict[str, Any], refresh: str) -> Any:
         """After a 409: the answer of this write made again, when the document is still this
         holder's (an earlier write of ours was applied though its answer was lost, so the
         version we held was old); None when another worker holds it."""
@@ -215,7 +222,7 @@ class Lease:
                    "if_primary_term": found.body["_primary_term"]}  # fmt: skip
         try:
             return self._writer.index(index=self.index, id=self.doc_id, document=body,
-                                      refresh="wait_for", **version)  # fmt: skip
+                                      refresh=refresh, **version)  # fmt: skip
         except ConflictError:
             return None
 
@@ -225,15 +232,16 @@ class Lease:
 
     @contextmanager
     def kept(self) -> Iterator[Lease]:
-        """Renew the hold every third of its seconds while the block runs."""
+        """Renew the hold every ``RENEW_SHARE`` of its seconds while the block runs (a renewal
+        rewrites the document as it is, so it waits for no refresh: a read by id sees it)."""
         stop = threading.Event()
 
         def renew() -> None:
-            while not stop.wait(self.seconds / 3) and not self._ended:
+            while not stop.wait(self.seconds * RENEW_SHARE) and not self._ended:
                 try:
                     with self._lock:
                         if not self._ended:
-                            self._write(self._document)
+                            self._write(self._document, refresh="false")
                 except LeaseLost:
                     return
                 except Exception:  # the cluster busy or away: the next write says so, or renews
