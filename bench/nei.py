@@ -48,6 +48,8 @@ from feverous_es.training.invented import invented_names, with_subject
 
 NEI = "NOT ENOUGH INFO"
 SENTENCE_FILES = ("fm2_dev", "feverous_s_dev")
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claim as verified here: its kind, file, text, right label and the pages hidden."""
@@ -123,36 +125,39 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
 
 Rule = Callable[[dict], bool]  # a claim's features -> NOT ENOUGH INFO?
 # The verdict's NEI options (feverous_es.verdict.classifier.ClassifierOptions), each rule a
-# triple of them; a threshold over 1 (0 for covered_below): never.
-NEI_ABOVE = (0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 1.1)
+# triple of them; a threshold over 1: never (nei_covered_below: for every claim).
+NEI_ABOVE = (0.7, 0.8, 0.9, 0.93, 0.95, 0.96, 0.97, 0.98, 0.99, 1.1)
 NEI_UNNAMED_ABOVE = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 1.1)
-COVERED_BELOW = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)
+NEI_COVERED_BELOW = (0.5, 0.6, 0.7, 0.8, 0.9, 1.1)
 
 
-def rule_name(nei_above: float, nei_unnamed_above: float, covered_below: float) -> str:
+def rule_name(nei_above: float, nei_unnamed_above: float, nei_covered_below: float) -> str:
     """A rule's name in the record (no dots: a figure's key is a dotted path)."""
     return (f"nei_above {nei_above:.0%}, nei_unnamed_above {nei_unnamed_above:.0%}, "
-            f"covered_below {covered_below:.0%}")  # fmt: skip
+            f"nei_covered_below {nei_covered_below:.0%}")  # fmt: skip
 
 
-DEFAULT_RULE = rule_name(1.1, 1.1, 0.0)  # never NEI: the default until this condition chose one
+DEFAULT_RULE = rule_name(1.1, 1.1, 1.1)  # never NEI: the default until this condition chose one
 
 
 def rules() -> dict[str, tuple[Rule, dict[str, float]]]:
     """Every triple of the verdict's NEI options as a rule on a claim's features, as
     ``ClassifierVerdict._decide`` applies them: NEI when the evidence holds less than
-    ``covered_below`` of the claim's words, or the reader's NEI probability reaches
-    ``nei_above`` (where no evidence comes from a page the claim names, ``nei_unnamed_above``)."""
+    ``nei_covered_below`` of the claim's words and the NEI probability reaches ``nei_above``
+    (where no evidence comes from a page the claim names, ``nei_unnamed_above``)."""
     found: dict[str, tuple[Rule, dict[str, float]]] = {}
-    for above, unnamed, covered in itertools.product(NEI_ABOVE, NEI_UNNAMED_ABOVE, COVERED_BELOW):
+    product = itertools.product(NEI_ABOVE, NEI_UNNAMED_ABOVE, NEI_COVERED_BELOW)
+    for above, unnamed, covered in product:
         if unnamed >= above and unnamed <= 1.0:
             continue  # the same rule as unnamed over 1
+        if min(above, unnamed) > 1.0 and covered <= 1.0:
+            continue  # never NEI whatever the gate: the default's rule
         threshold = {True: above, False: min(above, unnamed)}
 
         def rule(f: dict, threshold: dict = threshold, covered: float = covered) -> bool:
-            return f["covered"] < covered or f["nei"] >= threshold[f["named"]]
+            return f["covered"] < covered and f["nei"] >= threshold[f["named"]]
 
-        options = {"nei_above": above, "nei_unnamed_above": unnamed, "covered_below": covered}
+        options = {"nei_above": above, "nei_unnamed_above": unnamed, "nei_covered_below": covered}
         found[rule_name(above, unnamed, covered)] = (rule, options)
     return found
 

@@ -32,7 +32,7 @@ def test_coverage_and_naming_read_the_evidence_as_a_person_would(sample_index: P
 
 def test_a_claim_no_evidence_decides_is_nei_and_says_why(sample_index: Path, tmp_path: Path):
     config = tmp_path / "nei.toml"
-    config.write_text("[options.verdict]\nnei_unnamed_above = 0.3\ncovered_below = 0.7\n")
+    config.write_text("[options.verdict]\nnei_unnamed_above = 0.3\nnei_covered_below = 0.95\n")
 
     def verify(claim: str, *more: str) -> str:
         args = ["verify", claim, "--index", str(sample_index), "--config", str(config), *more]
@@ -51,8 +51,17 @@ def test_a_claim_no_evidence_decides_is_nei_and_says_why(sample_index: Path, tmp
 
 
 def test_the_options_decide_nei_as_documented(sample_index: Path) -> None:
-    config = load_config(None).with_stage_options("verdict", covered_below=1.01)
-    with Pipeline.open(sample_index, config=config) as pipeline:
-        verdict = pipeline.verify(TRUE).verdict  # 1.01: more than every word
-    assert verdict.label is Label.NOT_ENOUGH_INFO and "88% of the claim's words" in verdict.why
-    assert "no evidence comes from a page" not in verdict.why  # the claim's page was found
+    """The call is made where the evidence holds fewer of the claim's words than the gate;
+    the claim's evidence holds 7 of its 8 (88 %)."""
+    said = {}
+    for gate in (1.01, 0.8):
+        config = load_config(None).with_stage_options(
+            "verdict", nei_above=0.0, nei_covered_below=gate
+        )
+        with Pipeline.open(sample_index, config=config) as pipeline:
+            said[gate] = pipeline.verify(TRUE).verdict
+    assert (
+        said[1.01].label is Label.NOT_ENOUGH_INFO and "88% of the claim's words" in said[1.01].why
+    )
+    assert "no evidence comes from a page" not in said[1.01].why  # the claim's page was found
+    assert said[0.8].label is Label.SUPPORTS and said[0.8].why == ""

@@ -9,8 +9,9 @@ sentence_premise`; labels from its ``config.json``'s ``id2label``). A route with
 with the entailment probabilities among its features when it was trained on them (stacking); a
 route without one (the sentence route, by default) takes the entailment model's answer, read
 on the whole evidence and on the page the claim names first alone (``page_premises``). NOT
-ENOUGH INFO is the entailment model's call when ``nei_above`` turns it on (off by default): for
-a claim routed to a table, on the table and on the sentences, both. The options, each with what
+ENOUGH INFO is the NEI model's call (``nei_model``, the package's ``verdict-nei``), on the same
+premises, where the evidence holds too few of the claim's words: for a claim routed to a table,
+on the table and on the sentences, both. The options, each with what
 chose its default: :class:`ClassifierOptions`.
 """
 
@@ -99,20 +100,22 @@ class ClassifierOptions:
     ``verdict-nei`` when installed (a student trained to say NEI where the retrieved evidence
     does not bear on the claim: its gold pages hidden, its subject invented), ``""`` or none
     installed: the reader's own. Its labels must hold NOT ENOUGH INFO."""
-    nei_above: float = 1.1
-    """The reader's NOT ENOUGH INFO probability at or above which the verdict is NEI (over 1:
-    never). Chosen 2026-12-01 by ``python -m bench run verdict`` (docs/log/2026-12.md): on
-    the held-out FM2, FEVEROUS-S and TabFact claims the call at 0.9 only took right answers
-    away (-2.5 / -1.9 / -0.1 points), and weighed against the claims with their gold evidence
-    removed, on a mix of 5 % NEI claims (FEVEROUS's share) no threshold gained a point. Where
-    many claims may be unanswerable (a fifth, as in the shared task's test set), 0.9 pays."""
+    nei_above: float = 0.96
+    """The NOT ENOUGH INFO probability (``nei_model``'s) at or above which the verdict is NEI,
+    where ``nei_covered_below`` lets the call be made (over 1: never). Chosen 2026-12-04 with
+    ``nei_covered_below`` by ``python -m bench run nei`` (docs/log/2026-12.md): the most
+    accurate pair on the claims that need NEI (gold pages hidden, table hidden, invented
+    subjects) beside the held-out dev claims, among those costing FM2 and FEVEROUS-S at most a
+    point and TabFact nothing."""
     nei_unnamed_above: float = 1.1
     """For a claim whose evidence comes from no page it names (its subject is not in the index,
-    or retrieval did not find it): the reader's NOT ENOUGH INFO probability at or above which
-    the verdict is NEI (over 1: never; ``nei_above`` holds for it too)."""
-    covered_below: float = 0.0
-    """The verdict is NOT ENOUGH INFO when the evidence holds fewer than this share of the
-    claim's words (:func:`coverage`: its tokens but stop words, numbers included); 0: never."""
+    or retrieval did not find it): the NEI probability at or above which the verdict is NEI
+    (over 1: never; ``nei_above`` holds for it too). The ``nei`` condition chose none."""
+    nei_covered_below: float = 0.9
+    """The NOT ENOUGH INFO call is made only for a claim whose evidence holds less than this
+    share of its words (:func:`coverage`: its tokens but stop words, numbers included); over
+    1: for any claim. Where the evidence holds the claim's words it speaks of what the claim
+    says, and the reader's SUPPORTS or REFUTES stands."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
     one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what
@@ -243,7 +246,7 @@ class ClassifierVerdict:
     def _may_call_nei(self) -> bool:
         options = self.options
         lowest = min(options.nei_above, options.nei_unnamed_above)
-        return Label.NOT_ENOUGH_INFO in self.labels and (lowest <= 1.0 or options.covered_below > 0)
+        return Label.NOT_ENOUGH_INFO in self.labels and lowest <= 1.0
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
         """Whether a claim on ``route`` needs the entailment model: it answers alone, the
@@ -313,11 +316,12 @@ class ClassifierVerdict:
         """A claim's verdict, decided here alone, from its route's probabilities ``row`` (over
         ``labels``: the reader's, or a feature model's), the reader's rows of the premises it
         read (``nei_rows``) and what retrieval ``found``: SUPPORTS or REFUTES, whichever is
-        likelier; NOT ENOUGH INFO when the reader's NEI probability, the lowest over
-        ``nei_rows``, reaches ``nei_above`` (or, where no evidence comes from a page the claim
-        names, ``nei_unnamed_above``), or when the evidence holds less than ``covered_below``
-        of the claim's words. The verdict's ``probability`` is its label's entry among the
-        probabilities a user reads (the route's, with the reader's NEI probability)."""
+        likelier; NOT ENOUGH INFO when the evidence holds less than ``nei_covered_below`` of
+        the claim's words and the NEI probability (the NEI model's, else the reader's), the
+        lowest over ``nei_rows``, reaches ``nei_above`` (or, where no evidence comes from a
+        page the claim names, ``nei_unnamed_above``). The verdict's ``probability`` is its
+        label's entry among the probabilities a user reads (the route's, with that NEI
+        probability)."""
         decided = [i for i, label in enumerate(labels) if label is not Label.NOT_ENOUGH_INFO]
         best = max(decided, key=lambda i: row[i])
         p = float(row[best] / max(row[decided].sum(), 1e-9))
@@ -331,9 +335,7 @@ class ClassifierVerdict:
                 threshold = options.nei_above
                 if not found.named:
                     threshold = min(threshold, options.nei_unnamed_above)
-                if found.covered < options.covered_below:
-                    label, why = Label.NOT_ENOUGH_INFO, found.reason()
-                elif unsure >= threshold:
+                if found.covered < options.nei_covered_below and unsure >= threshold:
                     label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
 
@@ -351,15 +353,13 @@ class Found:
     def of(cls, claim: str, evidence: Sequence[Candidate]) -> Found:
         return cls(names_a_page(claim, evidence), coverage(claim, evidence))
 
-    def reason(self, unsure: float | None = None) -> str:
+    def reason(self, unsure: float) -> str:
         """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict: what
-        retrieval missed, and (``unsure``: the reader's NEI probability) what the reader found."""
-        said = [f"the evidence holds {self.covered:.0%} of the claim's words"]
+        retrieval missed, and (``unsure``: the NEI probability) what the model read in it."""
+        said = [f"the evidence holds {self.covered:.0%} of the claim's words",
+                f"nothing in it bears on the claim (NOT ENOUGH INFO {unsure:.2f})"]  # fmt: skip
         if not self.named:
             said.insert(0, "no evidence comes from a page the claim names")
-        if unsure is not None:
-            said.append(f"the reader found nothing in it that decides the claim (NOT ENOUGH "
-                        f"INFO {unsure:.2f})")  # fmt: skip
         return "; ".join(said)
 
 
