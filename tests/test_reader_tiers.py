@@ -261,7 +261,7 @@ def test_the_wheel_ships_every_model_the_default_pipeline_opens() -> None:
 
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     globs = pyproject["tool"]["setuptools"]["package-data"]["feverous_es"]
-    roles = {*READERS["default"], "embedder", "sentence-ranker", "table-verdict"}
+    roles = {*READERS["default"], "embedder", "sentence-ranker", "table-verdict", "verdict-nei"}
     for role in roles:
         files = [f"models/{role}/{p.name}" for p in (PACKAGED_MODELS_DIR / role).iterdir()]
         assert files and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), role
