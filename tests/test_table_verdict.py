@@ -172,14 +172,16 @@ def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answe
     trained, sample_index
 ) -> None:
     """A claim routed to its table, with a sentence beside the cells, and the NOT ENOUGH INFO
-    call on (``nei_above``): the table premise alone reading NOT ENOUGH INFO does not make the
-    verdict NEI while the sentences answer it. The default makes no NEI call at all."""
+    call on (``nei_above``, the reader's own probability): the table premise alone reading NOT
+    ENOUGH INFO does not make the verdict NEI while the sentences answer it; with the call off,
+    no claim is NEI."""
     out, _ = trained
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        verdict = ClassifierVerdict(context, table_model=str(out), nei_above=0.9)
-        default = ClassifierVerdict(context, table_model=str(out))
+        reader_nei = {"table_model": str(out), "nei_model": "", "nei_covered_below": 1.1}
+        verdict = ClassifierVerdict(context, **reader_nei, nei_above=0.9)
+        default = ClassifierVerdict(context, **reader_nei, nei_above=1.1)
         table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         evidence = with_tables([*cells, Candidate(sentence, 1.0)], store)
@@ -258,7 +260,9 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
         model_dir, _ = tiny_classifier
-        verdict = ClassifierVerdict(context, model=str(model_dir), table_model=str(options.out))
+        verdict = ClassifierVerdict(
+            context, model=str(model_dir), table_model=str(options.out), nei_model=""
+        )
         claim = claims[0]
         page = claim.table.rpartition("_table_")[0]
         cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.in_cell_budget]

@@ -68,7 +68,7 @@ def test_train_verdict_nei_reads_hidden_and_invented_claims_and_ships_a_model(
     assert report["training"]["replayed"] == 1 and sum(report["kinds"].values()) == 7
     installed = install_packaged(out, "verdict-nei", into=tmp_path / "models")
     config = load_config(None).with_stage_options(
-        "verdict", nei_model=str(installed), nei_above=0.0, model="default"
+        "verdict", nei_model=str(installed), nei_above=0.0, nei_covered_below=1.1, model="default"
     )
     with Pipeline.open(sample_index, config=config) as pipeline:
         verdict = pipeline.verify(CLAIMS[0][0]).verdict

@@ -167,13 +167,15 @@ class ClassifierVerdict:
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
         entailment, sentence_rows = self._read_premises(batch, tables, reads)
+        said_nei = self._read_nei(batch, tables)
         verdicts: list[Verdict] = []
         for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
             nei_rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
+            unsure = said_nei.get(i, self._reader_nei(nei_rows))
             # what retrieval found, read only where a NEI rule is on (off: no work a claim)
             found = Found.of(query.text, ev) if self._may_call_nei else None
             if route is None:
-                verdicts.append(self._decide(self.labels, entailment[i], nei_rows, found))
+                verdicts.append(self._decide(self.labels, entailment[i], unsure, found))
                 continue
             if table is not None:
                 features = table_claim_features(query.text, table)
@@ -182,7 +184,7 @@ class ClassifierVerdict:
             if route.stacked:
                 features = np.concatenate([features, self.stacking_features(entailment[i])])
             row = route.probabilities(features[None, :])[0]
-            verdicts.append(self._decide(route.labels, row, nei_rows, found))
+            verdicts.append(self._decide(route.labels, row, unsure, found))
         return [
             replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
@@ -199,7 +201,8 @@ class ClassifierVerdict:
         sentences too: such a claim is NOT ENOUGH INFO only when neither holds the answer (on
         held-out FEVEROUS-S claims the table premise alone turned 3 % of claims with their
         evidence found into NEI, the lower of the two 1 %: docs/log/verdict-2026-11.md)."""
-        read_both = [i for i in reads if tables[i] is not None and self._may_call_nei]
+        reader_nei = self._may_call_nei and self.nei_reader is None
+        read_both = [i for i in reads if tables[i] is not None and reader_nei]
         sentences = {
             i: text for i in read_both
             if (text := sentence_premise(batch[i][1]))
@@ -217,10 +220,6 @@ class ClassifierVerdict:
             return {}, {}
         on_table = [n < len(reads) and tables[reads[n]] is not None for n in range(len(pairs))]
         rows = self._read_routes(pairs, on_table)
-        if self.nei_reader is not None and self._may_call_nei and NEI in self.labels:
-            # NOT ENOUGH INFO as the NEI model reads the same premises; the rest the reader's
-            said = self.nei_reader.probabilities([c for c, _ in pairs], [p for _, p in pairs])
-            rows[:, self.labels.index(NEI)] = said[:, self.nei_reader.labels.index(NEI)]
         routed = rows[: len(reads)]
         if pages:  # each claim's reading: the mean of its whole evidence's and its pages'
             end = len(reads) + len(sentences)
@@ -233,6 +232,39 @@ class ClassifierVerdict:
             dict(zip(reads, routed, strict=True)),
             dict(zip(sentences, rows[len(reads) : len(reads) + len(sentences)], strict=True)),
         )
+
+    def _read_nei(
+        self, batch: Sequence[tuple[Query, Sequence[Candidate]]], tables: Sequence[Table | None]
+    ) -> dict[int, float]:
+        """Where the call may be made, each claim's NOT ENOUGH INFO probability as the NEI model
+        reads the premises the reader reads: the mean over a sentence claim's (the whole
+        evidence, the named page alone), the lower of a table claim's table and sentences (such
+        a claim is NEI only when neither holds the answer). None read without a NEI model."""
+        if self.nei_reader is None or not self._may_call_nei:
+            return {}
+        premises: list[tuple[int, str]] = []
+        for i, ((query, ev), table) in enumerate(zip(batch, tables, strict=True)):
+            premises.append((i, _premise(query.text, ev, table)))  # as the reader reads it
+            if table is not None and (sentences := sentence_premise(ev)):
+                premises.append((i, sentences))
+            elif table is None:
+                pages = page_premises(query.text, ev, self.options.page_premises)
+                premises += [(i, page) for page in pages]
+        said = self.nei_reader.probabilities(
+            [batch[i][0].text for i, _ in premises], [text for _, text in premises]
+        )[:, self.nei_reader.labels.index(NEI)]
+        by_claim: dict[int, list[float]] = {}
+        for (i, _), p in zip(premises, said.tolist(), strict=True):
+            by_claim.setdefault(i, []).append(p)
+        return {
+            i: min(ps) if tables[i] is not None else sum(ps) / len(ps) for i, ps in by_claim.items()
+        }
+
+    def _reader_nei(self, nei_rows: Sequence[np.ndarray]) -> float | None:
+        """The reader's NOT ENOUGH INFO probability over the premises it read: the lowest."""
+        if not nei_rows or NEI not in self.labels:
+            return None
+        return min(float(r[self.labels.index(NEI)]) for r in nei_rows)
 
     @staticmethod
     def _read(
@@ -250,8 +282,8 @@ class ClassifierVerdict:
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
         """Whether a claim on ``route`` needs the entailment model: it answers alone, the
-        feature model stacks on it, or it may call NOT ENOUGH INFO."""
-        return route is None or route.stacked or self._may_call_nei
+        feature model stacks on it, or its NOT ENOUGH INFO call reads it (no NEI model)."""
+        return route is None or route.stacked or (self._may_call_nei and self.nei_reader is None)
 
     def score_evidence(self, claim: str, evidence: Sequence[Candidate]) -> list[dict[Label, float]]:
         """The entailment model's label probabilities for each piece of ``evidence`` read on
@@ -310,16 +342,16 @@ class ClassifierVerdict:
         self,
         labels: Sequence[Label],
         row: np.ndarray,
-        nei_rows: Sequence[np.ndarray],
+        unsure: float | None,
         found: Found | None,
     ) -> Verdict:
         """A claim's verdict, decided here alone, from its route's probabilities ``row`` (over
-        ``labels``: the reader's, or a feature model's), the reader's rows of the premises it
-        read (``nei_rows``) and what retrieval ``found``: SUPPORTS or REFUTES, whichever is
-        likelier; NOT ENOUGH INFO when the evidence holds less than ``nei_covered_below`` of
-        the claim's words and the NEI probability (the NEI model's, else the reader's), the
-        lowest over ``nei_rows``, reaches ``nei_above`` (or, where no evidence comes from a
-        page the claim names, ``nei_unnamed_above``). The verdict's ``probability`` is its
+        ``labels``: the reader's, or a feature model's), its NOT ENOUGH INFO probability
+        ``unsure`` (:meth:`_read_nei`, else the reader's) and what retrieval ``found``:
+        SUPPORTS or REFUTES, whichever is likelier; NOT ENOUGH INFO when the evidence holds
+        less than ``nei_covered_below`` of the claim's words and ``unsure`` reaches
+        ``nei_above`` (or, where no evidence comes from a page the claim names,
+        ``nei_unnamed_above``). The verdict's ``probability`` is its
         label's entry among the probabilities a user reads (the route's, with that NEI
         probability)."""
         decided = [i for i, label in enumerate(labels) if label is not Label.NOT_ENOUGH_INFO]
@@ -327,9 +359,8 @@ class ClassifierVerdict:
         p = float(row[best] / max(row[decided].sum(), 1e-9))
         label, why = labels[best], ""
         probabilities = dict(zip(labels, map(float, row), strict=True))
-        if nei_rows and Label.NOT_ENOUGH_INFO in self.labels:
-            nei = self.labels.index(Label.NOT_ENOUGH_INFO)
-            unsure = probabilities[Label.NOT_ENOUGH_INFO] = min(float(r[nei]) for r in nei_rows)
+        if unsure is not None:
+            probabilities[Label.NOT_ENOUGH_INFO] = unsure
             if found is not None:  # a NEI rule is on
                 options = self.options
                 threshold = options.nei_above
