@@ -221,8 +221,12 @@ def docker_install(work: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--step", choices=("readme", "docker"), action="append",
-                        help="run only this step (repeat for more; default: every step)")
+    parser.add_argument(
+        "--step",
+        choices=("readme", "docker"),
+        action="append",
+        help="run only this step (repeat for more; default: every step)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="feverous-es-first-run-"))
     try:

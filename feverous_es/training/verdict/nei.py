@@ -28,6 +28,7 @@ from feverous_es.eval.samples import gold_pages
 from feverous_es.params import EXISTING_FOLDER, PATH, option, option_like
 from feverous_es.training import common, datasets
 from feverous_es.training.bases import resolve_base
+from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.entailment_data import nli_pairs
 from feverous_es.training.progress import QUIET, Progress
 from feverous_es.training.verdict.evidence import read_labelled_claims
@@ -74,9 +75,11 @@ class RunOptions(common.RunOptions):
 
 @dataclass(frozen=True)
 class NeiClaim:
+    """A training claim as one kind reads it: its ``text`` (the subject changed, for an
+    invented one), the label the kind gives it, and the pages hidden from retrieval."""
+
     kind: str
-    source: str
-    id: str
+    of: TrainingClaim
     text: str
     label: str
     hidden: frozenset[str] = frozenset()
@@ -102,11 +105,11 @@ def training_claims(options: RunOptions, store: Any) -> list[NeiClaim]:
         for n, row in enumerate(rows):
             pages = sorted(gold_pages(records[row.id]))
             hidden = frozenset(unicodedata.normalize("NFD", p) for p in pages)
-            claims.append(NeiClaim(AS_IS, row.source, row.id, row.claim, row.label))
-            claims.append(NeiClaim(HIDDEN, row.source, row.id, row.claim, LABELS[2], hidden))
+            claims.append(NeiClaim(AS_IS, row, row.claim, row.label))
+            claims.append(NeiClaim(HIDDEN, row, row.claim, LABELS[2], hidden))
             changed = with_subject(row.claim, pages[0], next(names)) if pages else None
             if changed and n < len(rows) // 3:
-                claims.append(NeiClaim(INVENTED, row.source, row.id, changed, LABELS[2]))
+                claims.append(NeiClaim(INVENTED, row, changed, LABELS[2]))
     return claims
 
 
@@ -132,18 +135,19 @@ def premises(options: RunOptions, progress: Progress) -> list[dict[str, Any]]:
         options.work.mkdir(parents=True, exist_ok=True)
         with cache.open("a", encoding="utf-8") as out:
             for n, claim in enumerate(claims):
-                if (claim.kind, claim.source, claim.id) not in done:
+                key = (claim.kind, claim.of.source, claim.of.id)
+                if key not in done:
                     view.hidden = claim.hidden
                     evidence = pipeline.retrieve(claim.text).evidence
                     sentences = evidence_table(claim.text, evidence) is None
-                    row = {"kind": claim.kind, "source": claim.source, "id": claim.id,
+                    row = {"kind": claim.kind, "source": claim.of.source, "id": claim.of.id,
                            "claim": claim.text, "label": claim.label,
                            "premises": [sentence_premise(evidence),
                                         *page_premises(claim.text, evidence, 1)]
                            if sentences else []}  # fmt: skip
                     out.write(json.dumps(row) + "\n")
                     out.flush()
-                    done[claim.kind, claim.source, claim.id] = row
+                    done[key] = row
                 if counter:
                     counter(n + 1, len(claims))
     finally:
