@@ -150,14 +150,13 @@ class GuardedH11Protocol(H11Protocol):
         peer = transport.get_extra_info("peername")
         client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         refused = self.guard.admit(client)
-        sock = transport.get_extra_info("socket")
         if refused is not None:
             # a fresh socket's buffer is empty: the answer goes to the kernel at once
             transport.write(_CLIENT_FULL_ANSWER if refused == CLIENT_CAP else _FULL_ANSWER)
             transport.abort()
             return
         self._client = client
-        if sock is not None:
+        if (sock := transport.get_extra_info("socket")) is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         super().connection_made(transport)
         # every later cycle writes through the count (uvicorn hands them self.transport)

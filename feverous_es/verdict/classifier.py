@@ -166,12 +166,20 @@ class ClassifierVerdict:
         routes = [self.tables if table is not None else self.sentences for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
-        entailment, sentence_rows = self._read_premises(batch, tables, reads)
-        said_nei = self._read_nei(batch, tables)
+        premises = [
+            ClaimPremises.of(query.text, ev, table, self.options.page_premises)
+            for (query, ev), table in zip(batch, tables, strict=True)
+        ]
+        claims = [query.text for query, _ in batch]
+        entailment, sentence_rows = self._read_premises(claims, premises, reads)
+        said_nei = self._read_nei(claims, premises)
         verdicts: list[Verdict] = []
         for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
-            nei_rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
-            unsure = said_nei.get(i, self._reader_nei(nei_rows))
+            if i in said_nei:
+                unsure: float | None = said_nei[i]
+            else:
+                rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
+                unsure = self._reader_nei(rows)
             # what retrieval found, read only where a NEI rule is on (off: no work a claim)
             found = Found.of(query.text, ev) if self._may_call_nei else None
             if route is None:
@@ -191,10 +199,7 @@ class ClassifierVerdict:
         ]
 
     def _read_premises(
-        self,
-        batch: Sequence[tuple[Query, Sequence[Candidate]]],
-        tables: Sequence[Table | None],
-        reads: Sequence[int],
+        self, claims: Sequence[str], premises: Sequence[ClaimPremises], reads: Sequence[int]
     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
         """The entailment probabilities of the claims ``reads`` names against their route's
         premise, and, where the verdict may call NEI, of the table-routed ones against their
@@ -202,23 +207,17 @@ class ClassifierVerdict:
         held-out FEVEROUS-S claims the table premise alone turned 3 % of claims with their
         evidence found into NEI, the lower of the two 1 %: docs/log/verdict-2026-11.md)."""
         reader_nei = self._may_call_nei and self.nei_reader is None
-        read_both = [i for i in reads if tables[i] is not None and reader_nei]
         sentences = {
-            i: text for i in read_both
-            if (text := sentence_premise(batch[i][1]))
+            i: premises[i].sentences for i in reads
+            if reader_nei and premises[i].on_table and premises[i].sentences
         }  # fmt: skip
-        pairs = [
-            (batch[i][0].text, _premise(batch[i][0].text, batch[i][1], tables[i])) for i in reads
-        ]
-        pairs += [(batch[i][0].text, text) for i, text in sentences.items()]
-        pages = [
-            (n, page) for n, i in enumerate(reads) if tables[i] is None
-            for page in page_premises(batch[i][0].text, batch[i][1], self.options.page_premises)
-        ]  # fmt: skip
+        pairs = [(claims[i], premises[i].route) for i in reads]
+        pairs += [(claims[i], text) for i, text in sentences.items()]
+        pages = [(n, page) for n, i in enumerate(reads) for page in premises[i].pages]
         pairs += [(pairs[n][0], page) for n, page in pages]
         if not pairs:
             return {}, {}
-        on_table = [n < len(reads) and tables[reads[n]] is not None for n in range(len(pairs))]
+        on_table = [n < len(reads) and premises[reads[n]].on_table for n in range(len(pairs))]
         rows = self._read_routes(pairs, on_table)
         routed = rows[: len(reads)]
         if pages:  # each claim's reading: the mean of its whole evidence's and its pages'
@@ -234,7 +233,7 @@ class ClassifierVerdict:
         )
 
     def _read_nei(
-        self, batch: Sequence[tuple[Query, Sequence[Candidate]]], tables: Sequence[Table | None]
+        self, claims: Sequence[str], premises: Sequence[ClaimPremises]
     ) -> dict[int, float]:
         """Where the call may be made, each claim's NOT ENOUGH INFO probability as the NEI model
         reads the premises the reader reads: the mean over a sentence claim's (the whole
@@ -242,22 +241,15 @@ class ClassifierVerdict:
         a claim is NEI only when neither holds the answer). None read without a NEI model."""
         if self.nei_reader is None or not self._may_call_nei:
             return {}
-        premises: list[tuple[int, str]] = []
-        for i, ((query, ev), table) in enumerate(zip(batch, tables, strict=True)):
-            premises.append((i, _premise(query.text, ev, table)))  # as the reader reads it
-            if table is not None and (sentences := sentence_premise(ev)):
-                premises.append((i, sentences))
-            elif table is None:
-                pages = page_premises(query.text, ev, self.options.page_premises)
-                premises += [(i, page) for page in pages]
+        read = [(i, text) for i, claim in enumerate(premises) for text in claim.all()]
         said = self.nei_reader.probabilities(
-            [batch[i][0].text for i, _ in premises], [text for _, text in premises]
+            [claims[i] for i, _ in read], [text for _, text in read]
         )[:, self.nei_reader.labels.index(NEI)]
         by_claim: dict[int, list[float]] = {}
-        for (i, _), p in zip(premises, said.tolist(), strict=True):
+        for (i, _), p in zip(read, said.tolist(), strict=True):
             by_claim.setdefault(i, []).append(p)
         return {
-            i: min(ps) if tables[i] is not None else sum(ps) / len(ps) for i, ps in by_claim.items()
+            i: min(ps) if premises[i].on_table else sum(ps) / len(ps) for i, ps in by_claim.items()
         }
 
     def _reader_nei(self, nei_rows: Sequence[np.ndarray]) -> float | None:
@@ -439,11 +431,27 @@ def page_premises(claim: str, evidence: Sequence[Candidate], pages: int) -> list
     return [sentence_premise(by_page[page], one_title=False) for page in ordered[:pages]]
 
 
-def _premise(claim: str, evidence: Sequence[Candidate], table: Table | None) -> str:
-    """What the entailment model reads: the routed table, else the evidence's sentences."""
-    if table is not None:
-        return table_premise(claim, table)
-    return sentence_premise(evidence)
+@dataclass(frozen=True)
+class ClaimPremises:
+    """What the verdict's readers read of one claim's evidence, built once for all of them."""
+
+    route: str  # the routed table, else the evidence's sentences
+    on_table: bool
+    sentences: str = ""  # a table-routed claim's sentences (its NEI call reads both)
+    pages: tuple[str, ...] = ()  # a sentence claim's pages read alone (:func:`page_premises`)
+
+    @classmethod
+    def of(
+        cls, claim: str, evidence: Sequence[Candidate], table: Table | None, pages: int
+    ) -> ClaimPremises:
+        if table is not None:
+            return cls(table_premise(claim, table), True, sentence_premise(evidence))
+        read_alone = tuple(page_premises(claim, evidence, pages))
+        return cls(sentence_premise(evidence), False, pages=read_alone)
+
+    def all(self) -> list[str]:
+        """Every premise of the claim, its route's first."""
+        return [self.route, *([self.sentences] if self.sentences else []), *self.pages]
 
 
 def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:

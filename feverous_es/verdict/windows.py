@@ -56,7 +56,7 @@ def sentence_spans(text: str, language: str = "en") -> list[Span]:
 class Window:
     """A run of a source's sentences the reader reads at once: its ``span`` in the source as
     read (the text rule applied), its ``sentences``, and ``sent``: the same span in the source
-    as the user sent it (:func:`as_sent`; None: not mapped)."""
+    as the user sent it (:func:`sent_span`; None: not mapped)."""
 
     span: Span
     sentences: tuple[Span, ...]
