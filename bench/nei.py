@@ -10,6 +10,8 @@ The claims, each kind apart in the figures:
 * ``pages hidden``: FM2 and FEVEROUS-S held-out claims verified with their gold pages hidden
   from retrieval (:class:`~bench.hidden_pages.HiddenPages`): nothing in the index decides them,
   NOT ENOUGH INFO is right;
+* ``facts hidden``: FM2 and FEVEROUS-S held-out claims whose gold evidence is sentences,
+  verified with those sentences hidden (their subject's page found without the fact): NEI;
 * ``table hidden``: TabFact held-out claims with their gold table's page hidden: NEI;
 * ``invented``: FM2 and FEVEROUS-S held-out claims whose subject (the span that names the gold
   page) is replaced by a name no page of the dump holds (:func:`invented_names`, each checked
@@ -42,7 +44,7 @@ from bench.context import Context
 from bench.data import MINI, REPO
 from bench.paired import paired_difference
 from bench.verdict import file_limit, held_out_lines, model_dirs, read_dirs, training_report
-from feverous_es.eval.samples import gold_pages
+from feverous_es.eval.samples import gold_pages, gold_sentences
 from feverous_es.training.hidden_pages import HiddenPages
 from feverous_es.training.invented import invented_names, with_subject
 
@@ -52,7 +54,8 @@ SENTENCE_FILES = ("fm2_dev", "feverous_s_dev")
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim as verified here: its kind, file, text, right label and the pages hidden."""
+    """A claim as verified here: its kind, file, text, right label and the pages and elements
+    hidden."""
 
     kind: str
     source: str
@@ -60,6 +63,7 @@ class Claim:
     text: str
     label: str
     hidden: frozenset[str] = frozenset()
+    elements: frozenset[str] = frozenset()
 
 
 def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int) -> list[Claim]:
@@ -75,6 +79,11 @@ def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int
             pages = frozenset(unicodedata.normalize("NFD", p) for p in gold_pages(r))
             claims.append(Claim(hidden, source, str(r["id"]), r["claim"], NEI, pages))
         if source in SENTENCE_FILES:
+            facts = [(r, ids) for r in records if (ids := gold_sentences(r))]
+            chooser = random.Random(f"{seed} facts {source}")  # the other kinds' draws unchanged
+            for r, ids in chooser.sample(facts, min(per_file, len(facts))):
+                claims.append(Claim("facts hidden", source, str(r["id"]), r["claim"], NEI,
+                                    elements=ids))  # fmt: skip
             invented = 0
             for r in records:
                 pages = sorted(gold_pages(r))
@@ -106,20 +115,20 @@ def features(result: Any) -> dict[str, Any]:
 
 
 def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: int) -> list[dict]:
-    """Each claim's :func:`features`, in order: those with hidden pages one at a time (the
-    view hides a claim's pages), the others in batches."""
+    """Each claim's :func:`features`, in order: those with hidden pages or elements one at a
+    time (the view hides a claim's), the others in batches."""
     from rich.progress import track
 
     found: list[dict] = [{}] * len(claims)
-    open_ = [i for i, c in enumerate(claims) if not c.hidden]
-    hidden = [i for i, c in enumerate(claims) if c.hidden]
+    open_ = [i for i, c in enumerate(claims) if not (c.hidden or c.elements)]
+    hidden = [i for i, c in enumerate(claims) if c.hidden or c.elements]
     groups = [open_[s : s + batch] for s in range(0, len(open_), batch)] + [[i] for i in hidden]
     for group in track(groups, description="claims", transient=True):
-        view.hidden = claims[group[0]].hidden
+        view.hidden, view.elements = claims[group[0]].hidden, claims[group[0]].elements
         for i, result in zip(group, pipeline.verify_many([claims[i].text for i in group]),
                              strict=True):  # fmt: skip
             found[i] = features(result)
-    view.hidden = frozenset()
+    view.hidden = view.elements = frozenset()
     return found
 
 
@@ -218,9 +227,11 @@ def nei_rules(
     nei_per_file: int = 150,
     seed: int = 0,
     batch_size: int = 16,
+    nei_model: str | None = None,
 ) -> dict[str, Any]:
     """The module's claims read once, then every rule of :func:`rules` scored on them, and the
-    rule chosen two-fold."""
+    rule chosen two-fold; ``nei_model``: a NEI model read instead of the default's (a candidate
+    judged on the same claims before it is installed)."""
     from feverous_es.index.backends import open_store
     from feverous_es.plugins.config import load_config
     from feverous_es.plugins.interfaces import PluginContext
@@ -235,7 +246,8 @@ def nei_rules(
         for stem in (*SENTENCE_FILES, "tabfact_dev")
     }
     view = HiddenPages(CountedStore(open_store("embedded", context.place("index"))))
-    config = load_config(None).with_stage_options("verdict", nei_above=1.0)
+    chosen_model = {"nei_model": nei_model} if nei_model else {}
+    config = load_config(None).with_stage_options("verdict", nei_above=1.0, **chosen_model)
     pipeline = Pipeline(config, PluginContext(view, LazyEmbedder("auto"), "auto"))
     try:
         claims = nei_claims(lines, view, nei_per_file, seed)

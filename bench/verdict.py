@@ -47,7 +47,6 @@ import itertools
 import json
 import tempfile
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ from bench.context import Context
 from bench.data import MINI, REPO
 from bench.errors import BenchError
 from bench.paired import paired_difference
+from feverous_es.eval.samples import gold_element_ids, gold_ids
 from feverous_es.verdict.classifier import NEI_MODEL, ClassifierOptions
 from feverous_es.verdict.readers import CASCADES, reader_dirs
 
@@ -140,7 +140,8 @@ def balanced(records: list[dict]) -> list[int]:
     many SUPPORTS as REFUTES claims, the first ones in file order. Indices into ``records``."""
     groups: dict[tuple[int, str], list[int]] = {}
     for i, record in enumerate(records):
-        count = min(3, len({e for group in record.get("evidence") or [] for e in _ids(group)}))
+        ids = {e for group in record.get("evidence") or [] for e in gold_element_ids(group)}
+        count = min(3, len(ids))
         groups.setdefault((count, record["label"]), []).append(i)
     chosen: list[int] = []
     for count in (1, 2, 3):
@@ -148,20 +149,6 @@ def balanced(records: list[dict]) -> list[int]:
         n = min(len(s), len(r))
         chosen += s[:n] + r[:n]
     return sorted(chosen)
-
-
-def _ids(group) -> list[str]:
-    """The element ids of one official gold evidence set (``content``), or of a plain list."""
-    return list(group["content"]) if isinstance(group, dict) else list(group)
-
-
-def gold_ids(record: dict) -> set[str]:
-    """Every gold element id of a claim, as the index spells it (NFD titles)."""
-    return {
-        unicodedata.normalize("NFD", e)
-        for group in record.get("evidence") or []
-        for e in _ids(group)
-    }
 
 
 def calibration(confidence: np.ndarray, right: np.ndarray) -> dict:

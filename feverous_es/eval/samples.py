@@ -77,6 +77,27 @@ def table_claims(path: str | os.PathLike[str], n: int, seed: int) -> list[Record
     return seeded_sample(read_records(path, has_gold_table), n, seed)
 
 
+def gold_element_ids(group: Any) -> list[str]:
+    """The element ids of one official gold evidence set (``content``), or of a plain list."""
+    return list(group["content"]) if isinstance(group, dict) else list(group)
+
+
+def gold_ids(record: Record) -> set[str]:
+    """Every gold element id of a claim, as the index spells it (NFD titles)."""
+    return {
+        unicodedata.normalize("NFD", e)
+        for group in record.get("evidence") or []
+        for e in gold_element_ids(group)
+    }
+
+
+def gold_sentences(record: Record) -> frozenset[str] | None:
+    """A claim's gold element ids where every one is a sentence (hiding them leaves its
+    subject's page without the fact), else None."""
+    ids = gold_ids(record)
+    return frozenset(ids) if ids and all("_sentence_" in i for i in ids) else None
+
+
 def gold_pages(record: Record) -> set[str]:
     """The pages of a record's gold evidence and of its gold tables (TabFact's ``Page_table_i``)."""
     pages = {

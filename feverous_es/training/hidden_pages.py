@@ -1,12 +1,16 @@
-"""A store view that hides given pages from retrieval: a claim whose gold pages are hidden has
-no evidence in the index, so NOT ENOUGH INFO is its right answer, through the whole pipeline.
+"""A store view that hides given pages, or given elements, from retrieval: a claim whose gold
+pages are hidden has no evidence in the index, and one whose gold sentences are hidden has its
+subject's page without the fact: NOT ENOUGH INFO is their right answer, through the whole
+pipeline.
 
 :class:`HiddenPages` wraps a store (any :class:`~feverous_es.index.store.Store`): every search,
 title match and fetch answers as if the pages in :attr:`HiddenPages.hidden` were not in the
-index. Searches ask the store for more than ``k`` (the hidden pages' hits are dropped after)
-so that ``k`` of the others come back as a smaller index would rank them, unless the hidden
-pages held more than :data:`OVER_ASK` times ``k`` of the best hits. Set ``hidden`` before each
-claim and verify one claim at a time (the set is the view's, not a claim's).
+index, and the elements in :attr:`HiddenPages.elements` (ids) not on their pages. Searches ask
+the store for more than ``k`` (the hidden hits are dropped after) so that ``k`` of the others
+come back as a smaller index would rank them, unless the hidden ones held more than
+:data:`OVER_ASK` times ``k`` of the best hits. Set ``hidden`` and ``elements`` before each claim
+and verify one claim at a time (the sets are the view's, not a claim's). Tables are hidden with
+their page only (a table search ranks whole tables).
 """
 
 from __future__ import annotations
@@ -27,12 +31,24 @@ class HiddenPages:
     def __init__(self, store: Any) -> None:
         self._store = store
         self.hidden: frozenset[str] = frozenset()
+        self.elements: frozenset[str] = frozenset()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def _seen(self, hits: list, k: int, page: Any = lambda hit: hit.element.page) -> list:
-        return [hit for hit in hits if page(hit) not in self.hidden][:k]
+    def _seen(
+        self,
+        hits: list,
+        k: int,
+        page: Any = lambda hit: hit.element.page,
+        element: Any = lambda hit: hit.element.id,
+    ) -> list:
+        def shown(hit: Any) -> bool:
+            return page(hit) not in self.hidden and (
+                element is None or element(hit) not in self.elements
+            )
+
+        return [hit for hit in hits if shown(hit)][:k]
 
     def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list:
         return self._seen(self._store.search_text(query, k * OVER_ASK, filters), k)
@@ -54,29 +70,32 @@ class HiddenPages:
 
     def search_cells(self, query: str, k: int = 100, filters: Filters | None = None) -> list:
         hits = self._store.search_cells(query, k * OVER_ASK, filters)
-        return self._seen(hits, k, lambda hit: hit.page)
+        return self._seen(hits, k, lambda hit: hit.page, lambda hit: hit.id)
 
     def search_cell_tables(self, query: str, k: int = 100, filters: Filters | None = None):
         tables = self._store.search_cell_tables(query, k * OVER_ASK, filters)
-        return self._seen(tables, k, lambda key: key[0])
+        return self._seen(tables, k, lambda key: key[0], None)
 
     def search_tables(self, query: str, k: int = 10, tables: Sequence = ()) -> list:
         found = self._store.search_tables(query, k * OVER_ASK, tables)
-        return self._seen(found, k, lambda item: item[0][0])
+        return self._seen(found, k, lambda item: item[0][0], None)
 
     def search_pages_text(self, query: str, k: int = 10) -> list:
         found = self._store.search_pages_text(query, k * OVER_ASK)
-        return self._seen(found, k, lambda hit: hit.page.title)
+        return self._seen(found, k, lambda hit: hit.page.title, None)
 
     def search_pages_vector(self, vector: np.ndarray, k: int = 10) -> list:
         found = self._store.search_pages_vector(vector, k * OVER_ASK)
-        return self._seen(found, k, lambda hit: hit.page.title)
+        return self._seen(found, k, lambda hit: hit.page.title, None)
 
     def get_elements(self, ids: Sequence[str]) -> list:
-        return [e for e in self._store.get_elements(ids) if e.page not in self.hidden]
+        found = self._store.get_elements(ids)
+        return [e for e in found if e.page not in self.hidden and e.id not in self.elements]
 
     def page_elements(self, page: str, table: int | None = None) -> list:
-        return [] if page in self.hidden else self._store.page_elements(page, table)
+        if page in self.hidden:
+            return []
+        return [e for e in self._store.page_elements(page, table) if e.id not in self.elements]
 
     def get_pages(self, titles: Sequence[str]) -> list:
         return [p for p in self._store.get_pages(titles) if p.title not in self.hidden]

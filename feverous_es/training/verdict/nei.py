@@ -6,8 +6,9 @@ about as often on a true claim as on one nothing in the index decides. This mode
 what tells the two apart, through the pipeline's own retrieval: each training claim (FM2,
 FEVEROUS-S: its claims not held out) read against the evidence retrieved for it (its own label),
 against the evidence retrieved with its gold pages hidden from the index
-(:class:`~feverous_es.training.hidden_pages.HiddenPages`: NEI), and for a third of them with its
-subject replaced by a name no page holds (:mod:`~feverous_es.training.invented`: NEI), each
+(:class:`~feverous_es.training.hidden_pages.HiddenPages`: NEI), for half of them with only its
+gold sentences hidden (its subject's page found without the fact: NEI), and for a third of them
+with its subject replaced by a name no page holds (:mod:`~feverous_es.training.invented`: NEI), each
 premise as the verdict reads it (the whole evidence's sentences, and the named page's alone);
 beside NLI pairs replayed so its reading of other premises holds. It is fine-tuned from a
 student (a GPU job's, ``--from-gpu``, or ``--base``) and exported to int8 for ``train install
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from feverous_es.eval.samples import gold_pages
+from feverous_es.eval.samples import gold_pages, gold_sentences
 from feverous_es.params import EXISTING_FOLDER, PATH, option, option_like
 from feverous_es.training import common, datasets
 from feverous_es.training.bases import resolve_base
@@ -35,7 +36,7 @@ from feverous_es.training.verdict.evidence import read_labelled_claims
 
 LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
 PREMISES_FILE = "nei-premises.jsonl"  # each claim kind's premises, as retrieved (resumable)
-AS_IS, HIDDEN, INVENTED = "as is", "pages hidden", "invented"
+AS_IS, HIDDEN, FACTS, INVENTED = "as is", "pages hidden", "facts hidden", "invented"
 
 
 @dataclass
@@ -76,18 +77,20 @@ class RunOptions(common.RunOptions):
 @dataclass(frozen=True)
 class NeiClaim:
     """A training claim as one kind reads it: its ``text`` (the subject changed, for an
-    invented one), the label the kind gives it, and the pages hidden from retrieval."""
+    invented one), the label the kind gives it, and the pages and elements hidden from
+    retrieval."""
 
     kind: str
     of: TrainingClaim
     text: str
     label: str
     hidden: frozenset[str] = frozenset()
+    elements: frozenset[str] = frozenset()
 
 
 def training_claims(options: RunOptions, store: Any) -> list[NeiClaim]:
-    """Each file's sampled training claims as they are and with their gold pages hidden, and
-    a third of them with an invented subject."""
+    """Each file's sampled training claims as they are and with their gold pages hidden, half
+    of them with their gold sentences hidden, and a third of them with an invented subject."""
     from feverous_es.training.invented import invented_names, with_subject
 
     seed = options.settings.seed
@@ -107,6 +110,9 @@ def training_claims(options: RunOptions, store: Any) -> list[NeiClaim]:
             hidden = frozenset(unicodedata.normalize("NFD", p) for p in pages)
             claims.append(NeiClaim(AS_IS, row, row.claim, row.label))
             claims.append(NeiClaim(HIDDEN, row, row.claim, LABELS[2], hidden))
+            sentences = gold_sentences(records[row.id])
+            if sentences and n % 2 == 0:
+                claims.append(NeiClaim(FACTS, row, row.claim, LABELS[2], elements=sentences))
             changed = with_subject(row.claim, pages[0], next(names)) if pages else None
             if changed and n < len(rows) // 3:
                 claims.append(NeiClaim(INVENTED, row, changed, LABELS[2]))
@@ -115,7 +121,7 @@ def training_claims(options: RunOptions, store: Any) -> list[NeiClaim]:
 
 def premises(options: RunOptions, progress: Progress) -> list[dict[str, Any]]:
     """Each training claim's sentence premises as the verdict reads them, retrieved through the
-    pipeline (its gold pages hidden where the kind says); cached in WORK, resumed."""
+    pipeline (its gold pages or sentences hidden where the kind says); cached in WORK, resumed."""
     from feverous_es.index.backends import open_store
     from feverous_es.plugins.config import load_config
     from feverous_es.plugins.interfaces import PluginContext
@@ -137,7 +143,7 @@ def premises(options: RunOptions, progress: Progress) -> list[dict[str, Any]]:
             for n, claim in enumerate(claims):
                 key = (claim.kind, claim.of.source, claim.of.id)
                 if key not in done:
-                    view.hidden = claim.hidden
+                    view.hidden, view.elements = claim.hidden, claim.elements
                     evidence = pipeline.retrieve(claim.text).evidence
                     sentences = evidence_table(claim.text, evidence) is None
                     row = {"kind": claim.kind, "source": claim.of.source, "id": claim.of.id,
@@ -222,7 +228,7 @@ CARD = """# verdict-nei
 
 The model the verdict's NOT ENOUGH INFO call reads (`nei_model`): an all-MiniLM-L6-v2 student
 (int8) trained to say NEI where the evidence retrieval hands the verdict does not bear on the
-claim (its gold pages hidden from retrieval, or its subject replaced by a name no page holds),
-and the claim's own label where retrieval read the index as it is. `training.json` holds the
-command and its figures; docs/verdict.md says how the verdict reads it.
+claim (its gold pages or sentences hidden from retrieval, or its subject replaced by a name no
+page holds), and the claim's own label where retrieval read the index as it is. `training.json`
+holds the command and its figures; docs/verdict.md says how the verdict reads it.
 """
