@@ -2,7 +2,7 @@
 
 Modules, one job each: ``config`` (settings and credentials), ``client`` (the client and the
 cluster check), ``errors`` (client exceptions as one line), ``documents`` (the indices, declared
-with elasticsearch-dsl), ``queries`` (search bodies), ``loader`` (bulk loading, aliases),
+with the client's DSL), ``queries`` (search bodies), ``loader`` (bulk loading, aliases),
 ``store`` (:class:`ElasticWriter` / :class:`ElasticStore`), ``cli`` (``feverous-es es …``).
 
 Importing this package does not import the client; :func:`open_writer` and :func:`open_store` do.

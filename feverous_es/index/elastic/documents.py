@@ -1,4 +1,5 @@
-"""The three Elasticsearch indices, declared once as elasticsearch-dsl documents.
+"""The three Elasticsearch indices, declared once as documents of the client's DSL
+(``elasticsearch.dsl``).
 
 Their mappings, the index bodies the build creates, the ``_source`` of each document and the
 conversion back to :class:`Element` / :class:`PageRecord` all come from here. The layout is a
