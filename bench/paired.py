@@ -1,5 +1,5 @@
 """A choice between two versions as a paired difference over the same claims, with its 95 %
-interval (DESIGN.md: a change to what the pipeline decides is adopted on one that clears zero).
+interval (docs/design.md: a change to what the pipeline decides is adopted on one that clears zero).
 
 Each claim is right or wrong under each version; the difference of the two accuracies is
 bootstrapped over claims (both versions resampled together, so what the claims share cancels),

@@ -208,7 +208,7 @@ def test_cpu_graph_is_derived_once_from_the_packaged_one(
 
 
 def test_a_text_embeds_the_same_alone_and_in_any_batch() -> None:
-    """Same input, same output (DESIGN.md): no activation scale is shared across a batch, so a
+    """Same input, same output (docs/design.md): no activation scale is shared across a batch, so a
     text's vector does not move with its neighbours, long or short, nor with the batch size or
     the order of the texts."""
     embedder = Embedder(device="cpu")

@@ -105,7 +105,7 @@ def test_papelo_table1_captioned_cell() -> None:
 
 
 def test_papelo_table1_list_item() -> None:
-    # Table 1 prints "LIST CONTEXT"; the paper's text and DESIGN.md's contract say "CONTEXT".
+    # Table 1 prints "LIST CONTEXT"; the paper's text and docs/design.md's contract say "CONTEXT".
     element = by_id("Temple Tower", TEMPLE_TOWER)["Temple Tower_item_0_1"]
     assert (
         element.linearized == "[Temple Tower] CONTEXT Cast VALUE Marceline Day as Patricia Verney"

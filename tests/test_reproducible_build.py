@@ -1,4 +1,4 @@
-"""An index is reproducible from the dump (DESIGN.md, same input, same output): builds of the
+"""An index is reproducible from the dump (docs/design.md, same input, same output): builds of the
 same pages written in other chunks, embedded in other batches, or interrupted and resumed hold
 the same vectors, byte for byte."""
 

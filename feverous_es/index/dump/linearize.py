@@ -9,7 +9,7 @@
 
 :func:`readable_row` turns a row back into plain text for models trained on prose.
 
-Table 1 of the paper prints the list form as ``LIST CONTEXT``; its text and DESIGN.md say
+Table 1 of the paper prints the list form as ``LIST CONTEXT``; its text and docs/design.md say
 ``CONTEXT``, which is the contract here.
 """
 
