@@ -18,12 +18,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from feverous_es.serve.app import (
-    MAX_BODY_BYTES,
-    MAX_CLAIM_CHARS,
-    MAX_SOURCE_CHARS,
-    _without_credentials,
-)
+from feverous_es.serve.bodies import MAX_BODY_BYTES, MAX_CLAIM_CHARS, MAX_SOURCE_CHARS
+from feverous_es.serve.health import without_credentials
 from feverous_es.serve.process import running_server
 from feverous_es.serve.schema import (
     BatchAnswer,
@@ -273,10 +269,9 @@ def test_without_a_token_the_api_is_open_and_tells_no_paths(sample_index) -> Non
 
 def test_store_credentials_never_leave_the_server() -> None:
     assert (
-        _without_credentials("https://elastic:s3cret@es.example:9200/")
-        == "https://es.example:9200/"
+        without_credentials("https://elastic:s3cret@es.example:9200/") == "https://es.example:9200/"
     )
-    assert _without_credentials("/data/index") == "/data/index"
+    assert without_credentials("/data/index") == "/data/index"
 
 
 class BlockingPipeline:

@@ -121,7 +121,8 @@ def run_server(
     warm its models with one claim, then serve until Ctrl-C, or drain and exit 0 on
     SIGTERM."""
     try:
-        from feverous_es.serve.app import create_app, describe
+        from feverous_es.serve.app import create_app
+        from feverous_es.serve.health import describe
         from feverous_es.serve.server import serve
     except ImportError as missing:
         fail(f"serving needs the serve extra: pip install 'feverous-es[serve]' ({missing.name})")
