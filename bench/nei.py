@@ -45,7 +45,7 @@ from bench.data import MINI, REPO
 from bench.paired import paired_difference
 from bench.verdict import file_limit, held_out_lines, model_dirs, read_dirs, training_report
 from feverous_es.eval.samples import gold_pages, gold_sentences
-from feverous_es.training.hidden_pages import HiddenPages
+from feverous_es.training.hidden_pages import NOTHING, Hidden, HiddenPages
 from feverous_es.training.invented import invented_names, with_subject
 
 NEI = "NOT ENOUGH INFO"
@@ -54,16 +54,15 @@ SENTENCE_FILES = ("fm2_dev", "feverous_s_dev")
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim as verified here: its kind, file, text, right label and the pages and elements
-    hidden."""
+    """A claim as verified here: its kind, file, text, right label and what is hidden from its
+    retrieval."""
 
     kind: str
     source: str
     id: str
     text: str
     label: str
-    hidden: frozenset[str] = frozenset()
-    elements: frozenset[str] = frozenset()
+    hidden: Hidden = NOTHING
 
 
 def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int) -> list[Claim]:
@@ -77,13 +76,13 @@ def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int
         hidden = "pages hidden" if source in SENTENCE_FILES else "table hidden"
         for r in rng.sample(records, min(per_file, len(records))):
             pages = frozenset(unicodedata.normalize("NFD", p) for p in gold_pages(r))
-            claims.append(Claim(hidden, source, str(r["id"]), r["claim"], NEI, pages))
+            claims.append(Claim(hidden, source, str(r["id"]), r["claim"], NEI, Hidden(pages)))
         if source in SENTENCE_FILES:
             facts = [(r, ids) for r in records if (ids := gold_sentences(r))]
             chooser = random.Random(f"{seed} facts {source}")  # the other kinds' draws unchanged
             for r, ids in chooser.sample(facts, min(per_file, len(facts))):
                 claims.append(Claim("facts hidden", source, str(r["id"]), r["claim"], NEI,
-                                    elements=ids))  # fmt: skip
+                                    Hidden(elements=ids)))  # fmt: skip
             invented = 0
             for r in records:
                 pages = sorted(gold_pages(r))
@@ -120,15 +119,15 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
     from rich.progress import track
 
     found: list[dict] = [{}] * len(claims)
-    open_ = [i for i, c in enumerate(claims) if not (c.hidden or c.elements)]
-    hidden = [i for i, c in enumerate(claims) if c.hidden or c.elements]
+    open_ = [i for i, c in enumerate(claims) if not c.hidden]
+    hidden = [i for i, c in enumerate(claims) if c.hidden]
     groups = [open_[s : s + batch] for s in range(0, len(open_), batch)] + [[i] for i in hidden]
     for group in track(groups, description="claims", transient=True):
-        view.hidden, view.elements = claims[group[0]].hidden, claims[group[0]].elements
+        view.hidden = claims[group[0]].hidden
         for i, result in zip(group, pipeline.verify_many([claims[i].text for i in group]),
                              strict=True):  # fmt: skip
             found[i] = features(result)
-    view.hidden = view.elements = frozenset()
+    view.hidden = NOTHING
     return found
 
 

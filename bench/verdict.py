@@ -6,11 +6,11 @@
 
 The held-out claims are the ones every model compared kept out of its training (the claim
 files, per-file sample and seeded split their `training.json` name: `train verdict`,
-`train table-verdict`, `train sentence-verdict`, and each `held_out_by` model, e.g. the
+`train table-verdict`, and each `held_out_by` model, e.g. the
 sentence ranker). Each claim goes once through the pipeline (the defaults, or `config`;
 retrieved evidence, next hops) with the verdict under test (`models`: a directory
-holding `verdict/`, `table-verdict/`, `sentence-verdict/`; default the shipped ones; a route whose
-feature model is missing is read by the entailment model alone). On the same
+holding `verdict/` and `table-verdict/`; default the shipped ones; without a table feature
+model, table claims are read by the entailment model alone). On the same
 evidence, side by side: the entailment model alone (feature models off), and with
 `baseline_models` the verdict of another models directory (read with today's rules), with
 `baseline_readers = ["large"]` the same models with the large reader. An earlier version is
@@ -324,7 +324,7 @@ def score(submissions: list[bytes], gold: Path) -> dict:
     return result
 
 
-FEATURE_MODELS = {"table_model": "table-verdict", "sentence_model": "sentence-verdict"}
+FEATURE_MODELS = {"table_model": "table-verdict"}
 
 
 def model_dirs(models: Path) -> list[Path]:
@@ -344,8 +344,8 @@ def read_dirs(reader: str | Path) -> list[Path]:
 
 def model_options(models: Path) -> dict:
     """The verdict options of a models directory (the default reader's models it holds, and
-    ``table-verdict/``, ``sentence-verdict/``); a route whose feature model it lacks is read by
-    the entailment model alone."""
+    ``table-verdict/``); without a table feature model, table claims are read by the entailment
+    model alone."""
     return {
         "model": str(models),
         **{
@@ -426,7 +426,7 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
     verdicts = {
         "entailment model alone": load(
             "verdict", "classifier", context,
-            {**options, "table_model": "", "sentence_model": "", "nei_above": 1.1},
+            {**options, "table_model": "", "nei_above": 1.1},
         ),
     }  # fmt: skip
     for name, models, reader, extra in setup.baselines:
@@ -607,7 +607,7 @@ def verdict_accuracy(
     batch_size: int = 16,
 ) -> dict:
     """The figures of the verdict under test (``models``: a directory holding ``verdict/``,
-    ``table-verdict/``, ``sentence-verdict/``, default the shipped ones; ``reader``: default,
+    ``table-verdict/``, default the shipped ones; ``reader``: default,
     large or a model directory) beside each baseline: another models directory, the same
     models with another reader; on the claims every one of them and each ``held_out_by`` model
     kept out (at most ``per_file`` a file, or a table of them by

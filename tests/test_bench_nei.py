@@ -8,7 +8,7 @@ from pathlib import Path
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.config import load_config
 from feverous_es.plugins.interfaces import PluginContext
-from feverous_es.training.hidden_pages import HiddenPages
+from feverous_es.training.hidden_pages import Hidden, HiddenPages
 from feverous_es.training.invented import invented_names, with_subject
 from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
 
@@ -21,7 +21,7 @@ def test_a_hidden_page_is_never_retrieved_and_others_still_are(sample_index: Pat
     try:
         seen = {c.element.page for c in pipeline.verify(CLAIM).evidence}
         assert "Henri Schoeman" in seen
-        view.hidden = frozenset({"Henri Schoeman"})
+        view.hidden = Hidden(pages=frozenset({"Henri Schoeman"}))
         result = pipeline.verify(CLAIM)
         assert view.match_titles(["henri schoeman"]) == {}
         assert view.page_elements("Henri Schoeman") == []

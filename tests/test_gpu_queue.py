@@ -103,10 +103,10 @@ def queue(
         part_bytes=PART_BYTES, base_dirs={"mpnet": tiny_base, "minilm": tiny_base},
     )  # fmt: skip
     jobs = [shrink(job) for job in build_jobs(options)]
-    assert [job.name for job in jobs] == ["ranker", "reader", "table"]  # the queue's order
+    assert [job.name for job in jobs] == ["ranker", "reader"]  # the queue's order
     # Bundled with the reader first: its budget, a short first call's, is under the ranker's,
     # so the ranker cannot start in that call whatever the reader's pace.
-    jobs = [jobs[1], jobs[0], jobs[2]]
+    jobs = [jobs[1], jobs[0]]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         plan = gpu_bundle.write_bundle(
@@ -145,20 +145,20 @@ def test_the_plan_sends_each_base_once_within_the_limits(
 ) -> None:
     root, plan, _ = queue
     config = json.loads((root / "bundle" / gpu_job.CONFIG_FILE).read_text())
-    assert [j["name"] for j in config["jobs"]] == ["reader", "ranker", "table"]
+    assert [j["name"] for j in config["jobs"]] == ["reader", "ranker"]
     # mpnet is every job's teacher and minilm every student's base: each travels once.
     assert set(config["bases"]) == {"mpnet", "minilm"}
     queue_calls = [c for c in plan["calls"] if "rates" not in c["what"]]  # the rates job: apart
     carried = [Path(p).relative_to("bundle").as_posix() for c in queue_calls for p in c["carry"]]
     assert len(carried) == len(set(carried))
     assert all(part in carried for base in config["bases"].values() for part in base["parts"])
-    assert {"ranker", "reader", "table", "job.py", "engine.py", "queue.json"} <= set(carried)
+    assert {"ranker", "reader", "job.py", "engine.py", "queue.json"} <= set(carried)
     assert all(len(c["carry"]) <= gpu_plan.MAX_CARRY for c in plan["calls"])
     assert all(c.get("bytes", 0) <= PART_BYTES for c in queue_calls)
     assert all(len(c["command"]) <= 2000 for c in plan["calls"])  # the device tool's limit
     assert [c["what"] for c in plan["calls"]].count("carry and run") == 1
     # Each job states its own estimate, and the plan its total against a lend.
-    assert set(plan["jobs"]) == {"ranker", "reader", "table"}
+    assert set(plan["jobs"]) == {"ranker", "reader"}
     assert all(j["budget_seconds"] > sum(j["seconds"].values()) for j in plan["jobs"].values())
     assert plan["seconds_at_budgets"] >= sum(j["budget_seconds"] for j in plan["jobs"].values())
     assert plan["seconds"] >= sum(sum(j["seconds"].values()) for j in plan["jobs"].values())
@@ -169,9 +169,9 @@ def test_a_short_call_runs_the_first_job_whole_and_leaves_the_rest_for_the_next(
 ) -> None:
     _, _, (first, second) = queue
     assert {name: job["state"] for name, job in first["jobs"].items()} == {
-        "reader": "done", "ranker": "waiting", "table": "waiting"}  # fmt: skip
+        "reader": "done", "ranker": "waiting"}  # fmt: skip
     assert {name: job["state"] for name, job in second["jobs"].items()} == {
-        "reader": "done before", "ranker": "done", "table": "done"}  # fmt: skip
+        "reader": "done before", "ranker": "done"}  # fmt: skip
     for report in (first, second):
         assert report["device"] == "cpu"
         assert len(report["returned"]) <= gpu_job.RETURN_FILES - 2
@@ -184,7 +184,7 @@ def test_a_short_call_runs_the_first_job_whole_and_leaves_the_rest_for_the_next(
     # The teachers stay on the machine, each listed for a later fetch where its call ran it.
     teachers = {f.split("/")[0] for r in (first, second) for c in r["fetch_teachers"]
                 for f in c["files"]}  # fmt: skip
-    assert teachers == {"ranker", "reader", "table"}
+    assert teachers == {"ranker", "reader"}
 
 
 def test_a_call_without_time_for_a_job_starts_none(device: Path, tmp_path: Path) -> None:
@@ -213,17 +213,14 @@ def test_each_job_reports_its_phases_and_held_out_figures(
     assert epochs[0] == 1 and ranker["teacher"]["best_epoch"] in epochs
     held = ranker["teacher"]["held"]["all"]  # recall of the gold among each claim's best
     assert held["claims"] > 0 and 0.0 <= held["accuracy"] <= 1.0
-    for name in ("reader", "table"):
-        report = read_report(results / name)
-        assert report["labels"] == ["SUPPORTS", "REFUTES", "NOT ENOUGH INFO"]
-        assert report["students"]["student"]["held"]["all"]["pairs"] > 0
-    table = read_report(results / "table")
-    assert set(table["pairs"]) == {"train", "valid", "held", "distill"}
+    reader = read_report(results / "reader")
+    assert reader["labels"] == ["SUPPORTS", "REFUTES", "NOT ENOUGH INFO"]
+    assert reader["students"]["student"]["held"]["all"]["pairs"] > 0
+    assert set(reader["pairs"]) == {"train", "valid", "held", "distill"}
     assert all(f.stat().st_size <= 16 * MIB for f in results.rglob("*"))
 
 
-@pytest.mark.parametrize(("job", "student"), [("ranker", "student-3"), ("reader", "student"),
-                                              ("table", "student")])  # fmt: skip
+@pytest.mark.parametrize(("job", "student"), [("ranker", "student-3"), ("reader", "student")])
 def test_intake_turns_each_student_into_an_installable_model(
     queue: tuple[Path, dict, list[dict]], tiny_base: Path, tmp_path: Path, job: str, student: str
 ) -> None:
@@ -238,32 +235,6 @@ def test_intake_turns_each_student_into_an_installable_model(
     training = json.loads((out / "training.json").read_text())
     assert training["holdout"] == 0.35 and training["training"]["seed"] == 13
     assert training["claims"][0] == "sentences_dev.jsonl"
-
-
-def test_the_table_reader_reads_the_table_route(
-    queue: tuple[Path, dict, list[dict]], tiny_base: Path, sample_index: Path, tmp_path: Path
-) -> None:
-    """Installed as the table reader, the table job's student reads the claims the verdict
-    routes to a table; the reader keeps the sentence route."""
-    from feverous_es.index.backends import open_store
-    from feverous_es.plugins.interfaces import PluginContext
-    from feverous_es.verdict.classifier import ClassifierVerdict
-
-    out = tmp_path / "table-reader"
-    intake(queue[0] / "results" / "table", out, tmp_path / "work", tiny_base)
-    store = open_store("embedded", sample_index)
-    try:
-        context = PluginContext(store=store, embed=lambda texts: None, device="cpu")
-        verdict = ClassifierVerdict(context, table_reader=str(out))
-        assert verdict.model_dirs()["table-reader"] == out
-        claims, premises = ["a claim", "another"], ["[Page] a sentence", "[Page] a row"]
-        rows = verdict._read_routes(list(zip(claims, premises, strict=True)), [False, True])
-        assert rows[0] == pytest.approx(verdict.reader.probabilities(claims[:1], premises[:1])[0])
-        assert rows[1] == pytest.approx(
-            verdict.table_reader.probabilities(claims[1:], premises[1:])[0], abs=1e-6
-        )
-    finally:
-        store.close()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from feverous_es.index.dump.page import parse_page
 from feverous_es.plugins.interfaces import Candidate, evidence_tables, table_number
 from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.text import cell_number
-from feverous_es.verdict import sentence_facts
 from feverous_es.verdict.feature_model import evidence_table
 from feverous_es.verdict.table_facts import FEATURE_NAMES, Table, claim_features
 
@@ -172,27 +171,3 @@ def test_an_ordinal_checks_the_named_row_rank(table: Table) -> None:
     assert feature(claim.format("bradford bulls"), table, "ordinal_rank_matches") == 1.0
     assert feature(claim.format("wigan warriors"), table, "ordinal_rank_matches") == 0.0
     assert feature("bradford bulls have a big crowd", table, "ordinal_rank_matches") == -1.0
-
-
-def test_sentence_features_find_what_the_evidence_does_not_hold() -> None:
-    evidence = [
-        "Bill Persky (born September 9, 1931) is an American director.",
-        "Persky has been married three times.",
-    ]
-
-    def value(claim: str, name: str) -> float:
-        features = sentence_facts.claim_features(claim, evidence)
-        return float(features[sentence_facts.FEATURE_NAMES.index(name)])
-
-    assert value("Bill Persky was born in 1931.", "years_missing") == 0.0
-    assert value("Bill Persky was born in 1975.", "years_missing") == 1.0
-    assert value("Bill Persky was born in France.", "names_missing_share") == pytest.approx(1 / 3)
-    assert value("Persky has been married three times.", "pairs_in_best_sentence") == 1.0
-    assert value("Persky has been married times three.", "pairs_in_best_sentence") == pytest.approx(
-        0.6
-    )
-    assert value("Bill Persky was never married.", "negation_not_in_evidence") == 1.0
-    assert value("Persky has been married three times.", "words_missing") == 0.0
-    assert sentence_facts.claim_features("Anything.", []).shape == (
-        len(sentence_facts.FEATURE_NAMES),
-    )

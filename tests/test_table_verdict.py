@@ -25,7 +25,7 @@ from feverous_es.training.entailment_data import score_key
 from feverous_es.training.features import command, data, fit
 from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.feature_model import (
-    DEFAULT_MODELS,
+    DEFAULT_MODEL,
     ENTAILMENT_FEATURES,
     SPEC_FILE,
     FeatureClassifier,
@@ -59,7 +59,7 @@ def trained(
 ) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("table-model") / "model"
     options = data.RunOptions(
-        kind="table", claims=[tabfact_claims], index=sample_index, out=out,
+        claims=[tabfact_claims], index=sample_index, out=out,
         work=out.with_name("model.work"), holdout=0.3,
         settings=fit.Settings(trees=20, depth=3), command="feverous-es train table-verdict …",
     )  # fmt: skip
@@ -86,7 +86,7 @@ def test_training_exports_a_model_that_matches_scikit_learn(trained: tuple[Path,
 
 def test_the_classifier_gives_probabilities_per_claim(trained, sample_index) -> None:
     out, _ = trained
-    classifier = FeatureClassifier(out, "table")
+    classifier = FeatureClassifier(out)
     assert classifier.labels == [Label.SUPPORTS, Label.REFUTES]
     store = open_store("embedded", sample_index)
     try:
@@ -112,31 +112,29 @@ def test_a_model_built_on_other_features_is_refused(trained, tmp_path: Path) -> 
     spec["features"] = spec["features"][:-1]
     (copy / SPEC_FILE).write_text(json.dumps(spec))
     with pytest.raises(ModelError, match="other table features"):
-        FeatureClassifier(copy, "table")
+        FeatureClassifier(copy)
     with pytest.raises(ModelError, match="not a feature verdict model"):
-        FeatureClassifier(tmp_path, "table")
+        FeatureClassifier(tmp_path)
 
 
 def test_the_shipped_table_model_loads_and_names_its_held_out_claims() -> None:
-    classifier = FeatureClassifier(DEFAULT_MODELS["table"], "table")
+    classifier = FeatureClassifier(DEFAULT_MODEL)
     assert classifier.labels == [Label.SUPPORTS, Label.REFUTES]
-    training = json.loads((DEFAULT_MODELS["table"] / "training.json").read_text())
+    training = json.loads((DEFAULT_MODEL / "training.json").read_text())
     assert "tabfact_dev.jsonl" in training["claims"] and training["holdout"] > 0
-    with pytest.raises(ModelError, match="is a table verdict model"):
-        FeatureClassifier(DEFAULT_MODELS["table"], "sentence")
 
 
 def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_index) -> None:
     """A TabFact claim whose evidence is its table gets the table model's probabilities; a
-    claim whose evidence is sentences gets the entailment model's, as with both feature models
-    off. The verdict reads the table retrieval hands on, never the store (it has none here); the
+    claim whose evidence is sentences gets the entailment model's, as with the table model off.
+    The verdict reads the table retrieval hands on, never the store (it has none here); the
     same cells as a plain list hand on no table: the sentence route."""
     out, _ = trained
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
         verdict = ClassifierVerdict(context, table_model=str(out))
-        text_only = ClassifierVerdict(context, table_model="", sentence_model="")
+        text_only = ClassifierVerdict(context, table_model="")
         table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         claim = "Bill Persky was born on September 9, 1931."
@@ -149,12 +147,11 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
         table_features, _ = data.gold_features([table_claim], store)
     finally:
         store.close()
-    expected = FeatureClassifier(out, "table").probabilities(table_features)[0]
+    expected = FeatureClassifier(out).probabilities(table_features)[0]
     assert routed[0].probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
     assert routed[0].table is not None and untabled.table is None
-    # No sentence model ships: the entailment model answers the sentence claim.
+    # The entailment model answers the sentence claim.
     entailed = verdict.entailment([claim], [sentence_premise([Candidate(sentence, 1.0)])])[0]
-    assert verdict.sentences is None
     # The same in a batch of two as alone: the int8 model reads one pair a run.
     assert routed[1].probabilities[Label.SUPPORTS] == pytest.approx(entailed[0], abs=1e-6)
     assert text[1].probabilities == routed[1].probabilities
@@ -247,7 +244,7 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
             key = score_key("table", claim.source, claim.id, "gold")
             out.write(json.dumps({"key": key, "model": "fold-0", "probabilities": p}) + "\n")
     options = data.RunOptions(
-        kind="table", claims=[tabfact_claims], index=sample_index, out=tmp_path / "stacked",
+        claims=[tabfact_claims], index=sample_index, out=tmp_path / "stacked",
         work=tmp_path / "stacked.work",
         holdout=0.3, settings=fit.Settings(trees=20, depth=3), entailment=entailment,
     )  # fmt: skip
@@ -274,7 +271,7 @@ def test_a_stacked_table_model_reads_the_entailment_probabilities(
     assert table is not None
     entailed = verdict.entailment([claim.claim], [table_premise(claim.claim, table)])
     stacked = np.hstack([features, entailed])
-    expected = FeatureClassifier(options.out, "table").probabilities(stacked)[0]
+    expected = FeatureClassifier(options.out).probabilities(stacked)[0]
     assert routed.probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
     assert routed.probabilities[Label.NOT_ENOUGH_INFO] == pytest.approx(entailed[0][2], abs=1e-5)
 

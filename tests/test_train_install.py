@@ -38,7 +38,7 @@ def test_install_replaces_the_model_whole(tmp_path: Path) -> None:
     assert out == into / "table-verdict"
     assert not (out / "stale.txt").exists() and not (out / "scores.jsonl").exists()
     assert manifest_complete(out)
-    FeatureClassifier(out, "table")  # loads, hashes checked
+    FeatureClassifier(out)  # loads, hashes checked
 
 
 def test_install_refuses_a_model_of_another_role(tmp_path: Path) -> None:
@@ -57,20 +57,14 @@ def test_training_refuses_an_out_inside_the_package() -> None:
         check_out(PACKAGED_MODELS_DIR / "table-verdict")
     result = CliRunner().invoke(
         main,
-        ["train", "sentence-verdict", "--claims", "x.jsonl", "--index", "x"],
+        ["train", "table-verdict", "--claims", "x.jsonl", "--index", "x"],
     )
     assert result.exit_code == 2 and "--out" in result.output
 
 
 def test_every_shipped_model_passes_the_install_check() -> None:
-    # No sentence verdict ships: the entailment model reads the sentence route
-    # (docs/log/verdict-2026-11.md);
-    # no table reader yet: the GPU queue's table job makes it (docs/gpu-training.md).
-    shipped = [role for role in ROLES if role not in ("sentence-verdict", "table-reader")]
-    assert sorted(shipped) == sorted(
-        p.name for p in PACKAGED_MODELS_DIR.iterdir() if p.name in ROLES
-    )
-    for role in shipped:
+    assert sorted(ROLES) == sorted(p.name for p in PACKAGED_MODELS_DIR.iterdir() if p.name in ROLES)
+    for role in ROLES:
         check_model(PACKAGED_MODELS_DIR / role, role)
 
 

@@ -219,7 +219,7 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions)
     # The entailment model alone (the feature models off), NEI never forced.
     verdict = ClassifierVerdict(
         PluginContext(store, None, "cpu"),  # type: ignore[arg-type]
-        model=str(options.out), table_model="", sentence_model="", nei_above=1.1,
+        model=str(options.out), table_model="", nei_above=1.1,
     )  # fmt: skip
     handed = [with_tables(e.evidence_candidates(), store) for e in examples]
     vector = np.zeros(384, np.float32)

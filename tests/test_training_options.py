@@ -12,7 +12,7 @@ import pytest
 
 from feverous_es.params import from_params
 from feverous_es.training.cli import train_group
-from feverous_es.training.features.options import SentenceRunOptions, TableRunOptions
+from feverous_es.training.features.options import TableRunOptions
 from feverous_es.training.gpu.cli import gpu_group
 from feverous_es.training.gpu.command import TRAINING_JOBS, QueueOptions
 from feverous_es.training.hop.options import RunOptions as HopRunOptions
@@ -45,9 +45,6 @@ def parsed(group: click.Group, name: str, args: list[str]) -> dict:
                                       settings=HopSettings(base=Path("t5")))),
         ("table-verdict", lambda: TableRunOptions(claims=[Path("c.jsonl")], out=Path("model"),
                                                   index=Path("index"), work=None)),
-        ("sentence-verdict", lambda: SentenceRunOptions(claims=[Path("c.jsonl")],
-                                                        out=Path("model"), index=Path("index"),
-                                                        work=None)),
     ],
 )  # fmt: skip
 def test_a_command_left_to_its_defaults_builds_the_run_options_the_api_builds(

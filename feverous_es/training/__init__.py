@@ -6,6 +6,4 @@
 UNSHIPPED = {
     "hop": "a next-hop generator for the `seq2seq` hop plugin; the default hop follows links",
     "rerank --kind rows": "the candidate stage's row model (`row_model`), off by default",
-    "sentence-verdict": "a sentence feature model: the reader reads sentence claims better",
-    "verdict-soup": "averaged students as one reader: measured, not shipped",
 }

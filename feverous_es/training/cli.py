@@ -110,18 +110,6 @@ def table_verdict_command(options: features_options.RunOptions) -> None:
     _train_feature_verdict(options)
 
 
-@train_group.command("sentence-verdict")
-@training_options(features_options.SentenceRunOptions)
-def sentence_verdict_command(options: features_options.RunOptions) -> None:
-    """Train the sentence-claim verdict on claim-against-evidence features, export it to ONNX.
-
-    Retrieves each claim's evidence with the pipeline (cached in WORK), reads the claim against
-    the evidence sentences, fits a gradient-boosted classifier, exports it for ONNX Runtime,
-    checks it against scikit-learn and prints the held-out label accuracy per claim file.
-    """
-    _train_feature_verdict(options)
-
-
 @train_group.command("verdict-large")
 @click.option(
     "--from-gpu", "weights", required=True,
@@ -152,22 +140,6 @@ def verdict_large_command(
             command=command_line(click.get_current_context()),
         )  # fmt: skip
     print_json({"out": str(out), "export": report["export"], "read_back": report["read_back"]})
-
-
-@train_group.command("verdict-soup")
-@click.argument("students", type=EXISTING_FOLDER, nargs=-1, required=True)
-@export_options
-def verdict_soup_command(students: tuple[Path, ...], out: Path, work: Path | None) -> None:
-    """Average STUDENTS (models of `train verdict`, e.g. feverous_es/models/verdict-2) into one
-    reader: the mean of their weights, read for the cost of one. They must share their labels,
-    architecture and claims split. Then `train install OUT --as verdict`."""
-    from feverous_es.training.verdict.soup import make_soup
-
-    with user_errors(), console.status(f"averaging {len(students)} students"):
-        report = make_soup(
-            students, out, work_dir(out, work), command=command_line(click.get_current_context())
-        )
-    print_json({"out": str(out), "students": report["soup"], "export": report["export"]})
 
 
 @train_group.command("grounding")

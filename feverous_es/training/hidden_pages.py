@@ -4,18 +4,19 @@ subject's page without the fact: NOT ENOUGH INFO is their right answer, through 
 pipeline.
 
 :class:`HiddenPages` wraps a store (any :class:`~feverous_es.index.store.Store`): every search,
-title match and fetch answers as if the pages in :attr:`HiddenPages.hidden` were not in the
-index, and the elements in :attr:`HiddenPages.elements` (ids) not on their pages. Searches ask
+title match and fetch answers as if what :attr:`HiddenPages.hidden` names were not in the
+index (:class:`Hidden`: whole pages, and elements not on their pages). Searches ask
 the store for more than ``k`` (the hidden hits are dropped after) so that ``k`` of the others
 come back as a smaller index would rank them, unless the hidden ones held more than
-:data:`OVER_ASK` times ``k`` of the best hits. Set ``hidden`` and ``elements`` before each claim
-and verify one claim at a time (the sets are the view's, not a claim's). Tables are hidden with
+:data:`OVER_ASK` times ``k`` of the best hits. Set ``hidden`` before each claim and verify one
+claim at a time (it is the view's, not a claim's). Tables are hidden with
 their page only (a table search ranks whole tables).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,13 +26,27 @@ from feverous_es.index.store import Filters, HybridParts, HybridWeights, Store
 OVER_ASK = 4  # a search asks for this many times k, then drops the hidden pages' hits
 
 
+@dataclass(frozen=True)
+class Hidden:
+    """What a claim's retrieval must not see: whole ``pages`` (NFD titles) and ``elements``
+    (ids) on pages it may see."""
+
+    pages: frozenset[str] = frozenset()
+    elements: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.pages or self.elements)
+
+
+NOTHING = Hidden()
+
+
 class HiddenPages:
-    """``store`` without the pages named in :attr:`hidden` (see the module)."""
+    """``store`` without what :attr:`hidden` names (see the module)."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self.hidden: frozenset[str] = frozenset()
-        self.elements: frozenset[str] = frozenset()
+        self.hidden = NOTHING
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -44,8 +59,9 @@ class HiddenPages:
         element: Any = lambda hit: hit.element.id,
     ) -> list:
         def shown(hit: Any) -> bool:
-            return page(hit) not in self.hidden and (
-                element is None or element(hit) not in self.elements
+            hidden = self.hidden
+            return page(hit) not in hidden.pages and (
+                element is None or element(hit) not in hidden.elements
             )
 
         return [hit for hit in hits if shown(hit)][:k]
@@ -90,19 +106,23 @@ class HiddenPages:
 
     def get_elements(self, ids: Sequence[str]) -> list:
         found = self._store.get_elements(ids)
-        return [e for e in found if e.page not in self.hidden and e.id not in self.elements]
+        return [
+            e for e in found if e.page not in self.hidden.pages and e.id not in self.hidden.elements
+        ]
 
     def page_elements(self, page: str, table: int | None = None) -> list:
-        if page in self.hidden:
+        if page in self.hidden.pages:
             return []
-        return [e for e in self._store.page_elements(page, table) if e.id not in self.elements]
+        return [
+            e for e in self._store.page_elements(page, table) if e.id not in self.hidden.elements
+        ]
 
     def get_pages(self, titles: Sequence[str]) -> list:
-        return [p for p in self._store.get_pages(titles) if p.title not in self.hidden]
+        return [p for p in self._store.get_pages(titles) if p.title not in self.hidden.pages]
 
     def match_titles(self, keys: Sequence[str]) -> dict[str, list[str]]:
         found = {
-            key: [title for title in titles if title not in self.hidden]
+            key: [title for title in titles if title not in self.hidden.pages]
             for key, titles in self._store.match_titles(keys).items()
         }
         return {key: titles for key, titles in found.items() if titles}

@@ -26,8 +26,8 @@ from feverous_es.runtime.parts import (
     whole_model_dir,
 )
 
-ROLES = ("verdict", "verdict-2", "verdict-3", "verdict-nei", "verdict-large", "table-reader",
-         "table-verdict", "sentence-verdict", "sentence-ranker")  # fmt: skip
+ROLES = ("verdict", "verdict-2", "verdict-3", "verdict-nei", "verdict-large", "table-verdict",
+         "sentence-ranker")  # fmt: skip
 # The large reader's graph (~110 MB in int8) ships as parts the runtime joins on first use
 # (runtime/parts.py): the repository keeps files under 50 MB.
 SPLIT_ROLES = ("verdict-large",)
@@ -37,10 +37,10 @@ def check_model(model_dir: Path, role: str) -> None:
     """Raise :class:`ModelError` unless ``model_dir`` loads as the ``role`` model."""
     if not manifest_complete(model_dir):
         raise ModelError(f"{model_dir} is not a complete model directory (no {MANIFEST_FILE})")
-    if role in ("table-verdict", "sentence-verdict"):
+    if role == "table-verdict":
         from feverous_es.verdict.feature_model import FeatureClassifier
 
-        FeatureClassifier(model_dir, role.removesuffix("-verdict"))
+        FeatureClassifier(model_dir)
         return
     from feverous_es.runtime.cross_encoder import CrossEncoder
     from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, check_task

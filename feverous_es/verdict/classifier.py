@@ -40,10 +40,9 @@ from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 from feverous_es.text import marked_words, tokens
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
-    DEFAULT_MODELS,
+    DEFAULT_MODEL,
     FeatureClassifier,
     evidence_table,
-    sentence_texts,
 )
 from feverous_es.verdict.inputs import (
     TEXT_TYPES,
@@ -52,11 +51,9 @@ from feverous_es.verdict.inputs import (
     table_premise,
 )
 from feverous_es.verdict.readers import AUTO_READER, CASCADE_BELOW, packaged_source_dir
-from feverous_es.verdict.sentence_facts import claim_features as sentence_claim_features
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
-TABLE_READER = "table-reader"  # the package's table route reader, when one is installed
 NEI_MODEL = "verdict-nei"  # the package's model of the NOT ENOUGH INFO call, when installed
 NEI = Label.NOT_ENOUGH_INFO
 
@@ -85,15 +82,6 @@ class ClassifierOptions:
     """The feature classifier (:mod:`~feverous_es.verdict.feature_model`) that decides
     SUPPORTS / REFUTES for the claims routed to a table; None: the package's (computed table
     facts: on TabFact it reads tables the reader cannot), ``""``: the reader answers alone."""
-    sentence_model: str | None = None
-    """The same for the claims routed to sentences; None: one installed with
-    ``feverous-es train install`` if any (the package ships none: the reader reads sentence
-    claims better), ``""``: the reader answers alone."""
-    table_reader: str | None = None
-    """The entailment model of the claims routed to a table (a GPU queue ``table`` job's
-    reader); None: the package's ``table-reader`` when installed (``feverous-es train install
-    … --as table-reader``), else the reader reads both routes; ``""``: the reader. Its labels
-    must be the reader's."""
     nei_model: str | None = None
     """The model whose NOT ENOUGH INFO probability the NEI call reads (on the same premises as
     the reader; the reader still decides SUPPORTS or REFUTES): None: the package's
@@ -147,14 +135,7 @@ class ClassifierVerdict:
             math_hints=chosen.math_hints, cascade_below=chosen.cascade_below,
         )  # fmt: skip
         self.labels = self.reader.labels
-        self.table_reader = _table_reader(chosen.table_reader, context.device)
-        if self.table_reader is not None and self.table_reader.labels != self.labels:
-            raise ModelError(
-                f"the table reader {self.table_reader.model_dir} names the labels "
-                f"{self.table_reader.labels}, the reader {self.labels}: they must agree"
-            )
-        self.tables = _feature_model(chosen.table_model, "table")
-        self.sentences = _feature_model(chosen.sentence_model, "sentence")
+        self.tables = _feature_model(chosen.table_model)
         self.nei_reader = _nei_reader(chosen.nei_model, context.device)
         if self.nei_reader is not None and Label.NOT_ENOUGH_INFO not in self.nei_reader.labels:
             raise ModelError(f"the NEI model {self.nei_reader.model_dir} has no NOT ENOUGH INFO")
@@ -163,7 +144,8 @@ class ClassifierVerdict:
         if not batch:
             return []
         tables = [evidence_table(query.text, ev) for query, ev in batch]
-        routes = [self.tables if table is not None else self.sentences for table in tables]
+        # a table-routed claim is decided by the table feature model; a sentence one by the reader
+        routes = [self.tables if table is not None else None for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
         premises = [
@@ -185,10 +167,7 @@ class ClassifierVerdict:
             if route is None:
                 verdicts.append(self._decide(self.labels, entailment[i], unsure, found))
                 continue
-            if table is not None:
-                features = table_claim_features(query.text, table)
-            else:
-                features = sentence_claim_features(query.text, sentence_texts(ev))
+            features = table_claim_features(query.text, table)
             if route.stacked:
                 features = np.concatenate([features, self.stacking_features(entailment[i])])
             row = route.probabilities(features[None, :])[0]
@@ -217,8 +196,7 @@ class ClassifierVerdict:
         pairs += [(pairs[n][0], page) for n, page in pages]
         if not pairs:
             return {}, {}
-        on_table = [n < len(reads) and premises[reads[n]].on_table for n in range(len(pairs))]
-        rows = self._read_routes(pairs, on_table)
+        rows = self.entailment([claim for claim, _ in pairs], [premise for _, premise in pairs])
         routed = rows[: len(reads)]
         if pages:  # each claim's reading: the mean of its whole evidence's and its pages'
             end = len(reads) + len(sentences)
@@ -295,34 +273,16 @@ class ClassifierVerdict:
         if self.reader.cascade is not None:  # the reader of the unsure pairs, as packaged:
             # asking which models run does not open it (runtime/parts.py: graph_digests)
             dirs["verdict-cascade"] = packaged_source_dir(self.reader.cascade)
-        if self.table_reader is not None:
-            dirs["table-reader"] = self.table_reader.model_dir
         if self.nei_reader is not None and self._may_call_nei:
             dirs[NEI_MODEL] = self.nei_reader.model_dir
-        for kind, model in (("table-verdict", self.tables), ("sentence-verdict", self.sentences)):
-            if model is not None:
-                dirs[kind] = model.model_dir
+        if self.tables is not None:
+            dirs["table-verdict"] = self.tables.model_dir
         return dirs
 
     def entailment(self, claims: Sequence[str], premises: Sequence[str]) -> np.ndarray:
         """The entailment model's label probabilities (in :attr:`labels` order) per pair; the
         model loads on first use: with stacking off and NEI never called, no claim reads it."""
         return self.reader.probabilities(claims, premises)
-
-    def _read_routes(
-        self, pairs: Sequence[tuple[str, str]], on_table: Sequence[bool]
-    ) -> np.ndarray:
-        """The probabilities of each (claim, premise): a table premise read by the table reader
-        when there is one, every other by the reader (:meth:`entailment`)."""
-        by_table = [self.table_reader is not None and on_table[n] for n in range(len(pairs))]
-        tables = [n for n, table in enumerate(by_table) if table]
-        others = [n for n, table in enumerate(by_table) if not table]
-        rows = np.zeros((len(pairs), len(self.labels)), dtype=np.float32)
-        for chosen, read in ((tables, getattr(self.table_reader, "probabilities", None)),
-                             (others, self.entailment)):  # fmt: skip
-            if chosen and read is not None:
-                rows[chosen] = read([pairs[n][0] for n in chosen], [pairs[n][1] for n in chosen])
-        return rows
 
     def stacking_features(self, row: np.ndarray) -> np.ndarray:
         """The entailment probabilities as the feature models read them: SUPPORTS, REFUTES,
@@ -454,14 +414,13 @@ class ClaimPremises:
         return [self.route, *([self.sentences] if self.sentences else []), *self.pages]
 
 
-def _feature_model(option: str | None, kind: str) -> FeatureClassifier | None:
-    """The feature classifier an option names; by default the package's model of that route
-    where it has one (the table route's: the sentence route is the entailment model's, which
-    reads sentence claims better, docs/log/verdict-2026-11.md); none for ``""``."""
+def _feature_model(option: str | None) -> FeatureClassifier | None:
+    """The table feature classifier an option names; by default the package's; none for
+    ``""``."""
     if option:
-        return FeatureClassifier(Path(option), kind)
-    if option is None and DEFAULT_MODELS[kind].is_dir():
-        return FeatureClassifier(DEFAULT_MODELS[kind], kind)
+        return FeatureClassifier(Path(option))
+    if option is None and DEFAULT_MODEL.is_dir():
+        return FeatureClassifier(DEFAULT_MODEL)
     return None
 
 
@@ -472,14 +431,4 @@ def _nei_reader(option: str | None, device: str) -> EntailmentModel | None:
         return EntailmentModel(option, device=device)
     if option is None and (PACKAGED_MODELS_DIR / NEI_MODEL).is_dir():
         return EntailmentModel(PACKAGED_MODELS_DIR / NEI_MODEL, device=device)
-    return None
-
-
-def _table_reader(option: str | None, device: str) -> EntailmentModel | None:
-    """The table route's reader an option names; by default the package's ``table-reader`` when
-    one is installed; none for ``""``."""
-    if option:
-        return EntailmentModel(option, device=device)
-    if option is None and (PACKAGED_MODELS_DIR / TABLE_READER).is_dir():
-        return EntailmentModel(PACKAGED_MODELS_DIR / TABLE_READER, device=device)
     return None

@@ -1,13 +1,12 @@
-"""The feature verdicts: gradient-boosted classifiers over what a claim shares with its evidence.
+"""The table feature verdict: a gradient-boosted classifier over what a claim shares with its
+table.
 
-Two kinds, one per kind of evidence: ``table`` reads
-:func:`feverous_es.verdict.table_facts.claim_features` of the claim and the table the evidence
-points at (:func:`evidence_table` decides whether it does), ``sentence`` reads
-:func:`feverous_es.verdict.sentence_facts.claim_features` of the claim and the evidence sentences.
-Each is a scikit-learn ``GradientBoostingClassifier`` exported to ONNX (``model.onnx``, run by
-ONNX Runtime's tree-ensemble kernels on the CPU: no scikit-learn at run time);
-``feature_model.json`` names its kind, labels and features, so a model built with another
-feature set is refused instead of misread.
+It reads :func:`feverous_es.verdict.table_facts.claim_features` of the claim and the table the
+evidence points at (:func:`evidence_table` decides whether it does): a scikit-learn
+``GradientBoostingClassifier`` exported to ONNX (``model.onnx``, run by ONNX Runtime's
+tree-ensemble kernels on the CPU: no scikit-learn at run time); ``feature_model.json`` names
+its kind (``table``), labels and features, so a model built with another feature set is
+refused instead of misread.
 """
 
 from __future__ import annotations
@@ -24,18 +23,13 @@ from feverous_es.plugins.interfaces import Candidate, Evidence, Label, evidence_
 from feverous_es.runtime.files import FP32_FILE, PACKAGED_MODELS_DIR
 from feverous_es.runtime.model import Execution, OnnxModel
 from feverous_es.text import content_words, marked_words, tokens
-from feverous_es.verdict import sentence_facts, table_facts
+from feverous_es.verdict import table_facts
 from feverous_es.verdict.table_facts import Table
 
 SPEC_FILE = "feature_model.json"  # kind, labels and feature names, from the training command
-DEFAULT_MODELS = {
-    "table": PACKAGED_MODELS_DIR / "table-verdict",
-    "sentence": PACKAGED_MODELS_DIR / "sentence-verdict",
-}
-FEATURES: dict[str, tuple[str, ...]] = {
-    "table": table_facts.FEATURE_NAMES,
-    "sentence": sentence_facts.FEATURE_NAMES,
-}
+KIND = "table"
+DEFAULT_MODEL = PACKAGED_MODELS_DIR / "table-verdict"
+FEATURES: tuple[str, ...] = table_facts.FEATURE_NAMES
 # The entailment verdict's probabilities, which a stacked feature model reads after FEATURES.
 ENTAILMENT_FEATURES = ("entailment_supports", "entailment_refutes", "entailment_nei")
 
@@ -87,10 +81,10 @@ def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:
 
 class FeatureClassifier:
     """The exported feature classifier of a model directory (``model.onnx``,
-    ``feature_model.json``, ``manifest.json``) of the given kind (``table`` or ``sentence``);
-    ``stacked``: it reads the entailment probabilities after the kind's features."""
+    ``feature_model.json``, ``manifest.json``); ``stacked``: it reads the entailment
+    probabilities after the table features."""
 
-    def __init__(self, model_dir: Path, kind: str) -> None:
+    def __init__(self, model_dir: Path) -> None:
         self.model_dir = model_dir
         try:
             spec = json.loads((model_dir / SPEC_FILE).read_text(encoding="utf-8"))
@@ -102,13 +96,13 @@ class FeatureClassifier:
             ) from None
         except (ValueError, KeyError, TypeError) as error:
             raise ModelError(f"{model_dir / SPEC_FILE} is malformed ({error})") from None
-        if model_kind != kind:
-            raise ModelError(f"{model_dir} is a {model_kind} verdict model, not a {kind} one")
-        self.stacked = features == FEATURES[kind] + ENTAILMENT_FEATURES
-        if features != FEATURES[kind] and not self.stacked:
+        if model_kind != KIND:
+            raise ModelError(f"{model_dir} is a {model_kind} verdict model, not a {KIND} one")
+        self.stacked = features == FEATURES + ENTAILMENT_FEATURES
+        if features != FEATURES and not self.stacked:
             raise ModelError(
-                f"{model_dir} was trained on other {kind} features than this version computes; "
-                f"retrain it with `feverous-es train {kind}-verdict`"
+                f"{model_dir} was trained on other table features than this version computes; "
+                "retrain it with `feverous-es train table-verdict`"
             )
         # Tree ensembles have no CUDA kernels: the CPU provider runs them either way.
         self.model = OnnxModel(

@@ -1,17 +1,15 @@
-"""Training the feature verdicts: claim-against-evidence features, gradient boosting, ONNX.
+"""Training the table feature verdict: claim-against-table features, gradient boosting, ONNX.
 
-Driven by ``feverous-es train table-verdict`` and ``train sentence-verdict``:
+Driven by ``feverous-es train table-verdict``:
 
-1. **Features.** ``table``: each claim (a FEVEROUS-format file whose records name
+1. **Features.** Each claim (a FEVEROUS-format file whose records name
    ``gold_tables``, as TabFact's do) is read against its gold table, taken from the index's
    store with the :meth:`~feverous_es.verdict.table_facts.Table.from_elements` the verdict uses
    at run time: the cheap stand-in for the retrieved table (the pipeline costs ~0.5 s a claim, 4
    hours for 30 k claims). With ``retrieved`` = N, the first N training claims (file order) also
    go through the pipeline's retrieval (cached in ``<work>/evidence.jsonl``, as ``train
    verdict`` does) and are read a second time against the table the verdict would read in their
-   evidence (:func:`~feverous_es.verdict.feature_model.first_table`). ``sentence``: every claim
-   goes through the pipeline's retrieval (same cache) and is read against the sentences of its
-   retrieved evidence, exactly as at run time.
+   evidence (:func:`~feverous_es.verdict.feature_model.first_table`).
 2. **Fitting** a scikit-learn ``GradientBoostingClassifier`` (SUPPORTS / REFUTES; seconds on a
    CPU). ``--claims`` files are split by the seeded hash of each claim id, a share ``holdout``
    kept out; ``--train-claims`` files (e.g. TabFact's training claims) are never held out.

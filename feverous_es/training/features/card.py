@@ -1,4 +1,4 @@
-"""The feature verdicts' model card."""
+"""The table feature verdict's model card."""
 
 from __future__ import annotations
 
@@ -8,22 +8,6 @@ from typing import Any
 from feverous_es.export import card
 from feverous_es.export.card import Section, Table
 from feverous_es.training import common
-
-_WHAT = {
-    "table": (
-        "claims whose evidence is a table",
-        "the table (`feverous_es.verdict.table_facts`: which claim words and numbers the table "
-        "holds and in which row, counts of rows holding a named value, whether the named rows "
-        "hold a column's maximum or minimum, comparisons of two named rows, sums, means and "
-        "differences, next to the claim's cue words)",
-    ),
-    "sentence": (
-        "claims whose evidence is sentences",
-        "the evidence sentences (`feverous_es.verdict.sentence_facts`: the claim's content "
-        "words, word pairs, numbers, years and names that the evidence, or its best sentences, "
-        "do not hold; negation)",
-    ),
-}
 
 
 def write_card(out: Path, report: dict[str, Any]) -> None:
@@ -38,26 +22,22 @@ def write_card(out: Path, report: dict[str, Any]) -> None:
     top = ", ".join(f"`{k}`" for k in list(report["feature_importance"])[:8])
     split_files = ", ".join(f"`{s}`" for s in report["claims"])
     train_files = ", ".join(f"`{s}`" for s in report["train_claims"]) or "none"
-    claims_of, read_against = _WHAT[kind]
-    if kind == "table":
-        reading = (
-            "Each claim is read against its gold table (`gold_tables`) as the index holds it, and "
-            f"{training['retrieved_examples']} of the training claims a second time against the "
-            "first table of the evidence the pipeline retrieved for them. At run time the verdict "
-            "reads that retrieved table; `bench/verdict.py` measures it there."
-        )
-        measured = "gold table"
-    else:
-        reading = (
-            "Each claim is read against the sentences of the evidence the pipeline retrieved for "
-            "it (default plugins, cached in the work directory), as at run time."
-        )
-        measured = "retrieved evidence"
+    reading = (
+        "Each claim is read against its gold table (`gold_tables`) as the index holds it, and "
+        f"{training['retrieved_examples']} of the training claims a second time against the "
+        "first table of the evidence the pipeline retrieved for them. At run time the verdict "
+        "reads that retrieved table; `bench/verdict.py` measures it there."
+    )
+    measured = "gold table"
     about = f"""
-The verdict of {claims_of}: a gradient-boosted classifier (scikit-learn
+The verdict of claims whose evidence is a table: a gradient-boosted classifier (scikit-learn
 `GradientBoostingClassifier`, {settings["trees"]} trees of depth {settings["depth"]}, exported
 to ONNX: `model.onnx`, {report["export"]["bytes"] / 1e6:.2f} MB) over
-{len(training["features"])} features of the claim read against {read_against}. SUPPORTS /
+{len(training["features"])} features of the claim read against the table
+(`feverous_es.verdict.table_facts`: which claim words and numbers the table holds and in which
+row, counts of rows holding a named value, whether the named rows hold a column's maximum or
+minimum, comparisons of two named rows, sums, means and differences, next to the claim's cue
+words). SUPPORTS /
 REFUTES only; NOT ENOUGH INFO is the `classifier` verdict plugin's reader's call (its
 `nei_above`). Most used features: {top}."""
     data = f"""

@@ -1,4 +1,5 @@
-"""The feature verdict's training run: features, fitting, export, held-out accuracy and the card."""
+"""The table feature verdict's training run: features, fitting, export, held-out accuracy and the
+card."""
 
 from __future__ import annotations
 
@@ -21,10 +22,7 @@ from feverous_es.training.features.data import (
 )
 from feverous_es.training.features.fit import LABELS, accuracy, export, fit
 from feverous_es.training.progress import QUIET, Progress
-from feverous_es.verdict.feature_model import (
-    ENTAILMENT_FEATURES,
-    FEATURES,
-)
+from feverous_es.verdict.feature_model import ENTAILMENT_FEATURES, FEATURES, KIND
 
 
 def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
@@ -36,9 +34,8 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
     if not options.claims:
         raise TrainError("no claim files given (--claims FILE.jsonl)")
     seed = options.settings.seed
-    tables = options.kind == "table"
-    split_claims = read_claims(options.claims, tables=tables, limit=options.limit, seed=seed)
-    extra = read_claims(options.train_claims, tables=tables, limit=options.limit, seed=seed)
+    split_claims = read_claims(options.claims, tables=True, limit=options.limit, seed=seed)
+    extra = read_claims(options.train_claims, tables=True, limit=options.limit, seed=seed)
     split_sources = {Path(p).stem for p in options.claims}
 
     def held_out(claim: TrainingClaim) -> bool:
@@ -50,15 +47,9 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
     on_evidence = progress.counter("retrieved evidence")
     store = open_store(options.store, options.index)
     try:
-        if tables:
-            features, claims = gold_features([*split_claims, *extra], store, on_features)
-            # The first N training claims of the split files, in file order.
-            retrieve = [c for c in split_claims if not held_out(c)][: options.retrieved]
-        else:
-            features, claims = evidence_features(
-                [*split_claims, *extra], options, store, on_evidence
-            )
-            retrieve = []
+        features, claims = gold_features([*split_claims, *extra], store, on_features)
+        # The first N training claims of the split files, in file order.
+        retrieve = [c for c in split_claims if not held_out(c)][: options.retrieved]
         extra_rows, extra_claims = (
             evidence_features(retrieve, options, store, on_evidence)
             if retrieve
@@ -66,14 +57,13 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
         )
     finally:
         store.close()
-    names = FEATURES[options.kind]
+    names = FEATURES
     unscored = 0
     if options.entailment is not None:
         from feverous_es.training.entailment_data import score_key
 
         scores = read_entailment(options.entailment)
-        variant = "gold" if tables else ""
-        keys = [score_key(options.kind, c.source, c.id, variant) for c in claims]
+        keys = [score_key(KIND, c.source, c.id, "gold") for c in claims]
         missing = [k for k, c in zip(keys, claims, strict=True) if held_out(c) and k not in scores]
         if missing:
             raise TrainError(
@@ -84,7 +74,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
         features, scored = stack(features, keys, scores)
         unscored = int((~scored).sum())
         claims = [c for c, s in zip(claims, scored, strict=True) if s]
-        extra_keys = [score_key(options.kind, c.source, c.id) for c in extra_claims]
+        extra_keys = [score_key(KIND, c.source, c.id) for c in extra_claims]
         extra_rows, extra_scored = stack(extra_rows, extra_keys, scores)
         extra_claims = [c for c, s in zip(extra_claims, extra_scored, strict=True) if s]
         if not any(not held_out(c) for c in claims) and not extra_claims:
@@ -101,11 +91,11 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
     model = fit(train_x, train_y, options.settings)
     seconds = time.perf_counter() - started
     probe = features[held] if held.any() else features[:64]
-    exported = export(model, options.out, probe, options.kind, names)
+    exported = export(model, options.out, probe, names)
     held_claims = [c for c, h in zip(claims, held, strict=True) if h]
     report: dict[str, Any] = {
         "command": options.command,
-        "kind": options.kind,
+        "kind": KIND,
         "claims": [Path(p).name for p in options.claims],
         "train_claims": [Path(p).name for p in options.train_claims],
         "entailment": str(options.entailment) if options.entailment else None,
@@ -121,7 +111,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
             "features": list(names),
         },
         "export": exported,
-        # Read against the gold table (tables) or the retrieved evidence (sentences).
+        # Read against the gold table.
         "holdout_accuracy": accuracy(model.predict_proba(features[held]), held_claims)
         if held.any()
         else {},

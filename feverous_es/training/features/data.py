@@ -1,5 +1,5 @@
-"""The feature verdicts' data: the claims, their features against the gold table or the retrieved
-evidence, and the entailment scores stacked on them."""
+"""The table feature verdict's data: the claims, their features against the gold table or the
+table of their retrieved evidence, and the entailment scores stacked on them."""
 
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.features.fit import LABELS
 from feverous_es.training.features.options import RunOptions
 from feverous_es.training.rerank.data import index_id
-from feverous_es.verdict import sentence_facts, table_facts
+from feverous_es.verdict import table_facts
 from feverous_es.verdict.feature_model import (
     ENTAILMENT_FEATURES,
     FEATURES,
     first_table,
-    sentence_texts,
 )
 from feverous_es.verdict.table_facts import Table
 
@@ -103,9 +102,8 @@ def evidence_features(
     store: Any,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, list[TrainingClaim]]:
-    """The features of ``claims`` against their retrieved evidence, read as the verdict reads
-    it: its sentences (``sentence``), the first table it holds (``table``: claims whose evidence
-    holds no table are left out)."""
+    """The features of ``claims`` against the first table of their retrieved evidence, as the
+    verdict reads it (claims whose evidence holds no table are left out)."""
     from feverous_es.training.verdict.evidence import collect_evidence
 
     examples = collect_evidence(
@@ -118,11 +116,8 @@ def evidence_features(
     rows, kept = [], []
     for claim, example in zip(claims, examples, strict=True):
         evidence = example.evidence_candidates()
-        if options.kind == "sentence":
-            rows.append(sentence_facts.claim_features(claim.claim, sentence_texts(evidence)))
-            kept.append(claim)
-        elif (table := first_table(with_tables(evidence, store))) is not None:
+        if (table := first_table(with_tables(evidence, store))) is not None:
             rows.append(table_facts.claim_features(claim.claim, table))
             kept.append(claim)
-    width = len(FEATURES[options.kind])
+    width = len(FEATURES)
     return (np.stack(rows) if rows else np.zeros((0, width), np.float32)), kept

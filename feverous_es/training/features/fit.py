@@ -17,6 +17,7 @@ from feverous_es.training import datasets
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.features.options import Settings
 from feverous_es.verdict.feature_model import (
+    KIND,
     SPEC_FILE,
     FeatureClassifier,
 )
@@ -47,9 +48,7 @@ def fit(features: np.ndarray, labels: np.ndarray, settings: Settings) -> Any:
     return model.fit(features, labels)
 
 
-def export(
-    model: Any, out: Path, probe: np.ndarray, kind: str, names: Sequence[str]
-) -> dict[str, Any]:
+def export(model: Any, out: Path, probe: np.ndarray, names: Sequence[str]) -> dict[str, Any]:
     """``model.onnx``, ``feature_model.json`` and the manifest in ``out``; parity on ``probe``."""
     try:
         from skl2onnx import to_onnx
@@ -63,10 +62,10 @@ def export(
         target_opset={"": 17, "ai.onnx.ml": 3},
     )
     (out / FP32_FILE).write_bytes(graph.SerializeToString())
-    spec = {"kind": kind, "labels": list(LABELS), "features": list(names)}
+    spec = {"kind": KIND, "labels": list(LABELS), "features": list(names)}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     write_manifest(out, [FP32_FILE, SPEC_FILE])
-    onnx_p = FeatureClassifier(out, kind).probabilities(probe)
+    onnx_p = FeatureClassifier(out).probabilities(probe)
     sk_p = model.predict_proba(probe)
     return {
         "bytes": (out / FP32_FILE).stat().st_size,

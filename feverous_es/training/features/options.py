@@ -1,5 +1,5 @@
-"""The feature verdicts' training options: each field a click option of `train table-verdict`
-(:class:`TableRunOptions`) and `train sentence-verdict` (:class:`SentenceRunOptions`)."""
+"""The table feature verdict's training options: each field a click option of `train
+table-verdict` (:class:`TableRunOptions`)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,10 @@ class Settings:
 
 @dataclass(kw_only=True)
 class RunOptions(common.RunOptions):
-    kind: str = "table"  # or "sentence"
     out: Path = option_like(
         common.RunOptions, "out",
         help="Model directory to write (never the installed package's: `feverous-es train "
-        "install OUT --as table-verdict` (or sentence-verdict) puts it there).",
+        "install OUT --as table-verdict` puts it there).",
     )  # fmt: skip
     index: Path = option_like(
         common.RunOptions, "index", help="Index the tables and evidence come from (read only)."
@@ -53,14 +52,4 @@ class TableRunOptions(RunOptions):
     retrieved: int = option(
         0, help="Also read this many training claims against the table the pipeline retrieves "
         "for them (~0.5 s a claim; cached in WORK).",
-    )  # fmt: skip
-
-
-@dataclass(kw_only=True)
-class SentenceRunOptions(RunOptions):
-    kind: str = "sentence"
-    claims: list[Path] = option_like(
-        common.RunOptions, "claims",
-        help="FEVEROUS-format claim file, split into training and held-out claims; repeat for "
-        "several.",
     )  # fmt: skip

@@ -32,10 +32,9 @@ def bundle_command(data_dir: Path, **params: Any) -> None:
     """Write the GPU queue: every job's pairs, the bases once, the runner and the plan.
 
     The jobs, in order: ranker (a cross-encoder teacher and students of 6 and 3 layers),
-    reader (the verdict's reader, second version), table (a reader of table rows), rates (the
-    shipped embedder and ranker through ONNX Runtime's CUDA provider: a rates file for `plan
-    --rates`). Prints the plan: the calls of a lend in order, what each carries and runs, the
-    expected seconds.
+    reader (the verdict's reader, second version), rates (the shipped embedder and ranker
+    through ONNX Runtime's CUDA provider: a rates file for `plan --rates`). Prints the plan:
+    the calls of a lend in order, what each carries and runs, the expected seconds.
     """
     from feverous_es.training.gpu.command import write_queue
     from feverous_es.training.gpu.jobs import claim_files

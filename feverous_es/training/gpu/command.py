@@ -19,7 +19,7 @@ from feverous_es.training.gpu.spec import Job
 from feverous_es.training.progress import QUIET, Progress
 
 # The queue's order: what moves the figures most first; the GPU's rates for the planner last.
-TRAINING_JOBS = ("ranker", "reader", "table")
+TRAINING_JOBS = ("ranker", "reader")
 JOBS = (*TRAINING_JOBS, "rates")
 SEED = 13  # the split every shipped model and benchmark shares (35 % held out by claim id)
 HOLDOUT = 0.35
@@ -115,15 +115,12 @@ def build_jobs(options: QueueOptions, progress: Progress = QUIET) -> list[Job]:
             on_progress=progress.counter("candidates"),
         )  # fmt: skip
         jobs.append(gpu_jobs.ranker_job(pools, seed=SEED, holdout=HOLDOUT, options=recipe))
-    if {"reader", "table"} & set(wanted):
+    if "reader" in wanted:
         pairs, train, verdict = _verdict_pairs(options, progress)
-        if "reader" in wanted:
-            jobs.append(gpu_jobs.reader_job(
-                pairs, train, seed=SEED, max_length=options.max_length,
-                from_teacher=options.teacher_from is not None, options=verdict,
-            ))  # fmt: skip
-        if "table" in wanted:
-            jobs.append(gpu_jobs.table_job(pairs, train, seed=SEED, options=verdict))
+        jobs.append(gpu_jobs.reader_job(
+            pairs, train, seed=SEED, max_length=options.max_length,
+            from_teacher=options.teacher_from is not None, options=verdict,
+        ))  # fmt: skip
     return jobs
 
 

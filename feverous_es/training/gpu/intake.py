@@ -20,7 +20,7 @@ from feverous_es.training import common
 from feverous_es.training.gpu.results import install_student
 
 # The package role each job's students are installed as (`train install --as`).
-ROLES = {"ranker": "sentence-ranker", "reader": "verdict", "table": "table-reader"}
+ROLES = {"ranker": "sentence-ranker", "reader": "verdict"}
 
 
 def intake(

@@ -10,10 +10,6 @@
   person-attribute claims (a changed profession or nationality, a shifted year: the classes
   the first student got wrong), its teacher continuing from the shipped large reader when its
   weights are given (validation still rose at its 4th epoch), a MiniLM student.
-* ``table``: a reader of a claim against the table rows the table stage selects (TabFact 61.8 %
-  open-domain: the sentence readers read held-out TabFact pairs at 55.6 % whatever their size),
-  on the table-route pairs alone: TabFact training and dev claims' training share against their
-  routed table, and the table NLI pairs.
 
 Held out, as every trainer of the package holds out: a seeded 35 % of the claims by claim id
 (seed 13), the split the shipped models and the benchmarks share; ``valid`` (8 % of the training
@@ -90,23 +86,6 @@ def reader_job(
         Model("verdict-large" if from_teacher else "mpnet", teacher),
         (Model("minilm", student, "student"),),
         about="the verdict's reader, second version", options=options,
-    )  # fmt: skip
-
-
-def table_job(
-    pairs: Sequence[data.Pair], train: Sequence[data.Pair], *, seed: int, options: dict[str, Any]
-) -> Job:
-    """The table reader job: the verdict's table-route pairs only, read at 256 tokens (a table
-    premise fills 192)."""
-    tables = [p for p in pairs if p.route == data.TABLE]
-    teacher = Settings(epochs=2, max_length=256, seed=seed)
-    student = Settings(epochs=2, learning_rate=8e-5, max_length=256, freeze_embeddings=True,
-                       seed=seed)  # fmt: skip
-    return Job(
-        "table", tuple(LABELS),
-        reader_roles(tables, [p for p in train if p.route == data.TABLE], seed),
-        Model("mpnet", teacher), (Model("minilm", student, "student"),),
-        about="the table route's reader", options=options,
     )  # fmt: skip
 
 

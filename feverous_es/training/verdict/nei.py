@@ -31,6 +31,7 @@ from feverous_es.training import common, datasets
 from feverous_es.training.bases import resolve_base
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.entailment_data import nli_pairs
+from feverous_es.training.hidden_pages import NOTHING, Hidden
 from feverous_es.training.progress import QUIET, Progress
 from feverous_es.training.verdict.evidence import read_labelled_claims
 
@@ -77,15 +78,13 @@ class RunOptions(common.RunOptions):
 @dataclass(frozen=True)
 class NeiClaim:
     """A training claim as one kind reads it: its ``text`` (the subject changed, for an
-    invented one), the label the kind gives it, and the pages and elements hidden from
-    retrieval."""
+    invented one), the label the kind gives it, and what is hidden from its retrieval."""
 
     kind: str
     of: TrainingClaim
     text: str
     label: str
-    hidden: frozenset[str] = frozenset()
-    elements: frozenset[str] = frozenset()
+    hidden: Hidden = NOTHING
 
 
 def training_claims(options: RunOptions, store: Any) -> list[NeiClaim]:
@@ -109,10 +108,12 @@ def training_claims(options: RunOptions, store: Any) -> list[NeiClaim]:
             pages = sorted(gold_pages(records[row.id]))
             hidden = frozenset(unicodedata.normalize("NFD", p) for p in pages)
             claims.append(NeiClaim(AS_IS, row, row.claim, row.label))
-            claims.append(NeiClaim(HIDDEN, row, row.claim, LABELS[2], hidden))
+            claims.append(NeiClaim(HIDDEN, row, row.claim, LABELS[2], Hidden(pages=hidden)))
             sentences = gold_sentences(records[row.id])
             if sentences and n % 2 == 0:
-                claims.append(NeiClaim(FACTS, row, row.claim, LABELS[2], elements=sentences))
+                claims.append(
+                    NeiClaim(FACTS, row, row.claim, LABELS[2], Hidden(elements=sentences))
+                )
             changed = with_subject(row.claim, pages[0], next(names)) if pages else None
             if changed and n < len(rows) // 3:
                 claims.append(NeiClaim(INVENTED, row, changed, LABELS[2]))
@@ -143,7 +144,7 @@ def premises(options: RunOptions, progress: Progress) -> list[dict[str, Any]]:
             for n, claim in enumerate(claims):
                 key = (claim.kind, claim.of.source, claim.of.id)
                 if key not in done:
-                    view.hidden, view.elements = claim.hidden, claim.elements
+                    view.hidden = claim.hidden
                     evidence = pipeline.retrieve(claim.text).evidence
                     sentences = evidence_table(claim.text, evidence) is None
                     row = {"kind": claim.kind, "source": claim.of.source, "id": claim.of.id,
