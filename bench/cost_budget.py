@@ -33,11 +33,11 @@ def sample_claims() -> list[str]:
 
 def sample_costs(index_root: Path) -> dict[str, dict[str, int]]:
     """The stage costs of the sample claims over a fresh index of the sample dump."""
+    from bench.budget import claim_costs
     from feverous_es.index.building.builder import build
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.index.embedded import EmbeddedWriter
     from feverous_es.runtime.embedder import Embedder
-    from feverous_es.verify.budget import claim_costs
     from feverous_es.verify.pipeline import Pipeline
 
     index = index_root / "index"
@@ -55,7 +55,7 @@ def sample_costs(index_root: Path) -> dict[str, dict[str, int]]:
 def cost_budget(context: Context, *, write: bool = False) -> dict[str, dict[str, int]]:
     """The counts of each stage over the sample claims; BenchError naming what is over the
     budget, unless ``write`` makes them the budget."""
-    from feverous_es.verify.budget import over_budget
+    from bench.budget import over_budget
 
     with tempfile.TemporaryDirectory() as tmp:
         costs = sample_costs(Path(tmp))

@@ -23,8 +23,11 @@ without them (not supported).
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +37,7 @@ from bench.verdict import held_out_lines, training_report
 from feverous_es.eval.claims import ClaimRecord, parse_claims
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.plugins.interfaces import Label
+from feverous_es.training import grounding_settings as settings_search
 from feverous_es.training.grounding import (
     GroundingPair,
     balanced_accuracy,
@@ -45,8 +49,9 @@ from feverous_es.training.grounding import (
 )
 from feverous_es.training.grounding_settings import (
     WINDOW_SIZES,
-    compare_second_readings,
+    ScoredWindows,
     compare_settings,
+    joint_threshold,
     predicted,
     score_windows,
     seconds_per_window,
@@ -354,3 +359,41 @@ def grounding_second_reading(
         store_threshold(target, settings)
         figures["written"] = str(target.relative_to(REPO) / GROUNDING_FILE)
     return figures
+
+
+SECOND_WEIGHTS = (0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+SECOND_BETWEEN = ((0.0, 1.0), (0.05, 0.98), (0.1, 0.95), (0.2, 0.9), (0.3, 0.85))
+
+
+def compare_second_readings(
+    by_set: Mapping[str, ScoredWindows],
+    second: Mapping[str, np.ndarray],
+    keep: int | None,
+    per_claim: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """Each second reading's figures, and none's (``weight`` 0): ``second`` holds each set's
+    P(SUPPORTS) under the second model of every source one window holds (NaN elsewhere); the
+    first reading keeps the ``keep`` closest windows of ``by_set``. Thresholds one for sources
+    of several windows and one for a source one window holds, two-fold as
+    :func:`~feverous_es.training.grounding_settings.two_fold`;
+    ``read_again``: the share of each set's claims the second model reads. Best mean first
+    (to the third decimal; then the fewest reads)."""
+    rows = []
+    for weight, between in [(0.0, (0.0, 1.0)), *itertools.product(SECOND_WEIGHTS, SECOND_BETWEEN)]:
+        sets, shares = {}, {}
+        for name, scored in by_set.items():
+            first = scored.best(keep)
+            again = scored.single & (first >= between[0]) & (first <= between[1]) & (weight > 0)
+            mixed = (1 - weight) * first + weight * np.nan_to_num(second[name])
+            sets[name] = (np.where(again, mixed, first), scored.supported, scored.single)
+            shares[name] = round(float(again.mean()), 3)
+        folds = settings_search.two_fold(sets, per_claim, split=True)
+        thresholds, in_sample = joint_threshold(list(sets.values()), split=True)
+        rows.append({
+            "weight": weight, "between": list(between), "threshold": thresholds[0],
+            "threshold_single": thresholds[1], "two_fold": folds,
+            "mean": float(np.mean(list(folds.values()))), "in_sample_mean": in_sample,
+            "read_again": shares,
+        })  # fmt: skip
+    return sorted(rows, key=lambda row: (-round(float(np.nan_to_num(row["mean"], nan=-1.0)), 3),
+                                         sum(row["read_again"].values())))  # fmt: skip

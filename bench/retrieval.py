@@ -33,7 +33,7 @@ from typing import Any
 from bench.context import Context
 from bench.data import MINI
 from bench.errors import BenchError
-from feverous_es.eval.ranking import HITS_AT, hits_at
+from bench.ranking import HITS_AT, hits_at
 from feverous_es.eval.samples import gold_sets, gold_table, read_records, seeded_sample
 from feverous_es.index.backends import STORES, open_store
 from feverous_es.index.elements import ElementType

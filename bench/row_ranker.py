@@ -32,7 +32,7 @@ import numpy as np
 from bench.context import Context
 from bench.data import MINI
 from bench.errors import BenchError
-from feverous_es.eval.ranking import HITS_AT, hits_at, print_hits
+from bench.ranking import HITS_AT, hits_at, print_hits
 from feverous_es.eval.samples import gold_table, has_gold_table, read_records, seeded_sample
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import PluginContext, Query

@@ -37,8 +37,8 @@ import numpy as np
 
 from bench.context import Context
 from bench.data import MINI
+from bench.serve_process import running_server
 from feverous_es.eval.samples import claim_texts
-from feverous_es.serve.process import running_server
 
 MEMORY_EVERY = 1.0  # seconds between the soak's memory readings
 FILES = ("fm2_dev.jsonl", "feverous_s_dev.jsonl", "tabfact_dev.jsonl")

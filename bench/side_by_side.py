@@ -118,7 +118,7 @@ class HttpWorker:
     def __init__(self, checkout: Path, index: Path) -> None:
         import httpx
 
-        from feverous_es.serve.process import running_server
+        from bench.serve_process import running_server
 
         env = {**os.environ, "PYTHONPATH": str(checkout)}
         with contextlib.ExitStack() as running:

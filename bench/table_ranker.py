@@ -36,7 +36,7 @@ import numpy as np
 
 from bench.context import Context
 from bench.data import MINI
-from feverous_es.eval.ranking import HITS_AT, hits_at, print_hits
+from bench.ranking import HITS_AT, hits_at, print_hits
 from feverous_es.eval.samples import gold_table, table_claims
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import TABLE_CELL_TYPES, TABLE_TYPES, ElementType

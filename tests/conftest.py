@@ -240,3 +240,11 @@ def tiny_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, obj
         library_name="transformers", local_files_only=True,
     )  # fmt: skip
     return root / "onnx", model
+
+
+def unregister(stage: str, name: str) -> None:
+    """Take back a plugin a test registered (the registry has no public way: a user's process
+    registers for its life)."""
+    from feverous_es.plugins import registry
+
+    registry._registered.pop((stage, name), None)

@@ -13,8 +13,8 @@ import pytest
 
 import feverous_es
 from feverous_es import FeverousError, Label, Pipeline, PluginError, StoreError, load_config
-from feverous_es.plugins.registry import register, unregister
-from tests.conftest import REPO
+from feverous_es.plugins.registry import register
+from tests.conftest import REPO, unregister
 
 
 def readme_example() -> str:

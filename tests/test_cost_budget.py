@@ -1,4 +1,4 @@
-"""The pipeline holds to its cost budget (feverous_es.verify.budget): counts, not times."""
+"""The pipeline holds to its cost budget (bench.budget): counts, not times."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.budget import SLACK, claim_costs, over_budget
 from feverous_es.runtime.costs import METER, CountedStore
-from feverous_es.verify.budget import SLACK, claim_costs, over_budget
 from feverous_es.verify.pipeline import Pipeline
 
 DATA = Path(__file__).parent / "data"

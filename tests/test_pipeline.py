@@ -24,10 +24,11 @@ from feverous_es.plugins.interfaces import (
     Verdict,
     evidence_tables,
 )
-from feverous_es.plugins.registry import available, load, register, unregister
+from feverous_es.plugins.registry import available, load, register
 from feverous_es.retrieve.pages import Casing, claim_spans, match_titles
 from feverous_es.retrieve.selection import BudgetSelector
 from feverous_es.verify.pipeline import Pipeline
+from tests.conftest import unregister
 
 from .conftest import REPO
 

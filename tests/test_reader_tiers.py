@@ -271,8 +271,8 @@ def test_the_large_reader_in_the_api_and_the_service(sample_index: Path) -> None
     pytest.importorskip("fastapi")
     import httpx
 
+    from bench.serve_process import running_server
     from feverous_es import Pipeline
-    from feverous_es.serve.process import running_server
 
     with Pipeline.open(sample_index, reader="large") as pipeline:
         result = pipeline.verify("Gold medalist Henri Schoeman won bronze at Rio in 2016.")

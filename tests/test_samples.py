@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from feverous_es.eval.ranking import hits_at
+from bench.ranking import hits_at
 from feverous_es.eval.samples import (
     claim_texts,
     gold_sets,

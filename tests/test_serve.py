@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
+from bench.serve_process import running_server
 from feverous_es.serve.bodies import MAX_BODY_BYTES, MAX_CLAIM_CHARS, MAX_SOURCE_CHARS
 from feverous_es.serve.health import without_credentials
-from feverous_es.serve.process import running_server
 from feverous_es.serve.schema import (
     BatchAnswer,
     EntailAnswer,

@@ -19,7 +19,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
-from feverous_es.serve.process import running_server
+from bench.serve_process import running_server
 
 CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
 

@@ -23,9 +23,9 @@ pytest.importorskip("prometheus_client")
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.serve_process import Server, running_server
 from feverous_es.serve.connections import ConnectionGuard
 from feverous_es.serve.limits import ConnectionLimits, default_connection_cap
-from feverous_es.serve.process import Server, running_server
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
 

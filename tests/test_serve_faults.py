@@ -241,7 +241,7 @@ def test_a_client_gone_mid_request_stops_its_work() -> None:
     import httpx
     import uvicorn
 
-    from feverous_es.serve.process import free_port
+    from bench.serve_process import free_port
 
     pipeline = SteppingPipeline()
     port = free_port()

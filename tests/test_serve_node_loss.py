@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from bench.serve_process import running_server
 from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import load_config
-from feverous_es.serve.process import running_server
 from tests.conftest import REPO
 from tests.es_nodes import ScriptNode
 from tests.test_elastic_integration import NODE_URL, cli_env, feverous_es

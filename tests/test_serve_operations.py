@@ -19,10 +19,10 @@ pytest.importorskip("prometheus_client")
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.serve_process import running_server
 from feverous_es import __version__
 from feverous_es.errors import StoreUnreachable
 from feverous_es.serve.bodies import MAX_BODY_BYTES
-from feverous_es.serve.process import running_server
 from feverous_es.serve.readiness import Check, Readiness
 from feverous_es.serve.worker import SHUTDOWN_GRACE
 

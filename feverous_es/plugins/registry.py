@@ -35,10 +35,6 @@ def register(stage: str, name: str, factory: PluginFactory) -> None:
     _registered[stage, name] = factory
 
 
-def unregister(stage: str, name: str) -> None:
-    _registered.pop((stage, name), None)
-
-
 def available() -> dict[str, dict[str, str]]:
     """Per stage, each plugin name and where it comes from (``module:attr`` or ``registered``)."""
     found: dict[str, dict[str, str]] = {stage: {} for stage in STAGES}
