@@ -44,8 +44,8 @@ from feverous_es.training.grounding import (
     best_threshold,
     long_source_pairs,
     read_grounding_pairs,
-    store_threshold,
     support_scores,
+    write_settings,
 )
 from feverous_es.training.grounding_settings import (
     WINDOW_SIZES,
@@ -57,8 +57,8 @@ from feverous_es.training.grounding_settings import (
     seconds_per_window,
     stored_settings,
 )
-from feverous_es.verdict.entailment import GROUNDING_FILE, EntailmentModel, evidence_premise
-from feverous_es.verdict.readers import packaged_model, packaged_source_dir
+from feverous_es.verdict.entailment import EntailmentModel, evidence_premise
+from feverous_es.verdict.readers import packaged_model
 from feverous_es.verdict.windows import Source
 
 WICE_DEV = DATA / "grounding" / "wice_dev.jsonl"
@@ -307,13 +307,14 @@ def grounding_second_reading(
     model: str = "verdict-large",
     per_file: int = 150,
     words: int = 600,
-    write: bool = False,
+    write: str = "",
 ) -> dict:
     """The default reader's windows (its stored size and count) on WiCE, LFQA and
     FactCheck-GPT dev and our own long sources, and ``model``'s reading of every source one
     window holds: each second reading (its weight, the range of the first P(SUPPORTS) it reads
-    again) scored two-fold, beside none; with ``write``, the best is stored in the reader's
-    grounding.json with its thresholds chosen on every pair."""
+    again) scored two-fold, beside none; with ``write`` (a directory), the best is written there
+    as the default reader's grounding.json, its thresholds chosen on every pair, for `train
+    install DIR --as grounding` (the bench never writes into the package)."""
     reader = EntailmentModel()
     sets = dev_sets(None)
     sets["own"] = own_pairs(context.place("wiki"), per_file, words)
@@ -345,7 +346,6 @@ def grounding_second_reading(
                "chosen": chosen, "none": next(r for r in rows if r["weight"] == 0),
                "settings": rows}  # fmt: skip
     if write:
-        target = packaged_source_dir("default")
         settings = stored_settings(
             {**chosen, "window_words": reader.window_words, "max_windows": reader.max_windows},
             figures["pairs"],
@@ -356,8 +356,9 @@ def grounding_second_reading(
             "between": chosen["between"],
         }
         settings["chosen_on"]["record"] = "bench/results/grounding-second-reading.json"
-        store_threshold(target, settings)
-        figures["written"] = str(target.relative_to(REPO) / GROUNDING_FILE)
+        written = write_settings(Path(write), settings, "default", "python -m bench run "
+                                 f"grounding-second-reading --option write={write}")  # fmt: skip
+        figures["written"] = str(written)
     return figures
 
 

@@ -31,7 +31,9 @@ def test_the_threshold_with_the_best_balanced_accuracy() -> None:
     assert accuracy == 1.0 and 0.8 < threshold < 0.9  # both labels' recall count alike
 
 
-def test_train_grounding_stores_the_threshold_with_the_reader(tmp_path: Path) -> None:
+def test_train_grounding_writes_settings_that_install_stores_with_the_reader(
+    tmp_path: Path,
+) -> None:
     reader = tmp_path / "verdict"
     shutil.copytree(PACKAGED_MODELS_DIR / "verdict", reader)
     (reader / "grounding.json").unlink()
@@ -45,12 +47,17 @@ def test_train_grounding_stores_the_threshold_with_the_reader(tmp_path: Path) ->
     data.write_text("".join(
         json.dumps({"doc": SOURCE, "claim": c, "label": label}) + "\n" for c, label in claims
     ))  # fmt: skip
+    out = tmp_path / "grounding"
     result = CliRunner().invoke(
         main, ["train", "grounding", str(data), "--reader-dir", str(reader),
-               "--window-words", "80", "--window-words", "120"],
+               "--window-words", "80", "--window-words", "120", "--out", str(out)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert not (reader / "grounding.json").exists()  # training writes only its --out
+    installed = CliRunner().invoke(main, ["train", "install", str(out), "--as", "grounding"])
+    assert installed.exit_code == 0, installed.output
     stored = json.loads((reader / "grounding.json").read_text())
+    assert stored == json.loads((out / "grounding.json").read_text())
     assert stored["chosen_on"]["data"] == {"pairs.jsonl": 4}
     assert stored["window_words"] in (80, 120) and stored["max_windows"] in (1, 2, 3, 4, None)
     manifest = json.loads((reader / "manifest.json").read_text())
@@ -59,7 +66,7 @@ def test_train_grounding_stores_the_threshold_with_the_reader(tmp_path: Path) ->
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"claim": "no source"}\n')
     refused = CliRunner().invoke(
-        main, ["train", "grounding", str(bad), "--reader-dir", str(reader)]
+        main, ["train", "grounding", str(bad), "--reader-dir", str(reader), "--out", str(out)]
     )
     assert refused.exit_code == 1
     assert "bad.jsonl:1: not a {doc, claim, label} line" in refused.output

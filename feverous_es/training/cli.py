@@ -13,7 +13,7 @@ from feverous_es.params import EXISTING_FILE, EXISTING_FOLDER
 from feverous_es.training import UNSHIPPED
 from feverous_es.training.features import options as features_options
 from feverous_es.training.hop import options as hop_options
-from feverous_es.training.install import ROLES
+from feverous_es.training.install import GROUNDING_ROLE, ROLES
 from feverous_es.training.options import (
     command_line,
     export_options,
@@ -146,31 +146,38 @@ def verdict_large_command(
 @click.argument("data", type=EXISTING_FILE, nargs=-1, required=True)
 @click.option(
     "--reader-dir", type=EXISTING_FOLDER, default=None,
-    help="A reader's model directory (a `train verdict` output): read, and grounding.json "
-    "written into it. Default: the package's --reader.",
+    help="A reader's model directory (a `train verdict` output) to choose for. Default: the "
+    "package's --reader.",
 )  # fmt: skip
 @click.option(
     "--reader", type=click.Choice(list(READERS)), default=DEFAULT_READER, show_default=True,
-    help="The package's reader whose settings are chosen (written beside its first model).",
+    help="The package's reader whose settings are chosen.",
 )  # fmt: skip
 @click.option(
     "--window-words", type=click.IntRange(min=10), multiple=True,
     help="Window sizes tried (repeat; default 80, 120, 200 words).",
 )  # fmt: skip
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True,
+    help="Directory to write grounding.json to (never the installed package's: `feverous-es "
+    "train install OUT --as grounding` stores it with the reader).",
+)  # fmt: skip
 def grounding_command(
-    data: tuple[Path, ...], reader_dir: Path | None, reader: str, window_words: tuple[int, ...]
-) -> None:
+    data: tuple[Path, ...], reader_dir: Path | None, reader: str, window_words: tuple[int, ...],
+    out: Path,
+) -> None:  # fmt: skip
     """Choose a reader's grounding settings on DATA files (WiCE's layout: doc, claim, label 1 =
-    supported; .jsonl or .jsonl.gz) and store them with the reader, for `entail` and every
-    other entry point: the window size, how many windows a claim reads (the closest by shared
-    words, or all) and the P(SUPPORTS) of the best window at which a claim is supported. The
-    setting with the highest mean balanced accuracy over the files (two-fold: the threshold
-    chosen on the other half of every file) wins among those that keep five claims against a
-    1,000-word source within 1 s on this machine; its threshold is then chosen on all pairs."""
+    supported; .jsonl or .jsonl.gz) for `entail` and every other entry point (stored with the
+    reader by `train install OUT --as grounding`): the window size, how many windows a claim
+    reads (the closest by shared words, or all) and the P(SUPPORTS) of the best window at which
+    a claim is supported. The setting with the highest mean balanced accuracy over the files
+    (two-fold: the threshold chosen on the other half of every file) wins among those that keep
+    five claims against a 1,000-word source within 1 s on this machine; its threshold is then
+    chosen on all pairs."""
     from functools import partial
 
     from feverous_es.console import progress_bars
-    from feverous_es.training.grounding import read_grounding_pairs, store_threshold
+    from feverous_es.training.grounding import read_grounding_pairs, write_settings
     from feverous_es.training.grounding_settings import (
         WINDOW_SIZES,
         compare_settings,
@@ -178,12 +185,10 @@ def grounding_command(
         stored_settings,
     )
     from feverous_es.verdict.entailment import EntailmentModel
-    from feverous_es.verdict.readers import packaged_source_dir
 
     with user_errors():
         sets = {path.name: read_grounding_pairs(path) for path in data}
         model = EntailmentModel(reader_dir or reader)
-        target = reader_dir or packaged_source_dir(reader)
         sizes = window_words or WINDOW_SIZES
         scored: dict[int, dict] = {size: {} for size in sizes}
         with progress_bars() as update:
@@ -193,8 +198,10 @@ def grounding_command(
                     scored[size][name] = score_windows(model, pairs, size, bar)
         chosen = compare_settings(scored)[0]
         settings = stored_settings(chosen, {name: len(pairs) for name, pairs in sets.items()})
-        store_threshold(target, settings)
-    print_json({"reader": str(target), **settings})
+        written = write_settings(
+            out, settings, str(reader_dir or reader), command_line(click.get_current_context())
+        )
+    print_json({"reader": str(reader_dir or reader), "out": str(written), **settings})
 
 
 @train_group.command("install")
@@ -203,9 +210,10 @@ def grounding_command(
     "--as",
     "role",
     required=True,
-    type=click.Choice(ROLES),
-    help="Which of the package's models MODEL_DIR replaces.",
-)
+    type=click.Choice([*ROLES, GROUNDING_ROLE]),
+    help="Which of the package's models MODEL_DIR replaces (grounding: a `train grounding` "
+    "output's settings, stored with the reader they were chosen for).",
+)  # fmt: skip
 def install_command(model_dir: Path, role: str) -> None:
     """Make MODEL_DIR (a `train` output) the installed package's ROLE model.
 
@@ -213,10 +221,14 @@ def install_command(model_dir: Path, role: str) -> None:
     reader never sees half a model, and a failed copy leaves the old one whole. Training itself
     never writes into the package.
     """
+    from feverous_es.training.grounding import install_settings
     from feverous_es.training.install import install_packaged
 
     with user_errors():
-        out = install_packaged(model_dir, role)
+        if role == GROUNDING_ROLE:
+            out = install_settings(model_dir)
+        else:
+            out = install_packaged(model_dir, role)
     print_json({"installed": str(out), "from": str(model_dir)})
 
 

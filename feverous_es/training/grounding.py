@@ -5,9 +5,11 @@ The pairs are WiCE's layout (``../shared/data/grounding/wice_dev.jsonl``): ``{"d
 not at all. Each claim is read against its whole source in windows
 (:meth:`EntailmentModel.entail_many`) with no threshold, so its best window's P(SUPPORTS) is its
 score; the threshold is the one that maximizes balanced accuracy (the mean of both labels'
-recall: how grounding checkers are compared, LLM-AggreFact). It is written into the reader's
-directory as ``grounding.json`` (with the window size, the data and the figure) and the
-directory's manifest is refreshed, so every entry point (CLI, API, HTTP) applies it.
+recall: how grounding checkers are compared, LLM-AggreFact). ``train grounding`` writes it to
+its ``--out`` as ``grounding.json`` (with the window size, the data and the figure, and in
+``training.json`` the reader it was chosen for); ``train install OUT --as grounding`` stores it
+beside that reader and refreshes the reader's manifest, so every entry point (CLI, API, HTTP)
+applies it.
 
 Pairs of one's own with long sources come from a FEVEROUS dump (:func:`long_source_pairs`): a
 held-out claim's gold sentences placed among other pages' sentences, and that source again
@@ -37,6 +39,7 @@ from feverous_es.runtime.files import MANIFEST_FILE, read_json_object, write_man
 from feverous_es.verdict.entailment import GROUNDING_FILE, EntailmentModel
 
 CHUNK = 16  # claims read per call: a progress step
+REPORT_FILE = "training.json"  # beside the settings: the reader they were chosen for
 DISTRACTOR_PAGES = 2000  # pages whose sentences surround a claim's evidence in a long source
 
 
@@ -103,6 +106,37 @@ def best_threshold(scores: np.ndarray, supported: np.ndarray) -> tuple[float, fl
     accuracies = [balanced_accuracy(supported, scores >= t) for t in candidates]
     best = int(np.argmax(accuracies))
     return float(candidates[best]), accuracies[best]
+
+
+def write_settings(out: Path, settings: dict[str, Any], reader: str, command: str) -> Path:
+    """``settings`` as ``out/grounding.json``, and the reader they were chosen for (a package
+    reader's name or a reader directory) in ``out/training.json``; returns the settings file."""
+    from feverous_es.training.common import check_out
+
+    check_out(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / GROUNDING_FILE).write_text(json.dumps(settings, indent=2) + "\n", "utf-8")
+    report = {"command": command, "reader": reader}
+    (out / REPORT_FILE).write_text(json.dumps(report, indent=1) + "\n", "utf-8")
+    return out / GROUNDING_FILE
+
+
+def install_settings(out: Path) -> Path:
+    """Store a ``train grounding`` output's settings beside the reader they were chosen for (a
+    package reader: its first model's directory); returns that directory."""
+    from feverous_es.errors import ModelError
+    from feverous_es.verdict.readers import READERS, packaged_source_dir
+
+    try:
+        settings = read_json_object(out / GROUNDING_FILE)
+        reader = str(read_json_object(out / REPORT_FILE)["reader"])
+    except (OSError, KeyError, ValueError) as error:
+        raise ModelError(f"{out} is not a `train grounding` output ({error})") from None
+    target = packaged_source_dir(reader) if reader in READERS else Path(reader)
+    if not target.is_dir():
+        raise ModelError(f"the reader {reader} these settings were chosen for is not there")
+    store_threshold(target, settings)
+    return target
 
 
 def store_threshold(model_dir: Path, settings: dict[str, Any]) -> None:

@@ -28,6 +28,9 @@ from feverous_es.runtime.parts import (
 
 ROLES = ("verdict", "verdict-2", "verdict-3", "verdict-nei", "verdict-large", "table-verdict",
          "sentence-ranker")  # fmt: skip
+# `train install OUT --as grounding`: a `train grounding` output's settings, not a model
+# (training/grounding.py: install_settings stores them with their reader).
+GROUNDING_ROLE = "grounding"
 # The large reader's graph (~110 MB in int8) ships as parts the runtime joins on first use
 # (runtime/parts.py): the repository keeps files under 50 MB.
 SPLIT_ROLES = ("verdict-large",)
