@@ -20,7 +20,7 @@ combines:
   over all tables, which no row and no candidate-pool statistic gives.
 
 What each part and setting was measured to add, and what was tried and left out, is in
-docs/table-retrieval.md.
+docs/log/table-retrieval.md.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class ClaimSpans:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TableWeights:
     """Weights of the table score's parts (:func:`table_parts`, see the module docstring), as
-    tuned on TabFact dev claims (docs/table-retrieval.md)."""
+    tuned on TabFact dev claims (docs/log/table-retrieval.md)."""
 
     row: float = 1.0
     terms: float = 1.0
