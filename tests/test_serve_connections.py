@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -109,6 +110,33 @@ def test_one_client_address_holds_at_most_its_own_cap(sample_index) -> None:
         assert all(a.startswith(b"HTTP/1.1 503 ") and b"one client" in a for a in answers)
         settles(lambda: descriptors(server), lambda n: n <= before + 2, 30)
         assert refused(server)["client_cap"] == 20
+
+
+def test_a_refused_client_that_sent_its_request_reads_the_503_not_a_reset(sample_index) -> None:
+    """Closing a socket with unread bytes resets it, and a reset loses the answer the client
+    had not read yet: a refused client that sends its request (here after the refusal was
+    written, in two parts) sends it whole and still reads the JSON 503, then the end of the
+    connection."""
+    args = ("--max-connections", "4", "--max-connections-per-client", "4")
+    with running_server(sample_index, args=args) as server:
+        held = crowd(server, 4)
+        try:
+            time.sleep(0.5)  # the crowd admitted (the cap is full: no /metrics to ask)
+            late = [socket.create_connection(address(server), timeout=30) for _ in range(3)]
+            for part in (b"POST /v1/verify HTTP/1.1\r\nhost: localhost\r\n", b"content-length: "
+                         b"2\r\ncontent-type: application/json\r\n\r\n{}"):  # fmt: skip
+                time.sleep(0.3)  # the refusal written first; a request sent in two parts
+                for s in late:
+                    s.sendall(part)  # a closed socket would reset the first, refuse the second
+            answers = [b"".join(iter(partial(s.recv, 4096), b"")) for s in late]
+            for s in late:
+                s.close()
+        finally:
+            for s in held:
+                s.close()
+        for answer in answers:
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 503 ") and "connections" in json.loads(body)["error"]
 
 
 def stalled_readers(server: Server, requests: list[bytes]) -> list[socket.socket]:

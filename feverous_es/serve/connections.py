@@ -4,10 +4,13 @@ h11 protocol with a cap at accept and deadlines for reading a request and writin
 * **A cap at accept.** uvicorn's own ``limit_concurrency`` is checked when a request's headers
   arrive, so idle sockets were bounded only by how fast a client connects. Here a connection
   over the server's cap, or over the cap of one client address, is answered with the service's
-  JSON 503 and closed as it is accepted: its descriptor is back at once (a client that sends
-  after that meets a reset: holding the socket to read its request would hold the descriptor
-  a crowd must not get). The accept loop takes at most ``limits.backlog`` sockets a turn, so a
-  burst cannot open more descriptors than the open-file limit holds before the cap closes them.
+  JSON 503 and its writing side closed as it is accepted. Up to ``MAX_LINGERING`` refused
+  sockets at once stay open for at most ``LINGER_SECONDS`` to read and drop what the client
+  sends, so that a client that sent its request gets the answer, not a reset (closing a socket
+  with unread bytes resets it); past that bound a refused socket is closed at once (its
+  descriptor back: a crowd gets no more than the bound). The accept loop takes at most
+  ``limits.backlog`` sockets a turn, so a burst cannot open more descriptors than the open-file
+  limit holds before the cap closes them.
 * **A read deadline.** uvicorn waits without end for a request that never finishes arriving.
   Every request — its headers and its body — must arrive within ``read_deadline`` seconds of
   its first byte (of the connection, for the first request): a client still sending then gets
@@ -46,6 +49,11 @@ from feverous_es.serve.limits import ConnectionLimits
 # descriptors ~55 s, on a loaded 2-core machine. An answer is a few KiB; the page's script 10.
 SEND_BUFFER = 128 * 1024
 LOG_EVERY = 10.0  # seconds between two log lines of one refusal reason
+# Refused sockets kept open at once to read what their client sent (so it reads the 503, not a
+# reset), and for how long: a bound a crowd cannot raise, inside the descriptors the cap keeps
+# for the process (limits.RESERVED_DESCRIPTORS).
+MAX_LINGERING = 16
+LINGER_SECONDS = 1.0
 # Why a connection was refused or cut (the ``reason`` label of the metrics).
 CAP, CLIENT_CAP, READ, WRITE = "cap", "client_cap", "read_deadline", "write_deadline"
 REASONS = (CAP, CLIENT_CAP, READ, WRITE)
@@ -79,6 +87,7 @@ class ConnectionGuard:
         self.open = 0
         self.by_client: Counter[str] = Counter()
         self.refused: Counter[str] = Counter({reason: 0 for reason in REASONS})
+        self.lingering = 0  # refused sockets still reading their client (MAX_LINGERING)
         self._clock = clock
         self._logged: dict[str, tuple[float, int]] = {}  # reason: (when, count then)
 
@@ -145,6 +154,7 @@ class GuardedH11Protocol(H11Protocol):
         self._counted: _CountedWrites | None = None
         self._seen = (0, 0)  # (bytes written, bytes waiting) at the last check
         self._window: tuple[float, int] | None = None  # (since, bytes the client took since)
+        self._linger: asyncio.TimerHandle | None = None  # set while a refused socket lingers
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
@@ -153,7 +163,12 @@ class GuardedH11Protocol(H11Protocol):
         if refused is not None:
             # a fresh socket's buffer is empty: the answer goes to the kernel at once
             transport.write(_CLIENT_FULL_ANSWER if refused == CLIENT_CAP else _FULL_ANSWER)
-            transport.abort()
+            if self.guard.lingering >= MAX_LINGERING or not transport.can_write_eof():
+                transport.abort()
+                return
+            self.guard.lingering += 1
+            transport.write_eof()  # the answer, then the end: the client reads it whole
+            self._linger = self.loop.call_later(LINGER_SECONDS, transport.abort)
             return
         self._client = client
         if (sock := transport.get_extra_info("socket")) is not None:
@@ -165,13 +180,25 @@ class GuardedH11Protocol(H11Protocol):
         self._arm_read()
 
     def data_received(self, data: bytes) -> None:
+        if self._linger is not None:
+            return  # a refused client's request: read so that closing resets nothing, dropped
         if self._read_timer is None and self.conn.their_state is h11.IDLE:
             self._arm_read()  # the next request on a kept-alive connection begins
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
             self._cancel("_read_timer")  # the request has arrived (or the connection is ending)
 
+    def eof_received(self) -> bool | None:
+        if self._linger is not None:
+            return None  # the refused client is done sending: the transport closes
+        return super().eof_received()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._linger is not None:  # a refused socket that lingered
+            self._linger.cancel()
+            self._linger = None
+            self.guard.lingering -= 1
+            return
         if self._client is None:  # refused at accept: uvicorn never saw it
             return
         self._cancel("_read_timer")
