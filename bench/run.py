@@ -235,8 +235,8 @@ def page(conditions: dict[str, Condition]) -> str:
         "`bench/results/`; do not edit by hand. Each condition's headline figures come from its "
         "latest record (linked, with every figure it holds); `python -m bench run NAME` "
         "reruns it and checks the figures that carry a tolerance. How the figures were read, and "
-        "what did not pay: [log/benchmark-notes.md](log/benchmark-notes.md); the one-off comparisons "
-        "kept as evidence: [experiments.md](experiments.md).\n",
+        "what did not pay: [log/benchmark-notes.md](log/benchmark-notes.md); the one-off "
+        "comparisons kept as evidence: [experiments.md](experiments.md).\n",
     ]
     for area in AREAS:
         parts.append(f"## {area}\n")

@@ -40,3 +40,28 @@ def test_an_invented_subject_names_no_page_of_the_dump(sample_index: Path) -> No
     assert changed == f"{name}'s bronze at Rio was a first."
     assert with_subject("A claim about nobody.", "Henri Schoeman", name) is None
     assert not store.match_titles([name.casefold(), *(w.casefold() for w in name.split())])
+
+
+def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> None:
+    """FEVEROUS-S's labels leak through evidence counts: its balanced subset is scored as a
+    view of its own, and a rule that costs it over a point is not chosen, however it reads the
+    rest."""
+    from bench.nei import BALANCED, NEI, Claim, chosen_rule, scored
+
+    def reading(label: str, nei: float) -> dict:
+        return {"label": label, "nei": nei, "named": True, "covered": 0.5}
+
+    claims = [Claim("as is", "feverous_s_dev", str(i), "c", "SUPPORTS", balanced=i < 4)
+              for i in range(200)]  # fmt: skip
+    claims += [Claim("invented", "feverous_s_dev", str(i), "c", NEI) for i in range(200, 240)]
+    # two balanced claims look unsure: calling them NEI wins 40 invented claims and costs the
+    # as-is claims one point (allowed), the balanced subset half of its four (not allowed)
+    read = [reading("SUPPORTS", 0.99 if i < 2 else 0.1) for i in range(200)]
+    read += [reading("REFUTES", 0.99) for _ in range(40)]
+    figures = scored(claims, read, range(len(claims)))
+    default = figures["nei_above 110%, nei_unnamed_above 110%, nei_covered_below 110%"]
+    assert default["by_kind"][BALANCED] == {"claims": 4, "accuracy": 1.0, "nei_rate": 0.0}
+    costly = figures["nei_above 90%, nei_unnamed_above 110%, nei_covered_below 110%"]
+    assert costly["by_kind"]["as is / feverous_s_dev"]["accuracy"] == 0.99
+    assert costly["by_kind"][BALANCED]["accuracy"] == 0.5
+    assert figures[chosen_rule(figures)]["by_kind"][BALANCED]["accuracy"] == 1.0
