@@ -1,6 +1,7 @@
 """Where a benchmark's figures are kept: ``bench/results/<name>.json``, with the command that
-gave them, the options, the commit, the date and the machine, so that the README and docs quote a
-file, not a number copied by hand. The driver (bench/run.py) writes them."""
+gave them, the options, the commit, the date, the machine and what they depended on, so that
+the README and docs quote a file, not a number copied by hand. The driver (bench/run.py) writes
+them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,10 +53,32 @@ def record(folder: Path, name: str, figures: Any, command: str, options: dict[st
         "commit": _COMMIT_AT_START,
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "depends": depends(),
         "figures": figures,
     }
     path.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def depends() -> dict[str, Any]:
+    """What the figures just measured depended on: the repository's files of every module this
+    process imported (the code that ran, not a hand list: a condition that runs another commit's
+    server in a process of its own depends on none of this checkout's service code), the
+    packaged models where a model ran, and the ONNX Runtime version."""
+    root = RESULTS.parents[1]
+    files = set()
+    for module in list(sys.modules.values()):
+        path = Path(getattr(module, "__file__", None) or "")
+        if path.suffix == ".py" and path.resolve().is_relative_to(root):
+            relative = path.resolve().relative_to(root).as_posix()
+            if relative.startswith(("feverous_es/", "bench/")):
+                files.add(relative)
+    if "feverous_es.runtime.model" in sys.modules:  # a model ran: the models are data it read
+        files.add("feverous_es/models")
+    found: dict[str, Any] = {"files": sorted(files)}
+    if (onnxruntime := sys.modules.get("onnxruntime")) is not None:
+        found["onnxruntime"] = getattr(onnxruntime, "__version__", "")
+    return found
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str]:
@@ -67,6 +91,8 @@ def changed_since(made_at: str, paths: Sequence[str]) -> str | None:
     not clean, or several hashes, the last the latest) is older than what it measured: the
     commits after it that changed one of ``paths`` (repository-relative), named; None when none
     did. Unknown commits and trees that are not git checkouts say so."""
+    if not paths:
+        return None  # it ran none of this checkout's code
     hashes = re.findall(r"\b[0-9a-f]{7,40}\b", made_at)
     if not hashes:
         return f"made at no commit ({made_at!r})"

@@ -117,6 +117,7 @@ class Condition:
     options: dict[str, Any] = field(default_factory=dict)
     figures: tuple[Figure, ...] = field(default_factory=tuple)
     covers: tuple[str, ...] = ()  # paths its figures depend on: its area's, its module, these
+    extra_covers: tuple[str, ...] = ()  # the condition's own `covers` (data the code reads)
 
     def function(self) -> Callable[..., Any]:
         module, _, name = self.run.partition(":")
@@ -156,8 +157,11 @@ def load(path: Path = CONDITIONS) -> tuple[dict[str, Condition], dict[str, str]]
         if entry["area"] not in AREAS:
             raise BenchError(f"{entry['name']}: area {entry['area']!r} is not one of {AREAS}")
         module = entry["run"].partition(":")[0].replace(".", "/") + ".py"
-        covers = (*data["covers"][entry["area"]], module, *entry.pop("covers", []))
-        conditions[entry["name"]] = Condition(**entry, figures=figures, covers=covers)
+        extra = tuple(entry.pop("covers", []))
+        covers = (*data["covers"][entry["area"]], module, *extra)
+        conditions[entry["name"]] = Condition(
+            **entry, figures=figures, covers=covers, extra_covers=extra
+        )
     experiments = {entry["name"]: entry["about"] for entry in data.get("experiment", [])}
     return conditions, experiments
 
@@ -223,7 +227,8 @@ def provenance(condition: Condition, record: dict[str, Any], link: str) -> str:
         f"`{record['command']}` — commit {record['commit']}, {record['date']}, "
         f"{record['machine']} ([full record]({link}{condition.name}.json))"
     )
-    return made + (OLDER_THAN_THE_CODE if changed_since(record["commit"], condition.covers) else "")
+    stale = changed_since(record["commit"], covered(condition, record))
+    return made + (OLDER_THAN_THE_CODE if stale else "")
 
 
 def page(conditions: dict[str, Condition]) -> str:
@@ -308,12 +313,23 @@ def figure_problems(conditions: dict[str, Condition], experiments: dict[str, str
     return found
 
 
+def covered(condition: Condition, record: dict[str, Any]) -> tuple[str, ...]:
+    """What a record's figures depend on: the files of the code it ran (``depends``, written
+    since 2026-12-05) and the condition's own ``covers``; for an older record, its area's
+    paths as [covers] lists them."""
+    files = record.get("depends", {}).get("files")
+    if files is None:
+        return condition.covers
+    return (*files, *condition.extra_covers)
+
+
 def stale_records(conditions: dict[str, Condition]) -> Iterator[str]:
     """Each kept record made before a commit that changed what its condition covers."""
     for condition in conditions.values():
         path = RESULTS / f"{condition.name}.json"
         if path.is_file():
-            why = changed_since(read_record(path)["commit"], condition.covers)
+            record = read_record(path)
+            why = changed_since(record["commit"], covered(condition, record))
             if why:
                 yield f"{condition.name}: {why}"
 

@@ -70,6 +70,35 @@ def test_a_record_older_than_the_code_it_measured_is_stale(
         assert (run.OLDER_THAN_THE_CODE in run.page(verdict)) == stale
 
 
+def test_a_record_is_stale_only_for_the_code_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record lists the files of the code its process imported (`depends`): a later commit to
+    one of them makes it stale, a commit to code it never ran does not, whatever its area's
+    paths say."""
+    import feverous_es.verdict.classifier  # noqa: F401  (what this record "ran")
+    from bench.results import depends
+
+    found = depends()
+    assert "feverous_es/verdict/classifier.py" in found["files"]
+    assert all(f.startswith(("feverous_es/", "bench/")) for f in found["files"])
+    condition = run.load()[0]["verdict"]
+    ran = {"depends": {"files": ["feverous_es/serve/app.py"]}}
+    assert run.covered(condition, ran) == ("feverous_es/serve/app.py", *condition.extra_covers)
+    assert run.covered(condition, {}) == condition.covers  # older records: the area's paths
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD~1"], capture_output=True,
+                          text=True, cwd=REPO, check=True).stdout.strip()  # fmt: skip
+    changed = subprocess.run(["git", "diff", "--name-only", "HEAD~1..HEAD"], capture_output=True,
+                             text=True, cwd=REPO, check=True).stdout.split()  # fmt: skip
+    kept = json.loads((REPO / "bench" / "results" / "verdict.json").read_text(encoding="utf-8"))
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    verdict = {"verdict": condition}
+    for files, stale in (([], False), ([f for f in changed if f.endswith(".py")][:1], True)):
+        record = {**kept, "commit": head, "depends": {"files": files}}
+        (tmp_path / "verdict.json").write_text(json.dumps(record), encoding="utf-8")
+        assert bool(list(run.stale_records(verdict))) == (stale and bool(files))
+
+
 def test_the_benchmarks_page_and_the_readme_tables_match_the_records() -> None:
     result = _driver_says("page", "--check")
     assert result.returncode == 0, result.stderr
