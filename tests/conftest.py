@@ -39,7 +39,7 @@ SLOWEST_FIRST = (
     "test_grounding_threshold.py", "test_train_hop.py", "test_train_rerank.py",
     "test_reader_tiers.py", "test_serve_browser.py", "test_embedded_store.py", "test_serve.py",
     "test_bench_side_by_side.py", "test_reproducible_build.py", "test_page.py",
-    "test_train_row_ranker.py", "test_dequantize.py", "test_entail.py", "test_cross_encoder.py",
+    "test_dequantize.py", "test_entail.py", "test_cross_encoder.py",
     "test_api.py", "test_export.py",
 )  # fmt: skip
 

@@ -98,7 +98,7 @@ def test_the_bundle_command_builds_the_queue_options_with_their_defaults(tmp_pat
 @pytest.mark.parametrize(
     ("kind", "settings", "error"),
     [
-        ("tables", {}, "--kind must be one of both, cells, sentences, rows"),
+        ("tables", {}, "--kind must be one of both, cells, sentences,"),
         ("sentences", {"layers": 3}, "--layers needs --teacher"),
         ("both", {"teacher": Path("ranker")}, "give one --kind"),
         ("cells", {"teacher": Path("ranker"), "base": Path("minilm")}, "and no --base"),

@@ -5,5 +5,4 @@
 # (the logs in docs/log/ say what each measured).
 UNSHIPPED = {
     "hop": "a next-hop generator for the `seq2seq` hop plugin; the default hop follows links",
-    "rerank --kind rows": "the candidate stage's row model (`row_model`), off by default",
 }

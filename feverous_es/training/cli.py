@@ -243,11 +243,6 @@ def rerank_command(options: rerank_options.RunOptions) -> None:
     entropy over the group. Writes OUT/cells and OUT/sentences (the cross-encoder reranker's
     cell_model and model options) with a model card, and prints the held-out MRR.
 
-    --kind rows trains the candidate stage's row model instead, from claims that name their
-    table (gold_tables, e.g. TabFact's): the gold table's best row, the best rows of the
-    --negatives best-ranked other tables and --others gold rows of other claims. Writes
-    OUT/rows (the papelo candidates' row_model option).
-
     --teacher DIR --layers 3 makes a smaller ranker of an exported one (e.g. the packaged
     sentence ranker): the student keeps 3 of its layers and learns its scores; ship it where
     held-out recall holds (python -m bench run sentence-ranker --option 'against=["STUDENT"]').
@@ -259,13 +254,6 @@ def rerank_command(options: rerank_options.RunOptions) -> None:
         options.check()
         if options.settings.teacher is None:  # a student starts from its teacher's weights
             options.settings.base = bases.resolve_base(options.settings.base)
-        if options.kind == rerank_options.ROWS:
-            from feverous_es.training.rows import command as rows
-
-            report = rows.run(options, progress)
-            assert report is not None
-            print_json(rows.summary(report))
-            return
         reports = tr.run(options, progress)
     assert reports is not None
     summary = {

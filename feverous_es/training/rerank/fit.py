@@ -62,7 +62,7 @@ from feverous_es.training.rerank.data import (
     kind_of,
     read_gold_claims,
 )
-from feverous_es.training.rerank.options import ROWS, RunOptions, TrainSettings
+from feverous_es.training.rerank.options import RunOptions, TrainSettings
 from feverous_es.training.retrieved import Retrieved, collect_retrieved
 
 LABELS = ("relevance",)  # one output logit; config.json's id2label
@@ -225,8 +225,6 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
     returns ``{kind: report}`` (None when ``progress.stop_after`` interrupted a training).
     Phases: ``candidates``, then ``training <kind>`` for each kind."""
     options.check()
-    if options.kind == ROWS:
-        raise TrainError("--kind rows trains the row model: training.rows.command.run")
     settings = options.settings
     if settings.teacher is not None:
         from feverous_es.export.dequantize import torch_from_int8

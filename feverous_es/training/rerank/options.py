@@ -13,7 +13,7 @@ from feverous_es.params import COUNT, EXISTING_FOLDER, option, option_like
 from feverous_es.training import common
 from feverous_es.training.rerank.data import KINDS
 
-BOTH, ROWS = "both", "rows"  # every element ranker; the table ranking's row model
+BOTH = "both"  # every element ranker
 
 
 @dataclass
@@ -58,15 +58,14 @@ class RunOptions(common.RunOptions):
     )  # fmt: skip
     settings: TrainSettings
     kind: str = option(
-        BOTH, type=click.Choice([BOTH, *KINDS, ROWS]),
+        BOTH, type=click.Choice([BOTH, *KINDS]),
         help="Which ranker: cells (cells, header cells), sentences (sentences, list items, "
-        "captions), both, or rows (the table ranking's row model, from claims naming "
-        "gold_tables).",
+        "captions) or both.",
     )  # fmt: skip
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        """The element rankers to train (``rows`` is the row model's own trainer)."""
+        """The element rankers to train."""
         return KINDS if self.kind == BOTH else (self.kind,)
 
     def check(self) -> None:
@@ -74,7 +73,7 @@ class RunOptions(common.RunOptions):
         settings = self.settings
         if not 8 <= settings.max_length <= 512:  # BERT-style position embeddings
             raise TrainError(f"--max-length must be between 8 and 512, not {settings.max_length}")
-        if self.kind not in (choices := (BOTH, *KINDS, ROWS)):
+        if self.kind not in (choices := (BOTH, *KINDS)):
             raise TrainError(f"--kind must be one of {', '.join(choices)}, not {self.kind!r}")
         if settings.teacher is not None and (settings.base is not None or self.kind not in KINDS):
             raise TrainError("--teacher starts from the teacher's weights: give one --kind "
