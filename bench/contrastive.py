@@ -1,15 +1,14 @@
 """The reader's failure classes, measured on held-out contrastive claims made from the dump
-(``feverous_es.training.contrastive``: the split ``train verdict --contrastive`` uses with the
-same seed, holdout and pages): a page's lead as a claim (SUPPORTS), the same with one attribute
-taken from another page (REFUTES, per kind: nationality, number, description), and the changed
-claim against other subjects' sentences (NOT ENOUGH INFO); and the harder classes of
-``feverous_es.training.attributes``, both ways: a person's nationality, profession (the
-nationality kept) and a year, each true (SUPPORTS) and changed (REFUTES). Each verdict model
-reads every pair alone (``EntailmentModel``, no retrieval); the figures are each class's recall
-and where its misses went. With ``held_out_pairs = true``, the models also read the held-out
-pairs of the ``train verdict`` run the driver's ``--pairs`` names (the claims with their
-retrieved evidence, as is and gold removed, the gold tables), so models are compared on the same
-premises.
+(``feverous_es.training.verdict.contrastive``: the split ``train verdict --contrastive`` uses with
+the same seed, holdout and pages): a page's lead as a claim (SUPPORTS), the same with one attribute
+taken from another page (REFUTES, per kind: nationality, number, description), and the changed claim
+against other subjects' sentences (NOT ENOUGH INFO); and the harder classes of
+``feverous_es.training.verdict.attributes``, both ways: a person's nationality, profession (the
+nationality kept) and a year, each true (SUPPORTS) and changed (REFUTES). Each verdict model reads
+every pair alone (``EntailmentModel``, no retrieval); the figures are each class's recall and where
+its misses went. With ``held_out_pairs = true``, the models also read the held-out pairs of the
+``train verdict`` run the driver's ``--pairs`` names (the claims with their retrieved evidence, as
+is and gold removed, the gold tables), so models are compared on the same premises.
 
     run = "bench.contrastive:failure_classes"   # on the mini dump (--wiki); options: models,
     # commits, pages, holdout, seed, held_out_pairs
@@ -27,9 +26,9 @@ from typing import Any
 from bench.context import Context
 from bench.data import models_at
 from feverous_es.index.dump.wiki import WikiDB
-from feverous_es.training.attributes import CLASSES, attribute_pairs
-from feverous_es.training.contrastive import SOURCES, contrastive_pairs, read_leads
-from feverous_es.training.entailment_data import Split, read_pairs
+from feverous_es.training.verdict.attributes import CLASSES, attribute_pairs
+from feverous_es.training.verdict.contrastive import SOURCES, contrastive_pairs, read_leads
+from feverous_es.training.verdict.entailment_data import Split, read_pairs
 from feverous_es.verdict.entailment import EntailmentModel
 
 

@@ -9,11 +9,11 @@ The classes, on pages held out as ``train verdict --contrastive`` holds them out
 
 * ``contrastive-lead`` (a page's lead restated: ``X was a German politician.``) and its changed
   twins ``contrastive-nationality`` / ``-description`` / ``-number``
-  (:mod:`feverous_es.training.contrastive`);
+  (:mod:`feverous_es.training.verdict.contrastive`);
 * a person's nationality, profession, a year and the country, true and changed
-  (:mod:`feverous_es.training.attributes`);
+  (:mod:`feverous_es.training.verdict.attributes`);
 * simple facts of a lead: named after, made by, a chemical symbol, located in, true and changed
-  (:mod:`feverous_es.training.relations`).
+  (:mod:`feverous_es.training.verdict.relations`).
 
 Per class and reader: the share answered right through the pipeline, and the prepared pair's
 (the claim against the page's first two sentences and a donor's lead, read alone). Where the
@@ -36,12 +36,12 @@ import numpy as np
 
 from bench.context import Context
 from feverous_es.index.dump.wiki import WikiDB
-from feverous_es.training.attributes import CLASSES as ATTRIBUTE_CLASSES
-from feverous_es.training.attributes import attribute_pairs
-from feverous_es.training.contrastive import contrastive_pairs, read_leads
-from feverous_es.training.entailment_data import Pair, Split
-from feverous_es.training.relations import CLASSES as RELATION_CLASSES
-from feverous_es.training.relations import relation_pairs
+from feverous_es.training.verdict.attributes import CLASSES as ATTRIBUTE_CLASSES
+from feverous_es.training.verdict.attributes import attribute_pairs
+from feverous_es.training.verdict.contrastive import contrastive_pairs, read_leads
+from feverous_es.training.verdict.entailment_data import Pair, Split
+from feverous_es.training.verdict.relations import CLASSES as RELATION_CLASSES
+from feverous_es.training.verdict.relations import relation_pairs
 
 # The contrastive classes a user's claim can be (the NOT ENOUGH INFO one reads made-up evidence).
 CONTRASTIVE_CLASSES = (

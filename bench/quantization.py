@@ -29,7 +29,7 @@ from bench.context import Context
 from feverous_es.export.int8 import RECIPES, quantize_int8
 from feverous_es.runtime.files import FP32_FILE, INT8_FILE
 from feverous_es.training.datasets import hash_unit
-from feverous_es.training.entailment_data import Pair, read_pairs
+from feverous_es.training.verdict.entailment_data import Pair, read_pairs
 from feverous_es.verdict.entailment import EntailmentModel
 
 BATCHED = 32

@@ -106,7 +106,7 @@ def entailment_columns(
     """The entailment model's probabilities (its ``scores``) of each claim against its gold
     table (zeros where it did not score it: it trained on that claim), and which claims it
     scored."""
-    from feverous_es.training.entailment_data import score_key
+    from feverous_es.training.verdict.entailment_data import score_key
 
     keys = [score_key("table", c.source, c.id, "gold") for c in claims]
     scored = np.array([k in scores for k in keys])

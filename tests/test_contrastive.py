@@ -9,8 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from feverous_es.index.dump.wiki import WikiDB
-from feverous_es.training import contrastive
-from feverous_es.training.entailment_data import Split
+from feverous_es.training.verdict import contrastive
+from feverous_es.training.verdict.entailment_data import Split
 
 SAMPLE_DB = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"
 
@@ -58,7 +58,7 @@ def test_the_pairs_and_their_split_are_the_same_on_every_run() -> None:
 
 
 def test_a_persons_attributes_are_claimed_true_and_changed() -> None:
-    from feverous_es.training.attributes import CLASSES, attribute_pairs
+    from feverous_es.training.verdict.attributes import CLASSES, attribute_pairs
 
     leads = contrastive.read_leads(WikiDB(SAMPLE_DB).rows())
     pairs = attribute_pairs(leads, Split(13, 0.3, 0))
@@ -114,7 +114,7 @@ LAKE = _lead("Lake Urmia", "Lake Urmia is an endorheic salt lake in Iran.")
 
 
 def test_simple_facts_of_a_lead_are_claimed_as_a_person_would_say_them() -> None:
-    from feverous_es.training import relations
+    from feverous_es.training.verdict import relations
 
     said = {
         lead.page: {kind: relations.say(lead, fact) for kind, fact in relations.facts(lead).items()}
@@ -135,7 +135,7 @@ def test_simple_facts_of_a_lead_are_claimed_as_a_person_would_say_them() -> None
 def test_a_changed_fact_takes_the_object_of_another_page_that_states_it() -> None:
     import random
 
-    from feverous_es.training import relations
+    from feverous_es.training.verdict import relations
 
     stated = relations.relation_leads([THULIUM, ANTIMONY, EIFFEL])
     claims = relations.relation_claims(THULIUM, stated, random.Random(0), 0)
@@ -148,7 +148,7 @@ def test_a_changed_fact_takes_the_object_of_another_page_that_states_it() -> Non
 
 
 def test_relation_pairs_read_the_page_and_the_donor_held_out_by_page() -> None:
-    from feverous_es.training import relations
+    from feverous_es.training.verdict import relations
 
     pairs = relations.relation_pairs([THULIUM, ANTIMONY], Split(13, 0.35, 0), wordings=2)
     assert len(pairs) == 8  # 2 pages x 2 wordings x (true, changed)
@@ -165,7 +165,7 @@ def test_a_changed_profession_is_never_one_the_lead_states() -> None:
     Sargent was an American singer" stays a changed claim)."""
     import random
 
-    from feverous_es.training.attributes import attribute_claims
+    from feverous_es.training.verdict.attributes import attribute_claims
 
     strindberg = _lead("August Strindberg", "Johan August Strindberg was a Swedish playwright, "
                        "novelist, poet, essayist, and painter.")  # fmt: skip
@@ -191,7 +191,7 @@ def test_a_changed_place_is_never_one_the_lead_names_in_initials() -> None:
     REFUTES must not be drawn from it."""
     import random
 
-    from feverous_es.training import relations
+    from feverous_es.training.verdict import relations
 
     detroit = _lead("Detroit", "Detroit is a large city in the U.S. state of Michigan.")
     usa = _lead("Chicago", "Chicago is a large city in United States.")

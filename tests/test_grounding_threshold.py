@@ -111,7 +111,7 @@ def _sentence_order(element_id: str) -> tuple[str, int]:
 
 def test_window_pairs_teach_the_reader_evidence_inside_a_window(mini_wiki: Path) -> None:
     from feverous_es.eval.claims import NOT_ENOUGH_INFO
-    from feverous_es.training.entailment_data import NO_GOLD, Split, window_pairs
+    from feverous_es.training.verdict.entailment_data import NO_GOLD, Split, window_pairs
     from feverous_es.training.verdict.evidence import read_labelled_claims
     from feverous_es.verdict.windows import WINDOW_WORDS
     from tests.conftest import MINI

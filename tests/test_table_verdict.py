@@ -21,8 +21,8 @@ from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.training.datasets import TrainingClaim
-from feverous_es.training.entailment_data import score_key
 from feverous_es.training.features import command, data, fit
+from feverous_es.training.verdict.entailment_data import score_key
 from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,

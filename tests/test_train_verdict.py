@@ -26,10 +26,10 @@ from feverous_es.cli import main
 from feverous_es.errors import TrainError
 from feverous_es.export.parity import torch_logits
 from feverous_es.plugins.interfaces import Label, PluginContext, Query
-from feverous_es.training import entailment_data as data
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import CHECKPOINT_FILE, TRAINED_DIR
 from feverous_es.training.retrieved import read_retrieved
+from feverous_es.training.verdict import entailment_data as data
 from feverous_es.training.verdict.command import run as run_training
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
 from feverous_es.training.verdict.options import (
@@ -421,7 +421,7 @@ def test_failure_class_claims_are_also_read_against_the_pipelines_evidence(
     """`--class-evidence N`: N training claims of each failure class retrieved as `verify`
     retrieves them and read as the verdict reads them (the routed premise; without the page's
     lead sentences, NOT ENOUGH INFO), held out with their page as the prepared pair is."""
-    from feverous_es.training.class_evidence import RETRIEVED
+    from feverous_es.training.verdict.class_evidence import RETRIEVED
     from feverous_es.training.verdict.options import CLASS_EVIDENCE_FILE
 
     options.mix.contrastive = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"

@@ -60,7 +60,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
     names = FEATURES
     unscored = 0
     if options.entailment is not None:
-        from feverous_es.training.entailment_data import score_key
+        from feverous_es.training.verdict.entailment_data import score_key
 
         scores = read_entailment(options.entailment)
         keys = [score_key(KIND, c.source, c.id, "gold") for c in claims]

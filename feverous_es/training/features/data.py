@@ -75,7 +75,7 @@ def gold_features(
 
 def read_entailment(directory: Path) -> dict[str, list[float]]:
     """The entailment scores of a ``train verdict`` output directory, by pair key."""
-    from feverous_es.training.entailment_data import read_scores
+    from feverous_es.training.verdict.entailment_data import read_scores
     from feverous_es.training.verdict.options import SCORES_FILE
 
     path = Path(directory) / SCORES_FILE

@@ -8,7 +8,7 @@ Driven by ``feverous-es train verdict``, every step resumable:
    gold evidence, becomes their premise (Malon 2021, §5: a model trained on gold chains is
    confused by the evidence it is given at run time). Cached in ``<work>/evidence.jsonl``
    (:mod:`.evidence`).
-2. **Pairs** (:mod:`feverous_es.training.entailment_data`): those claims read as the verdict
+2. **Pairs** (:mod:`.entailment_data`): those claims read as the verdict
    reads them, the same evidence without its gold elements as NOT ENOUGH INFO, every table
    claim against its gold table, and the nli pair files; each source capped at ``per_source``
    training pairs so none swamps the others. Cached in ``<work>/pairs.jsonl.gz`` (:mod:`.pairs`).

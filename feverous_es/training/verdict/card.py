@@ -37,7 +37,7 @@ probabilities (stacking), and decides NOT ENOUGH INFO (`nei_above`). Dynamic int
     if report.get("contrastive_pages"):
         contrastive_text = f"""
 Contrastive pairs from {report["contrastive_pages"]:,} pages of the dump
-(`feverous_es.training.contrastive`): a lead sentence as SUPPORTS, with one attribute taken
+(`feverous_es.training.verdict.contrastive`): a lead sentence as SUPPORTS, with one attribute taken
 from another page as REFUTES (`contrastive-<kind>`), and against other subjects' sentences as
 NOT ENOUGH INFO (`contrastive-other-subject`); held out by page."""
     data = f"""

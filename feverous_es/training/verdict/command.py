@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.training import datasets
-from feverous_es.training import entailment_data as data
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import check_base
 from feverous_es.training.progress import QUIET, Progress
+from feverous_es.training.verdict import entailment_data as data
 from feverous_es.training.verdict.card import write_card
 from feverous_es.training.verdict.fit import train_models, write_scores
 from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions

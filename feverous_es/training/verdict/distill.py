@@ -23,7 +23,7 @@ from feverous_es.errors import ModelError, TrainError
 from feverous_es.eval.claims import LABELS
 from feverous_es.runtime.files import graph_files
 from feverous_es.training import datasets
-from feverous_es.training import entailment_data as data
+from feverous_es.training.verdict import entailment_data as data
 from feverous_es.training.verdict.options import GOLD_ONLY, TEACHER_FILE, TrainSettings
 from feverous_es.verdict.entailment import EntailmentModel, read_labels
 from feverous_es.verdict.readers import reader_dirs

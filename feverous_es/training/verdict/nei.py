@@ -30,9 +30,9 @@ from feverous_es.params import EXISTING_FOLDER, PATH, option, option_like
 from feverous_es.training import common, datasets
 from feverous_es.training.bases import resolve_base
 from feverous_es.training.datasets import TrainingClaim
-from feverous_es.training.entailment_data import nli_pairs
 from feverous_es.training.hidden_pages import NOTHING, Hidden
 from feverous_es.training.progress import QUIET, Progress
+from feverous_es.training.verdict.entailment_data import nli_pairs
 from feverous_es.training.verdict.evidence import read_labelled_claims
 
 LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")

@@ -1,5 +1,6 @@
-"""The entailment verdict's training pairs (:mod:`~feverous_es.training.entailment_data`) for a
-run, and which of them train the model, which it scores for the feature verdicts to stack on."""
+"""The entailment verdict's training pairs
+(:mod:`~feverous_es.training.verdict.entailment_data`) for a run, and which of them train the
+model, which it scores for the feature verdicts to stack on."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.index.dump.wiki import WikiDB
-from feverous_es.training import contrastive, datasets
-from feverous_es.training import entailment_data as data
-from feverous_es.training.attributes import attribute_pairs
-from feverous_es.training.class_evidence import class_claims, class_evidence_pairs
-from feverous_es.training.relations import relation_pairs
+from feverous_es.training import datasets
+from feverous_es.training.verdict import contrastive
+from feverous_es.training.verdict import entailment_data as data
+from feverous_es.training.verdict.attributes import attribute_pairs
+from feverous_es.training.verdict.class_evidence import class_claims, class_evidence_pairs
 from feverous_es.training.verdict.evidence import collect_evidence, read_labelled_claims
 from feverous_es.training.verdict.options import (
     CLASS_EVIDENCE_FILE,
@@ -22,6 +23,7 @@ from feverous_es.training.verdict.options import (
     PAIRS_RECIPE_FILE,
     RunOptions,
 )
+from feverous_es.training.verdict.relations import relation_pairs
 from feverous_es.verdict.windows import WINDOW_WORDS
 
 WINDOW = "-window"  # a claim file's window pairs are its stem and this (entailment_data)
@@ -32,7 +34,7 @@ RELATION_WORDINGS = 3
 def build_pairs(
     options: RunOptions, on_evidence: Callable[[int, int], None] | None = None
 ) -> list[data.Pair]:
-    """Every pair of the run (:mod:`~feverous_es.training.entailment_data`), from
+    """Every pair of the run (:mod:`~feverous_es.training.verdict.entailment_data`), from
     ``<work>/pairs.jsonl.gz`` when an earlier run wrote it from the same recipe (a run with
     other pair options rebuilds them; the evidence cache stays)."""
     from feverous_es.index.backends import open_store
@@ -106,7 +108,8 @@ def _retrieved_class_pairs(
     on_evidence: Callable[[int, int], None] | None,
 ) -> list[data.Pair]:
     """The failure classes' training claims against the evidence the pipeline retrieves for
-    them (:mod:`~feverous_es.training.class_evidence`; cached as the claim files' evidence is)."""
+    them (:mod:`~feverous_es.training.verdict.class_evidence`; cached as the claim files'
+    evidence is)."""
     from feverous_es.index.backends import open_store
 
     chosen = class_claims(made, options.mix.class_evidence, options.settings.seed)

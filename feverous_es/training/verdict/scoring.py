@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.eval.claims import LABELS
-from feverous_es.training import entailment_data as data
+from feverous_es.training.verdict import entailment_data as data
 from feverous_es.training.verdict.fit import held_out_accuracy
 from feverous_es.training.verdict.options import TrainSettings
 

@@ -16,8 +16,8 @@ sentences; the donor states the changed attribute about another subject):
 * ``attribute-true-country`` (SUPPORTS) ``X was from Germany.`` and ``attribute-country``
   (REFUTES) ``X was from Italy.``: the nationality paraphrased, not in the lead's words.
 
-Pages are held out as :mod:`~feverous_es.training.contrastive` holds them out (the same source
-name and seed), so a page held out there is held out here.
+Pages are held out as :mod:`~feverous_es.training.verdict.contrastive` holds them out (the
+same source name and seed), so a page held out there is held out here.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import random
 import re
 from collections.abc import Sequence
 
-from feverous_es.training.contrastive import REFUTES, SOURCE, SUPPORTS, Lead
-from feverous_es.training.entailment_data import SENTENCE, Pair, Split
+from feverous_es.training.verdict.contrastive import REFUTES, SOURCE, SUPPORTS, Lead
+from feverous_es.training.verdict.entailment_data import SENTENCE, Pair, Split
 
 PREFIX = "attribute"
 CLASSES = {

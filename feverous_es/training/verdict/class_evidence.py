@@ -1,12 +1,12 @@
 """The failure classes' claims read as the pipeline reads them.
 
-A failure class's prepared pair (:mod:`~feverous_es.training.contrastive`, ``attributes``,
+A failure class's prepared pair (:mod:`~feverous_es.training.verdict.contrastive`, ``attributes``,
 ``relations``) reads its claim against the page's first two sentences and one donor's lead. The
 pipeline reads the same claim against what it *retrieves*: the page's sentences among other
 subjects' (docs/log/verdict-2026-11.md: a CPU retrain on the prepared pairs learned every
 class on its pairs, ≥ 0.92, and not through the pipeline). Here a sample of each class's
 training claims is retrieved as ``verify`` retrieves it and read as the verdict reads it
-(:func:`~feverous_es.training.entailment_data.retrieved_pairs`: the routed premise, and the
+(:func:`~feverous_es.training.verdict.entailment_data.retrieved_pairs`: the routed premise, and the
 evidence without the page's lead sentences as NOT ENOUGH INFO), reported as
 ``<class>-retrieved``, held out and folded with the page as the prepared pair is.
 """
@@ -20,9 +20,9 @@ from dataclasses import replace
 from typing import Any
 
 from feverous_es.eval.claims import NOT_ENOUGH_INFO
-from feverous_es.training import entailment_data as data
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.retrieved import Retrieved
+from feverous_es.training.verdict import entailment_data as data
 
 RETRIEVED = "-retrieved"  # a class's pairs read against the pipeline's evidence: SOURCE + this
 LEAD_SENTENCES = 2  # the page's sentences a prepared pair reads: its gold

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
 from feverous_es.index.dump.linearize import sentence, strip_links
-from feverous_es.training.entailment_data import SENTENCE, Pair, Split
+from feverous_es.training.verdict.entailment_data import SENTENCE, Pair, Split
 
 SOURCE = "contrastive"  # the split's source name: a page is held out for all its pairs
 SUPPORTS, REFUTES = LABELS[0], LABELS[1]

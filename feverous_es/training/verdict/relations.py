@@ -2,7 +2,7 @@
 ("The Eiffel Tower was named after Gustave Eiffel.", "The chemical symbol of thulium is Tm."),
 each with a twin whose object is another page's.
 
-From the first two sentences of a page whose lead :mod:`~feverous_es.training.contrastive`
+From the first two sentences of a page whose lead :mod:`~feverous_es.training.verdict.contrastive`
 reads (links stripped), one claim of each relation the page states, both ways:
 
 * ``relation-true-named-after`` (SUPPORTS) ``X was named after Y.`` and ``relation-named-after``
@@ -28,8 +28,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from feverous_es.training.contrastive import REFUTES, SOURCE, SUPPORTS, Lead
-from feverous_es.training.entailment_data import SENTENCE, Pair, Split
+from feverous_es.training.verdict.contrastive import REFUTES, SOURCE, SUPPORTS, Lead
+from feverous_es.training.verdict.entailment_data import SENTENCE, Pair, Split
 
 PREFIX = "relation"
 KINDS = ("named-after", "made-by", "symbol", "located-in")
