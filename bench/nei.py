@@ -261,7 +261,11 @@ def nei_rules(
     }
     view = HiddenPages(CountedStore(open_store("embedded", context.place("index"))))
     chosen_model = {"nei_model": nei_model} if nei_model else {}
-    config = load_config(None).with_stage_options("verdict", nei_above=1.0, **chosen_model)
+    # nei_above 1.0 turns no claim into NEI; nei_covered_below over 1 has the NEI model read
+    # every claim (the rules' own gates are applied to the readings below)
+    config = load_config(None).with_stage_options(
+        "verdict", nei_above=1.0, nei_covered_below=1.1, **chosen_model
+    )
     pipeline = Pipeline(config, PluginContext(view, LazyEmbedder("auto"), "auto"))
     try:
         claims = nei_claims(lines, view, nei_per_file, seed)

@@ -154,24 +154,26 @@ class ClassifierVerdict:
         ]
         claims = [query.text for query, _ in batch]
         entailment, sentence_rows = self._read_premises(claims, premises, reads)
-        said_nei = self._read_nei(claims, premises)
+        # what retrieval found, read only where a NEI rule is on (off: no work a claim)
+        found = [Found.of(query.text, ev) if self._may_call_nei else None for query, ev in batch]
+        # the NEI model reads only the claims the call may be made for (the gate first)
+        gated = [i for i, f in enumerate(found) if f and f.covered < self.options.nei_covered_below]
+        said_nei = self._read_nei(claims, premises, gated)
         verdicts: list[Verdict] = []
-        for i, ((query, ev), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
+        for i, ((query, _), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
             if i in said_nei:
                 unsure: float | None = said_nei[i]
             else:
                 rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
                 unsure = self._reader_nei(rows)
-            # what retrieval found, read only where a NEI rule is on (off: no work a claim)
-            found = Found.of(query.text, ev) if self._may_call_nei else None
             if route is None:
-                verdicts.append(self._decide(self.labels, entailment[i], unsure, found))
+                verdicts.append(self._decide(self.labels, entailment[i], unsure, found[i]))
                 continue
             features = table_claim_features(query.text, table)
             if route.stacked:
                 features = np.concatenate([features, self.stacking_features(entailment[i])])
             row = route.probabilities(features[None, :])[0]
-            verdicts.append(self._decide(route.labels, row, unsure, found))
+            verdicts.append(self._decide(route.labels, row, unsure, found[i]))
         return [
             replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
@@ -211,15 +213,16 @@ class ClassifierVerdict:
         )
 
     def _read_nei(
-        self, claims: Sequence[str], premises: Sequence[ClaimPremises]
+        self, claims: Sequence[str], premises: Sequence[ClaimPremises], chosen: Sequence[int]
     ) -> dict[int, float]:
-        """Where the call may be made, each claim's NOT ENOUGH INFO probability as the NEI model
-        reads the premises the reader reads: the mean over a sentence claim's (the whole
-        evidence, the named page alone), the lower of a table claim's table and sentences (such
-        a claim is NEI only when neither holds the answer). None read without a NEI model."""
-        if self.nei_reader is None or not self._may_call_nei:
+        """For the claims ``chosen`` (those the call may be made for), each one's NOT ENOUGH
+        INFO probability as the NEI model reads the premises the reader reads: the mean over a
+        sentence claim's (the whole evidence, the named page alone), the lower of a table
+        claim's table and sentences (such a claim is NEI only when neither holds the answer).
+        None read without a NEI model."""
+        if self.nei_reader is None or not self._may_call_nei or not chosen:
             return {}
-        read = [(i, text) for i, claim in enumerate(premises) for text in claim.all()]
+        read = [(i, text) for i in chosen for text in premises[i].all()]
         said = self.nei_reader.probabilities(
             [claims[i] for i, _ in read], [text for _, text in read]
         )[:, self.nei_reader.labels.index(NEI)]
