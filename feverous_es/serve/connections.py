@@ -188,10 +188,10 @@ class GuardedH11Protocol(H11Protocol):
         if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
             self._cancel("_read_timer")  # the request has arrived (or the connection is ending)
 
-    def eof_received(self) -> bool | None:
-        if self._linger is not None:
-            return None  # the refused client is done sending: the transport closes
-        return super().eof_received()
+    def eof_received(self) -> None:
+        # A refused client done sending: returning None closes the transport (as uvicorn's).
+        if self._linger is None:
+            super().eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._linger is not None:  # a refused socket that lingered

@@ -167,7 +167,7 @@ class ClassifierVerdict:
             else:
                 rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
                 unsure = self._reader_nei(rows)
-            if route is None:
+            if route is None or table is None:  # a feature route is a table-routed claim's
                 verdicts.append(self._decide(self.labels, entailment[i], unsure, found[i]))
                 continue
             features = table_claim_features(query.text, table)
