@@ -19,7 +19,7 @@ from typing import Any
 from feverous_es.errors import FormatError, MalformedPage
 from feverous_es.index.dump.page import parse_page
 from feverous_es.index.dump.wiki import WikiDB
-from feverous_es.index.element_ids import table_key
+from feverous_es.index.element_ids import element_to_triple, table_key
 
 Record = dict[str, Any]
 
@@ -95,7 +95,8 @@ def gold_sentences(record: Record) -> frozenset[str] | None:
     """A claim's gold element ids where every one is a sentence (hiding them leaves its
     subject's page without the fact), else None."""
     ids = gold_ids(record)
-    return frozenset(ids) if ids and all("_sentence_" in i for i in ids) else None
+    sentences = ids and all(element_to_triple(i)[1] == "sentence" for i in ids)
+    return frozenset(ids) if sentences else None
 
 
 def gold_pages(record: Record) -> set[str]:

@@ -37,6 +37,10 @@ class Hidden:
     def __bool__(self) -> bool:
         return bool(self.pages or self.elements)
 
+    def hides(self, page: str, element: str | None = None) -> bool:
+        """Whether ``page``, or the ``element`` (id) on it, is hidden."""
+        return page in self.pages or (element is not None and element in self.elements)
+
 
 NOTHING = Hidden()
 
@@ -58,13 +62,8 @@ class HiddenPages:
         page: Any = lambda hit: hit.element.page,
         element: Any = lambda hit: hit.element.id,
     ) -> list:
-        def shown(hit: Any) -> bool:
-            hidden = self.hidden
-            return page(hit) not in hidden.pages and (
-                element is None or element(hit) not in hidden.elements
-            )
-
-        return [hit for hit in hits if shown(hit)][:k]
+        hidden = self.hidden
+        return [h for h in hits if not hidden.hides(page(h), element(h) if element else None)][:k]
 
     def search_text(self, query: str, k: int = 100, filters: Filters | None = None) -> list:
         return self._seen(self._store.search_text(query, k * OVER_ASK, filters), k)
@@ -105,24 +104,18 @@ class HiddenPages:
         return self._seen(found, k, lambda hit: hit.page.title, None)
 
     def get_elements(self, ids: Sequence[str]) -> list:
-        found = self._store.get_elements(ids)
-        return [
-            e for e in found if e.page not in self.hidden.pages and e.id not in self.hidden.elements
-        ]
+        return [e for e in self._store.get_elements(ids) if not self.hidden.hides(e.page, e.id)]
 
     def page_elements(self, page: str, table: int | None = None) -> list:
-        if page in self.hidden.pages:
-            return []
-        return [
-            e for e in self._store.page_elements(page, table) if e.id not in self.hidden.elements
-        ]
+        found = self._store.page_elements(page, table) if not self.hidden.hides(page) else []
+        return [e for e in found if not self.hidden.hides(page, e.id)]
 
     def get_pages(self, titles: Sequence[str]) -> list:
-        return [p for p in self._store.get_pages(titles) if p.title not in self.hidden.pages]
+        return [p for p in self._store.get_pages(titles) if not self.hidden.hides(p.title)]
 
     def match_titles(self, keys: Sequence[str]) -> dict[str, list[str]]:
         found = {
-            key: [title for title in titles if title not in self.hidden.pages]
+            key: [title for title in titles if not self.hidden.hides(title)]
             for key, titles in self._store.match_titles(keys).items()
         }
         return {key: titles for key, titles in found.items() if titles}

@@ -17,7 +17,7 @@ chose its default: :class:`ClassifierOptions`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -149,16 +149,20 @@ class ClassifierVerdict:
         routes = [self.tables if table is not None else None for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
         reads = [i for i, route in enumerate(routes) if self._reads_entailment(route)]
-        premises = [
-            ClaimPremises.of(query.text, ev, table, self.options.page_premises)
-            for (query, ev), table in zip(batch, tables, strict=True)
-        ]
-        claims = [query.text for query, _ in batch]
-        entailment, sentence_rows = self._read_premises(claims, premises, reads)
         # what retrieval found, read only where a NEI rule is on (off: no work a claim)
         found = [Found.of(query.text, ev) if self._may_call_nei else None for query, ev in batch]
         # the NEI model reads only the claims the call may be made for (the gate first)
-        gated = [i for i, f in enumerate(found) if f and f.covered < self.options.nei_covered_below]
+        below = self.options.nei_covered_below
+        gated = [i for i, f in enumerate(found) if f and f.covered < below]
+        gated = gated if self.nei_reader is not None else []
+        # the premises of the claims a reader reads, each built once for all of them
+        pages = self.options.page_premises
+        premises = {
+            i: ClaimPremises.of(batch[i][0].text, batch[i][1], tables[i], pages)
+            for i in sorted({*reads, *gated})
+        }
+        claims = [query.text for query, _ in batch]
+        entailment, sentence_rows = self._read_premises(claims, premises, reads)
         said_nei = self._read_nei(claims, premises, gated)
         verdicts: list[Verdict] = []
         for i, ((query, _), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
@@ -181,7 +185,7 @@ class ClassifierVerdict:
         ]
 
     def _read_premises(
-        self, claims: Sequence[str], premises: Sequence[ClaimPremises], reads: Sequence[int]
+        self, claims: Sequence[str], premises: Mapping[int, ClaimPremises], reads: Sequence[int]
     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
         """The entailment probabilities of the claims ``reads`` names against their route's
         premise, and, where the verdict may call NEI, of the table-routed ones against their
@@ -214,7 +218,7 @@ class ClassifierVerdict:
         )
 
     def _read_nei(
-        self, claims: Sequence[str], premises: Sequence[ClaimPremises], chosen: Sequence[int]
+        self, claims: Sequence[str], premises: Mapping[int, ClaimPremises], chosen: Sequence[int]
     ) -> dict[int, float]:
         """For the claims ``chosen`` (those the call may be made for), each one's NOT ENOUGH
         INFO probability as the NEI model reads the premises the reader reads: the mean over a
