@@ -50,7 +50,8 @@ def test_train_verdict_nei_reads_hidden_and_invented_claims_and_ships_a_model(
     out = tmp_path / "nei"
     args = ["train", "verdict-nei", "--claims", str(claims), "--index", str(sample_index),
             "--out", str(out), "--base", str(tiny_base), "--holdout", "0", "--per-file", "3",
-            "--pairs", str(pairs), "--replay", "1", "--batch-size", "4"]  # fmt: skip
+            "--pairs", str(pairs), "--replay", "1", "--batch-size", "4",
+            "--facts-hidden"]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     found = [json.loads(line) for line in (tmp_path / "nei.work" / PREMISES_FILE).open()]
