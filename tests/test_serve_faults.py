@@ -66,7 +66,7 @@ def client(pipeline: FaultyPipeline, **options: Any) -> TestClient:
 def test_a_raising_metrics_hook_neither_fails_the_request_nor_ends_the_worker() -> None:
     pipeline = FaultyPipeline()
     with client(pipeline) as http:
-        http.app.state.worker.on_batch = _raise  # type: ignore[attr-defined]
+        http.app.state.service.worker.on_batch = _raise  # type: ignore[attr-defined]
         first = http.post("/v1/verify", json={"claim": "One claim."})
         second = http.post("/v1/verify", json={"claim": "Another claim."})
         live = http.get("/v1/health/live")

@@ -123,8 +123,6 @@ def create_app(
     app.state.service = Service(
         pipeline, worker, metrics, readiness, token, request_timeout, public_health, log_claims
     )
-    app.state.worker = worker  # what an operator's tooling (and the fault tests) reach
-    app.state.metrics = metrics  # the server adds its connections to them
     app.include_router(api)
     app.include_router(probes)
 

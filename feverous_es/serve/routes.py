@@ -61,7 +61,8 @@ class Service:
     """What the routes answer from: the pipeline, its worker and what watches them, and the
     server's settings (``token``: None, no token; ``request_timeout``: seconds a request may
     wait for its answer; ``public_health``: ``/v1/health``'s details as the caller may read
-    them; ``log_claims``: the claims' text in the request log)."""
+    them; ``log_claims``: the claims' text in the request log). The server and an operator's
+    tooling reach its worker and metrics too (``app.state.service``)."""
 
     pipeline: Pipeline
     worker: PipelineWorker

@@ -48,7 +48,7 @@ def serve(
     drain as the module says and return. Connections are held to ``limits``
     (:mod:`~feverous_es.serve.connections`), their counts in the app's metrics."""
     guard = ConnectionGuard(limits)
-    app.state.metrics.watch_connections(guard)
+    app.state.service.metrics.watch_connections(guard)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="info",
         access_log=False,  # the request log replaces it: one JSON line a request
@@ -68,4 +68,4 @@ def serve(
     # uvicorn raises the signal again once its own handler is gone: this makes that a clean
     # exit (status 0) after the drain.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    DrainingServer(config, app.state.worker, drain_timeout).run()
+    DrainingServer(config, app.state.service.worker, drain_timeout).run()
