@@ -20,11 +20,13 @@ The claims, each kind apart in the figures:
 Each claim goes once through the whole pipeline, the verdict reading the reader's NEI
 probability on every route (``nei_above`` 1.0, which turns no claim into NEI), and the record
 keeps what a NEI rule may read of it (:func:`features`): the label and probabilities, the
-reader's NEI probability, the route, whether an evidence page is one the claim names, the best
-page and evidence scores. Each rule of :data:`RULES` is then applied to the same readings:
-per kind and file its NEI rate and three-way label accuracy, and its paired difference from
-the default (no NEI call) with the 95 % interval, on the SUPPORTS / REFUTES claims alone and
-on all of them; the rule chosen two-fold (on one half of the claims, measured on the other).
+reader's NEI probability, the route, whether an evidence page is one the claim names, the names
+the claim writes that no evidence holds, the best page and evidence scores. Each rule of
+:func:`rules` is then applied to the same readings: per kind and file its NEI rate and
+three-way label accuracy, and its paired difference from the default (no NEI call) with the
+95 % interval, on the SUPPORTS / REFUTES claims alone and on all of them; the rule chosen
+two-fold (on one half of the claims, measured on the other). The record keeps the default, the
+chosen and the most accurate rules (:data:`KEPT_RULES`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import json
 import random
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,8 +109,14 @@ def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int
 def features(result: Any) -> dict[str, Any]:
     """What a NEI rule may read of a claim's result (the module)."""
     from feverous_es.plugins.interfaces import Label
-    from feverous_es.verdict.classifier import coverage, names_a_page
+    from feverous_es.verdict.classifier import (
+        coverage,
+        evidence_words,
+        names_a_page,
+        unknown_names,
+    )
 
+    held = evidence_words(result.evidence)
     probabilities = result.verdict.probabilities
     s, r = (probabilities.get(label, 0.0) for label in (Label.SUPPORTS, Label.REFUTES))
     return {
@@ -117,7 +125,8 @@ def features(result: Any) -> dict[str, Any]:
         "nei": round(float(probabilities.get(Label.NOT_ENOUGH_INFO, 0.0)), 4),
         "route": "table" if result.verdict.table is not None else "sentence",
         "named": names_a_page(result.claim, result.evidence),
-        "covered": round(coverage(result.claim, result.evidence), 4),
+        "covered": round(coverage(result.claim, held), 4),
+        "unknown": list(unknown_names(result.claim, held)),
         "page_score": round(result.pages[0].score, 4) if result.pages else 0.0,
         "evidence_score": round(max((c.score for c in result.evidence), default=0.0), 4),
         "evidence": len(result.evidence),
@@ -142,47 +151,74 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
     return found
 
 
-Rule = Callable[[dict], bool]  # a claim's features -> NOT ENOUGH INFO?
 # The verdict's NEI options (feverous_es.verdict.classifier.ClassifierOptions), each rule a
-# triple of them; a threshold over 1: never (nei_covered_below: for every claim).
+# choice of the four; a threshold over 1: never (nei_covered_below: for every claim).
 NEI_ABOVE = (0.7, 0.8, 0.9, 0.93, 0.95, 0.96, 0.97, 0.98, 0.99, 1.1)
 NEI_UNNAMED_ABOVE = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 1.1)
+NEI_UNKNOWN_ABOVE = (0.0, 0.3, 0.5, 0.7, 0.9, 1.1)
 NEI_COVERED_BELOW = (0.5, 0.6, 0.7, 0.8, 0.9, 1.1)
+KEPT_RULES = 10  # the record keeps the default, the chosen and this many most accurate rules
 
 
-def rule_name(nei_above: float, nei_unnamed_above: float, nei_covered_below: float) -> str:
+def rule_name(above: float, unnamed: float, unknown: float, covered: float) -> str:
     """A rule's name in the record (no dots: a figure's key is a dotted path)."""
-    return (f"nei_above {nei_above:.0%}, nei_unnamed_above {nei_unnamed_above:.0%}, "
-            f"nei_covered_below {nei_covered_below:.0%}")  # fmt: skip
+    return (f"nei_above {above:.0%}, nei_unnamed_above {unnamed:.0%}, "
+            f"nei_unknown_above {unknown:.0%}, nei_covered_below {covered:.0%}")  # fmt: skip
 
 
-DEFAULT_RULE = rule_name(1.1, 1.1, 1.1)  # never NEI: the default until this condition chose one
+DEFAULT_RULE = rule_name(1.1, 1.1, 1.1, 1.1)  # never NEI: the default until this chose one
 
 
-def rules() -> dict[str, tuple[Rule, dict[str, float]]]:
-    """Every triple of the verdict's NEI options as a rule on a claim's features, as
-    ``ClassifierVerdict._decide`` applies them: NEI when the evidence holds less than
-    ``nei_covered_below`` of the claim's words and the NEI probability reaches ``nei_above``
-    (where no evidence comes from a page the claim names, ``nei_unnamed_above``)."""
-    found: dict[str, tuple[Rule, dict[str, float]]] = {}
-    product = itertools.product(NEI_ABOVE, NEI_UNNAMED_ABOVE, NEI_COVERED_BELOW)
-    for above, unnamed, covered in product:
-        if unnamed >= above and unnamed <= 1.0:
-            continue  # the same rule as unnamed over 1
-        if min(above, unnamed) > 1.0 and covered <= 1.0:
+def rules() -> dict[str, dict[str, float]]:
+    """Every choice of the verdict's NEI options, by name (each a distinct rule)."""
+    found: dict[str, dict[str, float]] = {}
+    product = itertools.product(NEI_ABOVE, NEI_UNNAMED_ABOVE, NEI_UNKNOWN_ABOVE, NEI_COVERED_BELOW)
+    for above, unnamed, unknown, covered in product:
+        if (unnamed >= above and unnamed <= 1.0) or (unknown >= above and unknown <= 1.0):
+            continue  # the same rule as that threshold over 1
+        if min(above, unnamed, unknown) > 1.0 and covered <= 1.0:
             continue  # never NEI whatever the gate: the default's rule
-        threshold = {True: above, False: min(above, unnamed)}
-
-        def rule(f: dict, threshold: dict = threshold, covered: float = covered) -> bool:
-            return f["covered"] < covered and f["nei"] >= threshold[f["named"]]
-
-        options = {"nei_above": above, "nei_unnamed_above": unnamed, "nei_covered_below": covered}
-        found[rule_name(above, unnamed, covered)] = (rule, options)
+        found[rule_name(above, unnamed, unknown, covered)] = {
+            "nei_above": above, "nei_unnamed_above": unnamed,
+            "nei_unknown_above": unknown, "nei_covered_below": covered,
+        }  # fmt: skip
     return found
 
 
-def answers(rule: Rule, read: list[dict]) -> np.ndarray:
-    return np.array([NEI if rule(f) else f["label"] for f in read])
+@dataclass(frozen=True)
+class Readings:
+    """The claims' features (:func:`features`) as columns, for a rule to read them all at once."""
+
+    label: np.ndarray
+    nei: np.ndarray
+    named: np.ndarray
+    unknown: np.ndarray
+    covered: np.ndarray
+
+    @classmethod
+    def of(cls, read: Sequence[dict]) -> Readings:
+        return cls(
+            np.array([f["label"] for f in read]),
+            np.array([f["nei"] for f in read], dtype=float),
+            np.array([f["named"] for f in read], dtype=bool),
+            np.array([bool(f.get("unknown")) for f in read], dtype=bool),
+            np.array([f["covered"] for f in read], dtype=float),
+        )
+
+    def answers(self, options: Mapping[str, float]) -> np.ndarray:
+        """Each claim's answer under ``options``, as ``ClassifierVerdict._decide`` applies
+        them: NEI when the evidence holds less than ``nei_covered_below`` of the claim's words
+        and the NEI probability reaches the lowest threshold that holds for the claim:
+        ``nei_above``; ``nei_unnamed_above`` where no evidence comes from a page the claim
+        names; ``nei_unknown_above`` where the claim writes a name no evidence holds."""
+        never = 1.1
+        threshold = np.minimum.reduce([
+            np.full(len(self.nei), options["nei_above"]),
+            np.where(self.named, never, options["nei_unnamed_above"]),
+            np.where(self.unknown, options["nei_unknown_above"], never),
+        ])  # fmt: skip
+        nei = (self.covered < options["nei_covered_below"]) & (self.nei >= threshold)
+        return np.where(nei, NEI, self.label)
 
 
 def scored(claims: list[Claim], read: list[dict], chosen: Sequence[int]) -> dict[str, Any]:
@@ -194,11 +230,12 @@ def scored(claims: list[Claim], read: list[dict], chosen: Sequence[int]) -> dict
     views = {kind: kinds == kind for kind in dict.fromkeys(kinds)}
     views[BALANCED] = np.array([claims[i].balanced for i in chosen])
     sure = gold != NEI
-    subset = [read[i] for i in chosen]
-    default = answers(rules()[DEFAULT_RULE][0], subset) == gold
+    readings = Readings.of([read[i] for i in chosen])
+    every = rules()
+    default = readings.answers(every[DEFAULT_RULE]) == gold
     figures: dict[str, Any] = {}
-    for name, (rule, options) in rules().items():
-        said = answers(rule, subset)
+    for name, options in every.items():
+        said = readings.answers(options)
         right = said == gold
         figures[name] = {
             "options": options,
@@ -280,9 +317,11 @@ def nei_rules(
         two_fold.append({"chosen_on_half": h, "rule": name, "other_half": other})
     every = scored(claims, read, range(len(claims)))
     chosen = chosen_rule(every)
+    # thousands of rules: the record keeps those a reader compares the choice with
+    best = sorted(every, key=lambda n: every[n]["accuracy"], reverse=True)[:KEPT_RULES]
     figures = {
         "claims": dict(Counter(f"{c.kind} / {c.source}" for c in claims)),
-        "rules": every,
+        "rules": {name: every[name] for name in dict.fromkeys([DEFAULT_RULE, chosen, *best])},
         "default": every[DEFAULT_RULE],
         "chosen": {"rule": chosen, **every[chosen]},
         "two_fold": two_fold,

@@ -163,9 +163,9 @@ def numbers_in(text: str) -> list[float]:
     return [float(m.group(0).replace(",", "")) for m in _NUMBER_IN_TEXT.finditer(text)]
 
 
-def capitalised_names(text: str) -> set[str]:
-    """The capitalised words of ``text`` (names, mostly), lower-cased."""
-    return {name.lower() for name in _NAME.findall(text)}
+def capitalised_names(text: str) -> list[str]:
+    """The capitalised words of ``text`` (names, mostly), as written, in order."""
+    return _NAME.findall(text)
 
 
 def number_strings(text: str) -> set[str]:

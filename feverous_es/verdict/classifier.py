@@ -37,7 +37,7 @@ from feverous_es.plugins.interfaces import (
 )
 from feverous_es.retrieve.pages import claim_spans
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
-from feverous_es.text import marked_words, tokens
+from feverous_es.text import STOPWORDS, capitalised_names, marked_words, tokens
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,
@@ -100,6 +100,11 @@ class ClassifierOptions:
     """For a claim whose evidence comes from no page it names (its subject is not in the index,
     or retrieval did not find it): the NEI probability at or above which the verdict is NEI
     (over 1: never; ``nei_above`` holds for it too). The ``nei`` condition chose none."""
+    nei_unknown_above: float = 1.1
+    """For a claim that writes a name no evidence holds (a capitalised word, stop words aside,
+    that no evidence text or page title contains: an entity the index may not hold): the NEI
+    probability at or above which the verdict is NEI (over 1: never; the lowest threshold that
+    holds for a claim is the one applied)."""
     nei_covered_below: float = 0.9
     """The NOT ENOUGH INFO call is made only for a claim whose evidence holds less than this
     share of its words (:func:`coverage`: its tokens but stop words, numbers included); over
@@ -255,7 +260,7 @@ class ClassifierVerdict:
     @property
     def _may_call_nei(self) -> bool:
         options = self.options
-        lowest = min(options.nei_above, options.nei_unnamed_above)
+        lowest = min(options.nei_above, options.nei_unnamed_above, options.nei_unknown_above)
         return Label.NOT_ENOUGH_INFO in self.labels and lowest <= 1.0
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
@@ -311,7 +316,8 @@ class ClassifierVerdict:
         SUPPORTS or REFUTES, whichever is likelier; NOT ENOUGH INFO when the evidence holds
         less than ``nei_covered_below`` of the claim's words and ``unsure`` reaches
         ``nei_above`` (or, where no evidence comes from a page the claim names,
-        ``nei_unnamed_above``). The verdict's ``probability`` is its
+        ``nei_unnamed_above``; where the claim writes a name no evidence holds,
+        ``nei_unknown_above``). The verdict's ``probability`` is its
         label's entry among the probabilities a user reads (the route's, with that NEI
         probability)."""
         decided = [i for i, label in enumerate(labels) if label is not Label.NOT_ENOUGH_INFO]
@@ -326,6 +332,8 @@ class ClassifierVerdict:
                 threshold = options.nei_above
                 if not found.named:
                     threshold = min(threshold, options.nei_unnamed_above)
+                if found.unknown:
+                    threshold = min(threshold, options.nei_unknown_above)
                 if found.covered < options.nei_covered_below and unsure >= threshold:
                     label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
@@ -334,15 +342,17 @@ class ClassifierVerdict:
 @dataclass(frozen=True)
 class Found:
     """What retrieval found of a claim, as the NOT ENOUGH INFO call reads it: whether a piece
-    of evidence comes from a page the claim names, and the share of the claim's words the
-    evidence holds."""
+    of evidence comes from a page the claim names, the share of the claim's words the
+    evidence holds, and the names the claim writes that no evidence holds."""
 
     named: bool
     covered: float
+    unknown: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, claim: str, evidence: Sequence[Candidate]) -> Found:
-        return cls(names_a_page(claim, evidence), coverage(claim, evidence))
+        held = evidence_words(evidence)
+        return cls(names_a_page(claim, evidence), coverage(claim, held), unknown_names(claim, held))
 
     def reason(self, unsure: float) -> str:
         """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict: what
@@ -351,6 +361,8 @@ class Found:
                 f"nothing in it bears on the claim (NOT ENOUGH INFO {unsure:.2f})"]  # fmt: skip
         if not self.named:
             said.insert(0, "no evidence comes from a page the claim names")
+        if self.unknown:
+            said.insert(0, "no evidence names " + ", ".join(self.unknown))
         return "; ".join(said)
 
 
@@ -362,14 +374,35 @@ def names_a_page(claim: str, evidence: Sequence[Candidate]) -> bool:
     return any(key in spans for page in pages for key in title_keys(page))
 
 
-def coverage(claim: str, evidence: Sequence[Candidate]) -> float:
-    """The share of the claim's words (its tokens but stop words, numbers included) that the
-    evidence's texts and page titles hold; 1 for a claim of stop words only."""
+def evidence_words(evidence: Sequence[Candidate]) -> set[str]:
+    """The tokens of the evidence's texts and page titles."""
+    return {w for c in evidence for w in tokens(f"{c.element.page} {c.element.text}")}
+
+
+def coverage(claim: str, held: set[str]) -> float:
+    """The share of the claim's words (its tokens but stop words, numbers included) among
+    ``held`` (:func:`evidence_words`); 1 for a claim of stop words only."""
     words = marked_words(claim)
     if not words:
         return 1.0
-    held = {w for c in evidence for w in tokens(f"{c.element.page} {c.element.text}")}
     return len(words & held) / len(words)
+
+
+def unknown_names(claim: str, held: set[str]) -> tuple[str, ...]:
+    """The names ``claim`` writes (its capitalised words, stop words aside) with a word that
+    ``held`` (:func:`evidence_words`) lacks, in the claim's order: what no evidence names. A
+    word held in its plural or singular counts as held (a claim's "Olympic", the evidence's
+    "Olympics")."""
+
+    def is_held(word: str) -> bool:
+        return word in held or word + "s" in held or (word.endswith("s") and word[:-1] in held)
+
+    unknown: list[str] = []
+    for name in capitalised_names(claim):
+        words = {w for w in tokens(name) if len(w) > 1} - STOPWORDS  # "Austria's": not "s"
+        if not all(map(is_held, words)) and name not in unknown:
+            unknown.append(name)
+    return tuple(unknown)
 
 
 _STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
