@@ -5,7 +5,7 @@ of any table ranking (issue 33), per pool source and size, and what a bigger poo
     # "elasticsearch" the cluster of FEVEROUS_ES_URL; options: claims, seed, pools, depths
 
 Pool sources, each cut to every ``pools`` size, on ``claims`` claims of ``tabfact_dev`` (drawn
-with ``seed``; 303 is the draw `bench/row_ranker.py` and `bench/table_ranker.py` report):
+with ``seed``; 303 is the draw `bench/row_ranker.py` reports):
 
 * ``cells@D``: the tables of the best ``D`` (``depths``) BM25 hits among table cells, in the
   order of their best hit (``Store.search_cell_tables``; the stage's pool is ``cells@2000`` cut

@@ -12,7 +12,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -137,24 +137,6 @@ def load_model(torch: Any, settings: TrainSettings, labels: Sequence[str]) -> tu
     if settings.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     return tokenizer, model
-
-
-def encode_pairs(tokenizer: Any, pairs: Iterable[tuple[str, str]], max_length: int) -> list[dict]:
-    """Token ids of (query, passage) pairs, the passage truncated as the ONNX runtime does."""
-    encoded = []
-    for query, passage in pairs:
-        ids = tokenizer(query, passage, truncation="only_second", max_length=max_length)
-        encoded.append({k: ids[k] for k in ids})  # input_ids, token_type_ids, attention_mask
-    return encoded
-
-
-def collate(torch: Any, rows: Sequence[dict], pad_id: int) -> dict[str, Any]:
-    width = max(len(r["input_ids"]) for r in rows)
-    batch = {}
-    for key in rows[0]:
-        pad = pad_id if key == "input_ids" else 0
-        batch[key] = torch.tensor([r[key] + [pad] * (width - len(r[key])) for r in rows])
-    return batch
 
 
 def fit(

@@ -1,5 +1,6 @@
-"""What every trainer shares, on this machine and on a GPU's: the training loop (AdamW, a linear
-warm-up and decay, the distillation loss, resumable steps), a file's hash, the layers a smaller
+"""What every trainer shares, on this machine and on a GPU's: pairs encoded and batched, the
+training loop (AdamW, a linear warm-up and decay, the distillation loss, resumable steps), a
+file's hash, the layers a smaller
 student keeps, and the figures a trained model is chosen by (accuracy or recall per source).
 
 It imports only the standard library (and takes the torch model it is given), because the GPU
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -22,6 +23,42 @@ ALL = "all"  # the figure over every pair, beside each source's
 
 # batch_loss(item indices) -> (loss tensor, tokens in the batch)
 BatchLoss = Callable[[list[int]], tuple[Any, int]]
+Encoded = dict[str, list[int]]  # a pair's input_ids, attention_mask (and token_type_ids)
+
+
+def encode_pairs(
+    tokenizer: Any, pairs: Iterable[tuple[str, str]], max_length: int
+) -> list[Encoded]:
+    """Token ids of (claim, premise) pairs, the premise truncated as the ONNX runtime does
+    (and, as there, both sides for a claim that alone fills ``max_length``)."""
+
+    def encode(some: Sequence[tuple[str, str]], truncation: str) -> list[Encoded]:
+        ids = tokenizer([c for c, _ in some], [p for _, p in some],
+                        truncation=truncation, max_length=max_length)  # fmt: skip
+        return [dict(zip(ids.keys(), row, strict=True)) for row in zip(*ids.values(), strict=True)]
+
+    def encode_one(pair: tuple[str, str]) -> list[Encoded]:
+        try:
+            return encode([pair], "only_second")
+        except Exception:  # tokenizers raises a plain Exception when a claim fills max_length
+            return encode([pair], "longest_first")
+
+    listed = list(pairs)
+    try:
+        return encode(listed, "only_second")
+    except Exception:  # one claim too long: each pair alone
+        return [row for pair in listed for row in encode_one(pair)]
+
+
+def pad_batch(torch: Any, rows: Sequence[Encoded], pad_id: int) -> dict[str, Any]:
+    """``rows`` as tensors of the longest row's width: input ids padded with ``pad_id``, the
+    others with 0."""
+    width = max(len(r["input_ids"]) for r in rows)
+    batch = {}
+    for key in rows[0]:
+        pad = [pad_id if key == "input_ids" else 0]
+        batch[key] = torch.tensor([r[key] + pad * (width - len(r[key])) for r in rows])
+    return batch
 
 
 @dataclass(frozen=True)

@@ -190,28 +190,10 @@ class Trainer:
     def relevance(self) -> bool:
         return len(self.labels) == 1
 
-    def encode(self, pairs: Sequence[dict[str, Any]]) -> list[dict[str, list[int]]]:
-        """Token ids of (claim, premise), the premise truncated as the ONNX runtime does (and,
-        as there, both sides when the claim alone fills ``max_length``)."""
-        try:
-            return self._encode(pairs, "only_second")
-        except Exception:  # tokenizers raises a plain Exception when a claim fills max_length
-            return [row for pair in pairs for row in self._encode_one(pair)]
-
-    def _encode_one(self, pair: dict[str, Any]) -> list[dict[str, list[int]]]:
-        try:
-            return self._encode([pair], "only_second")
-        except Exception:
-            return self._encode([pair], "longest_first")
-
-    def _encode(
-        self, pairs: Sequence[dict[str, Any]], truncation: str
-    ) -> list[dict[str, list[int]]]:
-        ids = self.tokenizer(
-            [p["claim"] for p in pairs], [p["premise"] for p in pairs],
-            truncation=truncation, max_length=self.settings.max_length,
-        )  # fmt: skip
-        return [dict(zip(ids.keys(), row, strict=True)) for row in zip(*ids.values(), strict=True)]
+    def encode(self, pairs: Sequence[dict[str, Any]]) -> list[engine.Encoded]:
+        """Token ids of (claim, premise) (:func:`engine.encode_pairs`)."""
+        claims = [(p["claim"], p["premise"]) for p in pairs]
+        return engine.encode_pairs(self.tokenizer, claims, self.settings.max_length)
 
     def targets(self, pairs: Sequence[dict[str, Any]]) -> Any:
         """The gold labels: class indices, or 0/1 relevance."""
@@ -219,14 +201,9 @@ class Trainer:
             return self.torch.tensor([float(p["label"]) for p in pairs])
         return self.torch.tensor([self.labels.index(p["label"]) for p in pairs])
 
-    def batch(self, rows: Sequence[dict[str, list[int]]]) -> dict[str, Any]:
-        width = max(len(r["input_ids"]) for r in rows)
-        pad = self.tokenizer.pad_token_id or 0
-        out = {}
-        for key in rows[0]:
-            fill = pad if key == "input_ids" else 0
-            out[key] = self.torch.tensor([r[key] + [fill] * (width - len(r[key])) for r in rows])
-        return {k: v.to(self.device, non_blocking=True) for k, v in out.items()}
+    def batch(self, rows: Sequence[engine.Encoded]) -> dict[str, Any]:
+        batch = engine.pad_batch(self.torch, rows, self.tokenizer.pad_token_id or 0)
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def autocast(self) -> Any:
         on_gpu = self.device.startswith("cuda")

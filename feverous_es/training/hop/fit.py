@@ -61,7 +61,7 @@ from feverous_es.export.torch_models import load_torch_model
 from feverous_es.index.elements import title_keys
 from feverous_es.retrieve.hops import parse_imagined
 from feverous_es.runtime.files import MANIFEST_FILE
-from feverous_es.training import common
+from feverous_es.training import common, engine
 from feverous_es.training.bases import base_name
 from feverous_es.training.common import (
     CHECKPOINT_FILE,
@@ -158,7 +158,7 @@ def train(
 
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
         rows = [encoded[i] for i in ids]
-        batch = common.collate(
+        batch = engine.pad_batch(
             torch, [{k: r[k] for k in ("input_ids", "attention_mask")} for r in rows], pad_id
         )
         width = max(len(r["labels"]) for r in rows)

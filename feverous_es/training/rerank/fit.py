@@ -102,7 +102,7 @@ def train(
     tokenizer, model = common.load_model(torch, settings, LABELS)
     if settings.layers is not None:
         prune_layers(model, settings.layers)
-    encoded = [common.encode_pairs(tokenizer, g.pairs(), settings.max_length) for g in groups]
+    encoded = [engine.encode_pairs(tokenizer, g.pairs(), settings.max_length) for g in groups]
     pad_id = tokenizer.pad_token_id or 0
     targets = None
     if settings.teacher is not None:
@@ -110,7 +110,7 @@ def train(
 
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
         rows = [pair for i in ids for pair in encoded[i]]
-        batch = common.collate(torch, rows, pad_id)
+        batch = engine.pad_batch(torch, rows, pad_id)
         scores = model(**batch).logits[:, 0]
         width = max(len(encoded[i]) for i in ids)
         row_of = torch.tensor([r for r, i in enumerate(ids) for _ in encoded[i]])

@@ -37,7 +37,7 @@ class Soft:
 
 
 def _encode(tokenizer: Any, pairs: Sequence[data.Pair], max_length: int) -> list[dict]:
-    return common.encode_pairs(tokenizer, [(p.claim, p.premise) for p in pairs], max_length)
+    return engine.encode_pairs(tokenizer, [(p.claim, p.premise) for p in pairs], max_length)
 
 
 def predict(
@@ -53,7 +53,7 @@ def predict(
     with torch.inference_mode():
         for start in range(0, len(order), 128):
             ids = order[start : start + 128]
-            batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
+            batch = engine.pad_batch(torch, [encoded[i] for i in ids], pad_id)
             batch = {k: v.to(settings.device) for k, v in batch.items()}
             logits = model(**batch).logits.float()
             rows[ids] = torch.softmax(logits, dim=-1).cpu().numpy()
@@ -104,7 +104,7 @@ def train(
     pad_id = tokenizer.pad_token_id or 0
 
     def batch_loss(ids: list[int]) -> tuple[Any, int]:
-        batch = common.collate(torch, [encoded[i] for i in ids], pad_id)
+        batch = engine.pad_batch(torch, [encoded[i] for i in ids], pad_id)
         batch = {k: v.to(settings.device) for k, v in batch.items()}
         target = torch.tensor([labels[i] for i in ids], device=settings.device)
         logits = model(**batch).logits

@@ -28,7 +28,7 @@ from typing import Any
 
 from feverous_es.eval.samples import gold_pages, gold_sentences
 from feverous_es.params import EXISTING_FOLDER, PATH, option, option_like
-from feverous_es.training import common, datasets
+from feverous_es.training import common, datasets, engine
 from feverous_es.training.bases import resolve_base
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.hidden_pages import NOTHING, Hidden
@@ -192,11 +192,11 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
         settings.base = base
     torch = common.import_torch()
     tokenizer, model = common.load_model(torch, settings, LABELS)
-    encoded = common.encode_pairs(tokenizer, [(c, p) for c, p, _ in pairs], settings.max_length)
+    encoded = engine.encode_pairs(tokenizer, [(c, p) for c, p, _ in pairs], settings.max_length)
     labels = [label for *_, label in pairs]
 
     def batch_loss(items: list[int]) -> tuple[Any, int]:
-        batch = common.collate(torch, [encoded[i] for i in items], tokenizer.pad_token_id)
+        batch = engine.pad_batch(torch, [encoded[i] for i in items], tokenizer.pad_token_id)
         target = torch.tensor([labels[i] for i in items])
         loss = torch.nn.functional.cross_entropy(model(**batch).logits, target)
         return loss, int(batch["attention_mask"].sum())
