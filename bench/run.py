@@ -8,14 +8,15 @@ records.
     python -m bench run grounding --option limit=50   # a quick look: an option changed
     python -m bench check                   # every kept record against its condition, and
                                             # against the code it measured (no older)
-    python -m bench page [--check]          # docs/benchmarks.md, docs/experiments.md, README tables
+    python -m bench page [--check]          # docs/benchmarks.md, docs/experiments.md, the tables
+                                            # of README.md and docs/*.md
 
 A condition's function (``run = "bench.MODULE:FUNCTION"``) takes a :class:`bench.context.Context`
 (the places given here: ``--index``, ``--wiki``, ``--pairs``) and the condition's ``options`` as
 keyword arguments, and returns its figures. A rerun writes its record to a scratch directory;
 ``--record`` keeps it in bench/results/ when every figure holds. ``page`` writes
-docs/benchmarks.md, docs/experiments.md and every README block between
-``<!-- bench:NAME[/TABLE] -->`` and ``<!-- /bench -->``, so the README copies no figure by hand.
+docs/benchmarks.md, docs/experiments.md and every block of README.md and docs/*.md between
+``<!-- bench:NAME[/TABLE] -->`` and ``<!-- /bench -->``, so no page copies a figure by hand.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import importlib
 import inspect
 import json
 import math
+import os
 import re
 import shlex
 import sys
@@ -274,19 +276,20 @@ def experiments_page(experiments: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme(text: str, conditions: dict[str, Condition]) -> str:
-    """``text`` with every ``<!-- bench:NAME[/TABLE] -->`` block regenerated from NAME's record."""
+def generated_blocks(text: str, conditions: dict[str, Condition], link: str) -> str:
+    """``text`` with every ``<!-- bench:NAME[/TABLE] -->`` block regenerated from NAME's record
+    (``link``: the records' folder as the page links it)."""
 
     def block(match: re.Match[str]) -> str:
         name, _, table = match.group(2).partition("/")
         if name not in conditions:
-            raise SystemExit(f"error: README names no condition {name!r} ({match.group(1)!r})")
+            raise SystemExit(f"error: a page names no condition {name!r} ({match.group(1)!r})")
         tables = conditions[name].tables()
         if table not in tables:
             raise SystemExit(f"error: condition {name} has no table {table!r} ({match.group(1)!r})")
         record = read_record(RESULTS / f"{name}.json")
         body = grid(tables[table], record)
-        source = provenance(conditions[name], record, "bench/results/")
+        source = provenance(conditions[name], record, link)
         return f"{match.group(1)}{body}\n\n{source}\n{match.group(3)}"
 
     return _BLOCK.sub(block, text)
@@ -404,7 +407,9 @@ def parser() -> argparse.ArgumentParser:
         rerun.add_argument(f"--{name}", help=f"{PLACES[name]}, for the conditions that read it")
     commands.add_parser("check", help="every kept record against its condition; no run")
     generate = commands.add_parser(
-        "page", help="write docs/benchmarks.md, docs/experiments.md and the README tables"
+        "page",
+        help="write docs/benchmarks.md, docs/experiments.md and the tables of README.md "
+        "and docs/*.md",
     )
     generate.add_argument("--check", action="store_true", help="exit 1 if any of them is stale")
     return parser
@@ -448,11 +453,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if found or stale else 0
 
     stale = []
-    pages = ((PAGE, page(conditions)), (EXPERIMENTS_PAGE, experiments_page(experiments)),
-             (README, None))  # fmt: skip
+    written = ((PAGE, page(conditions)), (EXPERIMENTS_PAGE, experiments_page(experiments)))
+    with_blocks = [README, *sorted(set(PAGE.parent.glob("*.md")) - {PAGE, EXPERIMENTS_PAGE})]
+    pages = [*written, *((path, None) for path in with_blocks)]
     for path, text in pages:
         current = path.read_text(encoding="utf-8") if path.is_file() else ""
-        text = text if text is not None else readme(current, conditions)
+        if text is None:
+            link = Path(os.path.relpath(RESULTS, path.parent)).as_posix() + "/"
+            text = generated_blocks(current, conditions, link)
         if current == text:
             continue
         if args.check:

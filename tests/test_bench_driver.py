@@ -197,15 +197,16 @@ def test_no_condition_or_record_names_a_machines_path() -> None:
         assert not machine_path.search(path.read_text(encoding="utf-8")), path.name
 
 
-def test_a_readme_block_is_regenerated_from_its_record() -> None:
+def test_a_pages_block_is_regenerated_from_its_record() -> None:
     conditions, _ = run.load()
     stale = "before\n<!-- bench:retrieval-300 -->\n| stale | figures |\n<!-- /bench -->\nafter\n"
-    fresh = run.readme(stale, conditions)
+    fresh = run.generated_blocks(stale, conditions, "../bench/results/")
     record = json.loads((REPO / "bench" / "results" / "retrieval-300.json").read_text())
     recall = record["figures"]["feverous_s"]["pipeline_complete_recall@5"]
     assert fresh.startswith("before\n<!-- bench:retrieval-300 -->\n| |")
     assert f"| FEVEROUS-S complete recall@5 | {recall:.3f} |" in fresh
     assert "stale" not in fresh and fresh.endswith("<!-- /bench -->\nafter\n")
+    assert "([full record](../bench/results/retrieval-300.json))" in fresh  # as docs/ links it
 
 
 def test_a_short_one_column_table_is_written_as_one_row() -> None:
