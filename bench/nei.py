@@ -42,9 +42,11 @@ from typing import Any
 
 import numpy as np
 
+from bench.calibration import AS_READ, lean, relabelled
 from bench.context import Context
 from bench.data import MINI, REPO
 from bench.paired import paired_difference
+from bench.route import answers, table_route
 from bench.verdict import (
     balanced,
     file_limit,
@@ -98,8 +100,8 @@ def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int
                                     Hidden(elements=ids)))  # fmt: skip
             invented = 0
             for r in records:
-                pages = sorted(gold_pages(r))
-                changed = with_subject(r["claim"], pages[0], next(names)) if pages else None
+                titles = sorted(gold_pages(r))
+                changed = with_subject(r["claim"], titles[0], next(names)) if titles else None
                 if changed and invented < per_file:
                     claims.append(Claim("invented", source, str(r["id"]), changed, NEI))
                     invented += 1
@@ -300,15 +302,34 @@ def nei_rules(
     chosen_model = {"nei_model": nei_model} if nei_model else {}
     # nei_above 1.0 turns no claim into NEI; nei_covered_below over 1 has the NEI model read
     # every claim (the rules' own gates are applied to the readings below)
+    # the reader's answers as read: the recalibration is chosen below (bench/calibration.py)
     config = load_config(None).with_stage_options(
-        "verdict", nei_above=1.0, nei_covered_below=1.1, **chosen_model
+        "verdict", nei_above=1.0, nei_covered_below=1.1, **AS_READ, **chosen_model
     )
     pipeline = Pipeline(config, PluginContext(view, LazyEmbedder("auto"), "auto"))
+    # the same, every table-routed claim handed to the reader on its sentences (bench/route.py)
+    handing = Pipeline(config.with_stage_options("verdict", table_unsure_below=1.1),
+                       PluginContext(view, LazyEmbedder("auto"), "auto"))  # fmt: skip
     try:
         claims = nei_claims(lines, view, nei_per_file, seed)
         read = read_claims(pipeline, view, claims, batch_size)
+        sure = [i for i, c in enumerate(claims) if c.kind == "as is"]
+        on_table = [i for i in sure if read[i]["route"] == "table"]
+        again = read_claims(handing, view, [claims[i] for i in on_table], batch_size)
     finally:
         pipeline.close()
+        handing.close()
+    gold, files = [claims[i].label for i in sure], [claims[i].source for i in sure]
+    reader_lean = lean([read[i] for i in sure], gold, files)
+    # the NEI rules read what would ship: the reader's labels recalibrated, then the route
+    read = relabelled(read, reader_lean["options"])
+    sentences = dict(zip(on_table, relabelled(again, reader_lean["options"]), strict=True))
+    handed = [sentences.get(i) if sentences.get(i, {}).get("route") == "sentence" else None
+              for i in sure]  # fmt: skip
+    routes = table_route([read[i] for i in sure], handed, gold, files)
+    chosen_route = answers([read[i] for i in sure], handed, routes["table_unsure_below"])
+    for i, label in zip(sure, chosen_route.tolist(), strict=True):
+        read[i] = {**read[i], "label": label}
     halves = [[i for i in range(len(claims)) if i % 2 == h] for h in (0, 1)]
     two_fold = []
     for h in (0, 1):
@@ -321,6 +342,8 @@ def nei_rules(
     best = sorted(every, key=lambda n: every[n]["accuracy"], reverse=True)[:KEPT_RULES]
     figures = {
         "claims": dict(Counter(f"{c.kind} / {c.source}" for c in claims)),
+        "lean": reader_lean,
+        "route": routes,
         "rules": {name: every[name] for name in dict.fromkeys([DEFAULT_RULE, chosen, *best])},
         "default": every[DEFAULT_RULE],
         "chosen": {"rule": chosen, **every[chosen]},
@@ -337,6 +360,17 @@ def report(figures: dict[str, Any]) -> None:
     rules_ = figures["rules"]
     best = sorted(rules_, key=lambda n: rules_[n]["accuracy"], reverse=True)[:6]
     print("claims: " + ", ".join(f"{k} {n}" for k, n in figures["claims"].items()))
+    reader_lean = figures["lean"]
+    print(f"\nthe reader's lean, recalibrated two-fold (fitted on all: {reader_lean['fitted']}; "
+          f"ships: {reader_lean['options']}):")  # fmt: skip
+    for name, f in reader_lean["out_of_fold"].items():
+        before, after, paired = f["as read"], f["recalibrated"], f["paired"]
+        print(f"  {name:16} {f['claims']:5} claims: {before['accuracy']:.1%} -> "
+              f"{after['accuracy']:.1%} ({paired['difference']:+.1%} [{paired['low']:+.1%}, "
+              f"{paired['high']:+.1%}]), REFUTES recall {before['refutes_recall']} -> "
+              f"{after['refutes_recall']}, ECE {before['calibration_error']:.3f} -> "
+              f"{after['calibration_error']:.3f} (the scale alone: "
+              f"{f['rescaled']['calibration_error']:.3f})")  # fmt: skip
     for name in dict.fromkeys([DEFAULT_RULE, figures["chosen"]["rule"], *best]):
         f = rules_[name]
         sure, every = f["paired_sure"], f["paired_all"]
@@ -346,6 +380,15 @@ def report(figures: dict[str, Any]) -> None:
               f"[{sure['low']:+.1%}, {sure['high']:+.1%}]")  # fmt: skip
         for kind, k in f["by_kind"].items():
             print(f"  {kind:32} {k['accuracy']:6.1%}  NEI {k['nei_rate']:6.1%}")
+    route = figures["route"]
+    print(f"\nthe table route handed to the sentences below a share (ships: "
+          f"{route['table_unsure_below']}):")  # fmt: skip
+    for f in route["thresholds"].values():
+        paired = f["paired"]
+        print(f"  {f['threshold']:.2f}: {f['accuracy']:.1%} ({paired['difference']:+.1%} "
+              f"[{paired['low']:+.1%}, {paired['high']:+.1%}]), {f['handed']} claims answered "
+              "otherwise; " + ", ".join(f"{name} {v['accuracy']:.1%}"
+                                         for name, v in f["by_file"].items()))  # fmt: skip
     print(f"\nchosen: {figures['chosen']['rule']}")
     for fold in figures["two_fold"]:
         print(f"  chosen on half {fold['chosen_on_half']}: {fold['rule']}, the other half "

@@ -78,7 +78,10 @@ _NUMBER_IN_TEXT = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.
 
 _NUMBER_STRING = re.compile(r"^[-+]?\d[\d,.:]*%?$")
 _WORD = re.compile(r"\w+")
-_NAME = re.compile(r"\b[A-Z][\w'-]*")
+# A run of capitalised words, the small words of names allowed inside ("Bank of England").
+_NAME_RUN = re.compile(
+    r"\b[A-Z][\w'-]*(?:\s+(?:(?:of|de|the|von|van|da|del|la|le|and)\s+)?[A-Z][\w'-]*)*"
+)
 
 # Spans made only of these never name the page a claim is about.
 SPAN_STOPWORDS = frozenset(
@@ -163,9 +166,13 @@ def numbers_in(text: str) -> list[float]:
     return [float(m.group(0).replace(",", "")) for m in _NUMBER_IN_TEXT.finditer(text)]
 
 
-def capitalised_names(text: str) -> list[str]:
-    """The capitalised words of ``text`` (names, mostly), as written, in order."""
-    return _NAME.findall(text)
+def subject_name(text: str) -> str:
+    """The first name ``text`` writes (its subject, mostly): its first run of capitalised words
+    that is not all stop words (a sentence's "In" or "The" alone names nothing); "" for none."""
+    for run in _NAME_RUN.finditer(text):
+        if set(tokens(run.group(0))) - STOPWORDS:
+            return run.group(0)
+    return ""
 
 
 def number_strings(text: str) -> set[str]:

@@ -17,6 +17,7 @@ chose its default: :class:`ClassifierOptions`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -37,7 +38,7 @@ from feverous_es.plugins.interfaces import (
 )
 from feverous_es.retrieve.pages import claim_spans
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
-from feverous_es.text import STOPWORDS, capitalised_names, marked_words, tokens
+from feverous_es.text import STOPWORDS, marked_words, subject_name, tokens
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,
@@ -110,6 +111,19 @@ class ClassifierOptions:
     share of its words (:func:`coverage`: its tokens but stop words, numbers included); over
     1: for any claim. Where the evidence holds the claim's words it speaks of what the claim
     says, and the reader's SUPPORTS or REFUTES stands."""
+    table_unsure_below: float = 0.0
+    """A claim routed to a table whose feature model's likelier label has less than this share
+    of SUPPORTS + REFUTES is decided by the reader on the claim's sentences instead (when its
+    evidence holds any; FM2's gold evidence is always sentences, and the router sends some of
+    its claims to a table); 0: the table route always decides."""
+    reader_scale: float = 1.0
+    """The reader's answer recalibrated where it decides (a claim routed to sentences): its
+    SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p) +
+    ``reader_shift``) (Platt scaling), so SUPPORTS needs p above sigmoid(-shift / scale), not 0.5:
+    the reader leans to SUPPORTS on claims whose evidence lacks the refuting fact. 1 and 0:
+    as read."""
+    reader_shift: float = 0.0
+    """See ``reader_scale``."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
     one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what
@@ -169,25 +183,66 @@ class ClassifierVerdict:
         claims = [query.text for query, _ in batch]
         entailment, sentence_rows = self._read_premises(claims, premises, reads)
         said_nei = self._read_nei(claims, premises, gated)
+        table_rows = {
+            i: self._table_row(claims[i], table, route, entailment.get(i))
+            for i, (table, route) in enumerate(zip(tables, routes, strict=True))
+            if route is not None and table is not None
+        }
+        handed = self._handed_to_sentences(batch, tables, table_rows, premises, sentence_rows)
         verdicts: list[Verdict] = []
-        for i, ((query, _), table, route) in enumerate(zip(batch, tables, routes, strict=True)):
+        for i, route in enumerate(routes):
             if i in said_nei:
                 unsure: float | None = said_nei[i]
             else:
                 rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
                 unsure = self._reader_nei(rows)
-            if route is None or table is None:  # a feature route is a table-routed claim's
-                verdicts.append(self._decide(self.labels, entailment[i], unsure, found[i]))
+            if route is not None and i in table_rows and i not in handed:  # the table decides
+                verdicts.append(self._decide(route.labels, table_rows[i], unsure, found[i]))
                 continue
-            features = table_claim_features(query.text, table)
-            if route.stacked:
-                features = np.concatenate([features, self.stacking_features(entailment[i])])
-            row = route.probabilities(features[None, :])[0]
-            verdicts.append(self._decide(route.labels, row, unsure, found[i]))
+            row = self._recalibrated(handed[i] if i in handed else entailment[i])
+            verdicts.append(self._decide(self.labels, row, unsure, found[i]))
+        shown = [None if i in handed else table for i, table in enumerate(tables)]
         return [
             replace(v, read=read, table=table)
-            for v, (read, table) in zip(verdicts, map(self._read, batch, tables), strict=True)
+            for v, (read, table) in zip(verdicts, map(self._read, batch, shown), strict=True)
         ]
+
+    def _table_row(
+        self, claim: str, table: Table, route: FeatureClassifier, entailment: np.ndarray | None
+    ) -> np.ndarray:
+        """The table feature model's probabilities (in ``route.labels`` order) for a claim."""
+        features = table_claim_features(claim, table)
+        if route.stacked and entailment is not None:
+            features = np.concatenate([features, self.stacking_features(entailment)])
+        return route.probabilities(features[None, :])[0]
+
+    def _handed_to_sentences(
+        self,
+        batch: Sequence[tuple[Query, Sequence[Candidate]]],
+        tables: Sequence[Table | None],
+        table_rows: Mapping[int, np.ndarray],
+        premises: dict[int, ClaimPremises],
+        sentence_rows: Mapping[int, np.ndarray],
+    ) -> dict[int, np.ndarray]:
+        """For each table-routed claim whose feature model is unsure (its likelier label's share
+        under ``table_unsure_below``) and whose evidence holds sentences: the reader's
+        probabilities on those sentences, which decide it instead."""
+        below = self.options.table_unsure_below
+        unsure = [
+            i for i, row in table_rows.items() if float(np.max(row) / max(row.sum(), 1e-9)) < below
+        ]
+        pages = self.options.page_premises
+        for i in unsure:
+            if i not in premises:
+                premises[i] = ClaimPremises.of(batch[i][0].text, batch[i][1], tables[i], pages)
+        handed = {i: sentence_rows[i] for i in unsure if i in sentence_rows}
+        to_read = [i for i in unsure if i not in handed and premises[i].sentences]
+        if to_read:
+            rows = self.entailment(
+                [batch[i][0].text for i in to_read], [premises[i].sentences for i in to_read]
+            )
+            handed.update(zip(to_read, rows, strict=True))
+        return handed
 
     def _read_premises(
         self, claims: Sequence[str], premises: Mapping[int, ClaimPremises], reads: Sequence[int]
@@ -303,6 +358,22 @@ class ClassifierVerdict:
         by_label = dict(zip(self.labels, row.tolist(), strict=True))
         return np.array([by_label.get(label, 0.0) for label in _STACKED], dtype=np.float32)
 
+    def _recalibrated(self, row: np.ndarray) -> np.ndarray:
+        """The reader's probabilities ``row`` (in :attr:`labels` order) with SUPPORTS and REFUTES
+        recalibrated (``reader_scale``, ``reader_shift``); their sum, and NEI, kept."""
+        scale, shift = self.options.reader_scale, self.options.reader_shift
+        if (scale, shift) == (1.0, 0.0):
+            return row
+        s, r = self.labels.index(Label.SUPPORTS), self.labels.index(Label.REFUTES)
+        both = float(row[s] + row[r])
+        if both <= 0.0:
+            return row
+        p = min(max(float(row[s]) / both, 1e-6), 1 - 1e-6)
+        supports = 1.0 / (1.0 + math.exp(-(scale * math.log(p / (1 - p)) + shift)))
+        out = row.astype(np.float64).copy()
+        out[s], out[r] = supports * both, (1.0 - supports) * both
+        return out.astype(row.dtype)
+
     def _decide(
         self,
         labels: Sequence[Label],
@@ -389,19 +460,20 @@ def coverage(claim: str, held: set[str]) -> float:
 
 
 def unknown_names(claim: str, held: set[str]) -> tuple[str, ...]:
-    """The names ``claim`` writes (its capitalised words, stop words aside) with a word that
-    ``held`` (:func:`evidence_words`) lacks, in the claim's order: what no evidence names. A
+    """The words of the claim's subject (:func:`~feverous_es.text.subject_name`, stop words
+    aside) that ``held`` (:func:`evidence_words`) lacks, as written: what no evidence names. A
     word held in its plural or singular counts as held (a claim's "Olympic", the evidence's
-    "Olympics")."""
+    "Olympics"). Only the subject: a claim's other names are often a demonym or a word the
+    evidence spells otherwise, where the subject is what retrieval looks for first."""
 
     def is_held(word: str) -> bool:
         return word in held or word + "s" in held or (word.endswith("s") and word[:-1] in held)
 
     unknown: list[str] = []
-    for name in capitalised_names(claim):
-        words = {w for w in tokens(name) if len(w) > 1} - STOPWORDS  # "Austria's": not "s"
-        if not all(map(is_held, words)) and name not in unknown:
-            unknown.append(name)
+    for word in subject_name(claim).split():
+        words = {w for w in tokens(word) if len(w) > 1} - STOPWORDS  # "Austria's": not "s"
+        if not all(map(is_held, words)) and word not in unknown:
+            unknown.append(word)
     return tuple(unknown)
 
 
