@@ -205,6 +205,44 @@ def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answe
     assert by_default.label in (Label.SUPPORTS, Label.REFUTES)
 
 
+def test_a_table_claim_the_route_is_unsure_of_is_read_on_its_sentences(
+    trained, sample_index
+) -> None:
+    """``table_unsure_below`` over 1 hands every table-routed claim whose evidence holds
+    sentences to the reader on those sentences: its verdict is the reader's answer there, and
+    it shows no table; at 0 the table route decides and shows its table."""
+    out, _ = trained
+    store = open_store("embedded", sample_index)
+    try:
+        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
+        nei_off = {"table_model": str(out), "nei_above": 1.1}
+        handed = ClassifierVerdict(context, **nei_off, table_unsure_below=1.1)
+        kept = ClassifierVerdict(context, **nei_off, table_unsure_below=0.0)
+        table_claim, cells = _table_claim_and_cells(store)
+        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
+        batch = [
+            (
+                Query(table_claim.claim, np.zeros(0)),
+                with_tables([*cells, Candidate(sentence, 1.0)], store),
+            )
+        ]
+        sentences = sentence_premise([Candidate(sentence, 1.0)])
+
+        def entailment(claims, premises):  # the sentences refute; anything else supports
+            return np.array([[0.2, 0.7, 0.1] if p == sentences else [0.8, 0.1, 0.1]
+                             for p in premises])  # fmt: skip
+
+        handed.entailment = entailment  # type: ignore[method-assign]
+        [by_sentences] = handed.predict(batch)
+        [by_table] = kept.predict(batch)
+    finally:
+        store.close()
+    assert by_sentences.table is None
+    assert by_sentences.label is Label.REFUTES
+    assert by_sentences.probabilities[Label.SUPPORTS] == pytest.approx(0.2)
+    assert by_table.table is not None
+
+
 def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, tmp_path) -> None:
     out = tmp_path / "model"
     result = CliRunner().invoke(
