@@ -46,7 +46,7 @@ def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> 
     """FEVEROUS-S's labels leak through evidence counts: its balanced subset is scored as a
     view of its own, and a rule that costs it over a point is not chosen, however it reads the
     rest."""
-    from bench.nei import BALANCED, NEI, Claim, chosen_rule, scored
+    from bench.nei import BALANCED, NEI, Claim, chosen_rule, rule_name, scored
 
     def reading(label: str, nei: float) -> dict:
         return {"label": label, "nei": nei, "named": True, "covered": 0.5}
@@ -59,9 +59,9 @@ def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> 
     read = [reading("SUPPORTS", 0.99 if i < 2 else 0.1) for i in range(200)]
     read += [reading("REFUTES", 0.99) for _ in range(40)]
     figures = scored(claims, read, range(len(claims)))
-    default = figures["nei_above 110%, nei_unnamed_above 110%, nei_unknown_above 110%, nei_covered_below 110%"]
+    default = figures[rule_name(1.1, 1.1, 1.1, 1.1)]
     assert default["by_kind"][BALANCED] == {"claims": 4, "accuracy": 1.0, "nei_rate": 0.0}
-    costly = figures["nei_above 90%, nei_unnamed_above 110%, nei_unknown_above 110%, nei_covered_below 110%"]
+    costly = figures[rule_name(0.9, 1.1, 1.1, 1.1)]
     assert costly["by_kind"]["as is / feverous_s_dev"]["accuracy"] == 0.99
     assert costly["by_kind"][BALANCED]["accuracy"] == 0.5
     assert figures[chosen_rule(figures)]["by_kind"][BALANCED]["accuracy"] == 1.0
