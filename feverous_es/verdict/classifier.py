@@ -89,23 +89,23 @@ class ClassifierOptions:
     ``verdict-nei`` when installed (a student trained to say NEI where the retrieved evidence
     does not bear on the claim: its gold pages hidden, its subject invented), ``""`` or none
     installed: the reader's own. Its labels must hold NOT ENOUGH INFO."""
-    nei_above: float = 0.97
+    nei_above: float = 0.98
     """The NOT ENOUGH INFO probability (``nei_model``'s) at or above which the verdict is NEI,
     where ``nei_covered_below`` lets the call be made (over 1: never). Chosen 2026-12-05 with
-    ``nei_covered_below`` by ``python -m bench run nei`` (docs/log/2026-12.md): the most
-    accurate pair on the claims that need NEI (gold pages or sentences hidden, table hidden,
-    invented subjects) beside the held-out dev claims, among those costing FM2, FEVEROUS-S and
-    its balanced subset at most a point and TabFact nothing (0.96 cost the balanced subset
-    1.01 points)."""
+    ``nei_unknown_above`` and ``nei_covered_below`` by ``python -m bench run nei``
+    (bench/results/nei.json, docs/log/2026-12.md): the most accurate rule on the claims that
+    need NEI (gold pages or sentences hidden, table hidden, invented subjects) beside the
+    held-out dev claims, among those costing FM2, FEVEROUS-S and its balanced subset at most a
+    point and TabFact nothing."""
     nei_unnamed_above: float = 1.1
     """For a claim whose evidence comes from no page it names (its subject is not in the index,
     or retrieval did not find it): the NEI probability at or above which the verdict is NEI
     (over 1: never; ``nei_above`` holds for it too). The ``nei`` condition chose none."""
-    nei_unknown_above: float = 1.1
-    """For a claim that writes a name no evidence holds (a capitalised word, stop words aside,
-    that no evidence text or page title contains: an entity the index may not hold): the NEI
-    probability at or above which the verdict is NEI (over 1: never; the lowest threshold that
-    holds for a claim is the one applied)."""
+    nei_unknown_above: float = 0.9
+    """For a claim whose subject's name (:func:`~feverous_es.text.subject_name`) no evidence
+    text or page title holds (an entity the index may not hold): the NEI probability at or
+    above which the verdict is NEI (over 1: never; the lowest threshold that holds for a claim
+    is the one applied). Chosen with ``nei_above`` by the ``nei`` condition."""
     nei_covered_below: float = 0.9
     """The NOT ENOUGH INFO call is made only for a claim whose evidence holds less than this
     share of its words (:func:`coverage`: its tokens but stop words, numbers included); over
@@ -115,15 +115,19 @@ class ClassifierOptions:
     """A claim routed to a table whose feature model's likelier label has less than this share
     of SUPPORTS + REFUTES is decided by the reader on the claim's sentences instead (when its
     evidence holds any; FM2's gold evidence is always sentences, and the router sends some of
-    its claims to a table); 0: the table route always decides."""
-    reader_scale: float = 1.0
+    its claims to a table); 0: the table route always decides. The ``nei`` condition
+    (bench/route.py) found no share that does not cost TabFact: 0."""
+    reader_scale: float = 0.4317
     """The reader's answer recalibrated where it decides (a claim routed to sentences): its
     SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p) +
-    ``reader_shift``) (Platt scaling), so SUPPORTS needs p above sigmoid(-shift / scale), not 0.5:
-    the reader leans to SUPPORTS on claims whose evidence lacks the refuting fact. 1 and 0:
-    as read."""
+    ``reader_shift``) (Platt scaling), so SUPPORTS needs p above sigmoid(-shift / scale), not 0.5.
+    1 and 0: as read. Fitted by the ``nei`` condition (bench/calibration.py) on the held-out
+    SUPPORTS / REFUTES claims the reader decides: the scale alone ships (it moves no decision;
+    the probability a user reads is calibrated: bench/results/nei.json, ``lean``)."""
     reader_shift: float = 0.0
-    """See ``reader_scale``."""
+    """See ``reader_scale``: the shift moves decisions (against the reader's lean to SUPPORTS);
+    the ``nei`` condition ships it only where its out-of-fold paired difference clears zero,
+    which it did not (bench/results/nei.json, ``lean``)."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
     one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what
