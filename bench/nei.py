@@ -300,11 +300,12 @@ def nei_rules(
     }
     view = HiddenPages(CountedStore(open_store("embedded", context.place("index"))))
     chosen_model = {"nei_model": nei_model} if nei_model else {}
-    # nei_above 1.0 turns no claim into NEI; nei_covered_below over 1 has the NEI model read
-    # every claim (the rules' own gates are applied to the readings below)
-    # the reader's answers as read: the recalibration is chosen below (bench/calibration.py)
+    # nei_above 1.0 (the others off) turns no claim into NEI but has the NEI model read, and
+    # nei_covered_below over 1 every claim (the rules' own gates are applied to the readings
+    # below); the reader's answers as read: the recalibration is chosen below (calibration.py)
+    never = {"nei_above": 1.0, "nei_unnamed_above": 1.1, "nei_unknown_above": 1.1}
     config = load_config(None).with_stage_options(
-        "verdict", nei_above=1.0, nei_covered_below=1.1, **AS_READ, **chosen_model
+        "verdict", **never, nei_covered_below=1.1, **AS_READ, **chosen_model
     )
     pipeline = Pipeline(config, PluginContext(view, LazyEmbedder("auto"), "auto"))
     # the same, every table-routed claim handed to the reader on its sentences (bench/route.py)
