@@ -133,8 +133,9 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
-        verdict = ClassifierVerdict(context, table_model=str(out))
-        text_only = ClassifierVerdict(context, table_model="")
+        # the reader's answers as read (no recalibration), to compare with its probabilities
+        verdict = ClassifierVerdict(context, table_model=str(out), reader_scale=1.0)
+        text_only = ClassifierVerdict(context, table_model="", reader_scale=1.0)
         table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         claim = "Bill Persky was born on September 9, 1931."
@@ -215,7 +216,8 @@ def test_a_table_claim_the_route_is_unsure_of_is_read_on_its_sentences(
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        nei_off = {"table_model": str(out), "nei_above": 1.1}
+        nei_off = {"table_model": str(out), "nei_above": 1.1, "nei_unknown_above": 1.1,
+                   "reader_scale": 1.0}  # fmt: skip
         handed = ClassifierVerdict(context, **nei_off, table_unsure_below=1.1)
         kept = ClassifierVerdict(context, **nei_off, table_unsure_below=0.0)
         table_claim, cells = _table_claim_and_cells(store)
