@@ -6,13 +6,14 @@ them."""
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import platform
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,17 @@ def _commit() -> str:
 _COMMIT_AT_START = _commit()
 
 
-def record(folder: Path, name: str, figures: Any, command: str, options: dict[str, Any]) -> Path:
+def record(
+    folder: Path,
+    name: str,
+    figures: Any,
+    command: str,
+    options: dict[str, Any],
+    places: Mapping[str, Path | None] | None = None,
+) -> Path:
     """Write ``figures`` to ``folder/<name>.json`` with their provenance (``command``: the
-    driver's command line, placeholders kept; ``options``: the condition's, as run); returns the
-    path."""
+    driver's command line, placeholders kept; ``options``: the condition's, as run; ``places``:
+    the driver's, fingerprinted in ``depends``); returns the path."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
     entry = {
@@ -53,7 +61,7 @@ def record(folder: Path, name: str, figures: Any, command: str, options: dict[st
         "commit": _COMMIT_AT_START,
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "depends": depends(),
+        "depends": {**depends(), **inputs(places or {})},
         "figures": figures,
     }
     path.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
@@ -79,6 +87,57 @@ def depends() -> dict[str, Any]:
     if (onnxruntime := sys.modules.get("onnxruntime")) is not None:
         found["onnxruntime"] = getattr(onnxruntime, "__version__", "")
     return found
+
+
+# The instruction sets that choose ONNX Runtime's int8 and float kernels: the same model and
+# inputs may read differently where they differ (answers moved with a new machine, 2026-12-05).
+KERNEL_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "amx_bf16")
+# An embedded index's vectors: what the embedder wrote on the machine that built it.
+INDEX_VECTORS = ("vectors.f16", "page_vectors.f16")
+
+
+def inputs(places: Mapping[str, Path | None]) -> dict[str, Any]:
+    """What the figures read besides code: this machine's CPU (its model and the instruction
+    sets that choose the kernels) and, for the places the driver was given, a fingerprint: the
+    dump's (``wiki``) sha256, an embedded index's (``index``) format and the sha256 of its
+    vectors. A place that is not a file or an embedded index is named only."""
+    found: dict[str, Any] = {"cpu": cpu()}
+    for name, path in places.items():
+        if path is None:
+            continue
+        if path.is_file():
+            found[name] = {"sha256": _sha256([path])}
+        elif (path / "meta.json").is_file():
+            vectors = [path / f for f in INDEX_VECTORS if (path / f).is_file()]
+            found[name] = {"meta": json.loads((path / "meta.json").read_text(encoding="utf-8")),
+                           "vectors_sha256": _sha256(vectors)}  # fmt: skip
+        else:
+            found[name] = {"given": True}
+    return found
+
+
+def cpu() -> dict[str, Any]:
+    """This machine's CPU model and which of :data:`KERNEL_FLAGS` it has (Linux's
+    /proc/cpuinfo; elsewhere the platform's processor name alone)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return {"model": platform.processor()}
+    fields = dict(
+        line.split(":", 1) for line in text.split("\n\n", 1)[0].splitlines() if ":" in line
+    )
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    return {"model": fields.get("model name", ""), "flags": [f for f in KERNEL_FLAGS if f in flags]}
+
+
+def _sha256(paths: Sequence[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with path.open("rb") as file:
+            while block := file.read(1 << 22):
+                digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str]:

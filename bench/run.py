@@ -316,14 +316,18 @@ def figure_problems(conditions: dict[str, Condition], experiments: dict[str, str
     return found
 
 
+# The driver's own modules: they load conditions and write records, and no figure reads them.
+DRIVER = frozenset(f"bench/{name}.py" for name in ("__init__", "__main__", "run", "results"))
+
+
 def covered(condition: Condition, record: dict[str, Any]) -> tuple[str, ...]:
     """What a record's figures depend on: the files of the code it ran (``depends``, written
-    since 2026-12-05) and the condition's own ``covers``; for an older record, its area's
-    paths as [covers] lists them."""
+    since 2026-12-05; the driver's own aside) and the condition's own ``covers``; for an older
+    record, its area's paths as [covers] lists them."""
     files = record.get("depends", {}).get("files")
     if files is None:
         return condition.covers
-    return (*files, *condition.extra_covers)
+    return (*(f for f in files if f not in DRIVER), *condition.extra_covers)
 
 
 def stale_records(conditions: dict[str, Condition]) -> Iterator[str]:
@@ -373,7 +377,8 @@ def run(
     found = problems(condition, entry)
     kept = keep and not found  # a record that does not hold is not kept
     folder = RESULTS if kept else Path(tempfile.mkdtemp(prefix=f"bench-{condition.name}-"))
-    path = record(folder, condition.name, figures, command, options)
+    places = {place: getattr(context, place) for place in PLACES}
+    path = record(folder, condition.name, figures, command, options, places)
     if found:
         print("\n".join(found), f"the record stays in {path}", sep="\n", file=sys.stderr)
         return 1

@@ -93,10 +93,36 @@ def test_a_record_is_stale_only_for_the_code_it_ran(
     kept = json.loads((REPO / "bench" / "results" / "verdict.json").read_text(encoding="utf-8"))
     monkeypatch.setattr(run, "RESULTS", tmp_path)
     verdict = {"verdict": condition}
-    for files, stale in (([], False), ([f for f in changed if f.endswith(".py")][:1], True)):
+    code = [f for f in changed if f.endswith(".py") and f not in run.DRIVER][:1]
+    for files, stale in (([], False), (code, True)):
         record = {**kept, "commit": head, "depends": {"files": files}}
         (tmp_path / "verdict.json").write_text(json.dumps(record), encoding="utf-8")
         assert bool(list(run.stale_records(verdict))) == (stale and bool(files))
+
+
+def test_a_record_fingerprints_the_index_the_dump_and_the_cpu_it_read(tmp_path: Path) -> None:
+    """Answers can move with the index a machine built or the CPU's kernels while the code
+    stays: a record holds the CPU's instruction sets, the dump's hash and the index's vectors'
+    hash, which changes when a vector does."""
+    from bench.results import KERNEL_FLAGS, record
+
+    index, wiki = tmp_path / "index", tmp_path / "wiki.db"
+    index.mkdir()
+    (index / "meta.json").write_text('{"format": "feverous-es-embedded"}', encoding="utf-8")
+    (index / "vectors.f16").write_bytes(bytes(768))
+    wiki.write_bytes(b"SQLite format 3")
+    places = {"index": index, "wiki": wiki, "pairs": None}
+
+    def made() -> dict:
+        path = record(tmp_path / "out", "c", {}, "python -m bench run c", {}, places)
+        return json.loads(path.read_text(encoding="utf-8"))["depends"]
+
+    first = made()
+    assert set(first["cpu"]["flags"]) <= set(KERNEL_FLAGS)
+    assert first["index"]["meta"] == {"format": "feverous-es-embedded"}
+    assert "pairs" not in first and len(first["wiki"]["sha256"]) == 16
+    (index / "vectors.f16").write_bytes(bytes(767) + b"\x01")
+    assert made()["index"]["vectors_sha256"] != first["index"]["vectors_sha256"]
 
 
 def test_the_benchmarks_page_and_the_readme_tables_match_the_records() -> None:
