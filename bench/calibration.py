@@ -36,10 +36,11 @@ def _logit(p: np.ndarray) -> np.ndarray:
 
 
 def recalibrated(supports: np.ndarray, options: dict[str, float]) -> np.ndarray:
-    """The SUPPORTS shares as the verdict recalibrates them
-    (``ClassifierVerdict._recalibrated``)."""
-    z = options["reader_scale"] * _logit(supports) + options["reader_shift"]
-    return 1.0 / (1.0 + np.exp(-z))
+    """The SUPPORTS shares as the verdict recalibrates them under ``options``
+    (:func:`feverous_es.verdict.classifier.platt`)."""
+    from feverous_es.verdict.classifier import platt
+
+    return platt(supports, options["reader_scale"], options["reader_shift"])
 
 
 def fitted(supports: np.ndarray, gold: np.ndarray, *, shift: bool = True) -> dict[str, float]:

@@ -42,7 +42,8 @@ def scored(
 ) -> dict[str, Any]:
     """Each threshold's accuracy per file and on all, its paired difference from 0, and how
     many claims it hands over."""
-    base = answers(read, handed, ALWAYS_THE_TABLE) == gold
+    by_table = answers(read, handed, ALWAYS_THE_TABLE)
+    base = by_table == gold
     figures: dict[str, Any] = {}
     for threshold in THRESHOLDS:
         said = answers(read, handed, threshold)
@@ -55,7 +56,7 @@ def scored(
         }  # fmt: skip
         figures[f"{threshold:.2f}"] = {
             "threshold": threshold,
-            "handed": int((said != answers(read, handed, ALWAYS_THE_TABLE)).sum()),
+            "handed": int((said != by_table).sum()),
             "accuracy": round(float(right.mean()), 4),
             "paired": paired_difference(right, base),
             "by_file": by_file,

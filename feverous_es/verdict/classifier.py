@@ -17,7 +17,6 @@ chose its default: :class:`ClassifierOptions`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -372,8 +371,7 @@ class ClassifierVerdict:
         both = float(row[s] + row[r])
         if both <= 0.0:
             return row
-        p = min(max(float(row[s]) / both, 1e-6), 1 - 1e-6)
-        supports = 1.0 / (1.0 + math.exp(-(scale * math.log(p / (1 - p)) + shift)))
+        supports = float(platt(np.array([row[s] / both]), scale, shift)[0])
         out = row.astype(np.float64).copy()
         out[s], out[r] = supports * both, (1.0 - supports) * both
         return out.astype(row.dtype)
@@ -412,6 +410,14 @@ class ClassifierVerdict:
                 if found.covered < options.nei_covered_below and unsure >= threshold:
                     label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
+
+
+def platt(supports: np.ndarray, scale: float, shift: float) -> np.ndarray:
+    """SUPPORTS shares of SUPPORTS + REFUTES recalibrated: sigmoid(``scale`` · logit(p) +
+    ``shift``) (Platt scaling; p kept inside [1e-6, 1 - 1e-6]), as ``reader_scale`` and
+    ``reader_shift`` apply it and bench/calibration.py fits it."""
+    p = np.clip(np.asarray(supports, dtype=np.float64), 1e-6, 1 - 1e-6)
+    return 1.0 / (1.0 + np.exp(-(scale * np.log(p / (1 - p)) + shift)))
 
 
 @dataclass(frozen=True)
