@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import ast
 import datetime
 import hashlib
 import json
@@ -145,11 +146,43 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=Path(__file__).resolve().parent)  # fmt: skip
 
 
+def code_of(source: str) -> str | None:
+    """What a Python module runs: its syntax tree without docstrings (comments and line numbers
+    are not in it); None when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _same_code(path: str, base: str) -> bool:
+    """Whether ``path`` runs the same code at ``base`` as at HEAD (a .py file whose docstrings
+    or comments alone changed)."""
+    if not path.endswith(".py"):
+        return False
+    before, after = _git("show", f"{base}:{path}"), _git("show", f"HEAD:{path}")
+    if before.returncode or after.returncode:
+        return False
+    code = code_of(before.stdout)
+    return code is not None and code == code_of(after.stdout)
+
+
 def changed_since(made_at: str, paths: Sequence[str]) -> str | None:
     """Why a record made at ``made_at`` (its ``commit``: a hash, ``+changes`` when the tree was
     not clean, or several hashes, the last the latest) is older than what it measured: the
-    commits after it that changed one of ``paths`` (repository-relative), named; None when none
-    did. Unknown commits and trees that are not git checkouts say so."""
+    commits after it that changed the code of one of ``paths`` (repository-relative), named;
+    None when none did. A page of prose, a docstring or a comment changes no figure. Unknown
+    commits and trees that are not git checkouts say so."""
     if not paths:
         return None  # it ran none of this checkout's code
     hashes = re.findall(r"\b[0-9a-f]{7,40}\b", made_at)
@@ -158,14 +191,13 @@ def changed_since(made_at: str, paths: Sequence[str]) -> str | None:
     base = hashes[-1]
     if _git("cat-file", "-e", f"{base}^{{commit}}").returncode:
         return f"made at {base}, a commit this checkout lacks"
-    # A page of prose (a model's README) changes no figure.
     spec = [*(f":(top){p}" for p in paths), ":(top,exclude,glob)**/*.md"]
-    since = _git("log", "--format=%h", f"{base}..HEAD", "--", *spec)
-    commits = since.stdout.split()
-    if not commits:
+    touched = _git("diff", "--name-only", f"{base}..HEAD", "--", *spec).stdout.split()
+    files = [f for f in touched if not _same_code(f, base)]
+    if not files:
         return None
-    touched = _git("diff", "--name-only", f"{base}..HEAD", "--", *spec)
-    files = touched.stdout.split()
+    since = _git("log", "--format=%h", f"{base}..HEAD", "--", *(f":(top){f}" for f in files))
+    commits = since.stdout.split()
     return (
         f"made at {base}; {len(commits)} commit(s) since changed what it measures "
         f"(latest {commits[0]}: {', '.join(files[:3])}{' …' if len(files) > 3 else ''})"
