@@ -70,7 +70,7 @@ def failure_classes(
     """Each class's recall for the shipped reader and each of ``models`` (a reader's name, e.g.
     large, or a directory) and the package's reader at each of ``commits``; ``pages``,
     ``holdout`` and ``seed`` as ``train verdict --contrastive`` takes them."""
-    split = Split(seed, holdout, 0)
+    split = Split(seed, holdout)
     leads = read_leads(WikiDB(context.place("wiki")).rows())
     pairs = [*contrastive_pairs(leads, pages, split), *attribute_pairs(leads, split)]
     held = [p for p in pairs if p.held_out]

@@ -54,7 +54,7 @@ def held_out_claims(
     wiki: Path, *, per_class: int, pages: int, holdout: float, seed: int
 ) -> list[Pair]:
     """At most ``per_class`` held-out claims of each class (a seeded sample), as pairs."""
-    split = Split(seed, holdout, 0)
+    split = Split(seed, holdout)
     leads = read_leads(WikiDB(wiki).rows())
     made = [
         *contrastive_pairs(leads, pages, split),

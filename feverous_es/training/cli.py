@@ -43,10 +43,9 @@ def verdict_command(options: verdict_options.RunOptions) -> None:
     """Train the entailment verdict (SUPPORTS / REFUTES / NOT ENOUGH INFO), export it to int8.
 
     Collects retrieved evidence for the claims (cached in WORK/evidence.jsonl), builds the
-    training pairs (WORK/pairs.jsonl.gz), trains FOLDS cross-fitting models and then the model
-    that ships (checkpoints in WORK, so a rerun resumes; --device cuda trains on a GPU), writes
-    their scores (OUT/scores.jsonl, for `train table-verdict --entailment`), exports the model,
-    checks ONNX against torch, and prints the held-out accuracy per source.
+    training pairs (WORK/pairs.jsonl.gz), trains the model (checkpoints in WORK, so a rerun
+    resumes; --device cuda trains on a GPU), exports it, checks ONNX against torch, and prints
+    the held-out accuracy per source.
 
     On a GPU: `feverous-es gpu bundle` prepares the reader job among the queue's, and
     --from-gpu takes the student it returns (docs/gpu-training.md).

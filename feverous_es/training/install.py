@@ -68,16 +68,12 @@ def check_model(model_dir: Path, role: str) -> None:
 def install_packaged(model_dir: Path, role: str, *, into: Path = PACKAGED_MODELS_DIR) -> Path:
     """Check ``model_dir`` as the ``role`` model, then make it the package's (``into/role``)
     with one rename; returns the installed directory."""
-    # Light at import (the CLI imports ROLES on every start); the trainer only when installing.
-    from feverous_es.training.verdict.options import SCORES_FILE
-
     if role not in ROLES:
         raise ModelError(f"no packaged model role {role!r} (roles: {', '.join(ROLES)})")
     model_dir = Path(model_dir)
     check_model(model_dir, role)
     manifest = json.loads((model_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
-    # scores.jsonl is kept for the next training step (stacking), not for the runtime.
-    names = [name for name in manifest["files"] if name != SCORES_FILE]
+    names = list(manifest["files"])
     out = Path(into) / role
     meta = {k: v for k, v in manifest.items() if k != "files"}
     with staged_model_dir(out) as staging:

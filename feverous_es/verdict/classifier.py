@@ -5,8 +5,7 @@ evidence_table`): to the evidence's first table, or to its sentences. Its entail
 ONNX cross-encoder, reads the claim against that route's premise
 (:func:`~feverous_es.verdict.inputs.table_premise` / :func:`~feverous_es.verdict.inputs.
 sentence_premise`; labels from its ``config.json``'s ``id2label``). A route with a feature model
-(the package's: computed table facts for the table route) has it decide SUPPORTS or REFUTES,
-with the entailment probabilities among its features when it was trained on them (stacking); a
+(the package's: computed table facts for the table route) has it decide SUPPORTS or REFUTES; a
 route without one (the sentence route, by default) takes the entailment model's answer, read
 on the whole evidence and on the page the claim names first alone (``page_premises``). NOT
 ENOUGH INFO is the NEI model's call (``nei_model``, the package's ``verdict-nei``), on the same
@@ -187,7 +186,7 @@ class ClassifierVerdict:
         entailment, sentence_rows = self._read_premises(claims, premises, reads)
         said_nei = self._read_nei(claims, premises, gated)
         table_rows = {
-            i: self._table_row(claims[i], table, route, entailment.get(i))
+            i: route.probabilities(table_claim_features(claims[i], table)[None, :])[0]
             for i, (table, route) in enumerate(zip(tables, routes, strict=True))
             if route is not None and table is not None
         }
@@ -209,15 +208,6 @@ class ClassifierVerdict:
             replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, shown), strict=True)
         ]
-
-    def _table_row(
-        self, claim: str, table: Table, route: FeatureClassifier, entailment: np.ndarray | None
-    ) -> np.ndarray:
-        """The table feature model's probabilities (in ``route.labels`` order) for a claim."""
-        features = table_claim_features(claim, table)
-        if route.stacked and entailment is not None:
-            features = np.concatenate([features, self.stacking_features(entailment)])
-        return route.probabilities(features[None, :])[0]
 
     def _handed_to_sentences(
         self,
@@ -322,9 +312,9 @@ class ClassifierVerdict:
         return Label.NOT_ENOUGH_INFO in self.labels and lowest <= 1.0
 
     def _reads_entailment(self, route: FeatureClassifier | None) -> bool:
-        """Whether a claim on ``route`` needs the entailment model: it answers alone, the
-        feature model stacks on it, or its NOT ENOUGH INFO call reads it (no NEI model)."""
-        return route is None or route.stacked or (self._may_call_nei and self.nei_reader is None)
+        """Whether a claim on ``route`` needs the entailment model: it answers alone, or its NOT
+        ENOUGH INFO call reads it (no NEI model)."""
+        return route is None or (self._may_call_nei and self.nei_reader is None)
 
     def score_evidence(self, claim: str, evidence: Sequence[Candidate]) -> list[dict[Label, float]]:
         """The entailment model's label probabilities for each piece of ``evidence`` read on
@@ -352,14 +342,8 @@ class ClassifierVerdict:
 
     def entailment(self, claims: Sequence[str], premises: Sequence[str]) -> np.ndarray:
         """The entailment model's label probabilities (in :attr:`labels` order) per pair; the
-        model loads on first use: with stacking off and NEI never called, no claim reads it."""
+        model loads on first use: a claim the table route decides, NEI never called, reads none."""
         return self.reader.probabilities(claims, premises)
-
-    def stacking_features(self, row: np.ndarray) -> np.ndarray:
-        """The entailment probabilities as the feature models read them: SUPPORTS, REFUTES,
-        NOT ENOUGH INFO (0 for a label the model lacks)."""
-        by_label = dict(zip(self.labels, row.tolist(), strict=True))
-        return np.array([by_label.get(label, 0.0) for label in _STACKED], dtype=np.float32)
 
     def _recalibrated(self, row: np.ndarray) -> np.ndarray:
         """The reader's probabilities ``row`` (in :attr:`labels` order) with SUPPORTS and REFUTES
@@ -485,9 +469,6 @@ def unknown_names(claim: str, held: set[str]) -> tuple[str, ...]:
         if not all(map(is_held, words)) and word not in unknown:
             unknown.append(word)
     return tuple(unknown)
-
-
-_STACKED = (Label.SUPPORTS, Label.REFUTES, Label.NOT_ENOUGH_INFO)
 
 
 def page_premises(claim: str, evidence: Sequence[Candidate], pages: int) -> list[str]:

@@ -30,8 +30,6 @@ SPEC_FILE = "feature_model.json"  # kind, labels and feature names, from the tra
 KIND = "table"
 DEFAULT_MODEL = PACKAGED_MODELS_DIR / "table-verdict"
 FEATURES: tuple[str, ...] = table_facts.FEATURE_NAMES
-# The entailment verdict's probabilities, which a stacked feature model reads after FEATURES.
-ENTAILMENT_FEATURES = ("entailment_supports", "entailment_refutes", "entailment_nei")
 
 
 def _share(words: set[str], found: set[str]) -> float:
@@ -81,8 +79,7 @@ def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:
 
 class FeatureClassifier:
     """The exported feature classifier of a model directory (``model.onnx``,
-    ``feature_model.json``, ``manifest.json``); ``stacked``: it reads the entailment
-    probabilities after the table features."""
+    ``feature_model.json``, ``manifest.json``)."""
 
     def __init__(self, model_dir: Path) -> None:
         self.model_dir = model_dir
@@ -98,8 +95,7 @@ class FeatureClassifier:
             raise ModelError(f"{model_dir / SPEC_FILE} is malformed ({error})") from None
         if model_kind != KIND:
             raise ModelError(f"{model_dir} is a {model_kind} verdict model, not a {KIND} one")
-        self.stacked = features == FEATURES + ENTAILMENT_FEATURES
-        if features != FEATURES and not self.stacked:
+        if features != FEATURES:
             raise ModelError(
                 f"{model_dir} was trained on other table features than this version computes; "
                 "retrain it with `feverous-es train table-verdict`"

@@ -13,9 +13,6 @@ Driven by ``feverous-es train table-verdict``:
 2. **Fitting** a scikit-learn ``GradientBoostingClassifier`` (SUPPORTS / REFUTES; seconds on a
    CPU). ``--claims`` files are split by the seeded hash of each claim id, a share ``holdout``
    kept out; ``--train-claims`` files (e.g. TabFact's training claims) are never held out.
-   With ``entailment`` (a ``train verdict`` output directory), each claim's entailment
-   probabilities join its features (stacking): read from that directory's ``scores.jsonl``,
-   where every training claim was scored by a cross-fitting model that did not train on it.
 3. **Export** with skl2onnx to ``model.onnx`` (tree-ensemble operators that ONNX Runtime runs:
    no scikit-learn at run time), a parity check against scikit-learn, the held-out accuracy per
    file, ``feature_model.json`` (kind, labels, features) and a model card.

@@ -17,12 +17,10 @@ from feverous_es.training.features.data import (
     evidence_features,
     gold_features,
     read_claims,
-    read_entailment,
-    stack,
 )
 from feverous_es.training.features.fit import LABELS, accuracy, export, fit
 from feverous_es.training.progress import QUIET, Progress
-from feverous_es.verdict.feature_model import ENTAILMENT_FEATURES, FEATURES, KIND
+from feverous_es.verdict.feature_model import FEATURES, KIND
 
 
 def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
@@ -57,32 +55,6 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
         )
     finally:
         store.close()
-    names = FEATURES
-    unscored = 0
-    if options.entailment is not None:
-        from feverous_es.training.verdict.entailment_data import score_key
-
-        scores = read_entailment(options.entailment)
-        keys = [score_key(KIND, c.source, c.id, "gold") for c in claims]
-        missing = [k for k, c in zip(keys, claims, strict=True) if held_out(c) and k not in scores]
-        if missing:
-            raise TrainError(
-                f"{options.entailment} lacks the entailment scores of {len(missing)} held-out "
-                f"claims (e.g. {missing[0]}): train the verdict with the same claim files, "
-                "--retrieved / --limit, --holdout and --seed"
-            )
-        features, scored = stack(features, keys, scores)
-        unscored = int((~scored).sum())
-        claims = [c for c, s in zip(claims, scored, strict=True) if s]
-        extra_keys = [score_key(KIND, c.source, c.id) for c in extra_claims]
-        extra_rows, extra_scored = stack(extra_rows, extra_keys, scores)
-        extra_claims = [c for c, s in zip(extra_claims, extra_scored, strict=True) if s]
-        if not any(not held_out(c) for c in claims) and not extra_claims:
-            raise TrainError(
-                f"{options.entailment} scored none of the training claims: train the verdict "
-                "with --stack-share or --folds"
-            )
-        names = names + ENTAILMENT_FEATURES
     held = np.array([held_out(c) for c in claims])
     labels = np.array([LABELS.index(c.label) for c in [*claims, *extra_claims]])
     train_x = np.vstack([features[~held], extra_rows])
@@ -91,24 +63,22 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
     model = fit(train_x, train_y, options.settings)
     seconds = time.perf_counter() - started
     probe = features[held] if held.any() else features[:64]
-    exported = export(model, options.out, probe, names)
+    exported = export(model, options.out, probe, FEATURES)
     held_claims = [c for c, h in zip(claims, held, strict=True) if h]
     report: dict[str, Any] = {
         "command": options.command,
         "kind": KIND,
         "claims": [Path(p).name for p in options.claims],
         "train_claims": [Path(p).name for p in options.train_claims],
-        "entailment": str(options.entailment) if options.entailment else None,
         "claims_per_file": options.limit,
         "holdout": options.holdout,
         "training": {
             "seed": seed,
             "examples": int((~held).sum()),
             "retrieved_examples": len(extra_claims),
-            "left_out_unscored": unscored,
             "settings": vars(options.settings),
             "seconds": round(seconds, 1),
-            "features": list(names),
+            "features": list(FEATURES),
         },
         "export": exported,
         # Read against the gold table.
@@ -117,7 +87,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any]:
         else {},
         "feature_importance": dict(
             sorted(
-                zip(names, np.round(model.feature_importances_, 4).tolist(), strict=True),
+                zip(FEATURES, np.round(model.feature_importances_, 4).tolist(), strict=True),
                 key=lambda kv: -kv[1],
             )
         ),

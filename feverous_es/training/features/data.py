@@ -1,5 +1,5 @@
 """The table feature verdict's data: the claims, their features against the gold table or the
-table of their retrieved evidence, and the entailment scores stacked on them."""
+table of their retrieved evidence."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from feverous_es.training.features.options import RunOptions
 from feverous_es.training.rerank.data import index_id
 from feverous_es.verdict import table_facts
 from feverous_es.verdict.feature_model import (
-    ENTAILMENT_FEATURES,
     FEATURES,
     first_table,
 )
@@ -71,29 +70,6 @@ def gold_features(
     if not rows:
         raise TrainError("none of the claims' gold tables is in the index")
     return np.stack(rows), kept
-
-
-def read_entailment(directory: Path) -> dict[str, list[float]]:
-    """The entailment scores of a ``train verdict`` output directory, by pair key."""
-    from feverous_es.training.verdict.entailment_data import read_scores
-    from feverous_es.training.verdict.options import SCORES_FILE
-
-    path = Path(directory) / SCORES_FILE
-    if not path.is_file():
-        raise TrainError(f"{directory} has no {SCORES_FILE}: give a `train verdict` --out")
-    return read_scores(path)
-
-
-def stack(
-    features: np.ndarray, keys: Sequence[str], scores: dict[str, list[float]]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The features of the claims the entailment model scored, with its probabilities after
-    them, and which claims those are (a claim the model trained on has no score: stacking on
-    it would teach the feature model to trust the entailment model more than it should)."""
-    scored = np.array([k in scores for k in keys], dtype=bool)
-    columns = np.array([scores[k] for k, s in zip(keys, scored, strict=True) if s], np.float32)
-    columns = columns.reshape(int(scored.sum()), len(ENTAILMENT_FEATURES))
-    return np.hstack([features[scored], columns]), scored
 
 
 def evidence_features(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from feverous_es.params import EXISTING_FOLDER, PATH, option, option_like
+from feverous_es.params import PATH, option, option_like
 from feverous_es.training import common
 
 
@@ -35,11 +35,6 @@ class RunOptions(common.RunOptions):
         list, multiple=True, type=PATH, help="Claim file used for training only (never held out)."
     )
     retrieved: int = 0  # training claims also read against the table retrieved for them
-    entailment: Path | None = option(
-        None, type=EXISTING_FOLDER,
-        help="A `train verdict` output: stack its entailment probabilities (its scores.jsonl, "
-        "out-of-fold for training claims) on the features.",
-    )  # fmt: skip
 
 
 @dataclass(kw_only=True)

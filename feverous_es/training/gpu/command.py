@@ -133,9 +133,9 @@ def _names_gold_tables(path: Path) -> bool:
 
 
 def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, list, dict]:
-    """The verdict trainer's pairs and training pool, built as ``train verdict --folds 0``
+    """The verdict trainer's pairs and training pool, built as ``train verdict``
     builds them (docs/gpu-training.md names the options), and those options."""
-    from feverous_es.training.verdict.options import PairMix, RunOptions, Stacking, TrainSettings
+    from feverous_es.training.verdict.options import PairMix, RunOptions, TrainSettings
     from feverous_es.training.verdict.pairs import build_pairs, pair_recipe, training_pool
 
     settings = TrainSettings(base=_base_dir(options, "minilm"), max_length=options.max_length,
@@ -143,7 +143,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
     run = RunOptions(
         claims=list(options.claims), index=options.index, out=options.work / "verdict-out",
         work=options.work / "verdict", settings=settings, holdout=HOLDOUT, limit=options.limit,
-        store=options.store, stacking=Stacking(folds=0),
+        store=options.store,
         mix=PairMix(
             train_claims=list(options.train_claims), pairs=list(options.pairs),
             per_source=options.per_source, retrieved=options.retrieved,

@@ -13,16 +13,12 @@ Driven by ``feverous-es train verdict``, every step resumable:
    claim against its gold table, and the nli pair files; each source capped at ``per_source``
    training pairs so none swamps the others. Cached in ``<work>/pairs.jsonl.gz`` (:mod:`.pairs`).
 3. **Fine-tuning** (SUPPORTS / REFUTES / NOT ENOUGH INFO) of any local Hugging Face encoder
-   (default all-MiniLM-L6-v2): with ``folds`` = K, first K models each trained without one fold
-   of the claims, which score that fold (out-of-fold entailment probabilities, in
-   ``<out>/scores.jsonl``: the feature verdicts stack on them without reading scores of claims
-   the model trained on); then the model that ships, on every training claim. Held-out accuracy
-   per source is logged after every epoch (``training.json``'s ``epochs``). Checkpoints in
-   ``<work>/<model>/``; a GPU (``--device cuda``) makes this minutes instead of hours (:mod:`.fit`).
+   (default all-MiniLM-L6-v2) on every training claim. Held-out accuracy per source is logged
+   after every epoch (``training.json``'s ``epochs``). Checkpoints in ``<work>/full/``; a GPU
+   (``--device cuda``) makes this minutes instead of hours (:mod:`.fit`).
 4. **Export**: int8 ONNX (``model.int8.onnx``), parity against torch, held-out accuracy of the
-   exported model per source and route, and the model card. Without folds the exported model
-   scores the claims it did not train on (``stacking_pairs``: the ``stack_share`` and those over
-   the per-source cap) for the feature verdicts to stack on (:mod:`.scoring`, :mod:`.card`).
+   exported model per source and route (its scores in ``<work>/scores.jsonl``), and the model
+   card (:mod:`.scoring`, :mod:`.card`).
 
 :mod:`.command` runs the steps (``run``) or writes the GPU job's bundle instead; :mod:`.options`
 holds the run's options and names its work directory's files.

@@ -155,11 +155,11 @@ def attribute_pairs(leads: Sequence[Lead], split: Split) -> list[Pair]:
     pairs: list[Pair] = []
     for lead in leads:
         donors = [d for d in rng.sample(leads, min(200, len(leads))) if d.page != lead.page]
-        held, fold = split.held_out(SOURCE, lead.page), split.fold(SOURCE, lead.page)
+        held = split.held_out(SOURCE, lead.page)
         for source, claim, donor in attribute_claims(lead, donors, rng):
             evidence = [*lead.evidence(), *donor.evidence(1)]
             # each pair's own order, seeded by its page and class: adding a class moves no other
             random.Random(f"{split.seed}\0{lead.page}\0{source}").shuffle(evidence)
             pairs.append(Pair(source, lead.page, claim, " ".join(evidence), CLASSES[source],
-                              SENTENCE, fold=fold, held_out=held))  # fmt: skip
+                              SENTENCE, held_out=held))  # fmt: skip
     return pairs

@@ -29,10 +29,9 @@ A 3-way (SUPPORTS / REFUTES / NOT ENOUGH INFO) cross-encoder over (claim, premis
 route: its evidence sentences as `[Title] sentence …` (`feverous_es.verdict.inputs.
 sentence_premise`), or one table as `Title, caption. header. row ; row …` with the rows that
 share most words with the claim (`table_premise`). It answers the claims of a route without a
-feature model (by default the sentence route), feeds feature models trained on its
-probabilities (stacking), and decides NOT ENOUGH INFO (`nei_above`). Dynamic int8 ONNX,
-`model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB); labels in `config.json`
-(`id2label`)."""
+feature model (by default the sentence route), and may decide NOT ENOUGH INFO
+(`nei_model`). Dynamic int8 ONNX, `model.int8.onnx` ({report["export"]["bytes"] / 1e6:.1f} MB);
+labels in `config.json` (`id2label`)."""
     contrastive_text = ""
     if report.get("contrastive_pages"):
         contrastive_text = f"""
@@ -52,9 +51,8 @@ gold table ({report["retrieved"]} of each table file also against retrieved evid
     run = f"""
 Base model `{training["base_name"]}`; {training["examples"]:,} training pairs,
 {training["epochs_trained"]} epoch(s), max_length {training["max_length"]}, batch
-{training["batch_size"]}, learning rate {training["learning_rate"]}, {training["folds"]}
-cross-fitting models before it (their out-of-fold scores: `scores.jsonl`);
-{training["seconds"]:.0f} s for the shipped model on {training["device"]}."""
+{training["batch_size"]}, learning rate {training["learning_rate"]};
+{training["seconds"]:.0f} s on {training["device"]}."""
     if teacher := training.get("teacher"):
         held_rows = ", ".join(
             f"{name} {r['accuracy']:.1%}" for name, r in teacher["held"].items() if name != "all"

@@ -8,7 +8,7 @@ class on its pairs, ≥ 0.92, and not through the pipeline). Here a sample of ea
 training claims is retrieved as ``verify`` retrieves it and read as the verdict reads it
 (:func:`~feverous_es.training.verdict.entailment_data.retrieved_pairs`: the routed premise, and the
 evidence without the page's lead sentences as NOT ENOUGH INFO), reported as
-``<class>-retrieved``, held out and folded with the page as the prepared pair is.
+``<class>-retrieved``, held out with the page as the prepared pair is.
 """
 
 from __future__ import annotations
@@ -59,11 +59,11 @@ def class_evidence_pairs(
     split: data.Split,
 ) -> list[data.Pair]:
     """Each chosen claim's pairs against the evidence the pipeline ``retrieved`` for it, with
-    the prepared pair's fold and held-out status."""
+    the prepared pair's held-out status."""
     pairs = []
     for (pair, claim), example in zip(chosen, retrieved, strict=True):
         for made in data.retrieved_pairs(claim, example.evidence_candidates(), claim.gold, store,
                                          split):  # fmt: skip
             pairs.append(replace(made, source=pair.source + RETRIEVED, id=claim.id,
-                                 fold=pair.fold, held_out=pair.held_out))  # fmt: skip
+                                 held_out=pair.held_out))  # fmt: skip
     return pairs

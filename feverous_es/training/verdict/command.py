@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +13,14 @@ from feverous_es.training.verdict import entailment_data as data
 from feverous_es.training.verdict.card import write_card
 from feverous_es.training.verdict.fit import train_models, write_scores
 from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions
-from feverous_es.training.verdict.pairs import build_pairs, stacking_pairs, training_pool
+from feverous_es.training.verdict.pairs import build_pairs, training_pool
 from feverous_es.training.verdict.scoring import accuracy, probabilities
 
 
 def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | None:
-    """Evidence, pairs, the cross-fitting and full models, export, held-out accuracy and the
-    model card; returns the report (None when ``progress.stop_after`` interrupted a training).
-    Phases: ``evidence``, ``training``."""
+    """Evidence, pairs, the model, export, held-out accuracy and the model card; returns the
+    report (None when ``progress.stop_after`` interrupted a training). Phases: ``evidence``,
+    ``training``."""
     from feverous_es.export.exporter import export_int8_as_model
 
     options.check()
@@ -35,17 +34,14 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
     pool = training_pool(pairs, options)
     probe = [(p.claim, p.premise) for p in (held or pool)[:64]]
     exported = export_int8_as_model(trained, options.out, options.work, probe, settings.max_length)
-    # The shipped model's own scores (int8, as the verdict computes them): every held-out pair
-    # and the stacking pairs; those an earlier run scored are kept.
+    # The exported model's own scores (int8, as the verdict computes them) of every held-out
+    # pair; those an earlier run scored are kept.
     scores_path = options.work / SCORES_FILE
-    stacking = stacking_pairs(pairs, options)
     scored = {r["key"] for r in datasets.read_jsonl(scores_path) if r["model"] == FULL_MODEL}
-    wanted = [p for p in [*held, *stacking] if p.key not in scored]
+    wanted = [p for p in held if p.key not in scored]
     if wanted:
         write_scores(scores_path, wanted, probabilities(options.out, wanted, settings), FULL_MODEL)
-    scores_path.touch()  # a run with nothing to score still hands the feature verdicts a file
-    scores = data.read_scores(scores_path)
-    shutil.copyfile(scores_path, options.out / SCORES_FILE)
+    scores = data.read_scores(scores_path) if scores_path.is_file() else {}
     report: dict[str, Any] = {
         **options.report(),
         "train_claims": [Path(p).name for p in options.mix.train_claims],
@@ -73,9 +69,6 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
             "learning_rate": settings.learning_rate,
             "seed": settings.seed,
             "math_hints": settings.math_hints,
-            "folds": options.stacking.folds,
-            "stack_share": options.stacking.stack_share,
-            "stacking_pairs": len(stacking),
             "steps": settings.total_steps(len(pool)),
             **record,
         },

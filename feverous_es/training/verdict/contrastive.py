@@ -188,12 +188,11 @@ def contrastive_pairs(leads: Sequence[Lead], pages: int, split: Split) -> list[P
         rng.shuffle(evidence)
         premise = " ".join(evidence)
         other = " ".join(rng.sample([*donor.evidence(1), *third.evidence(1)], 2))
-        held, fold = split.held_out(SOURCE, lead.page), split.fold(SOURCE, lead.page)
+        held = split.held_out(SOURCE, lead.page)
         for source, claim, text, label in (
             (f"{SOURCE}-lead", true_claim, premise, SUPPORTS),
             (f"{SOURCE}-{kind}", changed, premise, REFUTES),
             (f"{SOURCE}-other-subject", changed, other, NOT_ENOUGH_INFO),
         ):
-            pairs.append(Pair(source, lead.page, claim, text, label, SENTENCE, fold=fold,
-                              held_out=held))  # fmt: skip
+            pairs.append(Pair(source, lead.page, claim, text, label, SENTENCE, held_out=held))
     return pairs

@@ -16,8 +16,7 @@ Sources, each a ``Pair.source``:
 * **claims with a gold table** (TabFact): the gold table's premise, no retrieval needed.
 
 Every pair of a claim file carries the claim's split: held out (a seeded share by claim id, as
-every trainer splits) or a cross-fitting fold, so that the feature verdicts can be fitted on
-entailment scores of claims the scoring model did not train on (stacking).
+every trainer splits) or not.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS, NOT_ENOUGH_INFO
 from feverous_es.index.element_ids import element_to_triple, table_key
 from feverous_es.retrieve.evidence_tables import with_tables
-from feverous_es.training.datasets import hash_unit, is_holdout, read_jsonl, sample
+from feverous_es.training.datasets import is_holdout, read_jsonl, sample
 from feverous_es.training.rerank.data import index_id
 from feverous_es.verdict.feature_model import evidence_table, sentence_texts
 from feverous_es.verdict.inputs import sentence_premise, table_premise
@@ -41,15 +40,13 @@ from feverous_es.verdict.table_facts import Table
 
 SENTENCE, TABLE = "sentence", "table"  # routes: which premise the verdict reads
 NO_GOLD = "no-gold"  # the variant whose evidence lost its gold elements (label NEI)
-NLI_FOLD = -1  # nli pairs train every fold's model
 
 
 @dataclass(frozen=True)
 class Pair:
-    """One training or scoring pair. ``fold`` is the claim's cross-fitting fold (``-1``: an nli
-    pair, which every model trains on); ``held_out``: a claim kept out of every model;
-    ``train``: whether the model trains on it (False: only scored, e.g. the sentence premise of a
-    claim the verdict routes to its table, which the sentence verdict's stacking still needs)."""
+    """One training or scoring pair. ``held_out``: a claim kept out of every model; ``train``:
+    whether the model trains on it (False: only scored, the sentence premise of a claim the
+    verdict routes to its table)."""
 
     source: str
     id: str
@@ -58,7 +55,6 @@ class Pair:
     label: str
     route: str
     variant: str = ""
-    fold: int = NLI_FOLD
     held_out: bool = False
     train: bool = True
 
@@ -72,10 +68,6 @@ class Pair:
     def key(self) -> str:
         """``route/source/id[/variant]``: what the scores file is keyed by."""
         return "/".join(p for p in (self.route, self.source, self.id, self.variant) if p)
-
-
-def score_key(route: str, source: str, claim_id: str, variant: str = "") -> str:
-    return "/".join(p for p in (route, source, claim_id, variant) if p)
 
 
 # ----------------------------------------------------------------------------- nli pairs
@@ -128,23 +120,18 @@ def nli_pairs(path: Path) -> Iterator[Pair]:
 
 @dataclass(frozen=True)
 class Split:
-    """How a claim file's claims are split: the held-out share and the cross-fitting folds."""
+    """How a claim file's claims are split: the held-out share, by a seeded hash of the id."""
 
     seed: int
     holdout: float
-    folds: int
 
     def held_out(self, source: str, claim_id: str) -> bool:
         return is_holdout(self.seed, source, claim_id, self.holdout)
-
-    def fold(self, source: str, claim_id: str) -> int:
-        return int(hash_unit(self.seed, source, claim_id, "fold") * self.folds)
 
 
 def _claim_pair(claim: Any, split: Split, premise: str, route: str, **fields: Any) -> Pair:
     return Pair(
         claim.source, claim.id, claim.claim, premise, fields.pop("label", claim.label), route,
-        fold=split.fold(claim.source, claim.id),
         held_out=split.held_out(claim.source, claim.id),
         **fields,
     )  # fmt: skip
@@ -155,7 +142,7 @@ def retrieved_pairs(
 ) -> Iterator[Pair]:
     """The pairs of one claim with its retrieved evidence (``Candidate`` s): the premise of the
     route the verdict takes (trained on), the sentence premise when that route is the table
-    (scored only: the sentence verdict's stacking reads it), and with gold evidence (elements,
+    (scored only), and with gold evidence (elements,
     or a gold table: ``claim.table``), the evidence without it as NOT ENOUGH INFO: for a table
     claim that is another table, the NEI the table route lacked."""
     table = evidence_table(claim.claim, with_tables(evidence, store))
@@ -183,7 +170,7 @@ def window_pairs(claims: Sequence[Any], wiki: Path, split: Split, words: int) ->
     ``words`` words holding them among other pages' sentences (its own label), and against the
     window without them (NOT ENOUGH INFO): evidence inside a longer source, as ``entail`` reads
     one (:class:`~feverous_es.training.grounding.LongSources`). Reported as ``SOURCE-window``;
-    held out and folded with the claim."""
+    held out with the claim."""
     from feverous_es.index.dump.wiki import WikiDB
     from feverous_es.training.grounding import LongSources
 
@@ -194,13 +181,13 @@ def window_pairs(claims: Sequence[Any], wiki: Path, split: Split, words: int) ->
             made = None if claim.table else sources.around(f"{claim.source}/{claim.id}", claim.gold)
             if made is None or claim.label == NOT_ENOUGH_INFO:
                 continue
-            fold, held = split.fold(claim.source, claim.id), split.held_out(claim.source, claim.id)
+            held = split.held_out(claim.source, claim.id)
             source = f"{claim.source}-window"  # verdict.pairs.WINDOW
             with_gold, without = made
             pairs.append(Pair(source, claim.id, claim.claim, with_gold, claim.label, SENTENCE,
-                              fold=fold, held_out=held))  # fmt: skip
+                              held_out=held))  # fmt: skip
             pairs.append(Pair(source, claim.id, claim.claim, without, NOT_ENOUGH_INFO, SENTENCE,
-                              variant=NO_GOLD, fold=fold, held_out=held))  # fmt: skip
+                              variant=NO_GOLD, held_out=held))  # fmt: skip
     return pairs
 
 
@@ -255,7 +242,9 @@ def write_pairs(path: Path, pairs: Sequence[Pair]) -> None:
 
 def read_pairs(path: Path) -> list[Pair]:
     with gzip.open(path, "rt", encoding="utf-8") as lines:
-        return [Pair(**json.loads(line)) for line in lines]
+        records = [json.loads(line) for line in lines]
+    # a pair file written before 2026-12-05 names each pair's cross-fitting fold, since gone
+    return [Pair(**{k: v for k, v in r.items() if k != "fold"}) for r in records]
 
 
 def read_scores(path: Path) -> dict[str, list[float]]:

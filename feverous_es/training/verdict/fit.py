@@ -1,5 +1,4 @@
-"""Fine-tuning the entailment cross-encoder: the cross-fitting models, each scoring the fold it
-did not train on, then the model that ships (or the GPU job's student in its place);
+"""Fine-tuning the entailment cross-encoder that ships (or the GPU job's student in its place);
 checkpointed and resumable."""
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from feverous_es.training.common import TRAINED_DIR, check_base, import_torch
 from feverous_es.training.gpu import results as gpu_results
 from feverous_es.training.progress import NO_STEPS, Steps
 from feverous_es.training.verdict import entailment_data as data
-from feverous_es.training.verdict.options import FULL_MODEL, SCORES_FILE, RunOptions, TrainSettings
+from feverous_es.training.verdict.options import FULL_MODEL, RunOptions, TrainSettings
 from feverous_es.training.verdict.pairs import training_pool
 
 # LABELS (SUPPORTS, REFUTES, NOT ENOUGH INFO) is the logit order: config.json's id2label.
@@ -162,29 +161,17 @@ def train_models(
     steps: Steps = NO_STEPS,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Path | None, dict[str, Any]]:
-    """The cross-fitting models, then the full one; their scores in ``<work>/scores.jsonl``.
-    Returns the full model's trained directory (None when stopped) and the training record;
-    ``progress`` counts the pairs a teacher scores (``options.distill``)."""
+    """The model that ships: its trained directory (None when stopped) and the training
+    record; ``progress`` counts the pairs a teacher scores (``options.distill``)."""
     settings = options.settings
     pool = training_pool(pairs, options)
     # A sample of the held-out pairs (EPOCH_PAIRS a source) measures each epoch: all of them
     # take minutes on a CPU.
     held = data.capped([p for p in pairs if p.held_out and p.train], EPOCH_PAIRS, settings.seed)
-    scores_path = options.work / SCORES_FILE
-    scored = {r["model"] for r in datasets.read_jsonl(scores_path)}
     record: dict[str, Any] = {"pool": dict(Counter(p.source for p in pool))}
-    for fold in range(options.stacking.folds):
-        name = f"fold-{fold}"
-        if name in scored:
-            continue
-        fold_pool = [p for p in pool if p.fold != fold]
-        trained = train(fold_pool, [], settings, options.work / name, steps)
-        if trained is None:
-            return None, record
-        out_of_fold = [p for p in pairs if p.fold == fold and not p.held_out]
-        write_scores(scores_path, out_of_fold, score_with(trained, out_of_fold, settings), name)
     work = options.work / FULL_MODEL
     timing_path = work / TIMING_FILE
+    trained: Path | None
     if timing_path.is_file() and (work / TRAINED_DIR).is_dir():  # finished by an earlier run
         trained, timing = work / TRAINED_DIR, json.loads(timing_path.read_text(encoding="utf-8"))
     elif options.from_gpu is not None:

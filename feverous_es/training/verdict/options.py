@@ -18,7 +18,7 @@ EVIDENCE_FILE = "evidence.jsonl"
 CLASS_EVIDENCE_FILE = "class-evidence.jsonl"  # the failure classes' claims, retrieved
 PAIRS_FILE = "pairs.jsonl.gz"
 PAIRS_RECIPE_FILE = "pairs.recipe.json"  # the options PAIRS_FILE was built from
-SCORES_FILE = "scores.jsonl"  # out-of-fold and held-out entailment probabilities, by pair key
+SCORES_FILE = "scores.jsonl"  # the exported model's probabilities of the held-out pairs, by key
 FULL_MODEL = "full"  # the work subdirectory of the model that ships
 
 
@@ -103,7 +103,7 @@ class Distillation:
         "a torch model, or an ONNX reader (a model directory, or a models directory such as "
         "feverous_es/models: its default reader, the students averaged): replayed pairs learn "
         "its probabilities beside their gold label, the failure classes' pairs their gold label "
-        "alone. Needs --folds 0.",
+        "alone.",
     )  # fmt: skip
     alpha: float = option(0.5, help="With --teacher: the weight of the teacher's probabilities.")
     temperature: float = option(2.0, help="With --teacher: the temperature both are read at.")
@@ -113,22 +113,6 @@ class Distillation:
 # learn their gold label only.
 GOLD_ONLY = ("contrastive-", "attribute-", "relation-")
 TEACHER_FILE = "teacher.jsonl"  # the teacher's probabilities of the replayed pairs, by key
-
-
-@dataclass
-class Stacking:
-    """How the feature verdicts get scores they can stack on: ``folds`` cross-fitting models,
-    or (``folds`` 0) a ``stack_share`` of the training claims kept out of the one model."""
-
-    folds: int = option(
-        2, help="Cross-fitting models whose out-of-fold scores the feature verdicts stack on "
-        "(0: none).",
-    )  # fmt: skip
-    stack_share: float = option(
-        0.0, help="Instead of --folds (one training, for a CPU): this share of the --claims "
-        "training claims is kept out of the model, scored by it, and left for the feature "
-        "verdicts to stack on.",
-    )  # fmt: skip
 
 
 @dataclass
@@ -161,12 +145,11 @@ class RunOptions(common.RunOptions):
     settings: TrainSettings
     retrieval: Retrieval = field(default_factory=Retrieval)
     mix: PairMix = field(default_factory=PairMix)
-    stacking: Stacking = field(default_factory=Stacking)
     distill: Distillation = field(default_factory=Distillation)
     from_gpu: Path | None = option(
         None, type=EXISTING_FOLDER,
         help="A GPU reader job's results (docs/gpu-training.md): its student is the model, "
-        "exported and scored as after a CPU training. Needs --folds 0 and the bundle's options.",
+        "exported and scored as after a CPU training. Needs the bundle's options.",
     )  # fmt: skip
 
     def check(self) -> None:
@@ -174,16 +157,7 @@ class RunOptions(common.RunOptions):
         directory) to the model directory."""
         super().check()
         self.settings.base = resolve_base(self.settings.base)
-        folds, share = self.stacking.folds, self.stacking.stack_share
-        if folds < 0 or folds == 1:
-            raise TrainError(f"--folds must be 0 or at least 2, not {folds}")
-        if not 0.0 <= share < 1.0 or (share and folds):
-            raise TrainError("--stack-share must be in [0, 1), and given with --folds 0")
-        if self.from_gpu and folds:
-            raise TrainError("the GPU job trains no cross-fitting models: give --folds 0")
-        if self.distill.teacher is not None and (folds or self.from_gpu):
-            raise TrainError(
-                "--teacher trains one model on this machine: give --folds 0, without --from-gpu"
-            )
+        if self.distill.teacher is not None and self.from_gpu:
+            raise TrainError("--teacher trains the model here: give it without --from-gpu")
         if not 0.0 <= self.distill.alpha <= 1.0 or self.distill.temperature <= 0:
             raise TrainError("--alpha must be in [0, 1] and --temperature above 0")

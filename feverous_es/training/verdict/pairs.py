@@ -1,6 +1,6 @@
 """The entailment verdict's training pairs
 (:mod:`~feverous_es.training.verdict.entailment_data`) for a run, and which of them train the
-model, which it scores for the feature verdicts to stack on."""
+model."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def build_pairs(
             return data.read_pairs(cache)
         recipe_file.unlink()  # stale: an interrupted rebuild must not pass for the old recipe
     seed = options.settings.seed
-    split = data.Split(seed, options.holdout, options.stacking.folds)
-    never_held = data.Split(seed, 0.0, options.stacking.folds)
+    split = data.Split(seed, options.holdout)
+    never_held = data.Split(seed, 0.0)
     claims = read_labelled_claims(options.claims, limit=options.limit, seed=seed)
     extra = (
         read_labelled_claims(options.mix.train_claims, limit=options.limit, seed=seed)
@@ -131,7 +131,7 @@ def pair_recipe(options: RunOptions) -> dict[str, Any]:
     mix = options.mix
     return {
         "claims": [str(p) for p in options.claims], "holdout": options.holdout,
-        "limit": options.limit, "seed": options.settings.seed, "folds": options.stacking.folds,
+        "limit": options.limit, "seed": options.settings.seed,
         "train_claims": [str(p) for p in mix.train_claims], "pairs": [str(p) for p in mix.pairs],
         "retrieved": mix.retrieved, "contrastive": str(mix.contrastive or ""),
         "contrastive_pages": mix.contrastive_pages, "attributes": mix.attributes,
@@ -140,25 +140,9 @@ def pair_recipe(options: RunOptions) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def kept_out_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
-    """With ``stack_share``, the training claims' pairs kept out of the model for the feature
-    verdicts to stack on (a seeded share of the ``--claims`` files' training claims)."""
-    if options.stacking.stack_share <= 0:
-        return []
-    split_sources = {Path(p).stem for p in options.claims}
-    seed = options.settings.seed
-    return [
-        p for p in pairs
-        if p.source in split_sources and not p.held_out
-        and datasets.hash_unit(seed, p.source, p.id, "stack") < options.stacking.stack_share
-    ]  # fmt: skip
-
-
 def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
-    """The pairs the models train on: not held out, not kept for stacking, meant for
-    training, capped per source."""
-    kept_out = {p.key for p in kept_out_pairs(pairs, options)}
-    pool = [p for p in pairs if p.train and not p.held_out and p.key not in kept_out]
+    """The pairs the model trains on: not held out, meant for training, capped per source."""
+    pool = [p for p in pairs if p.train and not p.held_out]
     if options.distill.teacher is not None:
         # A model distilled here from the GPU job's readers leaves out the claims that job kept
         # for validation (their window pairs too): no reader trains on them, so they can choose
@@ -168,18 +152,3 @@ def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.
         seed = options.settings.seed
         pool = [p for p in pool if not is_valid(seed, p.source.removesuffix(WINDOW), p.id)]
     return data.capped(pool, options.mix.per_source, options.settings.seed)
-
-
-def stacking_pairs(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
-    """Without cross-fitting models, the training claims' pairs the model did not train on,
-    which it scores for the feature verdicts to stack on: the ``stack_share`` kept out, the
-    pairs over the per-source cap (most of a large file such as tabfact_train) and those it
-    only scores (``train`` False). With ``folds`` the fold models score every claim instead."""
-    if options.stacking.folds:
-        return []
-    claim_sources = {Path(p).stem for p in [*options.claims, *options.mix.train_claims]}
-    pooled = {p.key for p in training_pool(pairs, options)}
-    return [
-        p for p in pairs
-        if p.source in claim_sources and not p.held_out and p.key not in pooled
-    ]  # fmt: skip

@@ -194,13 +194,13 @@ def relation_pairs(leads: Sequence[Lead], split: Split, wordings: int = 1) -> li
     stated = relation_leads(leads)
     pairs: list[Pair] = []
     for lead, _ in stated:
-        held, fold = split.held_out(SOURCE, lead.page), split.fold(SOURCE, lead.page)
+        held = split.held_out(SOURCE, lead.page)
         for wording in range(wordings):
             rng = random.Random(f"{split.seed}\0{lead.page}\0{wording}")
             for source, claim, donor in relation_claims(lead, stated, rng, wording):
                 evidence = [*lead.evidence(), *donor.evidence(1)]
                 rng.shuffle(evidence)
                 pairs.append(Pair(source, lead.page, claim, " ".join(evidence), CLASSES[source],
-                                  SENTENCE, variant=f"w{wording}" if wording else "", fold=fold,
+                                  SENTENCE, variant=f"w{wording}" if wording else "",
                                   held_out=held))  # fmt: skip
     return pairs

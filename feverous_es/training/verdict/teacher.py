@@ -50,7 +50,7 @@ def take_teacher(
     install_subset(work / "onnx", out, {name: name for name in (INT8_FILE, *SIDE_FILES)})
     teacher = report["teacher"]
     training = {
-        **{k: like["training"][k] for k in ("max_length", "math_hints", "seed", "folds")},
+        **{k: like["training"][k] for k in ("max_length", "math_hints", "seed")},
         "base_name": report["teacher"]["base"],
         "best_epoch": teacher["best_epoch"],
         "curve": teacher["curve"],
