@@ -21,12 +21,15 @@ Each claim goes once through the whole pipeline, the verdict reading the reader'
 probability on every route (``nei_above`` 1.0, which turns no claim into NEI), and the record
 keeps what a NEI rule may read of it (:func:`features`): the label and probabilities, the
 reader's NEI probability, the route, whether an evidence page is one the claim names, the names
-the claim writes that no evidence holds, the best page and evidence scores. Each rule of
+the claim writes that no evidence holds, the best page and evidence scores, and the lowest NEI
+probability of its evidence sentences each read alone (:func:`sentences_alone`). Each rule of
 :func:`rules` is then applied to the same readings: per kind and file its NEI rate and
 three-way label accuracy, and its paired difference from the default (no NEI call) with the
 95 % interval, on the SUPPORTS / REFUTES claims alone and on all of them; the rule chosen
 two-fold (on one half of the claims, measured on the other). The record keeps the default, the
-chosen and the most accurate rules (:data:`KEPT_RULES`).
+chosen and the most accurate rules (:data:`KEPT_RULES`), and the chosen rule with NEI also
+called where no evidence sentence read alone decides the claim (:func:`sentence_rows`: a signal
+no verdict option reads; it measures what such a call would cost).
 """
 
 from __future__ import annotations
@@ -135,6 +138,18 @@ def features(result: Any) -> dict[str, Any]:
     }
 
 
+def sentences_alone(pipeline: Any, result: Any) -> float:
+    """The lowest NOT ENOUGH INFO probability of the claim's evidence sentences, each read
+    alone by the reader (``score_evidence``, the service's per-sentence marks): high when no
+    one sentence decides the claim; 1 with no sentence."""
+    from feverous_es.index.elements import ElementType
+    from feverous_es.plugins.interfaces import Label
+
+    sentences = [c for c in result.evidence if c.element.type is ElementType.SENTENCE]
+    marks = pipeline.verdict.score_evidence(result.claim, sentences)
+    return round(min((m[Label.NOT_ENOUGH_INFO] for m in marks), default=1.0), 4)
+
+
 def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: int) -> list[dict]:
     """Each claim's :func:`features`, in order: those with hidden pages or elements one at a
     time (the view hides a claim's), the others in batches."""
@@ -148,7 +163,7 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
         view.hidden = claims[group[0]].hidden
         for i, result in zip(group, pipeline.verify_many([claims[i].text for i in group]),
                              strict=True):  # fmt: skip
-            found[i] = features(result)
+            found[i] = {**features(result), "sentences_nei": sentences_alone(pipeline, result)}
     view.hidden = NOTHING
     return found
 
@@ -226,35 +241,69 @@ class Readings:
 def scored(claims: list[Claim], read: list[dict], chosen: Sequence[int]) -> dict[str, Any]:
     """Each rule on the claims ``chosen``: NEI rate and accuracy per kind and file, and its
     paired difference from the default on the SUPPORTS / REFUTES claims and on all."""
-    gold = np.array([c.label for c in claims])[list(chosen)]
-    kinds = np.array([f"{c.kind} / {c.source}" for c in claims])[list(chosen)]
-    # FEVEROUS-S's labels leak through evidence counts on this dump: its balanced subset too
-    views = {kind: kinds == kind for kind in dict.fromkeys(kinds)}
-    views[BALANCED] = np.array([claims[i].balanced for i in chosen])
-    sure = gold != NEI
+    picked = [claims[i] for i in chosen]
+    gold, views = np.array([c.label for c in picked]), kind_views(picked)
     readings = Readings.of([read[i] for i in chosen])
     every = rules()
     default = readings.answers(every[DEFAULT_RULE]) == gold
-    figures: dict[str, Any] = {}
-    for name, options in every.items():
-        said = readings.answers(options)
-        right = said == gold
-        figures[name] = {
-            "options": options,
-            "accuracy": round(float(right.mean()), 4),
-            "by_kind": {
-                kind: {
-                    "claims": int(inside.sum()),
-                    "accuracy": round(float(right[inside].mean()), 4),
-                    "nei_rate": round(float((said[inside] == NEI).mean()), 4),
-                }
-                for kind, inside in views.items()
-                if inside.any()
-            },
-            "paired_all": paired_difference(right, default),
-            "paired_sure": paired_difference(right[sure], default[sure]),
-        }
-    return figures
+    return {
+        name: {"options": options, **judged(readings.answers(options), gold, views, default)}
+        for name, options in every.items()
+    }
+
+
+def kind_views(claims: Sequence[Claim]) -> dict[str, np.ndarray]:
+    """Which of ``claims`` each kind / file holds, and FEVEROUS-S's balanced subset (its labels
+    leak through evidence counts on this dump)."""
+    kinds = np.array([f"{c.kind} / {c.source}" for c in claims])
+    views = {kind: kinds == kind for kind in dict.fromkeys(kinds)}
+    views[BALANCED] = np.array([c.balanced for c in claims])
+    return views
+
+
+def judged(
+    said: np.ndarray, gold: np.ndarray, views: Mapping[str, np.ndarray], baseline: np.ndarray
+) -> dict[str, Any]:
+    """Answers ``said`` against ``gold``: accuracy, and NEI rate and accuracy per view; the
+    paired difference from ``baseline`` (its claims right) on all claims and on the SUPPORTS /
+    REFUTES ones."""
+    right, sure = said == gold, gold != NEI
+    return {
+        "accuracy": round(float(right.mean()), 4),
+        "by_kind": {
+            kind: {
+                "claims": int(inside.sum()),
+                "accuracy": round(float(right[inside].mean()), 4),
+                "nei_rate": round(float((said[inside] == NEI).mean()), 4),
+            }
+            for kind, inside in views.items()
+            if inside.any()
+        },
+        "paired_all": paired_difference(right, baseline),
+        "paired_sure": paired_difference(right[sure], baseline[sure]),
+    }
+
+
+# Thresholds of the sentences-alone signal, each with a floor on the NEI model's probability.
+SENTENCES_NEI = (0.8, 0.9, 0.95)
+NEI_FLOOR = (0.0, 0.5, 0.8)
+
+
+def sentence_rows(claims: list[Claim], read: list[dict], chosen: Mapping[str, float]) -> dict:
+    """The chosen rule, and NEI also where (under its gate) every evidence sentence read alone
+    leaves NEI at ``SENTENCES_NEI`` or more and the NEI probability is at the floor: each
+    against the chosen rule alone, per kind."""
+    gold, views = np.array([c.label for c in claims]), kind_views(claims)
+    readings = Readings.of(read)
+    base = readings.answers(chosen)
+    alone = np.array([f["sentences_nei"] for f in read], dtype=float)
+    gate = readings.covered < chosen["nei_covered_below"]
+    rows = {}
+    for above, floor in itertools.product(SENTENCES_NEI, NEI_FLOOR):
+        said = np.where(gate & (alone >= above) & (readings.nei >= floor), NEI, base)
+        name = f"sentences alone {above:.0%}, NEI probability {floor:.0%}"
+        rows[name] = {"above": above, "floor": floor, **judged(said, gold, views, base == gold)}
+    return rows
 
 
 def chosen_rule(figures: dict[str, Any]) -> str:
@@ -348,6 +397,7 @@ def nei_rules(
         "rules": {name: every[name] for name in dict.fromkeys([DEFAULT_RULE, chosen, *best])},
         "default": every[DEFAULT_RULE],
         "chosen": {"rule": chosen, **every[chosen]},
+        "sentences_alone": sentence_rows(claims, read, every[chosen]["options"]),
         "two_fold": two_fold,
         "readings": [{"kind": c.kind, "source": c.source, "id": c.id, "claim": c.text,
                       "gold": c.label, **f} for c, f in zip(claims, read, strict=True)],
@@ -390,6 +440,13 @@ def report(figures: dict[str, Any]) -> None:
               f"[{paired['low']:+.1%}, {paired['high']:+.1%}]), {f['handed']} claims answered "
               "otherwise; " + ", ".join(f"{name} {v['accuracy']:.1%}"
                                          for name, v in f["by_file"].items()))  # fmt: skip
+    print("\nthe chosen rule, and NEI where no evidence sentence read alone decides:")
+    for name, f in figures["sentences_alone"].items():
+        sure = f["paired_sure"]
+        print(f"  {name}: SUPPORTS/REFUTES {sure['difference']:+.1%} [{sure['low']:+.1%}, "
+              f"{sure['high']:+.1%}]; " + ", ".join(f"{kind} NEI {k['nei_rate']:.0%}"
+                                                    for kind, k in f["by_kind"].items()
+                                                    if not kind.startswith("as is")))  # fmt: skip
     print(f"\nchosen: {figures['chosen']['rule']}")
     for fold in figures["two_fold"]:
         print(f"  chosen on half {fold['chosen_on_half']}: {fold['rule']}, the other half "
