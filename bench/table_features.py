@@ -9,7 +9,7 @@ The split is `feverous-es train table-verdict`'s (the same seeded share of tabfa
 tabfact_train always trains), each claim is read against its gold table from the index, and
 each variant is fitted with the training command's settings. Prints accuracy per variant next to
 the majority class. (The entailment model's probabilities stacked on the features were measured
-until 2026-12-05: the `table-features-entailment` experiment.)
+until 2026-12-05: the `table-features-entailment` record, in git at fd0e639.)
 """
 
 from __future__ import annotations
