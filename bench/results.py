@@ -165,7 +165,7 @@ def code_of(source: str) -> str | None:
     return ast.dump(tree)
 
 
-def _same_code(path: str, base: str) -> bool:
+def same_code(path: str, base: str) -> bool:
     """Whether ``path`` runs the same code at ``base`` as at HEAD (a .py file whose docstrings
     or comments alone changed)."""
     if not path.endswith(".py"):
@@ -193,7 +193,7 @@ def changed_since(made_at: str, paths: Sequence[str]) -> str | None:
         return f"made at {base}, a commit this checkout lacks"
     spec = [*(f":(top){p}" for p in paths), ":(top,exclude,glob)**/*.md"]
     touched = _git("diff", "--name-only", f"{base}..HEAD", "--", *spec).stdout.split()
-    files = [f for f in touched if not _same_code(f, base)]
+    files = [f for f in touched if not same_code(f, base)]
     if not files:
         return None
     since = _git("log", "--format=%h", f"{base}..HEAD", "--", *(f":(top){f}" for f in files))
