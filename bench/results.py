@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -165,16 +166,21 @@ def code_of(source: str) -> str | None:
     return ast.dump(tree)
 
 
+# Records share base commits and files: each blob is read and parsed once a process (the driver
+# and the tests run on one HEAD).
+@functools.cache
+def _code_at(rev: str, path: str) -> str | None:
+    shown = _git("show", f"{rev}:{path}")
+    return None if shown.returncode else code_of(shown.stdout)
+
+
 def same_code(path: str, base: str) -> bool:
     """Whether ``path`` runs the same code at ``base`` as at HEAD (a .py file whose docstrings
     or comments alone changed)."""
     if not path.endswith(".py"):
         return False
-    before, after = _git("show", f"{base}:{path}"), _git("show", f"HEAD:{path}")
-    if before.returncode or after.returncode:
-        return False
-    code = code_of(before.stdout)
-    return code is not None and code == code_of(after.stdout)
+    before = _code_at(base, path)
+    return before is not None and before == _code_at("HEAD", path)
 
 
 def changed_since(made_at: str, paths: Sequence[str]) -> str | None:
