@@ -26,8 +26,8 @@ import numpy as np
 from bench.context import Context
 from feverous_es.training.datasets import hash_unit
 from feverous_es.training.engine import accuracy_by_source
-from feverous_es.training.gpu.jobs import VALID_SHARE
 from feverous_es.training.verdict.entailment_data import Pair, capped, read_pairs
+from feverous_es.training.verdict.pairs import VALID_SHARE
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.readers import packaged_model
 

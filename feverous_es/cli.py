@@ -33,7 +33,6 @@ from feverous_es.params import (
 )
 from feverous_es.serve.cli import ServeOptions, run_server, serve_options
 from feverous_es.training.cli import train_group
-from feverous_es.training.gpu.cli import gpu_group
 from feverous_es.verdict.readers import READERS
 
 DEFAULT_INDEX = "feverous-index"
@@ -591,7 +590,7 @@ def plugins_command(as_json: bool) -> None:
     Console().print(table)
 
 
-for command in (es_group, train_group, gpu_group, export_command, score_command):
+for command in (es_group, train_group, export_command, score_command):
     main.add_command(command)
 
 

@@ -1,7 +1,7 @@
 """Every command the docs give is one the code accepts: a `feverous-es` command's subcommands
 and options are in the click tree, a `python -m bench run NAME` names a condition and its
-`--option key=` keys are the condition's parameters, and no doc runs a bench module as a script
-(bench/ is one driver: `python -m bench`)."""
+`--option key=` keys are the condition's parameters, a `python -m gpu_queue` command is in its
+click tree, and no doc runs a bench module as a script (bench/ is one driver: `python -m bench`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from bench.run import load, parser
 from feverous_es.cli import main
+from gpu_queue.__main__ import gpu_group
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -52,11 +53,12 @@ def options_of(command: click.Command) -> set[str]:
     return {name for p in command.params for name in (*p.opts, *p.secondary_opts)} | {"--help"}
 
 
-def check_cli(code: str) -> list[str]:
-    """What in ``code``'s `feverous-es …` the click tree does not accept."""
-    command: click.Command = main
+def check_cli(code: str, root: click.Command = main, start: str = "feverous-es ") -> list[str]:
+    """What in ``code``'s `feverous-es …` (or ``start`` …, ``root``'s) the click tree does not
+    accept."""
+    command = root
     problems = []
-    for word in words(code, "feverous-es "):
+    for word in words(code, start):
         choices = word.split("|")  # `train verdict|rerank …`: each a command
         if isinstance(command, click.Group) and all(c in command.commands for c in choices):
             command = command.commands[choices[0]]
@@ -114,6 +116,9 @@ def test_every_documented_command_runs(doc: Path) -> None:
             problems += [f"{code!r}: {p}" for p in check_cli(code)]
         if "python -m bench" in code:
             problems += [f"{code!r}: {p}" for p in check_bench(code)]
+        if "python -m gpu_queue " in code:
+            queue = check_cli(code, gpu_group, "python -m gpu_queue ")
+            problems += [f"{code!r}: {p}" for p in queue]
     assert not problems, "\n".join(problems)
 
 
@@ -122,6 +127,9 @@ def test_the_check_finds_a_wrong_command() -> None:
         "index: no option --no-such-flag"
     ]
     assert check_cli("feverous-es es no-such-command") == ["es: no command no-such-command"]
+    assert check_cli("python -m gpu_queue bundle --bogus", gpu_group, "python -m gpu_queue ") == [
+        "bundle: no option --bogus"
+    ]
     assert check_bench("python -m bench run verdict --option bogus=1") == [
         "verdict: no option bogus"
     ]

@@ -22,14 +22,15 @@ pytest.importorskip("torch")
 pytest.importorskip("optimum.exporters.onnx")
 
 from feverous_es.errors import TrainError
-from feverous_es.training.gpu import bundle as gpu_bundle
-from feverous_es.training.gpu import job as gpu_job
-from feverous_es.training.gpu import plan as gpu_plan
-from feverous_es.training.gpu.command import QueueOptions, build_jobs
-from feverous_es.training.gpu.intake import ROLES, intake
-from feverous_es.training.gpu.results import install_student, read_report
-from feverous_es.training.gpu.spec import Job, Model
+from feverous_es.training import engine
+from feverous_es.training.gpu_results import install_student, read_report
 from feverous_es.training.install import check_model
+from gpu_queue import bundle as gpu_bundle
+from gpu_queue import job as gpu_job
+from gpu_queue import plan as gpu_plan
+from gpu_queue.command import QueueOptions, build_jobs
+from gpu_queue.intake import ROLES, intake
+from gpu_queue.spec import Job, Model
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
@@ -306,7 +307,7 @@ def test_the_epochs_stop_in_time_for_the_results_to_come_back(device: Path, tmp_
     job = run_job(device, out, tmp_path / "machine")
     assert job.returncode == 0, job.stderr[-2000:]
     assert "stopping after epoch 1: the next would pass the time budget" in job.stdout
-    report = json.loads((out / config["jobs"][0]["name"] / gpu_job.REPORT_FILE).read_text())
+    report = json.loads((out / config["jobs"][0]["name"] / engine.REPORT_FILE).read_text())
     assert [e["epoch"] for e in report["teacher"]["curve"]] == [1]
     assert report["students"]["student"]["parts"]  # the results still come back
 
@@ -332,7 +333,7 @@ def test_the_first_reader_jobs_results_read_as_the_queues(tmp_path: Path) -> Non
            "bases": {"teacher": "mpnet", "student": "minilm"},
            "teacher": {"best_epoch": 4}, "student": {"best_epoch": 3},
            "student_parts": ["student.safetensors.00"], "student_sha256": "x"}  # fmt: skip
-    (tmp_path / gpu_job.REPORT_FILE).write_text(json.dumps(old))
+    (tmp_path / engine.REPORT_FILE).write_text(json.dumps(old))
     report = read_report(tmp_path)
     assert report["students"]["student"]["parts"] == ["student.safetensors.00"]
     assert report["students"]["student"]["best_epoch"] == 3

@@ -114,7 +114,7 @@ def write_transfer(folder: Path, tensors: dict[str, np.ndarray]) -> None:
 def test_the_teachers_transfer_format_reads_back(tmp_path: Path) -> None:
     from safetensors.numpy import load_file
 
-    from feverous_es.training.gpu.results import read_teacher
+    from feverous_es.training.gpu_results import read_teacher
 
     rng = np.random.default_rng(0)
     tensors = {"layer.weight": rng.normal(size=(8, 16)).astype(np.float32),
@@ -132,7 +132,7 @@ def test_the_teachers_transfer_format_reads_back(tmp_path: Path) -> None:
 
 
 def test_a_torn_teacher_transfer_is_one_line(tmp_path: Path) -> None:
-    from feverous_es.training.gpu.results import read_teacher
+    from feverous_es.training.gpu_results import read_teacher
 
     write_transfer(tmp_path / "fetched", {"w": np.ones((4, 4), dtype=np.float32)})
     part = tmp_path / "fetched" / "teacher.int8rows.safetensors.01"

@@ -268,8 +268,8 @@ def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
     import subprocess
     import sys
 
-    from feverous_es.training.gpu import bundle as gpu_bundle
-    from feverous_es.training.gpu.jobs import reader_job
+    from gpu_queue import bundle as gpu_bundle
+    from gpu_queue.jobs import reader_job
 
     monkeypatch.chdir(tmp_path)
     pairs = build_pairs(options)

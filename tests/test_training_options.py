@@ -13,14 +13,14 @@ import pytest
 from feverous_es.params import from_params
 from feverous_es.training.cli import train_group
 from feverous_es.training.features.options import TableRunOptions
-from feverous_es.training.gpu.cli import gpu_group
-from feverous_es.training.gpu.command import TRAINING_JOBS, QueueOptions
 from feverous_es.training.hop.options import RunOptions as HopRunOptions
 from feverous_es.training.hop.options import TrainSettings as HopSettings
 from feverous_es.training.rerank.options import RunOptions as RerankRunOptions
 from feverous_es.training.rerank.options import TrainSettings as RerankSettings
 from feverous_es.training.verdict.options import RunOptions as VerdictRunOptions
 from feverous_es.training.verdict.options import TrainSettings as VerdictSettings
+from gpu_queue.__main__ import gpu_group
+from gpu_queue.command import TRAINING_JOBS, QueueOptions
 
 REQUIRED = ["--claims", "c.jsonl", "--out", "model", "--index", "index"]
 

@@ -1,7 +1,7 @@
 """The one way training and export open a Hugging Face model in torch: by its task, with its
 tokenizer, and one error line when the directory holds no such model.
 
-(The GPU queue's runner, ``training/gpu/job.py``, keeps its own loader: it runs on the lent
+(The GPU queue's runner, ``gpu_queue/job.py``, keeps its own loader: it runs on the lent
 machine from its own file, without this package.)
 """
 

@@ -47,7 +47,7 @@ def verdict_command(options: verdict_options.RunOptions) -> None:
     resumes; --device cuda trains on a GPU), exports it, checks ONNX against torch, and prints
     the held-out accuracy per source.
 
-    On a GPU: `feverous-es gpu bundle` prepares the reader job among the queue's, and
+    On a GPU: `python -m gpu_queue bundle` prepares the reader job among the queue's, and
     --from-gpu takes the student it returns (docs/gpu-training.md).
     """
     from feverous_es.training.verdict.command import run as train_verdict

@@ -21,6 +21,12 @@ from typing import Any
 
 ALL = "all"  # the figure over every pair, beside each source's
 
+REPORT_FILE = "report.json"  # a GPU job's, in its results folder
+SCALE_SUFFIX = ".__scale__"  # an int8-rows tensor's per-row scales: NAME + SCALE_SUFFIX
+# A Hugging Face model's files beside its weights: what a base, a student or a teacher carries.
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "vocab.txt")  # fmt: skip
+
 # batch_loss(item indices) -> (loss tensor, tokens in the batch)
 BatchLoss = Callable[[list[int]], tuple[Any, int]]
 Encoded = dict[str, list[int]]  # a pair's input_ids, attention_mask (and token_type_ids)
@@ -293,3 +299,21 @@ def mean_source_score(result: dict[str, dict[str, float]]) -> float:
     """What chooses an epoch: the mean over sources (so the largest does not decide alone)."""
     scores = [r["accuracy"] for name, r in result.items() if name != ALL]
     return sum(scores) / len(scores) if scores else 0.0
+
+
+def restore_int8_rows(weights: Path) -> None:
+    """Rewrite an int8-rows safetensors file (``NAME`` int8, ``NAME.__scale__`` fp16 per row)
+    as fp32 weights: ``NAME * scale[row]``."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    stored = load_file(str(weights))
+    tensors = {}
+    for name, value in stored.items():
+        if name.endswith(SCALE_SUFFIX):
+            continue
+        scale = stored.get(name + SCALE_SUFFIX)
+        if scale is not None:
+            value = value.astype(np.float32) * scale.astype(np.float32)[:, None]
+        tensors[name] = value.astype(np.float32) if value.dtype == np.float16 else value
+    save_file(tensors, str(weights))

@@ -40,7 +40,7 @@ def replayed(pair: data.Pair) -> bool:
 def teacher_model(teacher: Path, work: Path) -> Path:
     """A torch model directory of ``teacher``: itself, or the fetched large reader (int8 rows
     and SHA256SUMS) restored once into ``<work>/teacher``."""
-    from feverous_es.training.gpu import results as gpu_results
+    from feverous_es.training import gpu_results
 
     model = teacher
     if not ((teacher / "config.json").is_file() and any(teacher.glob("*.safetensors"))):

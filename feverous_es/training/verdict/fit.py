@@ -14,9 +14,8 @@ from typing import Any
 from feverous_es.errors import TrainError
 from feverous_es.eval.claims import LABELS
 from feverous_es.export.torch_models import load_torch_model
-from feverous_es.training import common, datasets, engine
+from feverous_es.training import common, datasets, engine, gpu_results
 from feverous_es.training.common import TRAINED_DIR, check_base, import_torch
-from feverous_es.training.gpu import results as gpu_results
 from feverous_es.training.progress import NO_STEPS, Steps
 from feverous_es.training.verdict import entailment_data as data
 from feverous_es.training.verdict.options import FULL_MODEL, RunOptions, TrainSettings

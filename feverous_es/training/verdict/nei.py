@@ -174,7 +174,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
     ``progress.stop_after`` interrupted the training."""
     from feverous_es.export.exporter import export_int8_as_model
     from feverous_es.runtime.files import write_manifest
-    from feverous_es.training.gpu.results import install_student
+    from feverous_es.training.gpu_results import install_student
 
     options.check()
     settings = options.settings

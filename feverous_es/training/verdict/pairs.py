@@ -27,6 +27,9 @@ from feverous_es.training.verdict.relations import relation_pairs
 from feverous_es.verdict.windows import WINDOW_WORDS
 
 WINDOW = "-window"  # a claim file's window pairs are its stem and this (entailment_data)
+# Of the training claims, by claim id: the GPU queue's readers chose their epochs on these, so a
+# model distilled from them leaves them out (and they can choose the cascade's threshold).
+VALID_SHARE = 0.08
 # A relation claim is said in this many wordings: true restatements not in the lead's words.
 RELATION_WORDINGS = 3
 
@@ -147,8 +150,11 @@ def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.
         # A model distilled here from the GPU job's readers leaves out the claims that job kept
         # for validation (their window pairs too): no reader trains on them, so they can choose
         # the cascade's threshold.
-        from feverous_es.training.gpu.jobs import is_valid
-
         seed = options.settings.seed
         pool = [p for p in pool if not is_valid(seed, p.source.removesuffix(WINDOW), p.id)]
     return data.capped(pool, options.mix.per_source, options.settings.seed)
+
+
+def is_valid(seed: int, source: str, claim_id: str) -> bool:
+    """Whether a training claim is one the GPU queue's readers kept for validation."""
+    return datasets.hash_unit(seed, source, claim_id, "valid") < VALID_SHARE

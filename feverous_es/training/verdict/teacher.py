@@ -16,8 +16,8 @@ from typing import Any
 from feverous_es.export.exporter import export_model, install_subset
 from feverous_es.runtime.files import INT8_FILE
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
+from feverous_es.training import gpu_results
 from feverous_es.training.common import read_training_report
-from feverous_es.training.gpu import results as gpu_results
 from feverous_es.training.verdict.card import held_out_section, save_reader_card
 
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json")

@@ -34,17 +34,17 @@ from feverous_es.errors import TrainError
 from feverous_es.runtime.files import sha256_file
 from feverous_es.training import engine
 from feverous_es.training.bases import base_name
-from feverous_es.training.gpu import job as gpu_job
-from feverous_es.training.gpu import plan, spec
-from feverous_es.training.gpu import rates as gpu_rates
-from feverous_es.training.gpu.plan import (
+from gpu_queue import job as gpu_job
+from gpu_queue import plan, spec
+from gpu_queue import rates as gpu_rates
+from gpu_queue.plan import (
     ENGINE_FILE,
     JOB_FILE,
     PLAN_FILE,
     RUNNER_FILES,
     SPEC_FILE,
 )
-from feverous_es.training.gpu.spec import Job, Model
+from gpu_queue.spec import Job, Model
 
 MIB = 1 << 20
 # A call carries 64 MiB with the working tree (4.6 MiB without the models, which the calls leave
@@ -53,8 +53,6 @@ MIB = 1 << 20
 SEND_PART_BYTES = 58 * MIB
 RETURN_PART_BYTES = 16 * MIB  # a file that comes back: at most 16 MiB
 PAIRS_FILE = "pairs.jsonl.gz"
-MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json",
-               "special_tokens_map.json", "vocab.txt")  # fmt: skip
 # The GPU machine's Python (3.12, manylinux x86-64) takes these wheels at this machine's versions.
 WHEEL_PACKAGES = ("transformers", "tokenizers", "huggingface_hub")
 DEVICE_PYTHON = "312"
@@ -86,7 +84,7 @@ def write_base(
     folder = bundle / "bases"
     (folder / "files").mkdir(parents=True, exist_ok=True)  # the small files: one carried path
     files = {}  # name in the bundle -> name in the model directory
-    for name in MODEL_FILES:
+    for name in engine.MODEL_FILES:
         if (model_dir / name).is_file():
             shutil.copyfile(model_dir / name, folder / "files" / f"{key}-{name}")
             files[f"bases/files/{key}-{name}"] = name

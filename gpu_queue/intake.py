@@ -1,4 +1,4 @@
-"""``feverous-es gpu intake``: one student a queue job returned, as an installable model.
+"""``python -m gpu_queue intake``: one student a queue job returned, as an installable model.
 
 The student's weights are read back and checked (:func:`~.results.install_student`), exported
 to int8 ONNX with parity against torch on the held-out pairs the job's report carries (so no
@@ -17,7 +17,7 @@ from feverous_es.export import card
 from feverous_es.export.exporter import export_int8_as_model
 from feverous_es.runtime.tasks import TEXT_CLASSIFICATION
 from feverous_es.training import common
-from feverous_es.training.gpu.results import install_student
+from feverous_es.training.gpu_results import install_student
 
 # The package role each job's students are installed as (`train install --as`).
 ROLES = {"ranker": "sentence-ranker", "reader": "verdict"}

@@ -1,4 +1,4 @@
-"""``feverous-es gpu …``: the GPU queue's bundle, and each job's results taken in."""
+"""``python -m gpu_queue …``: the GPU queue's bundle, and each job's results taken in."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import click
 
 from feverous_es.console import console, print_json, user_errors
 from feverous_es.params import EXISTING_FOLDER, dataclass_options, from_params
-from feverous_es.training.gpu.command import QueueOptions
 from feverous_es.training.options import export_options, training_run, work_dir
+from gpu_queue.command import QueueOptions
 
 
-@click.group("gpu")
+@click.group("gpu_queue")
 def gpu_group() -> None:
     """Prepare the GPU queue's bundle, and take in what a lend returned (docs/gpu-training.md).
 
@@ -36,8 +36,8 @@ def bundle_command(data_dir: Path, **params: Any) -> None:
     through ONNX Runtime's CUDA provider: a rates file for `plan --rates`). Prints the plan:
     the calls of a lend in order, what each carries and runs, the expected seconds.
     """
-    from feverous_es.training.gpu.command import write_queue
-    from feverous_es.training.gpu.jobs import claim_files
+    from gpu_queue.command import write_queue
+    from gpu_queue.jobs import claim_files
 
     files = claim_files(data_dir)
     data = {"claims": [files["fm2"], files["feverous_s"], files["tabfact"]],
@@ -72,7 +72,7 @@ def intake_command(
     weights checked, int8 export with parity, a card naming the GPU; then
     `feverous-es train install OUT --as ROLE`."""
     from feverous_es.training.bases import resolve_base
-    from feverous_es.training.gpu.intake import intake
+    from gpu_queue.intake import intake
 
     with user_errors(), console.status(f"reading back and exporting {results}"):
         report = intake(
@@ -82,3 +82,7 @@ def intake_command(
     training = report["training"]
     print_json({"out": str(out), "role": training["role"], "device": training["device"],
                 "held": training["held"], "export": report["export"]})  # fmt: skip
+
+
+if __name__ == "__main__":
+    gpu_group()

@@ -1,4 +1,4 @@
-"""``feverous-es gpu bundle``: the queue's jobs built from the data and written as one bundle."""
+"""``python -m gpu_queue bundle``: the queue's jobs built from the data, written as one bundle."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import click
 from feverous_es.errors import TrainError
 from feverous_es.params import EXISTING, EXISTING_FILE, EXISTING_FOLDER, FOLDER, option
 from feverous_es.training import bases as base_models
-from feverous_es.training.gpu import bundle as gpu_bundle
-from feverous_es.training.gpu import jobs as gpu_jobs
-from feverous_es.training.gpu.results import int8_rows_weights
-from feverous_es.training.gpu.spec import Job
+from feverous_es.training.gpu_results import int8_rows_weights
 from feverous_es.training.progress import QUIET, Progress
+from gpu_queue import bundle as gpu_bundle
+from gpu_queue import jobs as gpu_jobs
+from gpu_queue.spec import Job
 
 # The queue's order: what moves the figures most first; the GPU's rates for the planner last.
 TRAINING_JOBS = ("ranker", "reader")
@@ -32,7 +32,7 @@ def _job_names(context: click.Context, param: click.Parameter, values: Sequence[
 
 @dataclass(kw_only=True)
 class QueueOptions:
-    """What the queue's jobs are built from; each field with a flag is an option of `gpu bundle`.
+    """What the queue's jobs are built from; each field with a flag is an option of `bundle`.
     ``claims``: the claim files split into training and held-out claims (FM2, FEVEROUS-S,
     TabFact dev; the ranker reads those with gold sentences); ``train_claims`` and ``pairs`` as
     ``train verdict`` takes them (the command reads all three from ``--data``)."""

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.runtime.files import sha256_file
-from feverous_es.training.gpu import job as gpu_job
-from feverous_es.training.gpu import rates_job
+from gpu_queue import job as gpu_job
+from gpu_queue import rates_job
 
 RUNNER = "rates_job.py"
 FOLDERS = ("rates", "ort")  # the job's folders in the bundle: carried file by file

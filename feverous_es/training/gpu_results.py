@@ -17,8 +17,7 @@ from typing import Any
 
 from feverous_es.errors import TrainError
 from feverous_es.runtime.files import sha256_file
-from feverous_es.training.gpu import job as gpu_job
-from feverous_es.training.gpu.bundle import MODEL_FILES
+from feverous_es.training import engine
 
 TEACHER_PARTS = "teacher.int8rows.safetensors"  # + ".00", ".01", … (byte slices of one file)
 SUMS_FILE = "SHA256SUMS"
@@ -27,9 +26,9 @@ SUMS_FILE = "SHA256SUMS"
 def read_report(results: Path) -> dict[str, Any]:
     """A job's ``report.json``, its students under ``students`` and the teacher's base under
     ``teacher.base`` whichever layout it was written in."""
-    path = results / gpu_job.REPORT_FILE
+    path = results / engine.REPORT_FILE
     if not path.is_file():
-        raise TrainError(f"{results} holds no {gpu_job.REPORT_FILE}: not a GPU job's results")
+        raise TrainError(f"{results} holds no {engine.REPORT_FILE}: not a GPU job's results")
     report = json.loads(path.read_text(encoding="utf-8"))
     if "student" in report:  # the reader job of 2026-11-27, before the queue
         report["students"] = {
@@ -71,7 +70,7 @@ def install_student(
     into.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(into / "model.safetensors"))
     shutil.copyfile(results / entry["config"], into / "config.json")
-    for name in MODEL_FILES:  # the tokenizer's files; the config is the job's
+    for name in engine.MODEL_FILES:  # the tokenizer's files; the config is the job's
         if name != "config.json" and (tokenizer_from / name).is_file():
             shutil.copyfile(tokenizer_from / name, into / name)
     return report
@@ -107,14 +106,14 @@ def read_teacher(results: Path, into: Path) -> dict[str, Any]:
     into.mkdir(parents=True, exist_ok=True)
     weights = into / "model.safetensors"
     weights.write_bytes(data)
-    gpu_job.restore_int8_rows(weights)
-    for name in MODEL_FILES:
+    engine.restore_int8_rows(weights)
+    for name in engine.MODEL_FILES:
         if (results / name).is_file():
             shutil.copyfile(results / name, into / name)
     return {
         "from": str(results),
-        "tensors": sum(not n.endswith(gpu_job.SCALE_SUFFIX) for n in stored),
-        "int8_rows_tensors": sum(n.endswith(gpu_job.SCALE_SUFFIX) for n in stored),
+        "tensors": sum(not n.endswith(engine.SCALE_SUFFIX) for n in stored),
+        "int8_rows_tensors": sum(n.endswith(engine.SCALE_SUFFIX) for n in stored),
         "parts_bytes": len(data),
     }
 

@@ -1,7 +1,7 @@
 """The GPU queue: every prepared job of a bundle, in order, within the call's time.
 
-Run on a machine with a GPU, from a bundle that ``feverous-es gpu bundle`` wrote (the procedure is
-docs/gpu-training.md)::
+Run on a machine with a GPU, from a bundle that ``python -m gpu_queue bundle`` wrote (the
+procedure is docs/gpu-training.md)::
 
     python3 job.py BUNDLE_DIR OUT_DIR [--call-seconds 560]
 
@@ -54,14 +54,12 @@ try:  # as the GPU machine runs it: the bundle carries engine.py and spec.py bes
     from spec import Settings
 except ImportError:  # imported from the package
     from feverous_es.training import engine
-    from feverous_es.training.gpu.spec import Settings
+    from gpu_queue.spec import Settings
 
 CONFIG_FILE = "queue.json"
-REPORT_FILE = "report.json"  # a job's, in its results folder
 QUEUE_REPORT = "queue-report.json"
 LOG_FILE = "log.txt"
 INT8_ROWS = "int8-rows"  # a base sent as int8 matrices with one fp16 scale per row
-SCALE_SUFFIX = ".__scale__"
 WORK_DIR = "/tmp/feverous-es-gpu-job"  # on the machine: joined bases, results, teachers
 CALL_SECONDS = 560  # of a 600 s call: the rest copies the results and leaves
 WRITE_SECONDS = 20  # kept at the end of a job's budget for writing its results
@@ -114,27 +112,9 @@ def join_base(bundle: Path, base: dict[str, Any], into: Path) -> Path:
     if engine.sha256(weights) != base["weights_sha256"]:
         sys.exit(f"error: the joined weights of {base['name']} do not match their sha256")
     if base.get("format") == INT8_ROWS:
-        restore_int8_rows(weights)
+        engine.restore_int8_rows(weights)
     done.write_text(base["weights_sha256"])
     return into
-
-
-def restore_int8_rows(weights: Path) -> None:
-    """Rewrite an int8-rows safetensors file (``NAME`` int8, ``NAME.__scale__`` fp16 per row)
-    as fp32 weights: ``NAME * scale[row]``."""
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-
-    stored = load_file(str(weights))
-    tensors = {}
-    for name, value in stored.items():
-        if name.endswith(SCALE_SUFFIX):
-            continue
-        scale = stored.get(name + SCALE_SUFFIX)
-        if scale is not None:
-            value = value.astype(np.float32) * scale.astype(np.float32)[:, None]
-        tensors[name] = value.astype(np.float32) if value.dtype == np.float16 else value
-    save_file(tensors, str(weights))
 
 
 def read_pairs(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -525,7 +505,7 @@ def run(
     waiting = False
     for job in config["jobs"]:
         folder = results / job["name"]
-        if (folder / REPORT_FILE).is_file():
+        if (folder / engine.REPORT_FILE).is_file():
             states[job["name"]] = "done before"
             continue
         left = call_ends - time.perf_counter()
@@ -555,7 +535,8 @@ def run(
         )  # fmt: skip
         report["device"] = name
         report["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
-        (partial / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        report_text = json.dumps(report, indent=2) + "\n"
+        (partial / engine.REPORT_FILE).write_text(report_text, encoding="utf-8")
         folder.parent.mkdir(parents=True, exist_ok=True)
         partial.rename(folder)
         states[job["name"]] = "done"
@@ -605,7 +586,7 @@ def run(
 
 def summary(folder: Path) -> dict[str, Any]:
     """A finished job's held-out figures (``all``) per model and its seconds."""
-    path = folder / REPORT_FILE
+    path = folder / engine.REPORT_FILE
     if not path.is_file():
         return {}
     report = json.loads(path.read_text(encoding="utf-8"))

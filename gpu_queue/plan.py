@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from feverous_es.errors import TrainError
-from feverous_es.training.gpu import job as gpu_job
-from feverous_es.training.gpu.spec import Job
+from feverous_es.training import engine
+from gpu_queue import job as gpu_job
+from gpu_queue.spec import Job
 
 LEND_SECONDS = 780  # of the 15 minutes of device time: what a plan may use (the rest: margin)
 MAX_CARRY = 8  # paths a call may carry
@@ -206,7 +207,7 @@ def lay_out(
     their budgets); each job's estimate; the expected total against :data:`LEND_SECONDS`, and
     the total if every job ran to its budget (the rates job apart: it runs when a lend has time
     left)."""
-    from feverous_es.training.gpu.rates import is_rates_file
+    from gpu_queue.rates import is_rates_file
 
     every = {
         str(p.relative_to(bundle)): p.stat().st_size
@@ -277,7 +278,7 @@ def rates_calls(
     """The rates job's calls, after everything else: its files (and the runner, the queue's
     config and the wheels again, so they stand alone on a fresh machine) in transfers, the last
     of which installs the wheel and runs it (its results come back with it)."""
-    from feverous_es.training.gpu.rates import RUNNER, install_command, is_rates_file
+    from gpu_queue.rates import RUNNER, install_command, is_rates_file
 
     own = {name: size for name, size in every.items() if is_rates_file(name)}
     shared = [*RUNNER_FILES, gpu_job.CONFIG_FILE]
@@ -308,7 +309,7 @@ def rates_calls(
 def result_files(job: dict[str, Any]) -> list[tuple[str, int]]:
     """The files a job will return, with their expected sizes: its report, and per student a
     config and its fp16 weights in parts of the return size."""
-    files = [(f"{job['name']}/{gpu_job.REPORT_FILE}", 200_000)]
+    files = [(f"{job['name']}/{engine.REPORT_FILE}", 200_000)]
     part = job["return_part_bytes"]
     for student in job["students"]:
         files.append((f"{job['name']}/{student['name']}-config.json", 1_000))

@@ -26,18 +26,13 @@ from typing import Any
 from feverous_es.eval.claims import LABELS
 from feverous_es.retrieve.selection import SENTENCE_BUDGET
 from feverous_es.training import datasets
-from feverous_es.training.datasets import hash_unit
-from feverous_es.training.gpu.spec import Job, Model, Settings
 from feverous_es.training.rerank.data import build_groups, kind_of
 from feverous_es.training.retrieved import Retrieved
 from feverous_es.training.verdict import entailment_data as data
+from feverous_es.training.verdict.pairs import is_valid
+from gpu_queue.spec import Job, Model, Settings
 
-VALID_SHARE = 0.08  # of the training claims, by claim id: chooses the epochs on the GPU
 RELEVANT = ("relevant",)  # a ranker's one output
-
-
-def is_valid(seed: int, source: str, claim_id: str) -> bool:
-    return hash_unit(seed, source, claim_id, "valid") < VALID_SHARE
 
 
 # ----------------------------------------------------------------------------- readers
