@@ -77,9 +77,9 @@ def install_student(
 
 
 def int8_rows_weights(results: Path) -> bytes:
-    """A fetched teacher's weights as stored (the int8-rows transfer format of
-    ``../shared/gpu/README.md``: byte slices of one safetensors file), every file checked
-    against ``SHA256SUMS`` first."""
+    """A fetched teacher's weights as stored (int8 rows with an fp16 scale a row,
+    :func:`engine.restore_int8_rows`, in byte slices of one safetensors file), every file
+    checked against ``SHA256SUMS`` first."""
     sums = _read_sums(results)
     parts = sorted(n for n in sums if n.startswith(TEACHER_PARTS + "."))
     if not parts or "config.json" not in sums:

@@ -89,8 +89,8 @@ in parts that the runtime joins and checks on first use."""
     run = f"""
 Fine-tuned by the GPU job of docs/gpu-training.md on {training["device"]} in
 {training["seconds"]:.0f} s (bf16, batch 64, {len(training["curve"])} epochs; validation score
-{curve}; epoch {training["best_epoch"]} kept), weights fetched in the transfer format of
-`../shared/gpu/README.md` (int8 rows + fp16 scales) and read back here."""
+{curve}; epoch {training["best_epoch"]} kept), weights fetched as int8 rows with an fp16 scale
+a row (byte slices of one safetensors file) and read back here."""
     metrics = held_out_section(
         "Metrics", training["held"], report["export"]["parity"],
         "Torch bf16 on the GPU, the job's held-out pairs (claims held out of every model):",
