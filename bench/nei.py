@@ -150,9 +150,12 @@ def sentences_alone(pipeline: Any, result: Any) -> float:
     return round(min((m[Label.NOT_ENOUGH_INFO] for m in marks), default=1.0), 4)
 
 
-def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: int) -> list[dict]:
+def read_claims(
+    pipeline: Any, view: HiddenPages, claims: list[Claim], batch: int, *, alone: bool = True
+) -> list[dict]:
     """Each claim's :func:`features`, in order: those with hidden pages or elements one at a
-    time (the view hides a claim's), the others in batches."""
+    time (the view hides a claim's), the others in batches; with ``alone``, each evidence
+    sentence read alone too (:func:`sentences_alone`)."""
     from rich.progress import track
 
     found: list[dict] = [{}] * len(claims)
@@ -163,7 +166,9 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
         view.hidden = claims[group[0]].hidden
         for i, result in zip(group, pipeline.verify_many([claims[i].text for i in group]),
                              strict=True):  # fmt: skip
-            found[i] = {**features(result), "sentences_nei": sentences_alone(pipeline, result)}
+            found[i] = features(result)
+            if alone:
+                found[i]["sentences_nei"] = sentences_alone(pipeline, result)
     view.hidden = NOTHING
     return found
 
@@ -365,7 +370,8 @@ def nei_rules(
         read = read_claims(pipeline, view, claims, batch_size)
         sure = [i for i, c in enumerate(claims) if c.kind == "as is"]
         on_table = [i for i in sure if read[i]["route"] == "table"]
-        again = read_claims(handing, view, [claims[i] for i in on_table], batch_size)
+        # the hand-over reads their labels alone: no sentence read alone again
+        again = read_claims(handing, view, [claims[i] for i in on_table], batch_size, alone=False)
     finally:
         pipeline.close()
         handing.close()
