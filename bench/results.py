@@ -15,9 +15,11 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.data import DATA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -42,6 +44,21 @@ def _commit() -> str:
 
 # The code a bench measures is the code it started with: the commit is taken on import.
 _COMMIT_AT_START = _commit()
+
+# The data files this process opened (claim and pair files, grounding sets), whichever module
+# opened them: an audit hook notes each path under the data directory as it is opened.
+_DATA_ROOT = os.path.join(os.path.abspath(DATA), "")
+_DATA_READ: set[str] = set()
+
+
+def _note_data_read(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open" and args and isinstance(args[0], str | os.PathLike):
+        path = os.path.abspath(os.fspath(args[0]))
+        if isinstance(path, str) and path.startswith(_DATA_ROOT):
+            _DATA_READ.add(path)
+
+
+sys.addaudithook(_note_data_read)
 
 
 def record(
@@ -88,7 +105,31 @@ def depends() -> dict[str, Any]:
     found: dict[str, Any] = {"files": sorted(files)}
     if (onnxruntime := sys.modules.get("onnxruntime")) is not None:
         found["onnxruntime"] = getattr(onnxruntime, "__version__", "")
+    if read := data_files(_DATA_READ):
+        found["data"] = read
     return found
+
+
+def data_files(paths: Iterable[str]) -> dict[str, str]:
+    """Each data file of ``paths`` that is still there, by its path in the data directory, with
+    its sha256 (the first 16 digits): a claim file replaced under a record shows."""
+    found = {}
+    for path in sorted(paths):
+        if os.path.isfile(path):
+            found[Path(path).relative_to(DATA).as_posix()] = _sha256([Path(path)])
+    return found
+
+
+def data_changed(held: Mapping[str, str]) -> str | None:
+    """Why a record's data files (``depends.data``) are not what this machine holds now: the
+    first one whose hash differs, or that is gone; None when all match (or none is held)."""
+    for name, digest in held.items():
+        path = DATA / name
+        if not path.is_file():
+            return f"its data file {name} is not here"
+        if _sha256([path]) != digest:
+            return f"its data file {name} changed since"
+    return None
 
 
 # The instruction sets that choose ONNX Runtime's int8 and float kernels: the same model and

@@ -39,7 +39,7 @@ from typing import Any
 
 from bench.context import PLACES, Context
 from bench.errors import BenchError
-from bench.results import RESULTS, changed_since, record
+from bench.results import RESULTS, changed_since, data_changed, record
 
 REPO = Path(__file__).resolve().parents[1]
 CONDITIONS = REPO / "bench" / "conditions.toml"
@@ -337,6 +337,7 @@ def stale_records(conditions: dict[str, Condition]) -> Iterator[str]:
         if path.is_file():
             record = read_record(path)
             why = changed_since(record["commit"], covered(condition, record))
+            why = why or data_changed(record.get("depends", {}).get("data", {}))
             if why:
                 yield f"{condition.name}: {why}"
 

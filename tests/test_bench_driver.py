@@ -139,6 +139,33 @@ def test_a_record_fingerprints_the_index_the_dump_and_the_cpu_it_read(tmp_path: 
     assert made()["index"]["vectors_sha256"] != first["index"]["vectors_sha256"]
 
 
+def test_a_record_holds_the_data_files_it_read_and_check_sees_one_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim file replaced under a record (a new dump's claims) moves its figures while the
+    code stays: the record holds the hash of every data file the process opened, whichever
+    module opened it, and `bench check` names the one that changed."""
+    import bench.results as results
+
+    data = tmp_path / "data"
+    (data / "minifeverous").mkdir(parents=True)
+    claims = data / "minifeverous" / "fm2_dev.jsonl"
+    claims.write_text('{"id": 1}\n', encoding="utf-8")
+    monkeypatch.setattr(results, "DATA", data)
+    monkeypatch.setattr(results, "_DATA_ROOT", f"{data}/")
+    monkeypatch.setattr(results, "_DATA_READ", set())
+    with claims.open(encoding="utf-8") as file:  # as a condition reads it
+        file.read()
+    (tmp_path / "elsewhere.txt").write_text("not data", encoding="utf-8")
+    held = results.depends()["data"]
+    assert list(held) == ["minifeverous/fm2_dev.jsonl"] and len(held[next(iter(held))]) == 16
+    assert results.data_changed(held) is None
+    claims.write_text('{"id": 2}\n', encoding="utf-8")
+    assert results.data_changed(held) == "its data file minifeverous/fm2_dev.jsonl changed since"
+    claims.unlink()
+    assert results.data_changed(held) == "its data file minifeverous/fm2_dev.jsonl is not here"
+
+
 def test_the_benchmarks_page_and_the_readme_tables_match_the_records() -> None:
     result = _driver_says("page", "--check")
     assert result.returncode == 0, result.stderr
