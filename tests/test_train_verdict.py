@@ -155,6 +155,26 @@ def test_pairs_are_rebuilt_when_the_pair_options_change(options: RunOptions) -> 
     assert [p.key for p in build_pairs(options)] == [p.key for p in rebuilt]  # read back
 
 
+def test_the_folds_hold_out_each_held_out_claim_once_and_train_on_the_rest(
+    options: RunOptions,
+) -> None:
+    """Cross-fitting (`--fold F/K`): fold F's claims are the only ones held out; every claim
+    the plain split holds out is in exactly one fold, and the claims it trains on still train."""
+    options.holdout, options.mix.pairs, options.mix.train_claims = 0.7, [], []
+    plain = {p.key: p.held_out for p in build_pairs(options) if p.train}
+    held_by_fold = []
+    for fold in range(3):
+        options.fold = f"{fold}/3"
+        held_by_fold.append({p.key for p in build_pairs(options) if p.held_out})
+    assert all(held_by_fold) and sum(map(len, held_by_fold)) == len(set().union(*held_by_fold))
+    assert set().union(*held_by_fold) >= {k for k, held in plain.items() if held}
+    assert not set().union(*held_by_fold) & {k for k, held in plain.items() if not held}
+    for bad in ("3/3", "a/3", "1"):
+        options.fold = bad
+        with pytest.raises(TrainError, match="--fold"):
+            options.check()
+
+
 def test_train_resume_export_and_load(options: RunOptions) -> None:
     steps, progress = recorded_steps(stop_after=2)
     assert run_training(options, progress) is None

@@ -39,9 +39,15 @@ Contrastive pairs from {report["contrastive_pages"]:,} pages of the dump
 (`feverous_es.training.verdict.contrastive`): a lead sentence as SUPPORTS, with one attribute taken
 from another page as REFUTES (`contrastive-<kind>`), and against other subjects' sentences as
 NOT ENOUGH INFO (`contrastive-other-subject`); held out by page."""
+    held = (
+        f"a seeded {report['holdout']:.0%} of their claims, by claim id, cut in folds: fold "
+        f"{report['fold']} held out and measured below, the others trained on (cross-fitting)"
+        if report.get("fold")
+        else f"a seeded {report['holdout']:.0%} of their claims, by claim id, held out of every "
+        "model and measured below"
+    )
     data = f"""
-Claim files {", ".join(f"`{c}`" for c in report["claims"])} (a seeded {report["holdout"]:.0%}
-of their claims, by claim id, held out of every model and measured below), training-only files
+Claim files {", ".join(f"`{c}`" for c in report["claims"])} ({held}), training-only files
 {", ".join(f"`{c}`" for c in report["train_claims"]) or "none"}, and the pair files
 {", ".join(f"`{c}`" for c in report["pairs"]) or "none"}. FM2 and FEVEROUS-S claims are read
 against the evidence the pipeline *retrieved* for them (reranker `{report["reranker"]}`), and

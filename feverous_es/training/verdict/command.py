@@ -44,6 +44,7 @@ def run(options: RunOptions, progress: Progress = QUIET) -> dict[str, Any] | Non
     scores = data.read_scores(scores_path) if scores_path.is_file() else {}
     report: dict[str, Any] = {
         **options.report(),
+        "fold": options.fold or None,
         "train_claims": [Path(p).name for p in options.mix.train_claims],
         "pairs": [Path(p).name for p in options.mix.pairs],
         "contrastive_pages": options.mix.contrastive_pages if options.mix.contrastive else 0,

@@ -142,6 +142,12 @@ class RunOptions(common.RunOptions):
         common.RunOptions, "index", help="Index the evidence is retrieved from (read only)."
     )
     holdout: float = option_like(common.RunOptions, "holdout", 0.35)
+    fold: str = option(
+        "", metavar="F/K",
+        help="Cross-fitting: of the --holdout claims, hold out fold F of K only (0-based) and "
+        "train on the others too; the K models read each its own fold, so every held-out claim "
+        "is read by a model that never saw it.",
+    )  # fmt: skip
     settings: TrainSettings
     retrieval: Retrieval = field(default_factory=Retrieval)
     mix: PairMix = field(default_factory=PairMix)
@@ -152,11 +158,23 @@ class RunOptions(common.RunOptions):
         "exported and scored as after a CPU training. Needs the bundle's options.",
     )  # fmt: skip
 
+    def folds(self) -> tuple[int, int] | None:
+        """``--fold F/K`` as (F, K); None without it."""
+        if not self.fold:
+            return None
+        fold, _, count = self.fold.partition("/")
+        if not (fold.isdigit() and count.isdigit() and int(fold) < int(count)):
+            raise TrainError(f"--fold {self.fold}: give F/K with 0 <= F < K, e.g. 0/5")
+        if self.holdout <= 0:
+            raise TrainError("--fold splits the --holdout claims: give --holdout above 0")
+        return int(fold), int(count)
+
     def check(self) -> None:
         """Refuse options that contradict each other, and resolve ``--base`` (a name or a
         directory) to the model directory."""
         super().check()
         self.settings.base = resolve_base(self.settings.base)
+        self.folds()
         if self.distill.teacher is not None and self.from_gpu:
             raise TrainError("--teacher trains the model here: give it without --from-gpu")
         if not 0.0 <= self.distill.alpha <= 1.0 or self.distill.temperature <= 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ def build_pairs(
             return data.read_pairs(cache)
         recipe_file.unlink()  # stale: an interrupted rebuild must not pass for the old recipe
     seed = options.settings.seed
-    split = data.Split(seed, options.holdout)
+    folds = options.folds()
+    split = FoldSplit(seed, options.holdout, *folds) if folds else data.Split(seed, options.holdout)
     never_held = data.Split(seed, 0.0)
     claims = read_labelled_claims(options.claims, limit=options.limit, seed=seed)
     extra = (
@@ -134,6 +136,7 @@ def pair_recipe(options: RunOptions) -> dict[str, Any]:
     mix = options.mix
     return {
         "claims": [str(p) for p in options.claims], "holdout": options.holdout,
+        "fold": options.fold,
         "limit": options.limit, "seed": options.settings.seed,
         "train_claims": [str(p) for p in mix.train_claims], "pairs": [str(p) for p in mix.pairs],
         "retrieved": mix.retrieved, "contrastive": str(mix.contrastive or ""),
@@ -153,6 +156,25 @@ def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.
         seed = options.settings.seed
         pool = [p for p in pool if not is_valid(seed, p.source.removesuffix(WINDOW), p.id)]
     return data.capped(pool, options.mix.per_source, options.settings.seed)
+
+
+def fold_of(seed: int, source: str, claim_id: str, holdout: float, folds: int) -> int | None:
+    """The cross-fitting fold (of ``folds``) a claim falls in: its place in the held-out share
+    ``holdout`` cut in equal parts; None for a claim outside the held-out share."""
+    position = datasets.hash_unit(seed, source, claim_id)
+    return int(position / holdout * folds) if position < holdout else None
+
+
+@dataclass(frozen=True)
+class FoldSplit(data.Split):
+    """``--fold F/K``: only fold ``fold`` of the held-out share is held out; the claims of the
+    other folds train with the rest."""
+
+    fold: int
+    folds: int
+
+    def held_out(self, source: str, claim_id: str) -> bool:
+        return fold_of(self.seed, source, claim_id, self.holdout, self.folds) == self.fold
 
 
 def is_valid(seed: int, source: str, claim_id: str) -> bool:
