@@ -58,14 +58,15 @@ def cross_fitted(
     folds: Sequence[str],
     files: Sequence[str] = ("fm2_dev", "feverous_s_dev"),
     held_out_by: Sequence[str] = ("feverous_es/models/sentence-ranker",),
+    per_file: int | None = None,
     batch_size: int = 16,
 ) -> dict:
-    """The cross-fitted answers of every held-out claim of ``files`` against the shipped
-    students' (the module)."""
+    """The cross-fitted answers of every held-out claim of ``files`` (the first ``per_file``
+    of each: a quick look) against the shipped students' (the module)."""
     seed, holdout = fold_models(folds)
     read = verdict_accuracy(
         context, baseline_readers=["default"], baseline_models=[SHIPPED_AS_FOLDER, *folds],
-        held_out_by=held_out_by, files=files, batch_size=batch_size,
+        held_out_by=held_out_by, files=files, per_file=per_file, batch_size=batch_size,
     )  # fmt: skip
     figures: dict[str, Any] = {}
     pooled: dict[str, list[np.ndarray]] = {"gold": [], "shipped": [], "cross": []}
