@@ -18,7 +18,6 @@ answer as the named reader does (``same_reading``): the folds' path adds no diff
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +28,9 @@ from bench.data import MINI, REPO
 from bench.errors import BenchError
 from bench.paired import paired_difference
 from bench.verdict import LETTERS, training_report, verdict_accuracy
+from feverous_es.training.verdict.evidence import read_labelled_claims
 from feverous_es.training.verdict.pairs import fold_of
+from feverous_es.verdict.readers import reader_dirs
 
 SHIPPED_STUDENTS = "reader default"  # the verdict condition's column of the students alone
 SHIPPED_AS_FOLDER = "feverous_es/models"  # the same students, read as a fold's are
@@ -40,8 +41,8 @@ def fold_models(folds: Sequence[str]) -> tuple[int, float]:
     the K folds of one split, in order."""
     trainings = []
     for n, folder in enumerate(folds):
-        student = [REPO / folder / role for role in ("verdict", "verdict-2", "verdict-3")]
-        trained = [training_report(d) for d in student if (d / "training.json").is_file()]
+        students = reader_dirs(REPO / folder)  # the default reader's roles the folder holds
+        trained = [training_report(d) for d in students if (d / "training.json").is_file()]
         fold = [t for t in trained if t.get("fold")]
         if len(fold) != 1 or fold[0]["fold"] != f"{n}/{len(folds)}":
             raise BenchError(f"{folder}: no student trained with --fold {n}/{len(folds)}")
@@ -72,7 +73,7 @@ def cross_fitted(
     pooled: dict[str, list[np.ndarray]] = {"gold": [], "shipped": [], "cross": []}
     for source in files:
         answers = read[source]["answers"]
-        labels = {str(r["id"]): LETTERS[r["label"]] for r in _records(source)}
+        labels = {c.id: LETTERS[c.label] for c in read_labelled_claims([MINI / f"{source}.jsonl"])}
         gold = np.array([labels[i] for i in answers["ids"]])
         own = [fold_of(seed, source, i, holdout, len(folds)) for i in answers["ids"]]
         if None in own:
@@ -80,9 +81,8 @@ def cross_fitted(
         cross = np.array([answers[f"baseline {folds[k]}"][n] for n, k in enumerate(own)])
         shipped = np.array(list(answers[SHIPPED_STUDENTS]))
         figures[source] = compare(gold, shipped, cross)
-        figures[source]["same_reading"] = answers[f"baseline {SHIPPED_AS_FOLDER}"] == "".join(
-            shipped
-        )
+        same = answers[f"baseline {SHIPPED_AS_FOLDER}"] == answers[SHIPPED_STUDENTS]
+        figures[source]["same_reading"] = same
         for name, rows in (("gold", gold), ("shipped", shipped), ("cross", cross)):
             pooled[name].append(rows)
     figures["all"] = compare(*(np.concatenate(pooled[n]) for n in ("gold", "shipped", "cross")))
@@ -95,11 +95,6 @@ def cross_fitted(
             f"{d['difference']:+.1%} [{d['low']:+.1%}, {d['high']:+.1%}]"
         )
     return figures
-
-
-def _records(source: str) -> list[dict]:
-    lines = (MINI / f"{source}.jsonl").read_text(encoding="utf-8").splitlines()
-    return [r for line in lines if line.strip() and (r := json.loads(line)).get("claim")]
 
 
 def compare(gold: np.ndarray, shipped: np.ndarray, cross: np.ndarray) -> dict:
