@@ -49,7 +49,6 @@ from bench.calibration import AS_READ, lean, relabelled
 from bench.context import Context
 from bench.data import MINI, REPO
 from bench.paired import paired_difference
-from bench.route import answers, table_route
 from bench.verdict import (
     balanced,
     file_limit,
@@ -150,12 +149,10 @@ def sentences_alone(pipeline: Any, result: Any) -> float:
     return round(min((m[Label.NOT_ENOUGH_INFO] for m in marks), default=1.0), 4)
 
 
-def read_claims(
-    pipeline: Any, view: HiddenPages, claims: list[Claim], batch: int, *, alone: bool = True
-) -> list[dict]:
+def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: int) -> list[dict]:
     """Each claim's :func:`features`, in order: those with hidden pages or elements one at a
-    time (the view hides a claim's), the others in batches; with ``alone``, each evidence
-    sentence read alone too (:func:`sentences_alone`)."""
+    time (the view hides a claim's), the others in batches, each evidence sentence read
+    alone too (:func:`sentences_alone`)."""
     from rich.progress import track
 
     found: list[dict] = [{}] * len(claims)
@@ -166,9 +163,7 @@ def read_claims(
         view.hidden = claims[group[0]].hidden
         for i, result in zip(group, pipeline.verify_many([claims[i].text for i in group]),
                              strict=True):  # fmt: skip
-            found[i] = features(result)
-            if alone:
-                found[i]["sentences_nei"] = sentences_alone(pipeline, result)
+            found[i] = {**features(result), "sentences_nei": sentences_alone(pipeline, result)}
     view.hidden = NOTHING
     return found
 
@@ -362,30 +357,16 @@ def nei_rules(
         "verdict", **never, nei_covered_below=1.1, **AS_READ, **chosen_model
     )
     pipeline = Pipeline(config, PluginContext(view, LazyEmbedder("auto"), "auto"))
-    # the same, every table-routed claim handed to the reader on its sentences (bench/route.py)
-    handing = Pipeline(config.with_stage_options("verdict", table_unsure_below=1.1),
-                       PluginContext(view, LazyEmbedder("auto"), "auto"))  # fmt: skip
     try:
         claims = nei_claims(lines, view, nei_per_file, seed)
         read = read_claims(pipeline, view, claims, batch_size)
-        sure = [i for i, c in enumerate(claims) if c.kind == "as is"]
-        on_table = [i for i in sure if read[i]["route"] == "table"]
-        # the hand-over reads their labels alone: no sentence read alone again
-        again = read_claims(handing, view, [claims[i] for i in on_table], batch_size, alone=False)
     finally:
         pipeline.close()
-        handing.close()
+    sure = [i for i, c in enumerate(claims) if c.kind == "as is"]
     gold, files = [claims[i].label for i in sure], [claims[i].source for i in sure]
     reader_lean = lean([read[i] for i in sure], gold, files)
-    # the NEI rules read what would ship: the reader's labels recalibrated, then the route
+    # the NEI rules read what would ship: the reader's labels recalibrated
     read = relabelled(read, reader_lean["options"])
-    sentences = dict(zip(on_table, relabelled(again, reader_lean["options"]), strict=True))
-    handed = [sentences.get(i) if sentences.get(i, {}).get("route") == "sentence" else None
-              for i in sure]  # fmt: skip
-    routes = table_route([read[i] for i in sure], handed, gold, files)
-    chosen_route = answers([read[i] for i in sure], handed, routes["table_unsure_below"])
-    for i, label in zip(sure, chosen_route.tolist(), strict=True):
-        read[i] = {**read[i], "label": label}
     halves = [[i for i in range(len(claims)) if i % 2 == h] for h in (0, 1)]
     two_fold = []
     for h in (0, 1):
@@ -399,7 +380,6 @@ def nei_rules(
     figures = {
         "claims": dict(Counter(f"{c.kind} / {c.source}" for c in claims)),
         "lean": reader_lean,
-        "route": routes,
         "rules": {name: every[name] for name in dict.fromkeys([DEFAULT_RULE, chosen, *best])},
         "default": every[DEFAULT_RULE],
         "chosen": {"rule": chosen, **every[chosen]},
@@ -437,15 +417,6 @@ def report(figures: dict[str, Any]) -> None:
               f"[{sure['low']:+.1%}, {sure['high']:+.1%}]")  # fmt: skip
         for kind, k in f["by_kind"].items():
             print(f"  {kind:32} {k['accuracy']:6.1%}  NEI {k['nei_rate']:6.1%}")
-    route = figures["route"]
-    print(f"\nthe table route handed to the sentences below a share (ships: "
-          f"{route['table_unsure_below']}):")  # fmt: skip
-    for f in route["thresholds"].values():
-        paired = f["paired"]
-        print(f"  {f['threshold']:.2f}: {f['accuracy']:.1%} ({paired['difference']:+.1%} "
-              f"[{paired['low']:+.1%}, {paired['high']:+.1%}]), {f['handed']} claims answered "
-              "otherwise; " + ", ".join(f"{name} {v['accuracy']:.1%}"
-                                         for name, v in f["by_file"].items()))  # fmt: skip
     print("\nthe chosen rule, and NEI where no evidence sentence read alone decides:")
     for name, f in figures["sentences_alone"].items():
         sure = f["paired_sure"]

@@ -115,6 +115,13 @@ class ClassifierOptions:
     evidence holds any; FM2's gold evidence is always sentences, and the router sends some of
     its claims to a table); 0: the table route always decides. The ``nei`` condition
     (bench/route.py) found no share that does not cost TabFact: 0."""
+    table_sentences_margin: float = 1.1
+    """A claim routed to a table is decided by the reader on its sentences (when its evidence
+    holds any) where the NEI model reads them as bearing on it more than the table: its NOT
+    ENOUGH INFO probability on the sentences is below the table's by more than this margin.
+    The router sends a claim to a table when the table holds more of its words; its words may
+    still be about what a sentence says (FM2's gold evidence is always sentences). Over 1:
+    the table route decides; needs the NEI model (``nei_model``)."""
     reader_scale: float = 0.4317
     """The reader's answer recalibrated where it decides (a claim routed to sentences): its
     SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p) +
@@ -176,21 +183,26 @@ class ClassifierVerdict:
         below = self.options.nei_covered_below
         gated = [i for i, f in enumerate(found) if f and f.covered < below]
         gated = gated if self.nei_reader is not None else []
+        # the table-routed claims whose sentences may decide them instead (the NEI model weighs
+        # the table against the sentences)
+        weighed = [i for i, t in enumerate(tables) if t is not None and self._weighs_routes]
         # the premises of the claims a reader reads, each built once for all of them
         pages = self.options.page_premises
         premises = {
             i: ClaimPremises.of(batch[i][0].text, batch[i][1], tables[i], pages)
-            for i in sorted({*reads, *gated})
+            for i in sorted({*reads, *gated, *weighed})
         }
         claims = [query.text for query, _ in batch]
         entailment, sentence_rows = self._read_premises(claims, premises, reads)
-        said_nei = self._read_nei(claims, premises, gated)
+        nei_read = self._read_nei(claims, premises, sorted({*gated, *weighed}))
+        said_nei = {i: _nei_call(premises[i], nei_read[i]) for i in gated}
         table_rows = {
             i: route.probabilities(table_claim_features(claims[i], table)[None, :])[0]
             for i, (table, route) in enumerate(zip(tables, routes, strict=True))
             if route is not None and table is not None
         }
-        handed = self._handed_to_sentences(batch, tables, table_rows, premises, sentence_rows)
+        handing = self._unsure_tables(table_rows) | self._about_sentences(premises, nei_read)
+        handed = self._handed_to_sentences(batch, tables, handing, premises, sentence_rows)
         verdicts: list[Verdict] = []
         for i, route in enumerate(routes):
             if i in said_nei:
@@ -209,27 +221,49 @@ class ClassifierVerdict:
             for v, (read, table) in zip(verdicts, map(self._read, batch, shown), strict=True)
         ]
 
+    def _unsure_tables(self, table_rows: Mapping[int, np.ndarray]) -> set[int]:
+        """The table-routed claims whose feature model's likelier label has less than
+        ``table_unsure_below`` of SUPPORTS + REFUTES."""
+        below = self.options.table_unsure_below
+        return {
+            i for i, row in table_rows.items() if float(np.max(row) / max(row.sum(), 1e-9)) < below
+        }
+
+    @property
+    def _weighs_routes(self) -> bool:
+        """Whether the NEI model weighs a table-routed claim's table against its sentences
+        (``table_sentences_margin``)."""
+        return self.nei_reader is not None and self.options.table_sentences_margin <= 1.0
+
+    def _about_sentences(
+        self, premises: Mapping[int, ClaimPremises], nei_read: Mapping[int, Sequence[float]]
+    ) -> set[int]:
+        """The table-routed claims the NEI model reads as about their sentences: its NOT ENOUGH
+        INFO probability on them below that on the table by more than ``table_sentences_margin``."""
+        if not self._weighs_routes:
+            return set()
+        margin = self.options.table_sentences_margin
+        return {
+            i for i, read in nei_read.items()
+            if premises[i].on_table and premises[i].sentences and read[1] + margin < read[0]
+        }  # fmt: skip
+
     def _handed_to_sentences(
         self,
         batch: Sequence[tuple[Query, Sequence[Candidate]]],
         tables: Sequence[Table | None],
-        table_rows: Mapping[int, np.ndarray],
+        handing: set[int],
         premises: dict[int, ClaimPremises],
         sentence_rows: Mapping[int, np.ndarray],
     ) -> dict[int, np.ndarray]:
-        """For each table-routed claim whose feature model is unsure (its likelier label's share
-        under ``table_unsure_below``) and whose evidence holds sentences: the reader's
-        probabilities on those sentences, which decide it instead."""
-        below = self.options.table_unsure_below
-        unsure = [
-            i for i, row in table_rows.items() if float(np.max(row) / max(row.sum(), 1e-9)) < below
-        ]
+        """For each table-routed claim of ``handing`` whose evidence holds sentences: the
+        reader's probabilities on those sentences, which decide it instead."""
         pages = self.options.page_premises
-        for i in unsure:
+        for i in handing:
             if i not in premises:
                 premises[i] = ClaimPremises.of(batch[i][0].text, batch[i][1], tables[i], pages)
-        handed = {i: sentence_rows[i] for i in unsure if i in sentence_rows}
-        to_read = [i for i in unsure if i not in handed and premises[i].sentences]
+        handed = {i: sentence_rows[i] for i in sorted(handing) if i in sentence_rows}
+        to_read = [i for i in sorted(handing) if i not in handed and premises[i].sentences]
         if to_read:
             rows = self.entailment(
                 [batch[i][0].text for i in to_read], [premises[i].sentences for i in to_read]
@@ -272,13 +306,11 @@ class ClassifierVerdict:
 
     def _read_nei(
         self, claims: Sequence[str], premises: Mapping[int, ClaimPremises], chosen: Sequence[int]
-    ) -> dict[int, float]:
-        """For the claims ``chosen`` (those the call may be made for), each one's NOT ENOUGH
-        INFO probability as the NEI model reads the premises the reader reads: the mean over a
-        sentence claim's (the whole evidence, the named page alone), the lower of a table
-        claim's table and sentences (such a claim is NEI only when neither holds the answer).
-        None read without a NEI model."""
-        if self.nei_reader is None or not self._may_call_nei or not chosen:
+    ) -> dict[int, list[float]]:
+        """For the claims ``chosen``, the NEI model's NOT ENOUGH INFO probability on each of
+        the premises the reader reads (:meth:`ClaimPremises.all`'s order). None read without a
+        NEI model."""
+        if self.nei_reader is None or not chosen:
             return {}
         read = [(i, text) for i in chosen for text in premises[i].all()]
         said = self.nei_reader.probabilities(
@@ -287,9 +319,7 @@ class ClassifierVerdict:
         by_claim: dict[int, list[float]] = {}
         for (i, _), p in zip(read, said.tolist(), strict=True):
             by_claim.setdefault(i, []).append(p)
-        return {
-            i: min(ps) if premises[i].on_table else sum(ps) / len(ps) for i, ps in by_claim.items()
-        }
+        return by_claim
 
     def _reader_nei(self, nei_rows: Sequence[np.ndarray]) -> float | None:
         """The reader's NOT ENOUGH INFO probability over the premises it read: the lowest."""
@@ -334,7 +364,7 @@ class ClassifierVerdict:
         if self.reader.cascade is not None:  # the reader of the unsure pairs, as packaged:
             # asking which models run does not open it (runtime/parts.py: graph_digests)
             dirs["verdict-cascade"] = packaged_source_dir(self.reader.cascade)
-        if self.nei_reader is not None and self._may_call_nei:
+        if self.nei_reader is not None and (self._may_call_nei or self._weighs_routes):
             dirs[NEI_MODEL] = self.nei_reader.model_dir
         if self.tables is not None:
             dirs["table-verdict"] = self.tables.model_dir
@@ -394,6 +424,13 @@ class ClassifierVerdict:
                 if found.covered < options.nei_covered_below and unsure >= threshold:
                     label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
+
+
+def _nei_call(premises: ClaimPremises, read: Sequence[float]) -> float:
+    """A claim's NOT ENOUGH INFO probability from the NEI model's readings of its premises: the
+    mean over a sentence claim's (the whole evidence, the named page alone), the lower of a table
+    claim's table and sentences (such a claim is NEI only when neither holds the answer)."""
+    return min(read) if premises.on_table else sum(read) / len(read)
 
 
 def platt(supports: np.ndarray, scale: float, shift: float) -> np.ndarray:
