@@ -243,6 +243,53 @@ def test_a_table_claim_the_route_is_unsure_of_is_read_on_its_sentences(
     assert by_table.table is not None
 
 
+def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index) -> None:
+    """``table_sentences_margin``: a table-routed claim whose sentences the NEI model reads as
+    bearing on it more than the table (their NOT ENOUGH INFO probability below the table's by
+    more than the margin) is decided by the reader on those sentences and shows no table; where
+    they bear on it less than that, or with the option over 1, the table decides."""
+    out, _ = trained
+    store = open_store("embedded", sample_index)
+    try:
+        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
+        nei_off = {"table_model": str(out), "nei_above": 1.1, "nei_unknown_above": 1.1,
+                   "reader_scale": 1.0}  # fmt: skip
+        weighing = ClassifierVerdict(context, **nei_off, table_sentences_margin=0.1)
+        off = ClassifierVerdict(context, **nei_off, table_sentences_margin=1.1)
+        table_claim, cells = _table_claim_and_cells(store)
+        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
+        batch = [
+            (
+                Query(table_claim.claim, np.zeros(0)),
+                with_tables([*cells, Candidate(sentence, 1.0)], store),
+            )
+        ]
+        sentences = sentence_premise([Candidate(sentence, 1.0)])
+        nei_on = {"table": 0.9, "sentences": 0.2}
+        nei = weighing.nei_reader.labels.index(Label.NOT_ENOUGH_INFO)
+
+        def nei_read(claims, premises):  # the NEI model's reading: by premise, as the case says
+            rows = np.full((len(premises), 3), 0.0)
+            rows[:, nei] = [nei_on["sentences" if p == sentences else "table"] for p in premises]
+            return rows
+
+        def entailment(claims, premises):  # the sentences refute; anything else supports
+            return np.array([[0.2, 0.7, 0.1] if p == sentences else [0.8, 0.1, 0.1]
+                             for p in premises])  # fmt: skip
+
+        for verdict in (weighing, off):
+            verdict.entailment = entailment  # type: ignore[method-assign]
+            verdict.nei_reader.probabilities = nei_read  # type: ignore[method-assign]
+        [about_sentences] = weighing.predict(batch)
+        [option_off] = off.predict(batch)
+        nei_on["table"] = 0.25  # the sentences bear on it by less than the margin
+        [about_table] = weighing.predict(batch)
+    finally:
+        store.close()
+    assert about_sentences.table is None and about_sentences.label is Label.REFUTES
+    assert option_off.table is not None and about_table.table is not None
+
+
 def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, tmp_path) -> None:
     out = tmp_path / "model"
     result = CliRunner().invoke(
