@@ -204,6 +204,31 @@ def test_a_table_claim_is_not_enough_info_only_when_its_sentences_lack_the_answe
     assert by_default.label in (Label.SUPPORTS, Label.REFUTES)
 
 
+def _table_claim_beside_a_sentence(store) -> tuple[list[tuple[Query, list[Candidate]]], str]:
+    """A batch of one: the sample's first TabFact claim, its table's cells and a sentence as
+    evidence; and that sentence's premise."""
+    table_claim, cells = _table_claim_and_cells(store)
+    sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
+    evidence = with_tables([*cells, Candidate(sentence, 1.0)], store)
+    return [(Query(table_claim.claim, np.zeros(0)), evidence)], sentence_premise(
+        [Candidate(sentence, 1.0)]
+    )
+
+
+def _sentences_refute(sentences: str):
+    """An entailment model's reading: the premise ``sentences`` refutes; any other supports."""
+
+    def entailment(claims, premises):
+        return np.array([[0.2, 0.7, 0.1] if p == sentences else [0.8, 0.1, 0.1]
+                         for p in premises])  # fmt: skip
+
+    return entailment
+
+
+# The NOT ENOUGH INFO call off and the reader's answer as read: what routes the claim is left.
+NEI_OFF = {"nei_above": 1.1, "nei_unknown_above": 1.1, "reader_scale": 1.0}
+
+
 def test_a_table_claim_the_route_is_unsure_of_is_read_on_its_sentences(
     trained, sample_index
 ) -> None:
@@ -214,25 +239,11 @@ def test_a_table_claim_the_route_is_unsure_of_is_read_on_its_sentences(
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        nei_off = {"table_model": str(out), "nei_above": 1.1, "nei_unknown_above": 1.1,
-                   "reader_scale": 1.0}  # fmt: skip
-        handed = ClassifierVerdict(context, **nei_off, table_unsure_below=1.1)
-        kept = ClassifierVerdict(context, **nei_off, table_unsure_below=0.0)
-        table_claim, cells = _table_claim_and_cells(store)
-        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
-        batch = [
-            (
-                Query(table_claim.claim, np.zeros(0)),
-                with_tables([*cells, Candidate(sentence, 1.0)], store),
-            )
-        ]
-        sentences = sentence_premise([Candidate(sentence, 1.0)])
-
-        def entailment(claims, premises):  # the sentences refute; anything else supports
-            return np.array([[0.2, 0.7, 0.1] if p == sentences else [0.8, 0.1, 0.1]
-                             for p in premises])  # fmt: skip
-
-        handed.entailment = entailment  # type: ignore[method-assign]
+        options = {**NEI_OFF, "table_model": str(out), "table_sentences_margin": 1.1}
+        handed = ClassifierVerdict(context, **options, table_unsure_below=1.1)
+        kept = ClassifierVerdict(context, **options, table_unsure_below=0.0)
+        batch, sentences = _table_claim_beside_a_sentence(store)
+        handed.entailment = _sentences_refute(sentences)  # type: ignore[method-assign]
         [by_sentences] = handed.predict(batch)
         [by_table] = kept.predict(batch)
     finally:
@@ -252,19 +263,13 @@ def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        nei_off = {"table_model": str(out), "nei_above": 1.1, "nei_unknown_above": 1.1,
-                   "reader_scale": 1.0}  # fmt: skip
-        weighing = ClassifierVerdict(context, **nei_off, table_sentences_margin=0.1)
-        off = ClassifierVerdict(context, **nei_off, table_sentences_margin=1.1)
-        table_claim, cells = _table_claim_and_cells(store)
-        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
-        batch = [
-            (
-                Query(table_claim.claim, np.zeros(0)),
-                with_tables([*cells, Candidate(sentence, 1.0)], store),
-            )
-        ]
-        sentences = sentence_premise([Candidate(sentence, 1.0)])
+        weighing = ClassifierVerdict(
+            context, **NEI_OFF, table_model=str(out), table_sentences_margin=0.1
+        )
+        off = ClassifierVerdict(
+            context, **NEI_OFF, table_model=str(out), table_sentences_margin=1.1
+        )
+        batch, sentences = _table_claim_beside_a_sentence(store)
         nei_on = {"table": 0.9, "sentences": 0.2}
         nei = weighing.nei_reader.labels.index(Label.NOT_ENOUGH_INFO)
 
@@ -273,12 +278,8 @@ def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index
             rows[:, nei] = [nei_on["sentences" if p == sentences else "table"] for p in premises]
             return rows
 
-        def entailment(claims, premises):  # the sentences refute; anything else supports
-            return np.array([[0.2, 0.7, 0.1] if p == sentences else [0.8, 0.1, 0.1]
-                             for p in premises])  # fmt: skip
-
         for verdict in (weighing, off):
-            verdict.entailment = entailment  # type: ignore[method-assign]
+            verdict.entailment = _sentences_refute(sentences)  # type: ignore[method-assign]
             verdict.nei_reader.probabilities = nei_read  # type: ignore[method-assign]
         [about_sentences] = weighing.predict(batch)
         [option_off] = off.predict(batch)
