@@ -113,7 +113,7 @@ class ClassifierOptions:
     """A claim routed to a table whose feature model's likelier label has less than this share
     of SUPPORTS + REFUTES is decided by the reader on the claim's sentences instead (when its
     evidence holds any; FM2's gold evidence is always sentences, and the router sends some of
-    its claims to a table); 0: the table route always decides. The ``route`` condition
+    its claims to a table); 0: the table route always decides. The ``nei`` condition
     (bench/route.py) found no share that does not cost TabFact: 0."""
     table_sentences_margin: float = 0.0
     """A claim routed to a table is decided by the reader on its sentences (when its evidence
