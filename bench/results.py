@@ -189,22 +189,28 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def code_of(source: str) -> str | None:
-    """What a Python module runs: its syntax tree without docstrings (comments and line numbers
-    are not in it); None when it does not parse."""
+    """What a Python module runs: its syntax tree without docstrings, a field's or an
+    attribute's included (comments and line numbers are not in it); None when it does not
+    parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            first = node.body[0] if node.body else None
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                node.body = node.body[1:] or [ast.Pass()]
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and any(map(_is_prose, body)):
+                setattr(node, field, [s for s in body if not _is_prose(s)] or [ast.Pass()])
     return ast.dump(tree)
+
+
+def _is_prose(statement: ast.AST) -> bool:
+    """A bare string: a docstring wherever it stands, running nothing."""
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
 
 
 # Records share base commits and files: each blob is read and parsed once a process (the driver

@@ -54,13 +54,13 @@ def rules() -> dict[str, dict[str, float]]:
 def hands(read: dict, options: Mapping[str, float]) -> bool:
     """Whether ``options`` hand a table-routed claim's reading ``read`` to its sentences (as the
     verdict's ``_unsure_tables`` and ``_about_sentences`` decide)."""
+    from feverous_es.verdict.classifier import about_sentences
+
     if read.get("handed") is None:  # no sentence in its evidence
         return False
-    top = max(read["supports"], 1.0 - read["supports"])
-    table, sentences = read["nei"]
     margin = options["table_sentences_margin"]
-    about_sentences = margin <= 1.0 and sentences + margin < table
-    return top < options["table_unsure_below"] or about_sentences
+    weighed = margin <= 1.0 and about_sentences(read["nei"], margin)
+    return read["share"] < options["table_unsure_below"] or weighed
 
 
 def answers(read: Sequence[dict], options: Mapping[str, float]) -> np.ndarray:
@@ -168,11 +168,11 @@ def read_routes(
     source: str, records: Sequence[dict], results: Sequence[Any], handing: Any
 ) -> list[dict]:
     """Each claim's label as verified (``results``); for a SUPPORTS / REFUTES claim routed to
-    a table, its SUPPORTS share, the NEI model's NOT ENOUGH INFO probabilities on its table and
-    sentences, and its label under ``handing`` (the verdict handing it to its sentences; None
-    where its evidence holds none)."""
+    a table, its feature model's likelier label's share, the NEI model's NOT ENOUGH INFO
+    probabilities on its table and sentences, and its label under ``handing`` (the verdict
+    handing it to its sentences; None where its evidence holds none)."""
     from feverous_es.plugins.interfaces import Label, Query
-    from feverous_es.verdict.classifier import ClaimPremises
+    from feverous_es.verdict.classifier import ClaimPremises, likelier_share
     from feverous_es.verdict.feature_model import evidence_table
 
     read = [
@@ -191,9 +191,9 @@ def read_routes(
         premises = ClaimPremises.of(claim, evidence, evidence_table(claim, evidence), 0)
         said = nei_reader.probabilities([claim] * 2, [premises.route, premises.sentences])[:, nei]
         p = results[i].verdict.probabilities
-        s, r = p.get(Label.SUPPORTS, 0.0), p.get(Label.REFUTES, 0.0)
+        row = np.array([p.get(Label.SUPPORTS, 0.0), p.get(Label.REFUTES, 0.0)])
         read[i] |= {
-            "supports": round(s / (s + r), 4) if s + r else 0.5,
+            "share": round(likelier_share(row), 4),
             "nei": [round(float(x), 4) for x in said],
             "handed": other.label.value if other.table is None else None,
         }

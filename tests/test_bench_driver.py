@@ -46,7 +46,8 @@ def test_every_record_is_declared_and_holds_its_conditions_figures() -> None:
 
 def test_a_docstring_or_a_comment_changes_no_code_a_record_ran() -> None:
     """A record is stale for code that changed, not for a module's prose: the same statements
-    under other docstrings and comments are the same code; a changed statement is not."""
+    under other docstrings (a dataclass field's too) and comments are the same code; a changed
+    statement is not."""
     from bench.results import code_of
 
     before = 'def f(x):\n    """Old words."""\n    return x + 1\n'
@@ -54,6 +55,9 @@ def test_a_docstring_or_a_comment_changes_no_code_a_record_ran() -> None:
     assert code_of(before) == code_of(reworded)
     assert code_of(before) != code_of(before.replace("x + 1", "x + 2"))
     assert code_of("def f(:\n") is None
+    field = 'class C:\n    x: int = 1\n    """What x is."""\n'
+    assert code_of(field) == code_of(field.replace("What x is", "What x is for"))
+    assert code_of(field) != code_of(field.replace("= 1", "= 2"))
 
 
 def test_a_record_older_than_the_code_it_measured_is_stale(

@@ -113,7 +113,7 @@ class ClassifierOptions:
     """A claim routed to a table whose feature model's likelier label has less than this share
     of SUPPORTS + REFUTES is decided by the reader on the claim's sentences instead (when its
     evidence holds any; FM2's gold evidence is always sentences, and the router sends some of
-    its claims to a table); 0: the table route always decides. The ``nei`` condition
+    its claims to a table); 0: the table route always decides. The ``route`` condition
     (bench/route.py) found no share that does not cost TabFact: 0."""
     table_sentences_margin: float = 0.0
     """A claim routed to a table is decided by the reader on its sentences (when its evidence
@@ -228,9 +228,7 @@ class ClassifierVerdict:
         """The table-routed claims whose feature model's likelier label has less than
         ``table_unsure_below`` of SUPPORTS + REFUTES."""
         below = self.options.table_unsure_below
-        return {
-            i for i, row in table_rows.items() if float(np.max(row) / max(row.sum(), 1e-9)) < below
-        }
+        return {i for i, row in table_rows.items() if likelier_share(row) < below}
 
     @property
     def _weighs_routes(self) -> bool:
@@ -248,7 +246,7 @@ class ClassifierVerdict:
         margin = self.options.table_sentences_margin
         return {
             i for i, read in nei_read.items()
-            if premises[i].on_table and premises[i].sentences and read[1] + margin < read[0]
+            if premises[i].on_table and premises[i].sentences and about_sentences(read, margin)
         }  # fmt: skip
 
     def _handed_to_sentences(
@@ -427,6 +425,19 @@ class ClassifierVerdict:
                 if found.covered < options.nei_covered_below and unsure >= threshold:
                     label, why = Label.NOT_ENOUGH_INFO, found.reason(unsure)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
+
+
+def likelier_share(row: np.ndarray) -> float:
+    """The share of a table feature model's likelier label in its SUPPORTS + REFUTES
+    (``table_unsure_below`` hands a claim to its sentences under it)."""
+    return float(np.max(row) / max(row.sum(), 1e-9))
+
+
+def about_sentences(nei_read: Sequence[float], margin: float) -> bool:
+    """Whether the NEI model reads a table-routed claim as about its sentences: its NOT ENOUGH
+    INFO probability on them (``nei_read[1]``) below that on the table (``nei_read[0]``) by more
+    than ``margin`` (``table_sentences_margin``)."""
+    return nei_read[1] + margin < nei_read[0]
 
 
 def _nei_call(premises: ClaimPremises, read: Sequence[float]) -> float:

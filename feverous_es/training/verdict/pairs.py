@@ -148,13 +148,13 @@ def pair_recipe(options: RunOptions) -> dict[str, Any]:
 
 def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
     """The pairs the model trains on: not held out, meant for training, capped per source."""
-    pool = [p for p in pairs if p.train and not p.held_out]
-    if options.distill.teacher is not None:
-        # A model distilled here from the GPU job's readers leaves out the claims that job kept
-        # for validation (their window pairs too): no reader trains on them, so they can choose
-        # the cascade's threshold.
-        seed = options.settings.seed
-        pool = [p for p in pool if not is_valid(seed, p.source.removesuffix(WINDOW), p.id)]
+    # The claims the GPU queue's readers kept for validation (their window pairs too) train no
+    # reader, distilled or continued from one: the cascade's threshold is chosen on them.
+    seed = options.settings.seed
+    pool = [
+        p for p in pairs
+        if p.train and not p.held_out and not is_valid(seed, p.source.removesuffix(WINDOW), p.id)
+    ]  # fmt: skip
     return data.capped(pool, options.mix.per_source, options.settings.seed)
 
 
