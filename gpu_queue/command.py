@@ -158,7 +158,7 @@ def _verdict_pairs(options: QueueOptions, progress: Progress) -> tuple[list, lis
     for files in ("claims", "train_claims", "pairs"):  # names, not this machine's paths
         recipe[files] = [Path(p).name for p in recipe[files]]
     recipe["contrastive"] = Path(recipe["contrastive"]).name
-    return pairs, training_pool(pairs, run), recipe
+    return pairs, training_pool(pairs, run, validation=True), recipe
 
 
 def _base_dir(options: QueueOptions, key: str) -> Path:

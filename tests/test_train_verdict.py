@@ -42,7 +42,9 @@ from feverous_es.training.verdict.options import (
     TrainSettings,
 )
 from feverous_es.training.verdict.pairs import (
+    WINDOW,
     build_pairs,
+    is_valid,
     training_pool,
 )
 from feverous_es.verdict.inputs import sentence_premise
@@ -280,6 +282,22 @@ def test_bad_inputs_are_one_line_errors(options: RunOptions, tmp_path: Path) -> 
     )
 
 
+def test_no_reader_trains_here_on_the_claims_the_cascade_is_chosen_on(options: RunOptions) -> None:
+    """The GPU job's validation claims (the cascade's threshold is chosen on them) stay in its
+    pool, to validate on, and out of the pool a reader trains on here, distilled or not."""
+    pairs = [
+        data.Pair(source, str(n), f"claim {n}", "premise", "SUPPORTS", "sentence")
+        for n in range(100) for source in ("fm2_dev", "fm2_dev" + WINDOW)
+    ]  # fmt: skip
+    seed = options.settings.seed
+
+    def validating(pair: data.Pair) -> bool:
+        return is_valid(seed, pair.source.removesuffix(WINDOW), pair.id)
+
+    assert any(map(validating, training_pool(pairs, options, validation=True)))
+    assert not any(map(validating, training_pool(pairs, options)))
+
+
 def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
     options: RunOptions, tiny_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -293,7 +311,7 @@ def test_the_gpu_reader_job_trains_elsewhere_and_ships_through_the_same_command(
 
     monkeypatch.chdir(tmp_path)
     pairs = build_pairs(options)
-    job = reader_job(pairs, training_pool(pairs, options), seed=3, max_length=64,
+    job = reader_job(pairs, training_pool(pairs, options, validation=True), seed=3, max_length=64,
                      from_teacher=False, options={})  # fmt: skip
     assert {"train", "held"} <= {p["role"] for p in job.pairs}
     assert sum(p["role"] == "held" for p in job.pairs) == len(

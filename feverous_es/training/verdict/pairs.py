@@ -146,16 +146,20 @@ def pair_recipe(options: RunOptions) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def training_pool(pairs: Sequence[data.Pair], options: RunOptions) -> list[data.Pair]:
-    """The pairs the model trains on: not held out, meant for training, capped per source."""
-    # The claims the GPU queue's readers kept for validation (their window pairs too) train no
-    # reader, distilled or continued from one: the cascade's threshold is chosen on them.
+def training_pool(
+    pairs: Sequence[data.Pair], options: RunOptions, *, validation: bool = False
+) -> list[data.Pair]:
+    """The pairs the model trains on: not held out, meant for training, capped per source.
+    The claims the GPU queue's readers keep for validation (their window pairs too) are left
+    out, since the cascade's threshold is chosen on them, unless ``validation``: the GPU job's
+    pool, whose readers validate on them."""
     seed = options.settings.seed
     pool = [
         p for p in pairs
-        if p.train and not p.held_out and not is_valid(seed, p.source.removesuffix(WINDOW), p.id)
+        if p.train and not p.held_out
+        and (validation or not is_valid(seed, p.source.removesuffix(WINDOW), p.id))
     ]  # fmt: skip
-    return data.capped(pool, options.mix.per_source, options.settings.seed)
+    return data.capped(pool, options.mix.per_source, seed)
 
 
 def fold_of(seed: int, source: str, claim_id: str, holdout: float, folds: int) -> int | None:
