@@ -58,8 +58,8 @@ def hands(read: dict, options: Mapping[str, float]) -> bool:
 
     if read.get("handed") is None:  # no sentence in its evidence
         return False
-    margin = options["table_sentences_margin"]
-    weighed = margin <= 1.0 and about_sentences(read["nei"], margin)
+    # a margin over 1 never hands a claim over (NEI probabilities lie in [0, 1])
+    weighed = about_sentences(read["nei"], options["table_sentences_margin"])
     return read["share"] < options["table_unsure_below"] or weighed
 
 
