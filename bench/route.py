@@ -1,22 +1,26 @@
-"""The route that reads best: a claim the router sends to a table, read by the reader on its
-sentences instead where the table's feature model is unsure (the verdict's
-``table_unsure_below``) or where the NEI model reads the sentences as bearing on the claim more
-than the table (``table_sentences_margin``), chosen on every held-out dev claim of the three
-files (TabFact's 3,796 too: its first claims are harder than the rest).
+"""The route that reads best, chosen on every held-out dev claim of the three files (TabFact's
+3,796 too: its first claims are harder than the rest), both ways: a claim the router sends to a
+table, read by the reader on its sentences instead where the table's feature model is unsure
+(the verdict's ``table_unsure_below``) or where the NEI model reads the sentences as bearing on
+the claim more than the table (``table_sentences_margin``); a claim the router sends to its
+sentences, decided by its evidence's table where the NEI model reads that table as bearing on
+it more than the sentences (``sentences_table_margin``; only where the NEI call is made).
 
     run = "bench.route:route_choice"   # on the mini index (--index); options: per_file, batch_size
 
-Each held-out claim goes once through the whole pipeline with the table route always deciding
-(both options off). Each SUPPORTS / REFUTES claim it routes to a table is then read again on the
-same evidence by the verdict with every such claim handed to the reader (``table_unsure_below``
-over 1: its sentences' reading, where its evidence holds any), and the NEI model reads its two
-premises (:meth:`~feverous_es.verdict.classifier.ClaimPremises.all`: the table, the sentences),
-as the verdict's NEI call does. A rule hands over the claims it names: a share (the feature
-model's likelier label under it) or a margin (the sentences' NOT ENOUGH INFO probability below
-the table's by more than it). Each rule's accuracy per file and its paired difference from the
-table always deciding, on all the claims (sentence-routed ones unchanged); the rule chosen
-two-fold, and on all claims: the most accurate whose interval clears zero and that costs TabFact
-nothing (:func:`adopted`); else none, the table always deciding.
+Each held-out claim goes once through the whole pipeline with each route deciding the claims it
+is given (every option off). Each SUPPORTS / REFUTES claim is then read again on the same
+evidence by the verdict with every claim handed over (``table_unsure_below`` over 1: a
+table-routed claim's sentences' reading, where its evidence holds any; ``sentences_table_margin``
+under -1: a sentence-routed claim's table's, where its NEI call is made and its evidence holds a
+table), and the NEI model reads its table and its sentences, as the verdict's NEI call does. A
+rule hands over the claims it names: a share (the feature model's likelier label under it) or a
+margin (one route's NOT ENOUGH INFO probability below the other's by more than it). Each rule's
+accuracy per file and its paired difference from every claim read as routed, on all the claims;
+each way's rule chosen two-fold, and on all claims: the most accurate whose interval clears zero
+and that costs nothing where the other route is the right one (a table-routed claim handed to
+its sentences: TabFact, whose claims are about a table; a sentence-routed one handed to its
+table: FM2 and FEVEROUS-S: :func:`adopted`); else none.
 """
 
 from __future__ import annotations
@@ -35,46 +39,72 @@ from bench.verdict import file_limit, held_out_lines, model_dirs, read_dirs, tra
 FILES = ("fm2_dev", "feverous_s_dev", "tabfact_dev")
 SHARES = (0.55, 0.6, 0.65, 0.7, 0.8, 0.9)
 MARGINS = (-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3, 0.5)
-# Both options off: the table route decides every claim it is given.
-TABLE_DECIDES = {"table_unsure_below": 0.0, "table_sentences_margin": 1.1}
+TABLE_MARGINS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9)
+# Every option off: each route decides the claims it is given.
+AS_ROUTED = {
+    "table_unsure_below": 0.0,
+    "table_sentences_margin": 1.1,
+    "sentences_table_margin": 1.1,
+}
+# Each way a rule hands claims over, and the files it must cost nothing: those whose claims the
+# route it takes them from reads right by design.
+WAYS = {
+    "to sentences": ("table_unsure_below", "table_sentences_margin"),
+    "to the table": ("sentences_table_margin",),
+}
+GUARDED = {"to sentences": ("tabfact_dev",), "to the table": ("fm2_dev", "feverous_s_dev")}
 SEED = 29
 
 
 def rules() -> dict[str, dict[str, float]]:
     """Every rule scored, by name: the verdict options it sets."""
-    named = {"the table decides": TABLE_DECIDES}
-    named |= {f"unsure below {s:.2f}": {**TABLE_DECIDES, "table_unsure_below": s} for s in SHARES}
+    named = {"as routed": AS_ROUTED}
+    named |= {f"unsure below {s:.2f}": {**AS_ROUTED, "table_unsure_below": s} for s in SHARES}
+    named |= {f"sentences by {m:+.2f}": {**AS_ROUTED, "table_sentences_margin": m} for m in MARGINS}
+    named["every table-routed claim"] = {**AS_ROUTED, "table_unsure_below": 1.1}
     named |= {
-        f"sentences by {m:+.2f}": {**TABLE_DECIDES, "table_sentences_margin": m} for m in MARGINS
+        f"table by {m:.2f}": {**AS_ROUTED, "sentences_table_margin": m} for m in TABLE_MARGINS
     }
-    named["every table-routed claim"] = {**TABLE_DECIDES, "table_unsure_below": 1.1}
+    named["every sentence claim with a table"] = {**AS_ROUTED, "sentences_table_margin": -1.1}
     return named
 
 
-def hands(read: dict, options: Mapping[str, float]) -> bool:
-    """Whether ``options`` hand a table-routed claim's reading ``read`` to its sentences (as the
-    verdict's ``_unsure_tables`` and ``_about_sentences`` decide)."""
-    from feverous_es.verdict.classifier import about_sentences
+def way(options: Mapping[str, float]) -> str | None:
+    """Which way a rule hands claims over (None: it hands none)."""
+    return next(
+        (w for w, names in WAYS.items() if any(options[n] != AS_ROUTED[n] for n in names)), None
+    )
 
-    if read.get("handed") is None:  # no sentence in its evidence
-        return False
-    # a margin over 1 never hands a claim over (NEI probabilities lie in [0, 1])
-    weighed = about_sentences(read["nei"], options["table_sentences_margin"])
-    return read["share"] < options["table_unsure_below"] or weighed
+
+def answer(read: dict, options: Mapping[str, float]) -> str:
+    """A claim's label under ``options`` (as the verdict's ``_unsure_tables``,
+    ``_about_sentences`` and ``_about_tables`` decide)."""
+    from feverous_es.verdict.classifier import about_sentences, about_table
+
+    if "share" in read:  # routed to a table
+        if read["handed"] is None:  # no sentence in its evidence
+            return read["label"]
+        # a margin over 1 never hands a claim over (NEI probabilities lie in [0, 1])
+        weighed = about_sentences(read["nei"], options["table_sentences_margin"])
+        unsure = read["share"] < options["table_unsure_below"]
+        return read["handed"] if unsure or weighed else read["label"]
+    if "table_nei" in read and about_table(read["table_nei"], options["sentences_table_margin"]):
+        return read["to_table"]
+    return read["label"]
 
 
 def answers(read: Sequence[dict], options: Mapping[str, float]) -> np.ndarray:
     """Each claim's label under ``options``."""
-    return np.array([r["handed"] if hands(r, options) else r["label"] for r in read])
+    return np.array([answer(r, options) for r in read])
 
 
 def scored(read: Sequence[dict]) -> dict[str, Any]:
-    """Each rule's accuracy per file and on all, its paired difference from the table always
-    deciding, and how many claims it answers otherwise."""
+    """Each rule's accuracy per file and on all, its paired difference from every claim read as
+    routed, and how many claims it answers otherwise."""
     gold = np.array([r["gold"] for r in read])
     files = np.array([r["source"] for r in read])
-    by_table = answers(read, TABLE_DECIDES)
-    base = by_table == gold
+    as_routed = answers(read, AS_ROUTED)
+    base = as_routed == gold
     figures: dict[str, Any] = {}
     for name, options in rules().items():
         said = answers(read, options)
@@ -87,7 +117,7 @@ def scored(read: Sequence[dict]) -> dict[str, Any]:
         }  # fmt: skip
         figures[name] = {
             "options": options,
-            "handed": int((said != by_table).sum()),
+            "handed": int((said != as_routed).sum()),
             "accuracy": round(float(right.mean()), 4),
             "paired": paired_difference(right, base),
             "by_file": by_file,
@@ -95,37 +125,51 @@ def scored(read: Sequence[dict]) -> dict[str, Any]:
     return figures
 
 
-def adopted(figures: dict[str, Any]) -> str:
-    """The most accurate rule whose paired difference on all claims clears zero and that costs
-    TabFact nothing; the table deciding when none does."""
+def adopted(figures: dict[str, Any], handing: str) -> str:
+    """Of the rules that hand claims over ``handing`` (a way of :data:`WAYS`), the most accurate
+    whose paired difference on all claims clears zero and that costs its guarded files
+    (:data:`GUARDED`) nothing; "as routed" when none does."""
 
-    def costs_tabfact(f: dict[str, Any]) -> bool:
-        tabfact = f["by_file"].get("tabfact_dev")
-        return tabfact is not None and tabfact["paired"]["difference"] < 0
+    def costs_guarded(f: dict[str, Any]) -> bool:
+        return any(
+            source in f["by_file"] and f["by_file"][source]["paired"]["difference"] < 0
+            for source in GUARDED[handing]
+        )
 
-    fine = [n for n, f in figures.items() if f["paired"]["low"] > 0 and not costs_tabfact(f)]
-    return max(fine, key=lambda n: figures[n]["accuracy"]) if fine else "the table decides"
+    fine = [
+        n for n, f in figures.items()
+        if way(f["options"]) == handing and f["paired"]["low"] > 0 and not costs_guarded(f)
+    ]  # fmt: skip
+    return max(fine, key=lambda n: figures[n]["accuracy"]) if fine else "as routed"
 
 
 def chosen(read: Sequence[dict]) -> dict[str, Any]:
-    """The rules scored on all these claims and two-fold (a seeded split), and the one that
-    ships."""
+    """The rules scored on all these claims and, each way, two-fold (a seeded split), and the
+    options that ship: each way's rule chosen on all claims."""
     half = np.random.default_rng(SEED).permutation(len(read)) % 2
-    two_fold = []
-    for h in (0, 1):
-        pick = adopted(scored([r for r, part in zip(read, half, strict=True) if part == h]))
-        there = scored([r for r, part in zip(read, half, strict=True) if part != h])[pick]
-        two_fold.append({"chosen_on_half": h, "rule": pick, "other_half": there})
+    halves = [[r for r, part in zip(read, half, strict=True) if part == h] for h in (0, 1)]
     every = scored(read)
-    pick = adopted(every)
-    return {"rules": every, "two_fold": two_fold, "chosen": pick, "options": every[pick]["options"]}
+    picks, two_fold = {}, {}
+    for handing in WAYS:
+        folds = []
+        for h in (0, 1):
+            pick = adopted(scored(halves[h]), handing)
+            folds.append(
+                {"chosen_on_half": h, "rule": pick, "other_half": scored(halves[1 - h])[pick]}
+            )
+        two_fold[handing] = folds
+        picks[handing] = adopted(every, handing)
+    options = dict(AS_ROUTED)
+    for handing, pick in picks.items():
+        options |= {n: every[pick]["options"][n] for n in WAYS[handing]}
+    return {"rules": every, "two_fold": two_fold, "chosen": picks, "options": options}
 
 
 def route_choice(
     context: Context, *, per_file: int | Mapping[str, int] | None = None, batch_size: int = 16
 ) -> dict[str, Any]:
-    """The held-out claims of :data:`FILES` read with the table deciding, the table-routed ones
-    read again handed over, every rule of :func:`rules` scored on them (the module)."""
+    """The held-out claims of :data:`FILES` read as routed, each SUPPORTS / REFUTES one read
+    again handed over, every rule of :func:`rules` scored on them (the module)."""
     from rich.progress import track
 
     from feverous_es.plugins.config import load_config
@@ -135,9 +179,11 @@ def route_choice(
     models = REPO / "feverous_es" / "models"
     reader = load_config(None).stage_options("verdict").get("model") or "auto"
     trainings = [training_report(d) for d in [*read_dirs(reader), *model_dirs(models)[1:]]]
-    config = load_config(None).with_stage_options("verdict", **TABLE_DECIDES)
+    config = load_config(None).with_stage_options("verdict", **AS_ROUTED)
     pipeline = Pipeline.open(context.place("index"), config=config)
-    every_one = {**config.stage_options("verdict"), "table_unsure_below": 1.1}
+    every_one = {
+        **config.stage_options("verdict"), "table_unsure_below": 1.1, "sentences_table_margin": -1.1
+    }  # fmt: skip
     handing = load("verdict", "classifier", pipeline.context, every_one)
     read: list[dict] = []
     try:
@@ -155,10 +201,14 @@ def route_choice(
     figures: dict[str, Any] = {
         "claims": {source: sum(r["source"] == source for r in read) for source in FILES},
         "table_routed": {
-            source: sum(r["source"] == source and "nei" in r for r in read) for source in FILES
+            source: sum(r["source"] == source and "share" in r for r in read) for source in FILES
+        },
+        "sentences_weighed": {
+            source: sum(r["source"] == source and "table_nei" in r for r in read)
+            for source in FILES
         },
         **chosen(read),
-        "readings": [r for r in read if "nei" in r],
+        "readings": [r for r in read if "share" in r or "table_nei" in r],
     }
     report(figures)
     return figures
@@ -170,48 +220,58 @@ def read_routes(
     """Each claim's label as verified (``results``); for a SUPPORTS / REFUTES claim routed to
     a table, its feature model's likelier label's share, the NEI model's NOT ENOUGH INFO
     probabilities on its table and sentences, and its label under ``handing`` (the verdict
-    handing it to its sentences; None where its evidence holds none)."""
+    handing it to its sentences; None where its evidence holds none); for one routed to its
+    sentences that ``handing`` decides by its evidence's table, the NEI model's probabilities
+    on that table and its sentences, and that label."""
     from feverous_es.plugins.interfaces import Label, Query
     from feverous_es.verdict.classifier import ClaimPremises, likelier_share
-    from feverous_es.verdict.feature_model import evidence_table
+    from feverous_es.verdict.feature_model import first_table
 
     read = [
         {"source": source, "id": str(r["id"]), "gold": r["label"], "label": res.verdict.label.value}
         for r, res in zip(records, results, strict=True)
     ]
-    on_table = [
-        i for i, (r, res) in enumerate(zip(records, results, strict=True))
-        if res.verdict.table is not None and r["label"] != Label.NOT_ENOUGH_INFO.value
-    ]  # fmt: skip
-    batch = [(Query(results[i].claim, np.zeros(0)), results[i].evidence) for i in on_table]
+    decided = [i for i, r in enumerate(records) if r["label"] != Label.NOT_ENOUGH_INFO.value]
+    batch = [(Query(results[i].claim, np.zeros(0)), results[i].evidence) for i in decided]
     nei_reader = handing.nei_reader
     nei = nei_reader.labels.index(Label.NOT_ENOUGH_INFO)
-    for i, other in zip(on_table, handing.predict(batch) if batch else [], strict=True):
-        claim, evidence = results[i].claim, results[i].evidence
-        premises = ClaimPremises.of(claim, evidence, evidence_table(claim, evidence), 0)
+    for i, other in zip(decided, handing.predict(batch) if batch else [], strict=True):
+        claim, evidence, verdict = results[i].claim, results[i].evidence, results[i].verdict
+        on_table = verdict.table is not None
+        if not on_table and other.table is None:  # its sentences decide either way
+            continue
+        # the table the verdict reads, and the sentences: the NEI model reads both
+        premises = ClaimPremises.of(claim, evidence, first_table(evidence), 0)
         said = nei_reader.probabilities([claim] * 2, [premises.route, premises.sentences])[:, nei]
-        p = results[i].verdict.probabilities
-        row = np.array([p.get(Label.SUPPORTS, 0.0), p.get(Label.REFUTES, 0.0)])
-        read[i] |= {
-            "share": round(likelier_share(row), 4),
-            "nei": [round(float(x), 4) for x in said],
-            "handed": other.label.value if other.table is None else None,
-        }
+        weighed = [round(float(x), 4) for x in said]
+        if on_table:
+            p = verdict.probabilities
+            row = np.array([p.get(Label.SUPPORTS, 0.0), p.get(Label.REFUTES, 0.0)])
+            read[i] |= {
+                "share": round(likelier_share(row), 4),
+                "nei": weighed,
+                "handed": other.label.value if other.table is None else None,
+            }
+        else:
+            read[i] |= {"table_nei": weighed, "to_table": other.label.value}
     return read
 
 
 def report(figures: dict[str, Any]) -> None:
     """Every rule's figures, and the choice."""
-    print("claims: " + ", ".join(f"{k} {n} ({figures['table_routed'][k]} routed to a table)"
-                                 for k, n in figures["claims"].items()))  # fmt: skip
+    print("claims: " + ", ".join(
+        f"{k} {n} ({figures['table_routed'][k]} routed to a table, "
+        f"{figures['sentences_weighed'][k]} to sentences weighed against a table)"
+        for k, n in figures["claims"].items()))  # fmt: skip
     for name, f in figures["rules"].items():
         paired = f["paired"]
-        print(f"  {name:26} {f['accuracy']:.2%} ({paired['difference']:+.2%} "
+        print(f"  {name:34} {f['accuracy']:.2%} ({paired['difference']:+.2%} "
               f"[{paired['low']:+.2%}, {paired['high']:+.2%}]), {f['handed']} claims answered "
               "otherwise; " + ", ".join(
                   f"{source} {v['accuracy']:.1%} ({v['paired']['difference']:+.1%})"
                   for source, v in f["by_file"].items()))  # fmt: skip
     print(f"chosen: {figures['chosen']} ({figures['options']})")
-    for fold in figures["two_fold"]:
-        print(f"  chosen on half {fold['chosen_on_half']}: {fold['rule']}, the other half "
-              f"{fold['other_half']['paired']['difference']:+.2%}")  # fmt: skip
+    for handing, folds in figures["two_fold"].items():
+        for fold in folds:
+            print(f"  {handing}, chosen on half {fold['chosen_on_half']}: {fold['rule']}, the "
+                  f"other half {fold['other_half']['paired']['difference']:+.2%}")  # fmt: skip

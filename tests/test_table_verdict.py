@@ -27,9 +27,11 @@ from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,
     SPEC_FILE,
     FeatureClassifier,
+    evidence_table,
+    first_table,
 )
 from feverous_es.verdict.inputs import sentence_premise
-from feverous_es.verdict.table_facts import FEATURE_NAMES
+from feverous_es.verdict.table_facts import FEATURE_NAMES, claim_features
 from tests.conftest import REPO, write_lines
 
 SAMPLE_CLAIMS = REPO / "sample" / "claims.jsonl"
@@ -289,6 +291,53 @@ def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index
         store.close()
     assert about_sentences.table is None and about_sentences.label is Label.REFUTES
     assert option_off.table is not None and about_table.table is not None
+
+
+def test_a_sentence_claim_about_its_table_is_decided_by_it(trained, sample_index) -> None:
+    """``sentences_table_margin``: a claim routed to its sentences, its NOT ENOUGH INFO call
+    made, whose evidence's table the NEI model reads as bearing on it more than the sentences
+    (the table's NOT ENOUGH INFO probability below theirs by more than the margin) is decided by
+    the table's feature model and shows that table; where the table bears on it less than that,
+    or with the option over 1, the reader decides on the sentences."""
+    out, _ = trained
+    store = open_store("embedded", sample_index)
+    try:
+        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
+        # every claim's NEI call made, never NEI: what routes the claim is left
+        options = {"table_model": str(out), "nei_covered_below": 1.1, "nei_unknown_above": 1.1,
+                   "reader_scale": 1.0}  # fmt: skip
+        weighing = ClassifierVerdict(context, **options, sentences_table_margin=0.5)
+        off = ClassifierVerdict(context, **options, sentences_table_margin=1.1)
+        _, cells = _table_claim_and_cells(store)
+        sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
+        evidence = with_tables([*cells, Candidate(sentence, 1.0)], store)
+        claim = sentence.text  # a sentence holds all its words: routed to the sentences
+        assert evidence_table(claim, evidence) is None and first_table(evidence) is not None
+        batch = [(Query(claim, np.zeros(0)), evidence)]
+        sentences = sentence_premise([Candidate(sentence, 1.0)])
+        nei_on = {"table": 0.1, "sentences": 0.85}
+        nei = weighing.nei_reader.labels.index(Label.NOT_ENOUGH_INFO)
+
+        def nei_read(claims, premises):  # the NEI model's reading: by premise, as the case says
+            rows = np.full((len(premises), 3), 0.0)
+            rows[:, nei] = [nei_on["sentences" if p == sentences else "table"] for p in premises]
+            return rows
+
+        for verdict in (weighing, off):
+            verdict.entailment = _sentences_refute(sentences)  # type: ignore[method-assign]
+            verdict.nei_reader.probabilities = nei_read  # type: ignore[method-assign]
+        [about_table] = weighing.predict(batch)
+        [option_off] = off.predict(batch)
+        nei_on["table"] = 0.5  # the table bears on it by less than the margin
+        [about_sentences] = weighing.predict(batch)
+        features = claim_features(claim, first_table(evidence))[None, :]
+        table_row = weighing.tables.probabilities(features)[0]
+    finally:
+        store.close()
+    assert about_table.table is not None
+    assert about_table.probabilities[Label.SUPPORTS] == pytest.approx(float(table_row[0]))
+    for by_sentences in (option_off, about_sentences):
+        assert by_sentences.table is None and by_sentences.label is Label.REFUTES
 
 
 def test_cli_trains_and_prints_held_out_accuracy(tabfact_claims, sample_index, tmp_path) -> None:

@@ -10,8 +10,10 @@ route without one (the sentence route, by default) takes the entailment model's 
 on the whole evidence and on the page the claim names first alone (``page_premises``). NOT
 ENOUGH INFO is the NEI model's call (``nei_model``, the package's ``verdict-nei``), on the same
 premises, where the evidence holds too few of the claim's words: for a claim routed to a table,
-on the table and on the sentences, both. The options, each with what
-chose its default: :class:`ClassifierOptions`.
+on the table and on the sentences, both. The NEI model also weighs the routes: a table-routed
+claim it reads as about its sentences is decided on them, a sentence-routed one it reads as
+about the evidence's table (where the NEI call is made) by that table. The options, each with
+what chose its default: :class:`ClassifierOptions`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,
     FeatureClassifier,
     evidence_table,
+    first_table,
 )
 from feverous_es.verdict.inputs import (
     TEXT_TYPES,
@@ -125,6 +128,18 @@ class ClassifierOptions:
     ``python -m bench run route`` (bench/results/route.json) on every held-out claim of the
     three files: against the table always deciding, all 4,766 claims +0.27 points
     [+0.08, +0.48] (FM2 +1.1, FEVEROUS-S +1.5, TabFact's 3,796 unchanged)."""
+    sentences_table_margin: float = 0.6
+    """A claim routed to its sentences whose NOT ENOUGH INFO call is made (its evidence holds
+    less than ``nei_covered_below`` of its words) is decided by the table feature model on the
+    evidence's first table where the NEI model reads that table as bearing on it more than the
+    sentences: its NOT ENOUGH INFO probability on the table below that on the sentences by more
+    than this margin. The router sends a claim to its sentences when one holds as many of its
+    words as the table; a TabFact claim's words are often in a sentence while what it says
+    (a count, a comparison) is only in the table. Over 1: the sentences decide; needs the NEI
+    model and a table feature model. Chosen 2026-12-05 by ``python -m bench run route``
+    (bench/results/route.json) with ``table_sentences_margin``: the most accurate margin whose
+    paired difference on all held-out claims clears zero and that costs FM2 and FEVEROUS-S
+    nothing."""
     reader_scale: float = 0.4317
     """The reader's answer recalibrated where it decides (a claim routed to sentences): its
     SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p) +
@@ -206,19 +221,28 @@ class ClassifierVerdict:
         }
         handing = self._unsure_tables(table_rows) | self._about_sentences(premises, nei_read)
         handed = self._handed_to_sentences(batch, tables, handing, premises, sentence_rows)
+        # sentence-routed claims the NEI model reads as about their evidence's table
+        shown: list[Table | None] = [
+            None if i in handed else table for i, table in enumerate(tables)
+        ]
+        for i, table in self._about_tables(batch, nei_read, gated, tables).items():
+            assert self.tables is not None  # _weighs_tables: a feature model reads them
+            shown[i] = table
+            features = table_claim_features(claims[i], table)[None, :]
+            table_rows[i] = self.tables.probabilities(features)[0]
         verdicts: list[Verdict] = []
-        for i, route in enumerate(routes):
+        for i in range(len(batch)):
             if i in said_nei:
                 unsure: float | None = said_nei[i]
             else:
                 rows = [row for row in (entailment.get(i), sentence_rows.get(i)) if row is not None]
                 unsure = self._reader_nei(rows)
-            if route is not None and i in table_rows and i not in handed:  # the table decides
-                verdicts.append(self._decide(route.labels, table_rows[i], unsure, found[i]))
+            if i in table_rows and i not in handed:  # a table decides
+                assert self.tables is not None
+                verdicts.append(self._decide(self.tables.labels, table_rows[i], unsure, found[i]))
                 continue
             row = self._recalibrated(handed[i] if i in handed else entailment[i])
             verdicts.append(self._decide(self.labels, row, unsure, found[i]))
-        shown = [None if i in handed else table for i, table in enumerate(tables)]
         return [
             replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, shown), strict=True)
@@ -247,6 +271,49 @@ class ClassifierVerdict:
         return {
             i for i, read in nei_read.items()
             if premises[i].on_table and premises[i].sentences and about_sentences(read, margin)
+        }  # fmt: skip
+
+    @property
+    def _weighs_tables(self) -> bool:
+        """Whether the NEI model weighs a sentence-routed claim's sentences against its
+        evidence's table (``sentences_table_margin``)."""
+        return (
+            self.nei_reader is not None
+            and self.tables is not None
+            and self.options.sentences_table_margin <= 1.0
+        )
+
+    def _about_tables(
+        self,
+        batch: Sequence[tuple[Query, Sequence[Candidate]]],
+        nei_read: Mapping[int, Sequence[float]],
+        gated: Sequence[int],
+        tables: Sequence[Table | None],
+    ) -> dict[int, Table]:
+        """The sentence-routed claims of ``gated`` the NEI model reads as about their
+        evidence's first table, with that table: its NOT ENOUGH INFO probability on the table
+        below that on the sentences (``nei_read``'s first) by more than
+        ``sentences_table_margin``. Only a claim whose sentences read above the margin can be,
+        so only those have their table read."""
+        if not self._weighs_tables:
+            return {}
+        margin = self.options.sentences_table_margin
+        candidates = {
+            i: table for i in gated
+            if tables[i] is None and nei_read[i][0] > margin
+            and (table := first_table(batch[i][1])) is not None
+        }  # fmt: skip
+        if not candidates:
+            return {}
+        assert self.nei_reader is not None
+        claims = [batch[i][0].text for i in candidates]
+        on_table = self.nei_reader.probabilities(
+            claims,
+            [table_premise(claim, t) for claim, t in zip(claims, candidates.values(), strict=True)],
+        )[:, self.nei_reader.labels.index(NEI)]
+        return {
+            i: table for (i, table), p in zip(candidates.items(), on_table.tolist(), strict=True)
+            if about_table([p, nei_read[i][0]], margin)
         }  # fmt: skip
 
     def _handed_to_sentences(
@@ -365,7 +432,9 @@ class ClassifierVerdict:
         if self.reader.cascade is not None:  # the reader of the unsure pairs, as packaged:
             # asking which models run does not open it (runtime/parts.py: graph_digests)
             dirs["verdict-cascade"] = packaged_source_dir(self.reader.cascade)
-        if self.nei_reader is not None and (self._may_call_nei or self._weighs_routes):
+        if self.nei_reader is not None and (
+            self._may_call_nei or self._weighs_routes or self._weighs_tables
+        ):
             dirs[NEI_MODEL] = self.nei_reader.model_dir
         if self.tables is not None:
             dirs["table-verdict"] = self.tables.model_dir
@@ -438,6 +507,13 @@ def about_sentences(nei_read: Sequence[float], margin: float) -> bool:
     INFO probability on them (``nei_read[1]``) below that on the table (``nei_read[0]``) by more
     than ``margin`` (``table_sentences_margin``)."""
     return nei_read[1] + margin < nei_read[0]
+
+
+def about_table(nei_read: Sequence[float], margin: float) -> bool:
+    """Whether the NEI model reads a sentence-routed claim as about its evidence's table: its
+    NOT ENOUGH INFO probability on the table (``nei_read[0]``) below that on the sentences
+    (``nei_read[1]``) by more than ``margin`` (``sentences_table_margin``)."""
+    return nei_read[0] + margin < nei_read[1]
 
 
 def _nei_call(premises: ClaimPremises, read: Sequence[float]) -> float:
