@@ -217,6 +217,23 @@ def _table_claim_beside_a_sentence(store) -> tuple[list[tuple[Query, list[Candid
     )
 
 
+def _read_as_told(verdicts, sentences: str, nei_on: dict[str, float]) -> None:
+    """Each verdict's reader reads the premise ``sentences`` as refuting
+    (:func:`_sentences_refute`), and its NEI model reads NOT ENOUGH INFO by premise as
+    ``nei_on`` says when called (``sentences``, else ``table``): a case changes ``nei_on``
+    between predictions."""
+    for verdict in verdicts:
+        nei = verdict.nei_reader.labels.index(Label.NOT_ENOUGH_INFO)
+
+        def nei_read(claims, premises, nei=nei):
+            rows = np.full((len(premises), 3), 0.0)
+            rows[:, nei] = [nei_on["sentences" if p == sentences else "table"] for p in premises]
+            return rows
+
+        verdict.entailment = _sentences_refute(sentences)
+        verdict.nei_reader.probabilities = nei_read
+
+
 def _sentences_refute(sentences: str):
     """An entailment model's reading: the premise ``sentences`` refutes; any other supports."""
 
@@ -273,16 +290,7 @@ def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index
         )
         batch, sentences = _table_claim_beside_a_sentence(store)
         nei_on = {"table": 0.9, "sentences": 0.2}
-        nei = weighing.nei_reader.labels.index(Label.NOT_ENOUGH_INFO)
-
-        def nei_read(claims, premises):  # the NEI model's reading: by premise, as the case says
-            rows = np.full((len(premises), 3), 0.0)
-            rows[:, nei] = [nei_on["sentences" if p == sentences else "table"] for p in premises]
-            return rows
-
-        for verdict in (weighing, off):
-            verdict.entailment = _sentences_refute(sentences)  # type: ignore[method-assign]
-            verdict.nei_reader.probabilities = nei_read  # type: ignore[method-assign]
+        _read_as_told((weighing, off), sentences, nei_on)
         [about_sentences] = weighing.predict(batch)
         [option_off] = off.predict(batch)
         nei_on["table"] = 0.25  # the sentences bear on it by less than the margin
@@ -316,16 +324,7 @@ def test_a_sentence_claim_about_its_table_is_decided_by_it(trained, sample_index
         batch = [(Query(claim, np.zeros(0)), evidence)]
         sentences = sentence_premise([Candidate(sentence, 1.0)])
         nei_on = {"table": 0.1, "sentences": 0.85}
-        nei = weighing.nei_reader.labels.index(Label.NOT_ENOUGH_INFO)
-
-        def nei_read(claims, premises):  # the NEI model's reading: by premise, as the case says
-            rows = np.full((len(premises), 3), 0.0)
-            rows[:, nei] = [nei_on["sentences" if p == sentences else "table"] for p in premises]
-            return rows
-
-        for verdict in (weighing, off):
-            verdict.entailment = _sentences_refute(sentences)  # type: ignore[method-assign]
-            verdict.nei_reader.probabilities = nei_read  # type: ignore[method-assign]
+        _read_as_told((weighing, off), sentences, nei_on)
         [about_table] = weighing.predict(batch)
         [option_off] = off.predict(batch)
         nei_on["table"] = 0.5  # the table bears on it by less than the margin
