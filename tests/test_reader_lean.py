@@ -1,7 +1,6 @@
 """The reader's lean corrected: the verdict recalibrates the reader's SUPPORTS share where the
 reader decides (``reader_scale``, ``reader_shift``), and bench/calibration.py chooses them on
-held-out claims, shipping the decision's shift only where, out of fold, it corrects a lean at no
-cost in accuracy."""
+held-out claims, shipping the decision's shift only where it clears zero out of fold."""
 
 from __future__ import annotations
 

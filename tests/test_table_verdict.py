@@ -134,10 +134,8 @@ def test_the_verdict_routes_table_claims_to_the_table_model(trained, sample_inde
     try:
         context = PluginContext(None, None, "cpu")  # type: ignore[arg-type]
         # the reader's answers as read (no recalibration), to compare with its probabilities
-        verdict = ClassifierVerdict(
-            context, table_model=str(out), reader_scale=1.0, reader_shift=0.0
-        )
-        text_only = ClassifierVerdict(context, table_model="", reader_scale=1.0, reader_shift=0.0)
+        verdict = ClassifierVerdict(context, table_model=str(out), reader_scale=1.0)
+        text_only = ClassifierVerdict(context, table_model="", reader_scale=1.0)
         table_claim, cells = _table_claim_and_cells(store)
         sentence = next(e for e in store.page_elements("Bill Persky") if not e.type.in_cell_budget)
         claim = "Bill Persky was born on September 9, 1931."
@@ -247,7 +245,7 @@ def _sentences_refute(sentences: str):
 
 
 # The NOT ENOUGH INFO call off and the reader's answer as read: what routes the claim is left.
-NEI_OFF = {"nei_above": 1.1, "nei_unknown_above": 1.1, "reader_scale": 1.0, "reader_shift": 0.0}
+NEI_OFF = {"nei_above": 1.1, "nei_unknown_above": 1.1, "reader_scale": 1.0}
 
 
 def test_a_table_claim_the_route_is_unsure_of_is_read_on_its_sentences(
@@ -315,7 +313,7 @@ def test_a_sentence_claim_about_its_table_is_decided_by_it(trained, sample_index
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
         # every claim's NEI call made, never NEI: what routes the claim is left
         options = {"table_model": str(out), "nei_covered_below": 1.1, "nei_unknown_above": 1.1,
-                   "reader_scale": 1.0, "reader_shift": 0.0}  # fmt: skip
+                   "reader_scale": 1.0}  # fmt: skip
         weighing = ClassifierVerdict(context, **options, sentences_table_margin=0.5)
         off = ClassifierVerdict(context, **options, sentences_table_margin=1.1)
         _, cells = _table_claim_and_cells(store)

@@ -33,7 +33,7 @@ def test_classifier_matches_torch_and_reads_labels_from_config(tiny_classifier) 
     # The text model alone, its answer as read: the feature models and the recalibration off.
     verdict = ClassifierVerdict(
         PluginContext(None, None, "cpu"),  # type: ignore[arg-type]
-        model=str(model_dir), table_model="", nei_model="", reader_scale=1.0, reader_shift=0.0,
+        model=str(model_dir), table_model="", nei_model="", reader_scale=1.0,
     )  # fmt: skip
     claim = "Paris is the capital of France with 2 million people."
     chains = [evidence("Paris is the capital of France."), evidence("Lyon is big.", "Nice.")]
@@ -163,12 +163,7 @@ def test_a_claims_first_page_is_also_read_alone(tiny_classifier) -> None:
     ]
     evidence = [own[0], other[0], own[1]]
     claim = Query("Jeanne Moreau was French.", np.zeros(384, dtype=np.float32))
-    as_read = {
-        "table_model": "",
-        "nei_model": "",
-        "reader_scale": 1.0,
-        "reader_shift": 0.0,
-    }  # no recalibration
+    as_read = {"table_model": "", "nei_model": "", "reader_scale": 1.0}  # no recalibration
     verdict = ClassifierVerdict(context, model=str(model_dir), **as_read)
     whole = ClassifierVerdict(context, model=str(model_dir), **as_read, page_premises=0)
     reader = whole.reader
@@ -205,7 +200,7 @@ def test_one_pages_sentences_are_one_passage_under_its_title(tiny_classifier) ->
     claim = Query("The symbol of strontium is Sr.", np.zeros(384, dtype=np.float32))
     labels = [Label(LABELS[i]) for i in range(3)]
     verdict = ClassifierVerdict(context, model=str(model_dir), table_model="", nei_model="",
-                                reader_scale=1.0, reader_shift=0.0)  # fmt: skip
+                                reader_scale=1.0)  # fmt: skip
     [read] = verdict.predict([(claim, one)])
     row = verdict.reader.probabilities([claim.text], [sentence_premise(one)])[0]
     np.testing.assert_allclose([read.probabilities[x] for x in labels], row, atol=1e-5)

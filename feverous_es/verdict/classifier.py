@@ -43,8 +43,8 @@ from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,
     FeatureClassifier,
+    evidence_table,
     first_table,
-    reads_table,
 )
 from feverous_es.verdict.inputs import (
     TEXT_TYPES,
@@ -140,17 +140,17 @@ class ClassifierOptions:
     (bench/results/route.json) with ``table_sentences_margin``: the most accurate margin whose
     paired difference on all held-out claims clears zero and that costs FM2 and FEVEROUS-S
     nothing."""
-    reader_scale: float = 0.5023
+    reader_scale: float = 0.4317
     """The reader's answer recalibrated where it decides (a claim routed to sentences): its
     SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p) +
     ``reader_shift``) (Platt scaling), so SUPPORTS needs p above sigmoid(-shift / scale), not 0.5.
-    1 and 0: as read. Fitted with the shift by the ``nei`` condition (bench/calibration.py) on
-    the held-out SUPPORTS / REFUTES claims the reader decides (bench/results/nei.json, ``lean``)."""
-    reader_shift: float = -0.4008
-    """See ``reader_scale``: the shift moves decisions against the reader's lean to SUPPORTS
-    (SUPPORTS needs p above 0.69). The ``nei`` condition ships it where, out of fold, it corrects
-    a lean at no cost in accuracy (bench/results/nei.json, ``lean``: each class's recall, the
-    calibration error and the paired accuracy difference, out of fold, before and after)."""
+    1 and 0: as read. Fitted by the ``nei`` condition (bench/calibration.py) on the held-out
+    SUPPORTS / REFUTES claims the reader decides: the scale alone ships (it moves no decision;
+    the probability a user reads is calibrated: bench/results/nei.json, ``lean``)."""
+    reader_shift: float = 0.0
+    """See ``reader_scale``: the shift moves decisions (against the reader's lean to SUPPORTS);
+    the ``nei`` condition ships it only where its out-of-fold paired difference clears zero,
+    which it did not (bench/results/nei.json, ``lean``)."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
     one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what
@@ -190,11 +190,7 @@ class ClassifierVerdict:
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
             return []
-        firsts = [first_table(ev) for _, ev in batch]
-        tables = [
-            table if table is not None and reads_table(query.text, table, ev) else None
-            for table, (query, ev) in zip(firsts, batch, strict=True)
-        ]
+        tables = [evidence_table(query.text, ev) for query, ev in batch]
         # a table-routed claim is decided by the table feature model; a sentence one by the reader
         routes = [self.tables if table is not None else None for table in tables]
         # The entailment model runs only for the claims whose verdict reads it.
@@ -219,7 +215,7 @@ class ClassifierVerdict:
         nei_read = self._read_nei(claims, premises, sorted({*gated, *weighed}))
         said_nei = {i: _nei_call(premises[i], nei_read[i]) for i in gated}
         table_rows = {
-            i: self._table_row(claims[i], table)
+            i: route.probabilities(table_claim_features(claims[i], table)[None, :])[0]
             for i, (table, route) in enumerate(zip(tables, routes, strict=True))
             if route is not None and table is not None
         }
@@ -229,9 +225,11 @@ class ClassifierVerdict:
         shown: list[Table | None] = [
             None if i in handed else table for i, table in enumerate(tables)
         ]
-        for i, table in self._about_tables(claims, nei_read, gated, tables, firsts).items():
+        for i, table in self._about_tables(batch, nei_read, gated, tables).items():
+            assert self.tables is not None  # _weighs_tables: a feature model reads them
             shown[i] = table
-            table_rows[i] = self._table_row(claims[i], table)
+            features = table_claim_features(claims[i], table)[None, :]
+            table_rows[i] = self.tables.probabilities(features)[0]
         verdicts: list[Verdict] = []
         for i in range(len(batch)):
             if i in said_nei:
@@ -287,15 +285,14 @@ class ClassifierVerdict:
 
     def _about_tables(
         self,
-        claims: Sequence[str],
+        batch: Sequence[tuple[Query, Sequence[Candidate]]],
         nei_read: Mapping[int, Sequence[float]],
         gated: Sequence[int],
         tables: Sequence[Table | None],
-        firsts: Sequence[Table | None],
     ) -> dict[int, Table]:
         """The sentence-routed claims of ``gated`` the NEI model reads as about their
-        evidence's first table (``firsts``), with that table: its NOT ENOUGH INFO probability
-        on the table below that on the sentences (``nei_read``'s first) by more than
+        evidence's first table, with that table: its NOT ENOUGH INFO probability on the table
+        below that on the sentences (``nei_read``'s first) by more than
         ``sentences_table_margin``. Only a claim whose sentences read above the margin can be,
         so only those have their table read."""
         if not self._weighs_tables:
@@ -304,26 +301,20 @@ class ClassifierVerdict:
         candidates = {
             i: table for i in gated
             if tables[i] is None and nei_read[i][0] > margin
-            and (table := firsts[i]) is not None
+            and (table := first_table(batch[i][1])) is not None
         }  # fmt: skip
         if not candidates:
             return {}
         assert self.nei_reader is not None
-        texts = [claims[i] for i in candidates]
+        claims = [batch[i][0].text for i in candidates]
         on_table = self.nei_reader.probabilities(
-            texts,
-            [table_premise(claim, t) for claim, t in zip(texts, candidates.values(), strict=True)],
+            claims,
+            [table_premise(claim, t) for claim, t in zip(claims, candidates.values(), strict=True)],
         )[:, self.nei_reader.labels.index(NEI)]
         return {
             i: table for (i, table), p in zip(candidates.items(), on_table.tolist(), strict=True)
             if about_table([p, nei_read[i][0]], margin)
         }  # fmt: skip
-
-    def _table_row(self, claim: str, table: Table) -> np.ndarray:
-        """The table feature model's probabilities (in its labels' order) for ``claim`` on
-        ``table``."""
-        assert self.tables is not None  # a claim reaches a table only where a model reads it
-        return self.tables.probabilities(table_claim_features(claim, table)[None, :])[0]
 
     def _handed_to_sentences(
         self,
@@ -515,20 +506,14 @@ def about_sentences(nei_read: Sequence[float], margin: float) -> bool:
     """Whether the NEI model reads a table-routed claim as about its sentences: its NOT ENOUGH
     INFO probability on them (``nei_read[1]``) below that on the table (``nei_read[0]``) by more
     than ``margin`` (``table_sentences_margin``)."""
-    return _below_by(nei_read[1], nei_read[0], margin)
+    return nei_read[1] + margin < nei_read[0]
 
 
 def about_table(nei_read: Sequence[float], margin: float) -> bool:
     """Whether the NEI model reads a sentence-routed claim as about its evidence's table: its
     NOT ENOUGH INFO probability on the table (``nei_read[0]``) below that on the sentences
     (``nei_read[1]``) by more than ``margin`` (``sentences_table_margin``)."""
-    return _below_by(nei_read[0], nei_read[1], margin)
-
-
-def _below_by(lower: float, higher: float, margin: float) -> bool:
-    """Whether the NEI model reads one route as bearing on the claim more than the other: its
-    NOT ENOUGH INFO probability on it below that on the other by more than ``margin``."""
-    return lower + margin < higher
+    return nei_read[0] + margin < nei_read[1]
 
 
 def _nei_call(premises: ClaimPremises, read: Sequence[float]) -> float:

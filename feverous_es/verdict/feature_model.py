@@ -48,15 +48,7 @@ def first_table(evidence: Sequence[Candidate]) -> Table | None:
 
 
 def evidence_table(claim: str, evidence: Sequence[Candidate]) -> Table | None:
-    """The table a claim's verdict reads (the evidence's first, when :func:`reads_table`), or
-    None when the evidence's sentences answer it."""
-    table = first_table(evidence)
-    return table if table is not None and reads_table(claim, table, evidence) else None
-
-
-def reads_table(claim: str, table: Table, evidence: Sequence[Candidate]) -> bool:
-    """Whether a claim's verdict reads ``table`` (the evidence's first) rather than the
-    evidence's sentences.
+    """The table a claim's verdict reads, or None when the evidence's sentences answer it.
 
     The evidence always holds sentences and cells side by side (the budget's two lists), so its
     type alone does not say which the claim is about. The table is read when its share of the
@@ -67,14 +59,17 @@ def reads_table(claim: str, table: Table, evidence: Sequence[Candidate]) -> bool
     the time (docs/log/verdict-2026-11.md). A margin the table must win by (0.2) lost TabFact
     claims through the pipeline (docs/log/2026-12.md: the option went).
     """
+    table = first_table(evidence)
+    if table is None:
+        return None
     words = content_words(claim)
     numbers = marked_words(claim) - words  # the claim's numbers, in digits or words
     sentences = [set(tokens(text)) for text in sentence_texts(evidence)]
     lead = _share(words, table.all_tokens) - max((_share(words, s) for s in sentences), default=0)
     if lead == 0:  # a tie: the claim's numbers say which holds it
         held = max((len(numbers & s) for s in sentences), default=0)
-        return len(numbers & table.all_tokens) > held
-    return lead > 0
+        return table if len(numbers & table.all_tokens) > held else None
+    return table if lead > 0 else None
 
 
 def sentence_texts(evidence: Sequence[Candidate]) -> list[str]:
