@@ -28,6 +28,10 @@ SUPPORTS, REFUTES = "SUPPORTS", "REFUTES"
 AS_READ = {"reader_scale": 1.0, "reader_shift": 0.0}
 BINS = 10
 SEED = 13
+# SUPPORTS needing an as-read share over each cut (0.5: as read; 0.69: the fitted shift's, which
+# the guard refused): what each buys and costs, in sample, beside the guard's figures for the same
+# cuts (bench/pipeline_contrast.py, ``lean_cuts``): a description of the trade, not a choice.
+CUTS = (0.5, 0.55, 0.57, 0.6, 0.65, 0.69)
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -41,6 +45,17 @@ def recalibrated(supports: np.ndarray, options: dict[str, float]) -> np.ndarray:
     from feverous_es.verdict.classifier import platt
 
     return platt(supports, options["reader_scale"], options["reader_shift"])
+
+
+def as_read(shares: np.ndarray, scale: float, shift: float) -> np.ndarray:
+    """The SUPPORTS shares as read, from shares a verdict recalibrated with ``scale`` and
+    ``shift`` (the inverse of :func:`recalibrated`)."""
+    return 1.0 / (1.0 + np.exp(-(_logit(np.asarray(shares, dtype=np.float64)) - shift) / scale))
+
+
+def cut_name(cut: float) -> str:
+    """A cut's key in a record (``57%``: a key holds no dot)."""
+    return f"{cut:.0%}"
 
 
 def fitted(supports: np.ndarray, gold: np.ndarray, *, shift: bool = True) -> dict[str, float]:
@@ -114,7 +129,29 @@ def lean(
     shifted, scaled = fitted(supports, truth), fitted(supports, truth, shift=False)
     chosen = shifted if adopted(by_file) else scaled
     return {"fitted": shifted, "two_fold": two_fold, "out_of_fold": by_file,
-            "shift_adopted": chosen is shifted, "options": chosen}  # fmt: skip
+            "shift_adopted": chosen is shifted, "options": chosen,
+            "cuts": cut_table(supports, truth, files)}  # fmt: skip
+
+
+def cut_table(supports: np.ndarray, truth: np.ndarray, files: np.ndarray) -> dict[str, Any]:
+    """For each of :data:`CUTS` (SUPPORTS where the as-read share is over it) and file: the
+    accuracy, each class's recall and the paired difference from the claims as read."""
+    before = np.where(supports >= 0.5, SUPPORTS, REFUTES) == truth
+    table: dict[str, Any] = {}
+    for cut in CUTS:
+        said = np.where(supports >= cut, SUPPORTS, REFUTES)
+        by_file = {}
+        for name in [*dict.fromkeys(files.tolist()), "all"]:
+            inside = files == name if name != "all" else np.ones(len(truth), dtype=bool)
+            right = said[inside] == truth[inside]
+            by_file[name] = {
+                "accuracy": round(float(right.mean()), 4),
+                "supports_recall": recall(said[inside], truth[inside], SUPPORTS),
+                "refutes_recall": recall(said[inside], truth[inside], REFUTES),
+                "paired": paired_difference(right, before[inside]),
+            }
+        table[cut_name(cut)] = by_file
+    return table
 
 
 def adopted(by_file: dict[str, Any]) -> bool:

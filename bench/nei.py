@@ -408,6 +408,11 @@ def report(figures: dict[str, Any]) -> None:
               f"{after['refutes_recall']}, ECE {before['calibration_error']:.3f} -> "
               f"{after['calibration_error']:.3f} (the scale alone: "
               f"{f['rescaled']['calibration_error']:.3f})")  # fmt: skip
+    print("  SUPPORTS over an as-read share of (in sample; the guard's side: contrast-pipeline):")
+    for cut, by_file in reader_lean["cuts"].items():
+        print(f"    {cut:>4}: " + ", ".join(
+            f"{name} {f['accuracy']:.1%} (REFUTES recall {f['refutes_recall']})"
+            for name, f in by_file.items()))  # fmt: skip
     for name in dict.fromkeys([DEFAULT_RULE, figures["chosen"]["rule"], *best]):
         f = rules_[name]
         sure, every = f["paired_sure"], f["paired_all"]

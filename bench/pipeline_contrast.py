@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.calibration import CUTS, as_read, cut_name
 from bench.context import Context
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training.verdict.attributes import CLASSES as ATTRIBUTE_CLASSES
@@ -48,6 +49,7 @@ CONTRASTIVE_CLASSES = (
     "contrastive-lead", "contrastive-nationality", "contrastive-description", "contrastive-number",
 )  # fmt: skip
 CLASSES = (*CONTRASTIVE_CLASSES, *ATTRIBUTE_CLASSES, *RELATION_CLASSES)
+GUARD = 0.85  # every class of more than two claims at this share or more: a verdict change keeps it
 
 
 def held_out_claims(
@@ -115,6 +117,7 @@ def pipeline_classes(
     for name, option in options.items():  # a rule reads with its reader's pairs
         figures[name] = _by_class(claims, answers[name], pair_answers[option["model"]])
     figures["misses"] = _misses(claims, answers["shipped"], diagnosis)
+    figures["lean_cuts"] = _lean_cuts(claims, answers["shipped"], diagnosis)
     _print(figures, list(options))
     return figures
 
@@ -149,12 +152,51 @@ def _verify(
         ):
             diagnosis.append({
                 "route": "table" if verdict.table is not None else "sentence",  # as it read
+                "supports": _reader_share(shipped, verdict),
                 "lead": any(c.element.id == f"{pair.id}_sentence_0" for c in evidence),
                 "page": bool(mine),
                 "own_page_label": next(alone_labels) if mine else None,
                 "evidence": [c.element.id for c in evidence],
             })  # fmt: skip
     return answers, diagnosis
+
+
+def _reader_share(verdict: Any, said: Any) -> float | None:
+    """The reader's SUPPORTS share of SUPPORTS + REFUTES as read (its recalibration undone),
+    where the reader decided the claim (routed to sentences, not NOT ENOUGH INFO); else None."""
+    from feverous_es.plugins.interfaces import Label
+
+    if said.table is not None or said.label is Label.NOT_ENOUGH_INFO:
+        return None
+    s, r = (said.probabilities[label] for label in (Label.SUPPORTS, Label.REFUTES))
+    options = verdict.options
+    share = as_read(np.array([s / (s + r)]), options.reader_scale, options.reader_shift)[0]
+    return round(float(share), 4)
+
+
+def _lean_cuts(
+    claims: Sequence[Pair], answers: Sequence[str], diagnosis: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The guard under each of :data:`~bench.calibration.CUTS`: each class's share right with the
+    claims the reader decided answered SUPPORTS only over that as-read share (the others as
+    answered), the lowest class of more than two claims, and the highest cut that keeps every
+    such class at :data:`GUARD` or more."""
+    sizes = Counter(p.source for p in claims)
+    table: dict[str, Any] = {}
+    kept = []
+    for cut in CUTS:
+        said = [
+            a if d["supports"] is None else ("SUPPORTS" if d["supports"] >= cut else "REFUTES")
+            for a, d in zip(answers, diagnosis, strict=True)
+        ]
+        right = Counter(p.source for p, a in zip(claims, said, strict=True) if a == p.label)
+        shares = {name: round(right[name] / sizes[name], 3) for name in CLASSES if sizes[name]}
+        lowest = min((n for n in shares if sizes[n] > 2), key=shares.__getitem__)
+        table[cut_name(cut)] = {"classes": shares, "lowest": lowest, "lowest_share": shares[lowest]}
+        if shares[lowest] >= GUARD:
+            kept.append(cut)
+    table["highest_kept"] = max(kept, default=None)
+    return table
 
 
 def _by_class(
@@ -218,3 +260,7 @@ def _print(figures: dict[str, Any], readers: Sequence[str]) -> None:
     for name, miss in figures["misses"].items():
         print(f"  {name}: {miss['misses']} missed {miss['causes']}, own page alone right "
               f"{miss['own_page_alone_right']:.2f}")  # fmt: skip
+    cuts = figures["lean_cuts"]
+    print(f"SUPPORTS over an as-read share of (highest the guard keeps: {cuts['highest_kept']}):")
+    for cut in map(cut_name, CUTS):
+        print(f"  {cut:>4}: lowest {cuts[cut]['lowest']} {cuts[cut]['lowest_share']:.3f}")

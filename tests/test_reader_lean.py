@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.calibration import AS_READ, lean, recalibrated
+from bench.calibration import AS_READ, CUTS, as_read, cut_name, cut_table, lean, recalibrated
 from feverous_es import Pipeline
 from feverous_es.plugins.config import load_config
 from feverous_es.plugins.interfaces import Label
@@ -60,3 +60,18 @@ def test_a_leaning_reader_has_its_shift_chosen_and_a_fair_one_only_its_scale() -
     assert not fair["shift_adopted"] and fair["options"]["reader_shift"] == 0.0
     p = np.array([0.2, 0.5, 0.9])
     assert np.allclose(recalibrated(p, fair["options"]) >= 0.5, p >= 0.5)  # the same answers
+
+
+def test_each_cut_trades_supports_recall_for_refutes_recall_and_undoes_to_as_read() -> None:
+    read, gold = _readings(np.random.default_rng(1), 2000, lean=1.5)
+    supports = np.array([f["supports"] for f in read])
+    files = np.array(["fm2_dev"] * len(read))
+    table = cut_table(supports, np.array(gold), files)
+    as_read_cut, highest = table[cut_name(CUTS[0])]["fm2_dev"], table[cut_name(CUTS[-1])]["fm2_dev"]
+    assert as_read_cut["paired"]["difference"] == 0.0  # the first cut is the reading as is
+    assert highest["refutes_recall"] > as_read_cut["refutes_recall"]
+    assert highest["supports_recall"] < as_read_cut["supports_recall"]
+    # a verdict's recalibrated share, undone, is the share as read (the guard's cuts read it)
+    shares = as_read(recalibrated(supports, {"reader_scale": 0.4317, "reader_shift": -0.1}),
+                     0.4317, -0.1)  # fmt: skip
+    assert np.allclose(shares, np.clip(supports, 1e-6, 1 - 1e-6), atol=1e-6)
