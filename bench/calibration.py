@@ -28,10 +28,10 @@ SUPPORTS, REFUTES = "SUPPORTS", "REFUTES"
 AS_READ = {"reader_scale": 1.0, "reader_shift": 0.0}
 BINS = 10
 SEED = 13
-# SUPPORTS needing an as-read share over each cut (0.5: as read; 0.69: the fitted shift's, which
+# SUPPORTS needing an as-read share over each cut (0.5: as read; 0.69 is the fitted shift's, which
 # the guard refused): what each buys and costs, in sample, beside the guard's figures for the same
-# cuts (bench/pipeline_contrast.py, ``lean_cuts``): a description of the trade, not a choice.
-CUTS = (0.5, 0.55, 0.57, 0.6, 0.65, 0.69)
+# cuts (bench/pipeline_contrast.py, ``lean_cuts``): a regular grid, set before either was read.
+CUTS = tuple(round(0.5 + 0.02 * i, 2) for i in range(11))
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
