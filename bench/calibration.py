@@ -76,6 +76,21 @@ def recall(said: np.ndarray, right: np.ndarray, label: str) -> float | None:
     return round(float((said[inside] == label).mean()), 4) if inside.any() else None
 
 
+def answered(said: np.ndarray, right: np.ndarray) -> dict[str, Any]:
+    """The accuracy of the labels ``said`` against the gold ``right``, and each class's recall."""
+    return {
+        "accuracy": round(float((said == right).mean()), 4),
+        "supports_recall": recall(said, right, SUPPORTS),
+        "refutes_recall": recall(said, right, REFUTES),
+    }
+
+
+def each_file(files: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Each file's claims as a mask over ``files`` (in first-seen order), then ``all``."""
+    names = dict.fromkeys(files.tolist())
+    return [(name, files == name) for name in names] + [("all", np.ones(len(files), dtype=bool))]
+
+
 def calibration_error(p: np.ndarray, supports_gold: np.ndarray) -> float:
     """Expected calibration error of P(SUPPORTS) ``p``: the claim-weighted mean, over ten
     equal bins, of |mean p - share of SUPPORTS claims|."""
@@ -112,16 +127,13 @@ def lean(
     before = np.where(supports >= 0.5, SUPPORTS, REFUTES) == truth
     after = np.where(out_of_fold >= 0.5, SUPPORTS, REFUTES) == truth
     by_file: dict[str, Any] = {}
-    for name in [*dict.fromkeys(files.tolist()), "all"]:
-        inside = files == name if name != "all" else np.ones(len(at), dtype=bool)
+    for name, inside in each_file(files):
         figures: dict[str, Any] = {"claims": int(inside.sum())}
         readings = (("as read", supports), ("rescaled", rescaled), ("recalibrated", out_of_fold))
         for label, p in readings:
             said, right = np.where(p[inside] >= 0.5, SUPPORTS, REFUTES), truth[inside]
             figures[label] = {
-                "accuracy": round(float((said == right).mean()), 4),
-                "supports_recall": recall(said, right, SUPPORTS),
-                "refutes_recall": recall(said, right, REFUTES),
+                **answered(said, right),
                 "calibration_error": calibration_error(p[inside], right == SUPPORTS),
             }
         figures["paired"] = paired_difference(after[inside], before[inside])
@@ -140,17 +152,13 @@ def cut_table(supports: np.ndarray, truth: np.ndarray, files: np.ndarray) -> dic
     table: dict[str, Any] = {}
     for cut in CUTS:
         said = np.where(supports >= cut, SUPPORTS, REFUTES)
-        by_file = {}
-        for name in [*dict.fromkeys(files.tolist()), "all"]:
-            inside = files == name if name != "all" else np.ones(len(truth), dtype=bool)
-            right = said[inside] == truth[inside]
-            by_file[name] = {
-                "accuracy": round(float(right.mean()), 4),
-                "supports_recall": recall(said[inside], truth[inside], SUPPORTS),
-                "refutes_recall": recall(said[inside], truth[inside], REFUTES),
-                "paired": paired_difference(right, before[inside]),
+        table[cut_name(cut)] = {
+            name: {
+                **answered(said[inside], truth[inside]),
+                "paired": paired_difference(said[inside] == truth[inside], before[inside]),
             }
-        table[cut_name(cut)] = by_file
+            for name, inside in each_file(files)
+        }
     return table
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.calibration import CUTS, as_read, cut_name
+from bench.calibration import CUTS, REFUTES, SUPPORTS, as_read, cut_name
 from bench.context import Context
 from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training.verdict.attributes import CLASSES as ATTRIBUTE_CLASSES
@@ -186,7 +186,7 @@ def _lean_cuts(
     kept = []
     for cut in CUTS:
         said = [
-            a if d["supports"] is None else ("SUPPORTS" if d["supports"] >= cut else "REFUTES")
+            a if d["supports"] is None else (SUPPORTS if d["supports"] >= cut else REFUTES)
             for a, d in zip(answers, diagnosis, strict=True)
         ]
         right = Counter(p.source for p, a in zip(claims, said, strict=True) if a == p.label)
