@@ -475,7 +475,8 @@ def serve(
     requests need "Authorization: Bearer <token>".
 
     For operators: GET /v1/health/live (the process answers, its pipeline runs) and
-    /v1/health/ready (the store answers; 503 with the reason's category otherwise),
+    /v1/health/ready (the store answers, the queue has room; 503 with the reason's category
+    otherwise), also on a port of their own that a flood cannot fill (--probe-port),
     Prometheus metrics at /metrics, one JSON log line a request on standard error
     (X-Request-ID honoured and returned), a deadline a request (--request-timeout, then 504),
     and on SIGTERM a drain: no new connections, the requests in flight finish, those still

@@ -139,6 +139,10 @@ def test_a_refused_client_that_sent_its_request_reads_the_503_not_a_reset(sample
             assert head.startswith(b"HTTP/1.1 503 ") and "connections" in json.loads(body)["error"]
 
 
+# Twenty stalled readers from one address: more than a client may hold by default.
+STALLED_ARGS = ("--write-timeout", "3", "--max-connections-per-client", "32")
+
+
 def stalled_readers(server: Server, requests: list[bytes]) -> list[socket.socket]:
     """A client for each of ``requests`` that sends it (as much as its socket takes) and reads
     nothing."""
@@ -156,7 +160,7 @@ def stalled_readers(server: Server, requests: list[bytes]) -> list[socket.socket
 
 def test_a_client_that_never_reads_is_cut_at_the_write_deadline(sample_index) -> None:
     requests = b"GET /static/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 2000
-    with running_server(sample_index, args=("--write-timeout", "3")) as server:
+    with running_server(sample_index, args=STALLED_ARGS) as server:
         before = descriptors(server)
         readers = stalled_readers(server, [requests] * 20)
         try:
@@ -183,7 +187,7 @@ def test_a_stalled_reader_with_less_than_the_high_water_mark_waiting_is_released
     """Answers that fill the kernel's buffers and leave under 64 KiB in the transport never
     paused its writing; the rate is checked whenever anything waits, so the client is cut."""
     get = b"GET /static/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # 10,359 bytes an answer
-    with running_server(sample_index, args=("--write-timeout", "3")) as server:
+    with running_server(sample_index, args=STALLED_ARGS) as server:
         before = descriptors(server)
         # 22 to 41 answers each: some fill the kernel's buffers and leave under 64 KiB waiting
         readers = stalled_readers(server, [get * n for n in range(22, 42)])
@@ -267,7 +271,7 @@ def test_a_burst_past_the_open_file_limit_leaves_the_server_under_it(sample_inde
 
 def test_the_cap_is_derived_from_the_open_file_limit_and_checked_against_it() -> None:
     assert default_connection_cap(1024) == 672 and default_connection_cap(65536) == 1024
-    assert ConnectionLimits(cap=100).client_cap == 25
+    assert ConnectionLimits(cap=100).client_cap == 16
     with pytest.raises(ValueError, match="over this process's limit of 1024"):
         ConnectionLimits(cap=1000).check(limit=1024)
     ConnectionLimits(cap=600).check(limit=1024)
@@ -296,3 +300,6 @@ def test_a_websocket_upgrade_gives_its_connection_slot_back(sample_index) -> Non
         assert live.status_code == 200, f"after the upgrades this address gets {live.text}"
         opened = lambda: int(samples(server, "feverous_es_connections_open")[0].value)  # noqa: E731
         assert settles(opened, lambda n: n <= 1, 10) <= 1  # only the metrics request's own
+        log = server.log_lines()
+    assert not [line for line in log if "Unsupported upgrade" in line or "No supported" in line]
+    assert len([line for line in log if "upgrade requests answered" in line]) == 1  # 30 in 10 s

@@ -142,6 +142,32 @@ def test_a_stopped_pipeline_is_not_ready_either() -> None:
     assert ready.status_code == 503 and ready.json() == {"error": "not ready: pipeline stopped"}
 
 
+def test_a_full_queue_is_not_ready() -> None:
+    """An orchestrator sends no more traffic to an instance that would refuse it."""
+    import time
+
+    pipeline = FaultyPipeline("hang")
+    with client(pipeline, max_queue=1, request_timeout=10) as http:
+        running = threading.Thread(target=http.post, args=("/v1/verify",),
+                                   kwargs={"json": {"claim": "Running."}})  # fmt: skip
+        running.start()
+        deadline = time.monotonic() + 5
+        while http.app.state.service.worker.running_for() == 0:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline
+        waiting = threading.Thread(target=http.post, args=("/v1/verify",),
+                                   kwargs={"json": {"claim": "Waiting."}})  # fmt: skip
+        waiting.start()
+        while http.app.state.service.worker.waiting < 1:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline
+        full = http.get("/v1/health/ready")
+        pipeline.release.set()
+        running.join()
+        waiting.join()
+        again = http.get("/v1/health/ready")
+    assert full.status_code == 503 and full.json() == {"error": "not ready: queue full"}
+    assert again.status_code == 200
+
+
 def test_readiness_is_measured_from_the_start_without_a_probe() -> None:
     import time
 

@@ -15,9 +15,11 @@ Routes (their OpenAPI description at ``/openapi.json``):
   paths and the failure's ``detail``; without one (anyone may read it then), neither;
 * ``GET /v1/health/live`` → 200 ``{"status": "alive"}`` while the process answers and its
   pipeline thread runs (liveness), else 503 with why;
-* ``GET /v1/health/ready`` → 200 ``{"status": "ready"}`` while the store answers a cheap query
-  and the pipeline runs, else 503 with the reason's category, e.g. ``store unreachable`` (no
-  host, port or path: :mod:`feverous_es.serve.readiness`);
+* ``GET /v1/health/ready`` → 200 ``{"status": "ready"}`` while the store answers a cheap query,
+  the pipeline runs and its queue has room, else 503 with the reason's category, e.g. ``store
+  unreachable`` or ``queue full`` (no host, port or path: :mod:`feverous_es.serve.readiness`);
+  both probes are also served on a port of their own (``serve --probe-port``), which a flood
+  of the API cannot fill;
 * ``GET /metrics`` → Prometheus' text format (:mod:`feverous_es.serve.metrics`).
 
 Each request is logged as one JSON line (:mod:`feverous_es.serve.request_log`).
@@ -55,10 +57,10 @@ from feverous_es.serve.bodies import MAX_BODY_BYTES
 from feverous_es.serve.errors import install_error_handlers
 from feverous_es.serve.health import without_paths
 from feverous_es.serve.metrics import ServiceMetrics
-from feverous_es.serve.middleware import BodyLimit, HostCheck
+from feverous_es.serve.middleware import BodyLimit, HostCheck, ProbePort
 from feverous_es.serve.readiness import Readiness
 from feverous_es.serve.request_log import RequestLog
-from feverous_es.serve.routes import Service, api, probes
+from feverous_es.serve.routes import PROBE_PATHS, Service, api, probes
 from feverous_es.serve.worker import SHUTDOWN_GRACE, PipelineWorker
 from feverous_es.verify.pipeline import Pipeline
 
@@ -78,12 +80,14 @@ def create_app(
     log_claims: bool = False,
     request_timeout: float | None = REQUEST_TIMEOUT,
     allowed_hosts: Sequence[str] | None = None,
+    probe_port: int | None = None,
 ) -> FastAPI:
     """The application over an open ``pipeline`` (closed when the app shuts down; its models
     loaded: the server warms them first). ``health``: what ``/v1/health`` reports of the store
     and models (:func:`~feverous_es.serve.health.describe`). ``log_claims``: put the claims'
     text in the request log. ``request_timeout``: seconds a request may wait for its answer
-    (then 504). ``allowed_hosts``: the ``Host`` names served (None: any)."""
+    (then 504). ``allowed_hosts``: the ``Host`` names served (None: any). ``probe_port``: the
+    port the server also listens on for the probes alone (anything else is 404 there)."""
     worker = PipelineWorker(pipeline, max_queue=max_queue, max_batch=max_batch)
     metrics = ServiceMetrics(
         version=__version__, models=health.get("models", ()),
@@ -134,7 +138,9 @@ def create_app(
     install_error_handlers(app, metrics)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     if allowed_hosts is not None:
-        app.add_middleware(HostCheck, allowed_hosts=allowed_hosts)
+        app.add_middleware(HostCheck, allowed_hosts=allowed_hosts, probe_port=probe_port)
+    if probe_port is not None:
+        app.add_middleware(ProbePort, port=probe_port, paths=PROBE_PATHS)
     # Outermost: it sees every answer, a 413 or a wrong host's 400 too. It labels a request by
     # the route its path would reach: the routers' own routes (FastAPI holds an included router
     # as one entry of app.routes, with no path of its own), then the app's.

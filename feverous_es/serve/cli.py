@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import sys
@@ -16,8 +17,12 @@ from feverous_es.hosts import is_loopback
 from feverous_es.params import COUNT
 from feverous_es.runtime.malloc import limit_arenas
 from feverous_es.serve.limits import (
+    CLIENT_CAP,
     MAX_DEFAULT_CAP,
+    MAX_LIFETIME,
+    MAX_REQUESTS,
     MIN_WRITE_RATE,
+    PROBE_CAP,
     READ_DEADLINE,
     RESERVED_DESCRIPTORS,
     WRITE_DEADLINE,
@@ -49,7 +54,9 @@ class ServeOptions:
     max_connections: int | None
     max_connections_per_client: int | None
     exempt_loopback: bool
+    trusted_proxy: tuple[str, ...]
     write_timeout: int
+    probe_port: int | None
 
 
 def allowed_hosts(host: str, given: Sequence[str] = ()) -> list[str] | None:
@@ -98,16 +105,28 @@ def serve_options(command):  # type: ignore[no-untyped-def]
                           f"-n) leaves after {RESERVED_DESCRIPTORS} for the process, at most "
                           f"{MAX_DEFAULT_CAP}; a cap the limit cannot hold is refused."),
         click.option("--max-connections-per-client", type=COUNT, default=None,
-                     help="Connections one client address may hold (default: a quarter of "
-                          "--max-connections)."),
+                     help="Connections one client may hold, an IPv6 client counted by its /64 "
+                          f"(default: {CLIENT_CAP}, or --max-connections when smaller). A "
+                          f"connection is closed after {MAX_REQUESTS:,} requests or "
+                          f"{MAX_LIFETIME / 3600:g} h."),
         click.option("--exempt-loopback", is_flag=True,
                      help="Do not count loopback clients against the per-client cap (a "
                           "reverse proxy on this host)."),
+        click.option("--trusted-proxy", multiple=True, metavar="ADDRESS",
+                     help="A reverse proxy's address (repeat for more): its connections are "
+                          "not counted against the per-client cap (the proxy limits its own "
+                          "clients: nginx's limit_conn), and its X-Forwarded-For names the "
+                          "client in the request log. No other peer's forwarded headers are "
+                          "read."),
         click.option("--write-timeout", type=COUNT, default=int(WRITE_DEADLINE),
                      help="Seconds over which a client with answers waiting for it must read "
                           f"{MIN_WRITE_RATE:,} bytes a second, or its connection is aborted. "
-                          f"(A request must arrive within {READ_DEADLINE:g} s of its first "
-                          "byte.)"),
+                          f"(A request must arrive within {READ_DEADLINE:g} s of when it "
+                          "begins.)"),
+        click.option("--probe-port", type=click.IntRange(1, 65535), default=None,
+                     help="Also serve /v1/health/live and /v1/health/ready on this port, and "
+                          f"nothing else, under a cap of their own ({PROBE_CAP} connections): "
+                          "a flood of the API port cannot fail an orchestrator's probes."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -151,6 +170,7 @@ def run_server(
         max_batch=options.max_batch, log_claims=options.log_claims,
         request_timeout=options.request_timeout,
         allowed_hosts=allowed_hosts(options.host, options.allowed_host),
+        probe_port=options.probe_port,
     )  # fmt: skip
     _log_requests_as_lines()
     console.print(
@@ -158,13 +178,14 @@ def run_server(
         "/metrics; Ctrl-C stops, SIGTERM drains)\n"
         f"connections: at most {limits.cap}, {limits.client_cap} a client"
         + (" (loopback exempt)" if limits.exempt_loopback else "")
+        + (f"; probes also on port {options.probe_port}" if options.probe_port else "")
         + f"; open-file limit {open_file_limit()}; a request arrives within "
         f"{limits.read_deadline:g} s, a waiting answer is read at {limits.min_write_rate:,} "
         f"bytes/s or more over {limits.write_deadline:g} s",
         highlight=False,
     )
     serve(app, host=options.host, port=options.port, drain_timeout=options.drain_timeout,
-          limits=limits)  # fmt: skip
+          limits=limits, probe_port=options.probe_port)  # fmt: skip
 
 
 def connection_limits(options: ServeOptions) -> ConnectionLimits:
@@ -173,10 +194,15 @@ def connection_limits(options: ServeOptions) -> ConnectionLimits:
         cap=options.max_connections or default_connection_cap(),
         per_client=options.max_connections_per_client,
         exempt_loopback=options.exempt_loopback,
+        exempt=frozenset(options.trusted_proxy),
         write_deadline=float(options.write_timeout),
     )
     try:
+        for proxy in options.trusted_proxy:
+            ipaddress.ip_address(proxy)  # its error names the address
         limits.check()
+        if options.probe_port is not None and options.probe_port == options.port:
+            raise ValueError(f"--probe-port {options.probe_port} is the API's own --port")
     except ValueError as error:
         fail(str(error), 2)
     return limits

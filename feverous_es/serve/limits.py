@@ -18,6 +18,17 @@ RESERVED_DESCRIPTORS = 128
 # Idle connections cost a descriptor each and serve nobody: past a thousand, more come from a
 # crowd, not from clients the pipeline (one batch at a time) could answer.
 MAX_DEFAULT_CAP = 1024
+# Connections one client may hold (nginx's limit_conn is set per client in the same way): the
+# pipeline answers one batch at a time, so more than a few connections buy a client nothing but
+# a larger share of the cap. At the default cap of 672 to 1,024, 42 to 64 clients fill it.
+CLIENT_CAP = 16
+# Connections the probe port holds at once (its own cap: probes never compete with the API).
+PROBE_CAP = 8
+# Requests one connection may carry, and seconds it may live, before the server closes it after
+# an answer (nginx's keepalive_requests and keepalive_time defaults): a client cannot keep its
+# slot for ever by sending a request every few seconds.
+MAX_REQUESTS = 1000
+MAX_LIFETIME = 3600.0
 
 
 def open_file_limit() -> int:
@@ -38,11 +49,17 @@ class ConnectionLimits:
     """The bounds a server holds its clients to (``serve --help`` names each setting)."""
 
     cap: int = field(default_factory=default_connection_cap)
-    per_client: int | None = None  # None: a quarter of ``cap``
+    per_client: int | None = None  # None: CLIENT_CAP, or the cap when it is smaller
     exempt_loopback: bool = False  # loopback counted like any other address unless told
+    # Addresses not counted against the per-client cap: trusted proxies, whose clients they
+    # count themselves (serve --trusted-proxy).
+    exempt: frozenset[str] = frozenset()
     read_deadline: float = READ_DEADLINE
     write_deadline: float = WRITE_DEADLINE
     min_write_rate: int = MIN_WRITE_RATE
+    max_requests: int = MAX_REQUESTS
+    max_lifetime: float = MAX_LIFETIME
+    probe_cap: int = PROBE_CAP
 
     @property
     def backlog(self) -> int:
@@ -55,7 +72,7 @@ class ConnectionLimits:
 
     @property
     def client_cap(self) -> int:
-        return self.per_client if self.per_client is not None else max(1, self.cap // 4)
+        return self.per_client if self.per_client is not None else min(CLIENT_CAP, self.cap)
 
     def check(self, limit: int | None = None) -> None:
         """Refuse a cap the open-file limit cannot hold, or a client cap over the cap

@@ -54,7 +54,7 @@ from feverous_es.errors import (
     StoreUnreachable,
 )
 from feverous_es.runtime.costs import MODEL_KINDS, STORE_KINDS, read_count_name
-from feverous_es.serve.connections import ConnectionGuard
+from feverous_es.serve.guard import ConnectionGuard
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PREFIX = "feverous_es"

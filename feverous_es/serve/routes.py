@@ -48,6 +48,7 @@ from feverous_es.verify.pipeline import ClaimResult, Pipeline
 T = TypeVar("T")
 HUNG = 3  # a batch running this many request deadlines is hung: liveness fails
 PIPELINE_HUNG = "pipeline hung"
+QUEUE_FULL = "queue full"
 DISCONNECT_POLL = 0.25  # seconds between two looks at whether a waiting client is still there
 
 log = logging.getLogger("feverous_es.serve")
@@ -96,6 +97,7 @@ def authorized(
 # the CLI's --json prints); the tests check them against these models.
 api = APIRouter(dependencies=[Depends(authorized)])
 probes = APIRouter()
+PROBE_PATHS = frozenset({"/v1/health/live", "/v1/health/ready"})  # what the probe port serves
 api_post = partial(api.post, response_model=None)
 
 
@@ -212,6 +214,8 @@ async def ready(served: Served) -> dict[str, str]:
     check = await served.readiness.check()
     if not check.ready:
         raise ServeError(503, f"not ready: {check.category}", {"Retry-After": "5"})
+    if served.worker.waiting >= served.worker.max_queue:  # a new request would be refused
+        raise ServeError(503, f"not ready: {QUEUE_FULL}", {"Retry-After": "1"})
     return {"status": "ready"}
 
 

@@ -42,13 +42,23 @@ class DrainingServer(uvicorn.Server):
 
 
 def serve(
-    app: FastAPI, *, host: str, port: int, drain_timeout: float, limits: ConnectionLimits
+    app: FastAPI,
+    *,
+    host: str,
+    port: int,
+    drain_timeout: float,
+    limits: ConnectionLimits,
+    probe_port: int | None = None,
 ) -> None:
     """Serve ``app`` (made by :func:`~feverous_es.serve.app.create_app`) until a signal, then
     drain as the module says and return. Connections are held to ``limits``
-    (:mod:`~feverous_es.serve.connections`), their counts in the app's metrics."""
+    (:mod:`~feverous_es.serve.connections`), their counts in the app's metrics. With
+    ``probe_port``, the probes are served on that port too, under a cap of their own (the app
+    answers nothing else there). Forwarded-for headers are read only from ``limits.exempt``
+    (the trusted proxies): uvicorn's default trusts any loopback peer."""
     guard = ConnectionGuard(limits)
     app.state.service.metrics.watch_connections(guard)
+    proxies = sorted(limits.exempt)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="info",
         access_log=False,  # the request log replaces it: one JSON line a request
@@ -56,7 +66,9 @@ def serve(
         # The cap is taken at accept (uvicorn's limit_concurrency waits for the headers, and
         # answers in plain text); an h11 connection runs one request at a time, so the
         # requests in flight are bounded by the connections.
-        http=guarded_protocol(guard),
+        http=guarded_protocol(guard, probe_port),
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or None,
         # A turn of the accept loop takes this many sockets before the cap sees any of them:
         # uvicorn's 2,048 could run out of descriptors at `ulimit -n` 1,024 in one burst.
         backlog=limits.backlog,
@@ -68,4 +80,8 @@ def serve(
     # uvicorn raises the signal again once its own handler is gone: this makes that a clean
     # exit (status 0) after the drain.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    DrainingServer(config, app.state.service.worker, drain_timeout).run()
+    sockets = [config.bind_socket()]
+    if probe_port is not None:
+        probes = uvicorn.Config(app, host=host, port=probe_port, log_level="info")
+        sockets.append(probes.bind_socket())
+    DrainingServer(config, app.state.service.worker, drain_timeout).run(sockets=sockets)
