@@ -285,9 +285,13 @@ class FakeCluster:
                 items.append({op: {"_index": name, "_id": doc_id, "status": 404,
                                    "error": {"type": "index_not_found_exception"}}})  # fmt: skip
                 continue
-            docs = self.indices[name].docs
+            docs, seq_nos = self.indices[name].docs, self.indices[name].seq_nos
             if op == "delete":
-                status = 200 if docs.pop(doc_id, None) is not None else 404
+                expected = meta.get("if_seq_no")
+                if expected is not None and seq_nos.get(doc_id, -1) != int(expected):
+                    status = 409  # rewritten since it was read (or gone)
+                else:
+                    status = 200 if docs.pop(doc_id, None) is not None else 404
                 items.append({op: {"_index": name, "_id": doc_id, "status": status}})
                 continue
             vector = (source or {}).get("vector")
@@ -298,6 +302,7 @@ class FakeCluster:
                                              "with zero magnitude."}}})  # fmt: skip
                 continue
             docs[doc_id] = source
+            seq_nos[doc_id] = self.seq_no = getattr(self, "seq_no", -1) + 1
             items.append({op: {"_index": name, "_id": doc_id, "status": 201}})
         return {"took": 1, "errors": any(i[next(iter(i))]["status"] >= 300 for i in items),
                 "items": items}  # fmt: skip
@@ -435,6 +440,8 @@ class FakeCluster:
                 hit["_id"] = doc_id
             if source:
                 hit["_source"] = _source(doc)
+            if body.get("seq_no_primary_term"):
+                hit.update(_seq_no=self.indices[target].seq_nos.get(doc_id, -1), _primary_term=1)
             if "docvalue_fields" in body:
                 hit["fields"] = {name: [doc[name]] for name in body["docvalue_fields"]
                                  if doc.get(name) is not None}  # fmt: skip

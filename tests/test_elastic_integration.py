@@ -47,6 +47,7 @@ from feverous_es.index.elastic.store import ElasticStore
 from feverous_es.index.elastic.writer import ElasticWriter
 from tests.conftest import REPO, SAMPLE_DB, write_lines
 from tests.elastic_fake import HashEncoder
+from tests.es_proxy import HoldingProxy, Seen
 
 NODE_URL = os.environ.get("FEVEROUS_ES_TEST_URL")
 if not NODE_URL and os.environ.get("FEVEROUS_ES_REQUIRE_NODE"):
@@ -448,6 +449,65 @@ def test_a_worker_stopped_past_its_lease_then_resumed_damages_nothing(
                 e.id for _, page, data in db.rows() for e in parse_page(page, data).elements
             ]
         assert len(ids) == len(set(ids)) and set(ids) == set(expected)
+    finally:
+        delete_prefix(config)
+
+
+def held(proxy: HoldingProxy, worker: subprocess.Popen, seconds: float = 300) -> bool:
+    """Whether ``proxy`` holds an answer for ``worker`` before it ends (or ``seconds`` pass)."""
+    deadline = time.monotonic() + seconds
+    while worker.poll() is None and time.monotonic() < deadline:
+        if proxy.holding.wait(0.2):
+            return True
+    return proxy.holding.is_set()
+
+
+def sample_element_ids() -> set[str]:
+    with WikiDB(SAMPLE_DB) as db:
+        return {e.id for _, page, data in db.rows() for e in parse_page(page, data).elements}
+
+
+def test_a_worker_stopped_in_its_open_time_scan_deletes_nothing_of_the_new_owner(
+    sample_vectors: Path,
+) -> None:
+    """Part 1 of 2 is killed with a chunk's documents in but its progress not saved. A worker
+    resuming it is stopped (SIGSTOP) with the hits of its discard's scroll in hand, past its
+    lease; another takes the part, deletes the leftovers itself, writes the same ids again and
+    completes it. The first, resumed (SIGCONT), must delete none of them: it is fenced before
+    its bulk deletes, and each delete carries the sequence number it read. Part 2 then
+    publishes, counting every document."""
+    config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
+
+    def chunk_in_flight(method: str, path: str, seen: Seen) -> bool:
+        return path.startswith("/_bulk") and seen.saved_chunks >= 1
+
+    def discard_scroll(method: str, path: str, seen: Seen) -> bool:
+        return "/_search" in path and "scroll=" in path
+
+    killed, stopped = HoldingProxy(config.url or "", chunk_in_flight), None
+    try:
+        with killed.running():
+            first = index_part(replace(config, url=killed.url), "1/2", sample_vectors)
+            assert held(killed, first), f"no chunk was in flight: {first.communicate()}"
+            first.kill()  # the chunk's documents are in, its progress is not
+            first.wait()
+        stopped = HoldingProxy(config.url or "", discard_scroll)
+        with stopped.running():
+            resuming = index_part(replace(config, url=stopped.url), "1/2", sample_vectors)
+            assert held(stopped, resuming), f"no discard: {resuming.communicate()}"
+            resuming.send_signal(signal.SIGSTOP)
+            try:
+                stopped.release()  # the hits wait in its socket while it is stopped
+                time.sleep(5)  # past its 3 s lease
+                owner = finished(index_part(config, "1/2", sample_vectors))
+            finally:
+                resuming.send_signal(signal.SIGCONT)
+            _, stderr = resuming.communicate(timeout=300)
+        last = finished(index_part(config, "2/2", sample_vectors))
+        assert resuming.returncode == 1 and "without writing more" in stderr, stderr
+        assert owner["state"]["complete"] and last["waiting_for"] == []
+        ids = element_ids(config)
+        assert len(ids) == len(set(ids)) and set(ids) == sample_element_ids()
     finally:
         delete_prefix(config)
 

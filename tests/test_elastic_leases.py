@@ -16,10 +16,11 @@ from feverous_es.errors import StoreError
 from feverous_es.index.dump.wiki import Part
 from feverous_es.index.elastic.builds import wait_for_replicas
 from feverous_es.index.elastic.leases import Lease, LeaseLost
-from feverous_es.index.elastic.loader import swap_aliases
+from feverous_es.index.elastic.loader import bulk_load, chunk_actions, swap_aliases
 from feverous_es.index.elastic.writer import ElasticWriter
 from tests.elastic_fake import FakeCluster, Index, Request
-from tests.test_elastic_build import DIM, make_chunk
+from tests.test_elastic_build import CONFIG as BUILD_CONFIG
+from tests.test_elastic_build import DIM, V1, make_chunk
 from tests.test_elastic_real_node import CONFIG
 
 PROGRESS = "progress"
@@ -88,14 +89,74 @@ def test_a_part_writer_cut_off_from_its_lease_stops_before_sending_data() -> Non
         fake.handlers.append(
             lambda r: (503, {"error": "unavailable"}) if "/_doc/" in r.path else None
         )
-        bulks = len(fake.requests_to("POST", "/_bulk"))
+        bulks = len(fake.requests_to("PUT", "/_bulk"))
+        assert bulks > 0
         wait_until(lambda: not writer._lease.fenced_in(), seconds=5)
         with pytest.raises(LeaseLost, match="stops without writing more"):
             writer.write(make_chunk(1, ["B"]))
-        assert len(fake.requests_to("POST", "/_bulk")) == bulks  # no data sent, nothing deleted
+        assert len(fake.requests_to("PUT", "/_bulk")) == bulks  # no data sent, nothing deleted
     finally:
         fake.handlers.clear()
         writer.close()
+
+
+def test_a_fence_is_checked_before_every_bulk_request() -> None:
+    """A holder may be stopped between two requests of one load: each request asks the fence
+    first, so a holder that lost its hold mid-load sends nothing more."""
+    fake = FakeCluster()
+    fake.indices["docs"] = Index(mappings={}, settings={})
+    asked = []
+
+    def fence() -> None:
+        asked.append(len(fake.requests_to("PUT", "/_bulk")))
+        if len(asked) > 2:
+            raise LeaseLost("part 1/2: this worker's hold was last renewed 40 s ago")
+
+    config = replace(BUILD_CONFIG, bulk_workers=1)
+    actions = ({"_index": "docs", "_id": str(n), "_source": {"n": n}} for n in range(20))
+    report = bulk_load(fake.client(), actions, config, fence=fence)
+    assert asked == [0, 1, 2] and len(fake.requests_to("PUT", "/_bulk")) == 2
+    with pytest.raises(LeaseLost, match="40 s ago"):
+        report.raise_fenced(LeaseLost)
+
+
+def test_a_discard_leaves_what_was_rewritten_since_it_read_it() -> None:
+    """Deletes are conditioned on the sequence number the scroll read: a document another
+    worker wrote again under the same id meanwhile answers 409 and stays."""
+    fake = FakeCluster()
+    writer = ElasticWriter(BUILD_CONFIG, DIM, client=fake.client())
+    writer.write(make_chunk(0, ["A"]))
+    stale = list(chunk_actions(make_chunk(1, ["B"]), V1, writer.state()))
+    fake.client().bulk(operations=[line for a in stale for line in (
+        {"index": {"_index": a["_index"], "_id": a["_id"]}}, a["_source"])])  # fmt: skip
+    rewritten = stale[0]
+
+    def rewrite_before_the_deletes(request: Request) -> None:
+        if request.path == "/_bulk" and "delete" in request.body[0]:
+            fake._bulk([{"index": {"_index": rewritten["_index"], "_id": rewritten["_id"]}},
+                        rewritten["_source"]])  # fmt: skip
+            fake.handlers.clear()
+
+    fake.handlers.append(rewrite_before_the_deletes)
+    writer._discard_partial()
+    left = {name: set(fake.indices[name].docs) for name in V1}
+    assert rewritten["_id"] in left[rewritten["_index"]]
+    assert all(a["_id"] not in left[a["_index"]] for a in stale[1:])
+    writer.close()
+
+
+def test_publishing_blocks_writes_before_it_counts() -> None:
+    """No late request of a stale worker can change the build between its count and its
+    publication: writes are blocked first."""
+    fake = FakeCluster()
+    writer = ElasticWriter(CONFIG, DIM, client=fake.client())
+    writer.write(make_chunk(0, ["A"]))
+    writer.finish()
+    paths = [r.path for r in fake.requests]
+    blocked = next(i for i, r in enumerate(fake.requests) if r.path.endswith("/_settings")
+                   and r.body["index"].get("blocks.write") is True)  # fmt: skip
+    counted = [i for i, path in enumerate(paths) if path.endswith("/_count")]
+    assert counted and blocked < counted[0]
 
 
 def test_publishing_moves_no_alias_back_and_bounds_its_wait() -> None:

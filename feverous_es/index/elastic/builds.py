@@ -166,28 +166,31 @@ def publish_build(
     tables: int,
     meta: Mapping[str, Any],
 ) -> None:
-    """Publish a written build: refresh, check it holds every document ``state`` and ``tables``
-    count, restore refresh and replicas, record it complete in ``meta`` (its ``_meta`` entry),
-    then swap the three aliases in one request. Safe to repeat."""
-    client.indices.refresh(index=list(indices))
+    """Publish a written build: block writes, refresh, check it holds every document
+    ``state`` and ``tables`` count, merge, restore refresh and replicas, record it complete in
+    ``meta`` (its ``_meta`` entry), then swap the three aliases in one request. Writes are
+    blocked before the count, so no late request of a stale worker can change what was counted;
+    a build found short is opened to writes again (as it was). Safe to repeat."""
+    names = list(indices)
+    client.indices.put_settings(index=names, settings={"index": {"blocks.write": True}})
+    client.indices.refresh(index=names)
     for index, expected in zip(indices, (state.elements, state.pages, tables), strict=True):
         found = int(client.count(index=index)["count"])
         if found != expected:
+            client.indices.put_settings(index=names, settings={"index": {"blocks.write": False}})
             raise StoreError(
                 f"{index} holds {found:,} documents but the build wrote {expected:,} "
                 "(lost, or repeated ids): the aliases are unchanged; start a new build "
                 "with `feverous-es es new-build`"
             )
     if config.merge_segments:
-        merge_segments(client, list(indices), config.merge_segments)
-    # Writes blocked from here on: a stale worker's late bulk request cannot change a build
-    # that is (about to be) served. Metadata (its _meta, settings) stays writable.
+        merge_segments(client, names, config.merge_segments)
     client.indices.put_settings(
-        index=list(indices),
+        index=names,
         settings={"index": {"refresh_interval": config.refresh_interval,
-                            "number_of_replicas": config.replicas, "blocks.write": True}},
+                            "number_of_replicas": config.replicas}},
     )  # fmt: skip
-    wait_for_replicas(client, list(indices), config.replicas, limit=config.publish_wait)
+    wait_for_replicas(client, names, config.replicas, limit=config.publish_wait)
     if not meta.get("complete") or meta.get("elements") != state.elements:
         done = state_meta(replace(state, complete=True), int(meta["dim"]), int(meta["version"]),
                           tables, analysis_from_meta(meta))  # fmt: skip

@@ -10,16 +10,21 @@ taken over (it stalled past its hold) learns so at its next write and stops. A t
 hold while the holder works between writes (a slow chunk, a long segment merge).
 
 Holds are compared with the clock of the worker that reads them: clocks of the workers' hosts
-must agree to well within the lease's seconds (NTP does).
+must agree to well within the lease's seconds (NTP does). How long a holder has gone without a
+lease write is measured on a clock that counts time suspended (``CLOCK_BOOTTIME``):
+``time.monotonic`` stands still while a VM is suspended, and a holder resumed after its hold
+ran out would think it still held it.
 
 **Fencing.** A worker that was stopped (SIGSTOP, a swapped-out VM) or kept waiting on a request
 learns at its next write that its lease was taken, but a part's data is written in bulk, which
 no condition guards. So a holder fences itself: before writing data, or deleting what a failed
 chunk left, it checks that its last successful lease write is younger than ``FENCE_SHARE`` of
 the lease (:meth:`Lease.fence`): nobody can have taken the lease over since, and nobody can
-before the lease's other half has run. A lease write waits at most ``WRITE_SHARE`` of the lease
-and is never retried blindly: a write whose answer was lost but which was applied reads as a
-409 next time, and is recognised as the holder's own by its holder name.
+before the lease's other half has run. The check is made before every bulk request, a retry
+too, and deletes are conditioned on the sequence numbers they read besides. A lease write waits
+at most ``WRITE_SHARE`` of the lease and is never retried blindly: a write whose answer was lost
+but which was applied reads as a 409 next time, and is recognised as the holder's own by its
+holder name.
 """
 
 from __future__ import annotations
@@ -52,6 +57,15 @@ WRITE_MIN = 5.0
 RENEW_SHARE = 0.2  # renewals a lease: two may fail before a holder fences itself
 
 
+BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)  # Linux only
+
+
+def since_boot() -> float:
+    """Seconds on a clock that keeps counting while the machine is suspended (Linux's
+    ``CLOCK_BOOTTIME``; ``time.monotonic`` where there is none)."""
+    return time.clock_gettime(BOOTTIME) if BOOTTIME is not None else time.monotonic()
+
+
 class LeaseHeld(StoreError):
     """Another worker holds the lease, and its hold has not run out."""
 
@@ -76,7 +90,7 @@ class Lease:
 
     def __init__(
         self, client: Elasticsearch, index: str, doc_id: str, what: str, seconds: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = since_boot,
     ) -> None:  # fmt: skip
         self.client, self.index, self.doc_id, self.what = client, index, doc_id, what
         self._clock = clock  # how long since the last lease write (fencing)

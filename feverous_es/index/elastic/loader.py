@@ -64,6 +64,12 @@ class BulkReport:
     def ok(self) -> bool:
         return not self.failed and not self.errors
 
+    def raise_fenced(self, kind: type[BaseException]) -> None:
+        """Raise the first error of type ``kind`` a request met (a fence's, as it was)."""
+        for error in self.errors:
+            if isinstance(error, kind):
+                raise error
+
     def summary(self, describe: Callable[[BaseException], str] = str) -> str:
         """One line: how many documents failed, the first few, and the first request error."""
         parts = []
@@ -92,11 +98,20 @@ def failure_from_info(info: Mapping[str, Any]) -> Failure:
 
 
 def bulk_load(
-    client: Elasticsearch, actions: Iterable[dict[str, Any]], config: ElasticConfig
+    client: Elasticsearch,
+    actions: Iterable[dict[str, Any]],
+    config: ElasticConfig,
+    *,
+    fence: Callable[[], None] | None = None,
+    ignore_status: Sequence[int] = (),
 ) -> BulkReport:
     """Send ``actions`` (``streaming_bulk`` actions) with ``config.bulk_workers`` threads and
     report every document that finally failed. Never raises for a failed document or request:
-    the report says what went wrong."""
+    the report says what went wrong. ``fence`` is called before every bulk request, a retry
+    too (what it raises stops the load: a writer that lost its lease sends nothing more);
+    documents answered with a status in ``ignore_status`` count as done."""
+    if fence is not None:
+        client = fenced(client, fence)
     report = BulkReport()
     lock = threading.Lock()
     stop = threading.Event()
@@ -128,6 +143,8 @@ def bulk_load(
             ):
                 if not ok:
                     failure = failure_from_info(info)
+                    if failure.status in ignore_status:
+                        continue
                     with lock:
                         report.failed += 1
                         if len(report.failures) < _KEPT_FAILURES:
@@ -159,6 +176,20 @@ def bulk_load(
         for thread in threads:
             thread.join()
     return report
+
+
+def fenced(client: Elasticsearch, fence: Callable[[], None]) -> Elasticsearch:
+    """``client`` (its options kept) whose every ``bulk`` request first calls ``fence``; the
+    copies ``options()`` makes of it, as ``streaming_bulk`` does, are fenced too."""
+
+    class Fenced(type(client)):  # type: ignore[misc, valid-type]
+        def bulk(self, *args: Any, **kwargs: Any) -> Any:
+            fence()
+            return super().bulk(*args, **kwargs)
+
+    copy = client.options()
+    copy.__class__ = Fenced
+    return copy
 
 
 class BuildIndices(NamedTuple):

@@ -42,7 +42,7 @@ from feverous_es.index.elastic.documents import (
     mapping_conflicts,
 )
 from feverous_es.index.elastic.errors import describe, elastic_errors
-from feverous_es.index.elastic.leases import Lease
+from feverous_es.index.elastic.leases import Lease, LeaseLost
 from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions
 from feverous_es.index.store import BuildState, Chunk
 
@@ -208,7 +208,16 @@ class ElasticWriter:
         by a scroll, then bulk deletes. Not ``_delete_by_query``: it lives in the ``reindex``
         module, which a cluster may lack (Elastic's integ-test distribution does). ``quick``
         (after a failed write, when the cluster may be struggling) gives up sooner: the next
-        open of the build does it again anyway."""
+        open of the build does it again anyway.
+
+        Fenced twice: a part's lease is checked before the scroll and before every bulk
+        request, and each delete is conditioned on the sequence number the scroll read
+        (``if_seq_no`` / ``if_primary_term``). Document ids are fixed by the dump, so a worker
+        that was stopped mid-discard and lost its part would otherwise delete what the new
+        owner rewrote under the same ids; a rewritten document answers 409 and is left."""
+        fence = self._lease.fence if self._lease is not None else None
+        if fence is not None:
+            fence()
         if quick:
             client = self._client.options(
                 request_timeout=self.config.request_timeout, max_retries=0
@@ -223,12 +232,16 @@ class ElasticWriter:
             index=indices,
             query={"query": queries.stale_docs(*parts.seq_range(self.part, self._state.next_seq))},
             _source=False,
+            seq_no_primary_term=True,
             size=queries.PAGE_SIZE,
         )
         deletes = (
-            {"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]} for hit in stale
-        )
-        report = bulk_load(client, deletes, self.config)
+            {"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"],
+             "if_seq_no": hit["_seq_no"], "if_primary_term": hit["_primary_term"]}
+            for hit in stale
+        )  # fmt: skip
+        report = bulk_load(client, deletes, self.config, fence=fence, ignore_status=(409,))
+        report.raise_fenced(LeaseLost)
         if not report.ok:
             raise StoreError(
                 f"cannot delete what chunk {self._state.next_seq} left: "
@@ -313,7 +326,9 @@ class ElasticWriter:
                     chunk, self.indices, state, parts.seq_of(self.part, chunk.seq),
                     lambda ordinal: parts.ord_of(self.part, ordinal),
                 )  # fmt: skip
-                report = bulk_load(self._client, actions, self.config)
+                fence = self._lease.fence if self._lease is not None else None
+                report = bulk_load(self._client, actions, self.config, fence=fence)
+                report.raise_fenced(LeaseLost)
                 if not report.ok:
                     raise StoreError(
                         f"chunk {chunk.seq} was not stored: "
