@@ -108,3 +108,36 @@ def test_the_slurm_array_runs_one_part_a_task_then_publishes() -> None:
     assert "--dependency=afterany:$array" in submit and "--time=" in submit
     for code in commands:
         assert check_cli(code) == [], code
+
+
+@pytest.mark.parametrize(("exits", "runs", "status"), [
+    ([1, 1, 0], 3, 0),  # a cluster restart failed it twice: the third run resumes and ends
+    ([2], 1, 2),  # a usage error fails every time: not retried
+    ([1, 1, 1, 1], 3, 1),  # the attempts are bounded
+])  # fmt: skip
+def test_the_slurm_task_tries_its_part_again_after_a_failure(
+    tmp_path: Path, exits: list[int], runs: int, status: int
+) -> None:
+    bin_dir, count = tmp_path / "bin", tmp_path / "runs"
+    bin_dir.mkdir()
+    codes = " ".join(map(str, exits))
+    fake = bin_dir / "feverous-es"
+    fake.write_text(f"#!/bin/bash\necho x >> {count}\ncodes=({codes})\n"
+                    f"exit ${{codes[$(( $(wc -l < {count}) - 1 ))]}}\n")  # fmt: skip
+    fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "3", "ATTEMPTS": "3",
+           "RETRY_SECONDS": "0", "TMPDIR": str(tmp_path)}  # fmt: skip
+    done = subprocess.run(["bash", str(DEPLOY / "index-parts.slurm")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == status, done.stderr
+    assert len(count.read_text().splitlines()) == runs
+
+
+def test_the_kubernetes_job_is_bounded_in_time_and_memory() -> None:
+    text = (DEPLOY / "index-parts.k8s.yaml").read_text(encoding="utf-8")
+    job = yaml.safe_load(text)
+    assert job["spec"]["activeDeadlineSeconds"] > 0
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    resources = container["resources"]
+    assert resources["limits"]["memory"] == resources["requests"]["memory"]
+    assert "ReadOnlyMany" in text  # the volume every pod mounts at once is named
