@@ -360,3 +360,14 @@ def test_parts_need_elasticsearch(third_slice: Path, tmp_path: Path) -> None:
     code, output = run_cli("index", str(third_slice), "--out", str(tmp_path / "i"), "--part", "1/2")
     assert code == 1 and "--part" in output and "--store elasticsearch" in output
     assert not (tmp_path / "i").exists()
+
+
+@pytest.mark.parametrize("name", ["wiki#1.db", "wiki?.db", "wiki%41.db"])
+def test_a_dump_whose_name_reads_as_uri_syntax_opens(tmp_path: Path, name: str) -> None:
+    """The dump is opened read-only through a SQLite URI: its path is quoted there."""
+    from feverous_es.index.dump.wiki import WikiDB
+
+    dump = write_wiki(tmp_path / name, [("1", json.dumps({"title": "A", "order": []}))])
+    with WikiDB(dump) as db:
+        assert len(list(db.rows())) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no stray file beside it

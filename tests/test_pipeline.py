@@ -416,6 +416,13 @@ def test_predict_writes_official_lines_skips_bad_ones_and_resumes(
     again = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(w["id"] for w in again) == sorted(c["id"] for c in claims)
 
+    # A file that is not predictions is refused whole, its last line kept.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nthe last line, unfinished")
+    result = CliRunner().invoke(main, [*args[:3], str(notes), *args[4:]])
+    assert result.exit_code != 0 and "is not a predictions file" in result.output
+    assert notes.read_text() == "my notes\nthe last line, unfinished"
+
 
 def test_a_pipeline_told_nobody_waits_stops_at_the_next_stage(
     sample_index: Path, toy_verdict: str

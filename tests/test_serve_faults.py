@@ -142,6 +142,32 @@ def test_a_stopped_pipeline_is_not_ready_either() -> None:
     assert ready.status_code == 503 and ready.json() == {"error": "not ready: pipeline stopped"}
 
 
+def test_evidence_scores_share_the_request_deadline(monkeypatch) -> None:
+    """Scoring the evidence is a second job on the worker: it gets what is left of the
+    request's deadline, not one of its own."""
+    import time
+
+    def slow_scores(result: Any, pipeline: Any) -> dict:
+        time.sleep(0.6)
+        return {}
+
+    monkeypatch.setattr("feverous_es.serve.routes.evidence_scores", slow_scores)
+    pipeline = SlowPipeline()
+    with client(pipeline, request_timeout=1.0) as http:
+        plain = http.post("/v1/verify", json={"claim": "One claim."})
+        scored = http.post("/v1/verify", json={"claim": "One claim.", "evidence_scores": True})
+    assert plain.status_code == 200  # 0.6 s of verifying fits the deadline ...
+    assert scored.status_code == 504  # ... 0.6 s more of scoring does not
+
+
+class SlowPipeline(FaultyPipeline):
+    def verify_many(self, claims: list[str]) -> list[Any]:
+        import time
+
+        time.sleep(0.6)
+        return super().verify_many(claims)
+
+
 def test_a_full_queue_is_not_ready() -> None:
     """An orchestrator sends no more traffic to an instance that would refuse it."""
     import time

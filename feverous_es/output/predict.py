@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from feverous_es.errors import FormatError
 from feverous_es.eval.claims import (
     ClaimRecord,
     MalformedLine,
@@ -34,21 +35,37 @@ class PredictReport:
 
 
 def done_ids(out: Path) -> set[str]:
-    """Ids already predicted in ``out``; a trailing partial line is cut off the file."""
+    """Ids already predicted in ``out``; a trailing partial line (a kill mid-write) is cut off
+    the file. A file that is not predictions — a line that is no submission line, or a last
+    line that is no start of one — is left untouched: FormatError."""
     if not out.exists():
         return set()
     data = out.read_bytes()
     complete = data[: data.rfind(b"\n") + 1]
-    if len(complete) != len(data):
+    ids = set()
+    for number, line in enumerate(complete.splitlines(), start=1):
+        try:
+            record = orjson.loads(line)
+            ids.add(str(record["id"]))
+            submission = "predicted_label" in record
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            submission = False
+        if not submission:
+            raise _not_predictions(out, f"line {number} is not a submission line")
+    partial = data[len(complete) :]
+    if partial:
+        if not partial.startswith(b"{"):
+            raise _not_predictions(out, "its last line is not the start of a submission line")
         with out.open("r+b") as f:
             f.truncate(len(complete))
-    ids = set()
-    for line in complete.splitlines():
-        try:
-            ids.add(str(orjson.loads(line)["id"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            continue
     return ids
+
+
+def _not_predictions(out: Path, why: str) -> FormatError:
+    return FormatError(
+        f"{out} is not a predictions file to resume ({why}): give --out a new file or one "
+        "`predict` wrote"
+    )
 
 
 def _batches(records: Iterable[ClaimRecord], size: int) -> Iterator[list[ClaimRecord]]:

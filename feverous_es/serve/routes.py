@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import partial
@@ -110,14 +111,16 @@ def logged(served: Service, request: Request, results: list[ClaimResult]) -> Non
 @api_post("/v1/verify", summary="Verify one claim", responses=api_answers(VerifyAnswer))
 async def verify(body: VerifyRequest, request: Request, served: Served) -> dict[str, Any]:
     worker, timeout = served.worker, served.request_timeout
+    started = time.monotonic()
     [result] = await _while_connected(
         request, worker.verify([body.claim], body.hops, timeout=timeout)
     )
     logged(served, request, [result])
     answer = result_to_dict(result)
-    if body.evidence_scores:
-        answer["decided"]["scores"] = await worker.run(
-            partial(evidence_scores, result), timeout=timeout
+    if body.evidence_scores:  # a second job, inside the request's one deadline and connection
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        answer["decided"]["scores"] = await _while_connected(
+            request, worker.run(partial(evidence_scores, result), timeout=left)
         )
     return answer
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from feverous_es.errors import WikiError
 
@@ -92,7 +93,9 @@ class WikiDB:
         with self.path.open("rb") as handle:
             if handle.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 raise WikiError(f"{self.path}: not a SQLite file (a FEVEROUS wiki.db is one)")
-        self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        # A URI: "#", "?" and "%" in a file name are quoted, or SQLite reads them as URI syntax.
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        self._conn = sqlite3.connect(uri, uri=True)
         try:
             columns = {row[1] for row in self._conn.execute("PRAGMA table_info(wiki)")}
         except sqlite3.DatabaseError as exc:
