@@ -223,8 +223,9 @@ def load(context: Context, *, warm: int = 60, clients: int = 20, requests: int =
     """Warm single-claim latency over ``warm`` claims, then ``clients`` clients sending
     ``requests`` claims each, all at once."""
     claims = dev_claims(warm + clients * requests)
-    # The clients all come from loopback: exempt from one client's cap, as behind a proxy.
-    args = ("--max-queue", str(2 * clients), "--exempt-loopback")
+    # The clients all come from loopback: exempt from one client's caps, as behind a proxy.
+    queue = str(2 * clients)
+    args = ("--max-queue", queue, "--max-queue-per-client", queue, "--exempt-loopback")
     with (
         running_server(context.place("index"), args=args) as server,
         httpx.Client(base_url=server.url, timeout=300) as http,

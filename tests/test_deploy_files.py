@@ -141,3 +141,23 @@ def test_the_kubernetes_job_is_bounded_in_time_and_memory() -> None:
     resources = container["resources"]
     assert resources["limits"]["memory"] == resources["requests"]["memory"]
     assert "ReadOnlyMany" in text  # the volume every pod mounts at once is named
+
+
+def test_the_kubernetes_service_probes_its_own_port() -> None:
+    text = (DEPLOY / "serve.k8s.yaml").read_text(encoding="utf-8")
+    version = re.search(r"for Kubernetes (\d+\.\d+) or later", text)[1]
+    deployment, service = yaml.safe_load_all(text)
+    for document in (deployment, service):
+        kubernetes_validate.validate(document, f"{version}.0", strict=True)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert check_cli("feverous-es " + " ".join(args)) == []
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["probes"] == int(args[args.index("--probe-port") + 1])
+    assert ports["api"] == int(args[args.index("--port") + 1])
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "probes"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v1/health/ready"
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["api"]  # probes stay inside
+    # the drain (--drain-timeout, 30 s by default) and its 10 s bound fit the grace period
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 40

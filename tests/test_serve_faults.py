@@ -173,7 +173,7 @@ def test_a_full_queue_is_not_ready() -> None:
     import time
 
     pipeline = FaultyPipeline("hang")
-    with client(pipeline, max_queue=1, request_timeout=10) as http:
+    with client(pipeline, max_queue=1, max_queue_per_client=2, request_timeout=10) as http:
         running = threading.Thread(target=http.post, args=("/v1/verify",),
                                    kwargs={"json": {"claim": "Running."}})  # fmt: skip
         running.start()
@@ -192,6 +192,26 @@ def test_a_full_queue_is_not_ready() -> None:
         again = http.get("/v1/health/ready")
     assert full.status_code == 503 and full.json() == {"error": "not ready: queue full"}
     assert again.status_code == 200
+
+
+def test_one_client_holds_at_most_its_share_of_the_queue() -> None:
+    import time
+
+    pipeline = FaultyPipeline("hang")
+    with client(pipeline, max_queue=8, max_queue_per_client=1, request_timeout=10) as http:
+        running = threading.Thread(target=http.post, args=("/v1/verify",),
+                                   kwargs={"json": {"claim": "Running."}})  # fmt: skip
+        running.start()
+        deadline = time.monotonic() + 5
+        while http.app.state.service.worker.running_for() == 0:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline
+        second = http.post("/v1/search", json={"query": "A query."})
+        pipeline.release.set()
+        running.join()
+        after = http.post("/v1/verify", json={"claim": "Answered now."})
+    assert second.status_code == 503 and "its share of the queue" in second.json()["error"]
+    assert second.headers["retry-after"] == "1"
+    assert after.status_code == 200
 
 
 def test_readiness_is_measured_from_the_start_without_a_probe() -> None:

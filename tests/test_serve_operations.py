@@ -30,7 +30,7 @@ TOKEN = "ops-token-77c1"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
 # The drain tests send more requests at once from this one address than a client may hold.
-CROWD = ("--max-connections-per-client", "64")
+CROWD = ("--max-connections-per-client", "64", "--max-queue-per-client", "64")
 
 
 @pytest.fixture(scope="module")

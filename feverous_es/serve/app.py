@@ -61,7 +61,7 @@ from feverous_es.serve.middleware import BodyLimit, HostCheck, ProbePort
 from feverous_es.serve.readiness import Readiness
 from feverous_es.serve.request_log import RequestLog
 from feverous_es.serve.routes import PROBE_PATHS, Service, api, probes
-from feverous_es.serve.worker import SHUTDOWN_GRACE, PipelineWorker
+from feverous_es.serve.worker import SHUTDOWN_GRACE, PipelineWorker, QueueShares
 from feverous_es.verify.pipeline import Pipeline
 
 STATIC = Path(__file__).with_name("static")
@@ -76,6 +76,7 @@ def create_app(
     health: dict[str, Any],
     token: str | None = None,
     max_queue: int = 64,
+    max_queue_per_client: int | None = None,
     max_batch: int = 16,
     log_claims: bool = False,
     request_timeout: float | None = REQUEST_TIMEOUT,
@@ -86,7 +87,9 @@ def create_app(
     loaded: the server warms them first). ``health``: what ``/v1/health`` reports of the store
     and models (:func:`~feverous_es.serve.health.describe`). ``log_claims``: put the claims'
     text in the request log. ``request_timeout``: seconds a request may wait for its answer
-    (then 504). ``allowed_hosts``: the ``Host`` names served (None: any). ``probe_port``: the
+    (then 504). ``max_queue_per_client``: requests one client may have in the service at once
+    (None: a quarter of ``max_queue``). ``allowed_hosts``: the ``Host`` names served (None:
+    any). ``probe_port``: the
     port the server also listens on for the probes alone (anything else is 404 there)."""
     worker = PipelineWorker(pipeline, max_queue=max_queue, max_batch=max_batch)
     metrics = ServiceMetrics(
@@ -124,8 +127,10 @@ def create_app(
         redoc_url=None,
     )
     public_health = health if token is not None else without_paths(health)
+    share = max_queue_per_client or max(1, max_queue // 4)
     app.state.service = Service(
-        pipeline, worker, metrics, readiness, token, request_timeout, public_health, log_claims
+        pipeline, worker, metrics, readiness, token, request_timeout, public_health, log_claims,
+        QueueShares(share),
     )
     app.include_router(api)
     app.include_router(probes)

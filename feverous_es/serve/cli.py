@@ -45,6 +45,7 @@ class ServeOptions:
     host: str
     port: int
     max_queue: int
+    max_queue_per_client: int | None
     max_batch: int
     log_claims: bool
     drain_timeout: int
@@ -79,6 +80,10 @@ def serve_options(command):  # type: ignore[no-untyped-def]
         click.option("--port", type=click.IntRange(0, 65535), default=8080),
         click.option("--max-queue", type=COUNT, default=64,
                      help="Requests that may wait for the pipeline; more are answered 503."),
+        click.option("--max-queue-per-client", type=COUNT, default=None,
+                     help="Requests one client (an IPv6 client by its /64) may have in the "
+                          "service at once; more are answered 503 (default: a quarter of "
+                          "--max-queue)."),
         click.option("--max-batch", type=COUNT, default=16,
                      help="Claims of waiting requests verified together."),
         click.option("--log-claims", is_flag=True,
@@ -167,6 +172,7 @@ def run_server(
             raise
     app = create_app(
         pipeline, health=health, token=token, max_queue=options.max_queue,
+        max_queue_per_client=options.max_queue_per_client,
         max_batch=options.max_batch, log_claims=options.log_claims,
         request_timeout=options.request_timeout,
         allowed_hosts=allowed_hosts(options.host, options.allowed_host),

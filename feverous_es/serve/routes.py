@@ -8,7 +8,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, TypeVar
@@ -32,6 +32,7 @@ from feverous_es.serve.bodies import (
 )
 from feverous_es.serve.errors import ClientGone, ServeError, api_answers, documented
 from feverous_es.serve.evidence import evidence_scores
+from feverous_es.serve.guard import client_key
 from feverous_es.serve.metrics import CONTENT_TYPE, ServiceMetrics
 from feverous_es.serve.readiness import PIPELINE_STOPPED, Readiness
 from feverous_es.serve.request_log import add_fields, claim_fields
@@ -42,7 +43,7 @@ from feverous_es.serve.schema import (
     TextCheckAnswer,
     VerifyAnswer,
 )
-from feverous_es.serve.worker import PipelineWorker
+from feverous_es.serve.worker import PipelineWorker, QueueShares
 from feverous_es.verdict.entailment import Entailment, TextCheck
 from feverous_es.verify.pipeline import ClaimResult, Pipeline
 
@@ -63,8 +64,9 @@ class Service:
     """What the routes answer from: the pipeline, its worker and what watches them, and the
     server's settings (``token``: None, no token; ``request_timeout``: seconds a request may
     wait for its answer; ``public_health``: ``/v1/health``'s details as the caller may read
-    them; ``log_claims``: the claims' text in the request log). The server and an operator's
-    tooling reach its worker and metrics too (``app.state.service``)."""
+    them; ``log_claims``: the claims' text in the request log; ``shares``: each client's
+    requests in the service). The server and an operator's tooling reach its worker and
+    metrics too (``app.state.service``)."""
 
     pipeline: Pipeline
     worker: PipelineWorker
@@ -74,6 +76,7 @@ class Service:
     request_timeout: float | None
     public_health: dict[str, Any]
     log_claims: bool
+    shares: QueueShares
 
 
 def service(request: Request) -> Service:
@@ -94,6 +97,16 @@ def authorized(
         raise ServeError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
 
 
+async def queue_share(request: Request, served: Served) -> AsyncIterator[None]:
+    """The request counted against its client's share of the queue while it is served (the
+    client as the connection, or a trusted proxy's forwarded header, names it; an IPv6 client
+    by its /64)."""
+    with served.shares.held(client_key(request.client.host if request.client else "")):
+        yield
+
+
+QueueShare = Depends(queue_share)
+
 # The answers are documented by their models (``responses``) but returned as they are (what
 # the CLI's --json prints); the tests check them against these models.
 api = APIRouter(dependencies=[Depends(authorized)])
@@ -108,7 +121,8 @@ def logged(served: Service, request: Request, results: list[ClaimResult]) -> Non
     add_fields(request, claim_fields(claims, labels, with_text=served.log_claims))
 
 
-@api_post("/v1/verify", summary="Verify one claim", responses=api_answers(VerifyAnswer))
+@api_post("/v1/verify", summary="Verify one claim", responses=api_answers(VerifyAnswer),
+          dependencies=[QueueShare])  # fmt: skip
 async def verify(body: VerifyRequest, request: Request, served: Served) -> dict[str, Any]:
     worker, timeout = served.worker, served.request_timeout
     started = time.monotonic()
@@ -126,7 +140,7 @@ async def verify(body: VerifyRequest, request: Request, served: Served) -> dict[
 
 
 @api_post("/v1/verify/batch", summary="Verify many claims, batched",
-          responses=api_answers(BatchAnswer))  # fmt: skip
+          responses=api_answers(BatchAnswer), dependencies=[QueueShare])  # fmt: skip
 async def verify_batch(body: BatchRequest, request: Request, served: Served) -> dict[str, Any]:
     rounds = 1 + (served.pipeline.config.hops if body.hops is None else body.hops)
     if len(body.claims) * rounds > MAX_CLAIM_ROUNDS:
@@ -140,7 +154,7 @@ async def verify_batch(body: BatchRequest, request: Request, served: Served) -> 
 
 
 @api_post("/v1/search", summary="Search the index's elements",
-          responses=api_answers(list[SearchHit]))  # fmt: skip
+          responses=api_answers(list[SearchHit]), dependencies=[QueueShare])  # fmt: skip
 async def search_elements(body: SearchRequest, served: Served) -> list[dict[str, Any]]:
     filters = Filters(pages=tuple(body.pages), types=tuple(body.types))
 
@@ -153,7 +167,8 @@ async def search_elements(body: SearchRequest, served: Served) -> list[dict[str,
 
 
 @api_post("/v1/entail", summary="Check a claim or a text against a source you give",
-          responses=api_answers(EntailAnswer | TextCheckAnswer, 501))  # fmt: skip
+          responses=api_answers(EntailAnswer | TextCheckAnswer, 501),
+          dependencies=[QueueShare])  # fmt: skip
 async def entail(body: EntailRequest, served: Served) -> dict[str, Any]:
     if (source := sum(map(len, body.evidence))) > MAX_SOURCE_CHARS:
         raise ServeError(413, f"source of {source} characters, over {MAX_SOURCE_CHARS}")

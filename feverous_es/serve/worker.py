@@ -16,7 +16,8 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -29,6 +30,31 @@ from feverous_es.verify.pipeline import ClaimResult, Pipeline
 
 class QueueFull(FeverousError):
     """The worker's queue holds as many requests as it may: try again shortly."""
+
+
+class QueueShares:
+    """Requests each client has in the service at once, at most ``share`` of them: one client
+    (a crowd behind one proxy aside) cannot fill the queue for everyone (:class:`QueueFull`)."""
+
+    def __init__(self, share: int) -> None:
+        self.share = share
+        self._held: Counter[str] = Counter()
+
+    @contextmanager
+    def held(self, client: str) -> Iterator[None]:
+        """One of ``client``'s requests, for as long as the block runs."""
+        if self._held[client] >= self.share:
+            raise QueueFull(
+                f"this client has {self.share} requests in the service, its share of the "
+                "queue: wait for an answer first"
+            )
+        self._held[client] += 1
+        try:
+            yield
+        finally:
+            self._held[client] -= 1
+            if not self._held[client]:
+                del self._held[client]
 
 
 class WorkerStopped(FeverousError):
