@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -416,6 +416,24 @@ def test_a_build_in_parts_publishes_only_when_every_part_is_done(
         client.close()
 
 
+def taken_over_while_stopped(
+    config: ElasticConfig, stopped: subprocess.Popen, vectors: Path,
+    then: Callable[[], None] = lambda: None,
+) -> tuple[dict, str]:  # fmt: skip
+    """Stop part 1/2's worker ``stopped`` (SIGSTOP), call ``then``, and past its lease let
+    another worker take part 1/2 over and complete it; then resume the first (SIGCONT). The
+    other's report, and what the first wrote on stderr until it ended."""
+    stopped.send_signal(signal.SIGSTOP)
+    try:
+        then()
+        time.sleep(5)  # past its 3 s lease
+        owner = finished(index_part(config, "1/2", vectors))
+    finally:
+        stopped.send_signal(signal.SIGCONT)
+    _, stderr = stopped.communicate(timeout=300)
+    return owner, stderr
+
+
 def test_a_worker_stopped_past_its_lease_then_resumed_damages_nothing(
     sample_vectors: Path,
 ) -> None:
@@ -430,13 +448,7 @@ def test_a_worker_stopped_past_its_lease_then_resumed_damages_nothing(
         wait_for_a_saved_chunk(client, config, "1", stopped)
         if stopped.poll() is not None:
             pytest.fail(f"part 1 ended before it could be stopped: {stopped.communicate()[1]}")
-        stopped.send_signal(signal.SIGSTOP)
-        try:
-            time.sleep(5)  # past its 3 s lease
-            twin = finished(index_part(config, "1/2", sample_vectors))
-        finally:
-            stopped.send_signal(signal.SIGCONT)
-        _, stderr = stopped.communicate(timeout=300)
+        twin, stderr = taken_over_while_stopped(config, stopped, sample_vectors)
         last = finished(index_part(config, "2/2", sample_vectors))
     finally:
         client.close()
@@ -495,14 +507,9 @@ def test_a_worker_stopped_in_its_open_time_scan_deletes_nothing_of_the_new_owner
         with stopped.running():
             resuming = index_part(replace(config, url=stopped.url), "1/2", sample_vectors)
             assert held(stopped, resuming), f"no discard: {resuming.communicate()}"
-            resuming.send_signal(signal.SIGSTOP)
-            try:
-                stopped.release()  # the hits wait in its socket while it is stopped
-                time.sleep(5)  # past its 3 s lease
-                owner = finished(index_part(config, "1/2", sample_vectors))
-            finally:
-                resuming.send_signal(signal.SIGCONT)
-            _, stderr = resuming.communicate(timeout=300)
+            # the hits wait in its socket while it is stopped
+            owner, stderr = taken_over_while_stopped(config, resuming, sample_vectors,
+                                                     then=stopped.release)  # fmt: skip
         last = finished(index_part(config, "2/2", sample_vectors))
         assert resuming.returncode == 1 and "without writing more" in stderr, stderr
         assert owner["state"]["complete"] and last["waiting_for"] == []

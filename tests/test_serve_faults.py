@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -168,23 +169,27 @@ class SlowPipeline(FaultyPipeline):
         return super().verify_many(claims)
 
 
-def test_a_full_queue_is_not_ready() -> None:
-    """An orchestrator sends no more traffic to an instance that would refuse it."""
+def posted_until(http: TestClient, claim: str, reached: Callable[[], bool]) -> threading.Thread:
+    """``claim`` posted on a thread of its own, once ``reached()`` says the worker has it."""
     import time
 
+    posting = threading.Thread(target=http.post, args=("/v1/verify",),
+                               kwargs={"json": {"claim": claim}})  # fmt: skip
+    posting.start()
+    deadline = time.monotonic() + 5
+    while not reached():
+        assert time.monotonic() < deadline, f"the worker never took {claim!r}"
+        time.sleep(0.01)
+    return posting
+
+
+def test_a_full_queue_is_not_ready() -> None:
+    """An orchestrator sends no more traffic to an instance that would refuse it."""
     pipeline = FaultyPipeline("hang")
     with client(pipeline, max_queue=1, max_queue_per_client=2, request_timeout=10) as http:
-        running = threading.Thread(target=http.post, args=("/v1/verify",),
-                                   kwargs={"json": {"claim": "Running."}})  # fmt: skip
-        running.start()
-        deadline = time.monotonic() + 5
-        while http.app.state.service.worker.running_for() == 0:  # type: ignore[attr-defined]
-            assert time.monotonic() < deadline
-        waiting = threading.Thread(target=http.post, args=("/v1/verify",),
-                                   kwargs={"json": {"claim": "Waiting."}})  # fmt: skip
-        waiting.start()
-        while http.app.state.service.worker.waiting < 1:  # type: ignore[attr-defined]
-            assert time.monotonic() < deadline
+        worker = http.app.state.service.worker  # type: ignore[attr-defined]
+        running = posted_until(http, "Running.", lambda: worker.running_for() > 0)
+        waiting = posted_until(http, "Waiting.", lambda: worker.waiting >= 1)
         full = http.get("/v1/health/ready")
         pipeline.release.set()
         running.join()
@@ -195,16 +200,10 @@ def test_a_full_queue_is_not_ready() -> None:
 
 
 def test_one_client_holds_at_most_its_share_of_the_queue() -> None:
-    import time
-
     pipeline = FaultyPipeline("hang")
     with client(pipeline, max_queue=8, max_queue_per_client=1, request_timeout=10) as http:
-        running = threading.Thread(target=http.post, args=("/v1/verify",),
-                                   kwargs={"json": {"claim": "Running."}})  # fmt: skip
-        running.start()
-        deadline = time.monotonic() + 5
-        while http.app.state.service.worker.running_for() == 0:  # type: ignore[attr-defined]
-            assert time.monotonic() < deadline
+        worker = http.app.state.service.worker  # type: ignore[attr-defined]
+        running = posted_until(http, "Running.", lambda: worker.running_for() > 0)
         second = http.post("/v1/search", json={"query": "A query."})
         pipeline.release.set()
         running.join()
