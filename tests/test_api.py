@@ -46,9 +46,24 @@ def test_the_readme_first_command_prints_what_the_readme_shows(sample_index: Pat
     assert claim, "the README's first command verifies a claim"
     result = CliRunner().invoke(main, ["verify", claim[1], "--index", str(sample_index)])
     assert result.exit_code == 0, result.output
-    # The claim, the verdict with its probability and the first evidence line, as shown.
+    # The claim, the verdict with its probability and the first evidence line, as shown. The
+    # probability within a few hundredths: int8 kernels differ between CPUs (AVX-512 VNNI or
+    # AVX2 only), and the README shows what one of them printed.
     head = [line for line in shown.splitlines() if line.strip() != "…"][:3]
-    assert result.output.splitlines()[:3] == head
+    printed = result.output.splitlines()[:3]
+    assert [PROBABILITY.sub("", line) for line in printed] == [
+        PROBABILITY.sub("", line) for line in head
+    ]
+    assert abs(probability(printed[1]) - probability(head[1])) <= 0.03, (printed[1], head[1])
+
+
+PROBABILITY = re.compile(r"probability (\d\.\d+)")
+
+
+def probability(line: str) -> float:
+    found = PROBABILITY.search(line)
+    assert found, line
+    return float(found[1])
 
 
 def test_every_public_name_imports_and_the_package_import_stays_light() -> None:
