@@ -89,8 +89,8 @@ def create_app(
     text in the request log. ``request_timeout``: seconds a request may wait for its answer
     (then 504). ``max_queue_per_client``: requests one client may have in the service at once
     (None: a quarter of ``max_queue``). ``allowed_hosts``: the ``Host`` names served (None:
-    any). ``probe_port``: the
-    port the server also listens on for the probes alone (anything else is 404 there)."""
+    any). ``probe_port``: the port the server also listens on for the probes alone (anything
+    else is 404 there)."""
     worker = PipelineWorker(pipeline, max_queue=max_queue, max_batch=max_batch)
     metrics = ServiceMetrics(
         version=__version__, models=health.get("models", ()),

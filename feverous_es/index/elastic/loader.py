@@ -64,12 +64,6 @@ class BulkReport:
     def ok(self) -> bool:
         return not self.failed and not self.errors
 
-    def raise_fenced(self, kind: type[BaseException]) -> None:
-        """Raise the first error of type ``kind`` a request met (a fence's, as it was)."""
-        for error in self.errors:
-            if isinstance(error, kind):
-                raise error
-
     def summary(self, describe: Callable[[BaseException], str] = str) -> str:
         """One line: how many documents failed, the first few, and the first request error."""
         parts = []
@@ -108,10 +102,19 @@ def bulk_load(
     """Send ``actions`` (``streaming_bulk`` actions) with ``config.bulk_workers`` threads and
     report every document that finally failed. Never raises for a failed document or request:
     the report says what went wrong. ``fence`` is called before every bulk request, a retry
-    too (what it raises stops the load: a writer that lost its lease sends nothing more);
-    documents answered with a status in ``ignore_status`` count as done."""
+    too: what it raises stops the load and is raised here (a writer that lost its lease sends
+    nothing more). Documents answered with a status in ``ignore_status`` count as done."""
+    refused: list[BaseException] = []  # what the fence raised, as it raised it
     if fence is not None:
-        client = fenced(client, fence)
+
+        def checked() -> None:
+            try:
+                fence()
+            except BaseException as error:
+                refused.append(error)
+                raise
+
+        client = fenced(client, checked)
     report = BulkReport()
     lock = threading.Lock()
     stop = threading.Event()
@@ -175,6 +178,8 @@ def bulk_load(
             pending.put(_END)
         for thread in threads:
             thread.join()
+    if refused:
+        raise refused[0]
     return report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -42,7 +42,7 @@ from feverous_es.index.elastic.documents import (
     mapping_conflicts,
 )
 from feverous_es.index.elastic.errors import describe, elastic_errors
-from feverous_es.index.elastic.leases import Lease, LeaseLost
+from feverous_es.index.elastic.leases import Lease
 from feverous_es.index.elastic.loader import BuildIndices, bulk_load, chunk_actions
 from feverous_es.index.store import BuildState, Chunk
 
@@ -194,6 +194,12 @@ class ElasticWriter:
         self._held.enter_context(lease.kept())
         return mine
 
+    @property
+    def _fence(self) -> Callable[[], None] | None:
+        """What a part's bulk requests check first: that its lease still holds (a whole build
+        has no lease)."""
+        return self._lease.fence if self._lease is not None else None
+
     def _indices(self) -> list[str]:
         return list(self.indices)
 
@@ -215,9 +221,8 @@ class ElasticWriter:
         (``if_seq_no`` / ``if_primary_term``). Document ids are fixed by the dump, so a worker
         that was stopped mid-discard and lost its part would otherwise delete what the new
         owner rewrote under the same ids; a rewritten document answers 409 and is left."""
-        fence = self._lease.fence if self._lease is not None else None
-        if fence is not None:
-            fence()
+        if self._lease is not None:
+            self._lease.fence()
         if quick:
             client = self._client.options(
                 request_timeout=self.config.request_timeout, max_retries=0
@@ -240,8 +245,7 @@ class ElasticWriter:
              "if_seq_no": hit["_seq_no"], "if_primary_term": hit["_primary_term"]}
             for hit in stale
         )  # fmt: skip
-        report = bulk_load(client, deletes, self.config, fence=fence, ignore_status=(409,))
-        report.raise_fenced(LeaseLost)
+        report = bulk_load(client, deletes, self.config, fence=self._fence, ignore_status=(409,))
         if not report.ok:
             raise StoreError(
                 f"cannot delete what chunk {self._state.next_seq} left: "
@@ -326,9 +330,7 @@ class ElasticWriter:
                     chunk, self.indices, state, parts.seq_of(self.part, chunk.seq),
                     lambda ordinal: parts.ord_of(self.part, ordinal),
                 )  # fmt: skip
-                fence = self._lease.fence if self._lease is not None else None
-                report = bulk_load(self._client, actions, self.config, fence=fence)
-                report.raise_fenced(LeaseLost)
+                report = bulk_load(self._client, actions, self.config, fence=self._fence)
                 if not report.ok:
                     raise StoreError(
                         f"chunk {chunk.seq} was not stored: "
