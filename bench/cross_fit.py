@@ -68,6 +68,7 @@ def cross_fitted(
     read = verdict_accuracy(
         context, baseline_readers=["default"], baseline_models=[SHIPPED_AS_FOLDER, *folds],
         held_out_by=held_out_by, files=files, per_file=per_file, batch_size=batch_size,
+        keep_answers=True,
     )  # fmt: skip
     figures: dict[str, Any] = {}
     pooled: dict[str, list[np.ndarray]] = {"gold": [], "shipped": [], "cross": []}

@@ -385,9 +385,7 @@ def nei_rules(
         "chosen": {"rule": chosen, **every[chosen]},
         "sentences_alone": sentence_rows(claims, read, every[chosen]["options"]),
         "two_fold": two_fold,
-        "readings": [{"kind": c.kind, "source": c.source, "id": c.id, "claim": c.text,
-                      "gold": c.label, **f} for c, f in zip(claims, read, strict=True)],
-    }  # fmt: skip
+    }
     report(figures)
     return figures
 

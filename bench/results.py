@@ -122,14 +122,18 @@ def data_files(paths: Iterable[str]) -> dict[str, str]:
 
 def data_changed(held: Mapping[str, str]) -> str | None:
     """Why a record's data files (``depends.data``) are not what this machine holds now: the
-    first one whose hash differs, or that is gone; None when all match (or none is held)."""
+    first one whose hash differs; None when all that are here match. A file that is not here
+    (a clone with no data beside it) says nothing of the record: :func:`data_missing`."""
     for name, digest in held.items():
         path = DATA / name
-        if not path.is_file():
-            return f"its data file {name} is not here"
-        if _sha256([path]) != digest:
+        if path.is_file() and _sha256([path]) != digest:
             return f"its data file {name} changed since"
     return None
+
+
+def data_missing(held: Mapping[str, str]) -> list[str]:
+    """The data files of a record (``depends.data``) this machine does not hold."""
+    return [name for name in held if not (DATA / name).is_file()]
 
 
 # The instruction sets that choose ONNX Runtime's int8 and float kernels: the same model and

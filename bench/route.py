@@ -208,7 +208,6 @@ def route_choice(
             for source in FILES
         },
         **chosen(read),
-        "readings": [r for r in read if "share" in r or "table_nei" in r],
     }
     report(figures)
     return figures

@@ -20,7 +20,7 @@ code with flags that emulate its rules. `reader = "large"` puts the large reader
 `baseline_rules` names verdict options of the reader under test, one column each (`{ "whole
 evidence only" = { page_premises = 0 } }`): a rule judged by the claims it changes.
 `baseline_answers` names stored per-claim answers of a version run as it was, from its own
-commit (bench/results/answers/NAME/SOURCE.jsonl.gz: its `feverous-es predict` lines for these
+commit (bench/answers/NAME/SOURCE.jsonl.gz: its `feverous-es predict` lines for these
 claims; ANSWERS.md there says how each was made). Every column is also compared with the
 verdict under test claim by claim: the paired difference in label accuracy with its 95 %
 bootstrap interval and the claims only one of them gets right (bench/paired.py); a change is
@@ -63,8 +63,8 @@ from feverous_es.eval.samples import gold_element_ids, gold_ids
 from feverous_es.verdict.classifier import NEI_MODEL, ClassifierOptions
 from feverous_es.verdict.readers import CASCADES, reader_dirs
 
-ANSWERS = REPO / "bench" / "results" / "answers"
-# One letter a claim in the record's answers.
+ANSWERS = REPO / "bench" / "answers"
+# One letter a claim in the per-claim answers a caller reads (cross_fit).
 LETTERS = {"SUPPORTS": "S", "REFUTES": "R", "NOT ENOUGH INFO": "N"}
 TARGETS = {"fm2_dev": 0.68, "feverous_s_dev": 0.75, "tabfact_dev": 0.66}  # entailment issue
 BINS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins of a 2-way model's confidence
@@ -117,7 +117,7 @@ def file_limit(per_file: int | Mapping[str, int] | None, stem: str) -> int | Non
 
 def stored_answers(name: str, source: str, lines: list[str]) -> list[bytes]:
     """The submission lines version ``name`` answered ``lines``' claims with, in their order,
-    from bench/results/answers/NAME/SOURCE.jsonl.gz (BenchError naming a claim it lacks)."""
+    from bench/answers/NAME/SOURCE.jsonl.gz (BenchError naming a claim it lacks)."""
     path = ANSWERS / name / f"{source}.jsonl.gz"
     if not path.is_file():
         raise BenchError(f"no stored answers {path.relative_to(REPO)} (ANSWERS.md: making them)")
@@ -605,6 +605,7 @@ def verdict_accuracy(
     files: Sequence[str] = (),
     nei: Sequence[float] = (0.3, 0.5, 0.7, 0.9, 1.1),
     batch_size: int = 16,
+    keep_answers: bool = False,
 ) -> dict:
     """The figures of the verdict under test (``models``: a directory holding ``verdict/``,
     ``table-verdict/``, default the shipped ones; ``reader``: default,
@@ -613,7 +614,9 @@ def verdict_accuracy(
     kept out (at most ``per_file`` a file, or a table of them by
     file stem; only ``files``' stems). ``baseline_answers``: stored per-claim answers of
     versions run as they were; ``baseline_rules``: the reader under test with other verdict
-    options, a column each (the module)."""
+    options, a column each (the module). ``keep_answers``: each file's figures hold its
+    per-claim answers too (``answers``: ids and a letter a claim per column), for a caller that
+    pairs them; a record holds figures only."""
     models_dir = Path(models) if models else REPO / "feverous_es" / "models"
     if models is None and reader is None:  # the package's verdict, with its default reader
         reader = ClassifierOptions().model
@@ -651,4 +654,7 @@ def verdict_accuracy(
     print("\nmodels trained by:")
     for training in trainings[: len(under_test)]:
         print(f"  {training['command']}")
+    if not keep_answers:
+        for read in figures.values():
+            del read["answers"]
     return figures

@@ -166,8 +166,9 @@ def test_a_record_holds_the_data_files_it_read_and_check_sees_one_change(
     assert results.data_changed(held) is None
     claims.write_text('{"id": 2}\n', encoding="utf-8")
     assert results.data_changed(held) == "its data file minifeverous/fm2_dev.jsonl changed since"
-    claims.unlink()
-    assert results.data_changed(held) == "its data file minifeverous/fm2_dev.jsonl is not here"
+    claims.unlink()  # a clone with no data beside it: missing, not changed
+    assert results.data_changed(held) is None
+    assert results.data_missing(held) == ["minifeverous/fm2_dev.jsonl"]
 
 
 def test_the_benchmarks_page_and_the_readme_tables_match_the_records() -> None:
