@@ -76,12 +76,21 @@ def node_config(prefix: str, dims: int = DIM) -> ElasticConfig:
     return replace(config, prefix=prefix, replicas=0, dims=dims)
 
 
-def cli_env(config: ElasticConfig) -> dict[str, str]:
-    """The environment of a ``feverous-es`` process using ``config``'s cluster and prefix."""
+# The lease of a worker these tests kill or stop: it runs out in seconds, not a minute, so
+# another takes its part over at once. Only those workers hold so short a lease: a worker left
+# to finish on a busy two-core machine can go 3 s without a lease write (half of this lease)
+# and would fence itself.
+SHORT_LEASE = 6
+
+
+def cli_env(config: ElasticConfig, lease: float | None = None) -> dict[str, str]:
+    """The environment of a ``feverous-es`` process using ``config``'s cluster and prefix;
+    ``lease``: its lease's seconds (None: the default minute)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEVEROUS_ES_")}
-    # A part killed here is run again at once: its lease runs out in seconds, not a minute.
     env.update(FEVEROUS_ES_URL=config.url or "", FEVEROUS_ES_PREFIX=config.prefix,
-               FEVEROUS_ES_REPLICAS="0", FEVEROUS_ES_LEASE_SECONDS="3")  # fmt: skip
+               FEVEROUS_ES_REPLICAS="0")  # fmt: skip
+    if lease is not None:
+        env["FEVEROUS_ES_LEASE_SECONDS"] = f"{lease:g}"
     if config.username:
         env.update(FEVEROUS_ES_USER=config.username, FEVEROUS_ES_PASSWORD=config.password or "")
     return env
@@ -287,7 +296,7 @@ def resumed(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
     cache = ["--vector-cache", str(sample_vectors)]
     args = [sys.executable, "-m", "feverous_es", "index", str(SAMPLE_DB), "--store",
             "elasticsearch", "--chunk-size", "1500"]  # fmt: skip
-    process = subprocess.Popen(args, env=cli_env(sample), cwd=REPO,
+    process = subprocess.Popen(args, env=cli_env(sample, SHORT_LEASE), cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     client = connect(sample)
     try:
@@ -325,14 +334,15 @@ def test_kill_9_midway_then_resume_holds_every_element_once(
 
 
 def index_part(
-    config: ElasticConfig, part: str, vectors: Path | None, out: int = subprocess.PIPE
-) -> subprocess.Popen:
+    config: ElasticConfig, part: str, vectors: Path | None, out: int = subprocess.PIPE,
+    lease: float | None = None,
+) -> subprocess.Popen:  # fmt: skip
     """``feverous-es index`` of the sample as part ``part`` (``I/N``), started, not waited for;
-    ``vectors``: a vector cache to read (None: embed)."""
+    ``vectors``: a vector cache to read (None: embed); ``lease``: as :func:`cli_env`'s."""
     cache = ["--vector-cache", str(vectors)] if vectors else []
     args = [sys.executable, "-m", "feverous_es", "index", str(SAMPLE_DB), "--store",
             "elasticsearch", "--chunk-size", "200", "--part", part, "--json", *cache]  # fmt: skip
-    return subprocess.Popen(args, env=cli_env(config), cwd=REPO, stdout=out,
+    return subprocess.Popen(args, env=cli_env(config, lease), cwd=REPO, stdout=out,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
@@ -368,7 +378,7 @@ def in_parts(sample_vectors: Path) -> Iterator[tuple[ElasticConfig, dict]]:
     # The part killed embeds (as in the killed one-process build above); the others read the
     # vectors of the run's sample index.
     first = index_part(config, "1/3", sample_vectors)
-    second = index_part(config, "2/3", None, subprocess.DEVNULL)
+    second = index_part(config, "2/3", None, subprocess.DEVNULL, SHORT_LEASE)
     client = connect(config)
     try:
         wait_for_a_saved_chunk(client, config, "2", second)
@@ -426,7 +436,7 @@ def taken_over_while_stopped(
     stopped.send_signal(signal.SIGSTOP)
     try:
         then()
-        time.sleep(5)  # past its 3 s lease
+        time.sleep(SHORT_LEASE + 2)  # past its lease
         owner = finished(index_part(config, "1/2", vectors))
     finally:
         stopped.send_signal(signal.SIGCONT)
@@ -442,7 +452,7 @@ def test_a_worker_stopped_past_its_lease_then_resumed_damages_nothing(
     stops, saying why, with nothing written or deleted. Part 2 completes and publishes: every
     element of the dump once, the twin's chunks intact (publishing counts them)."""
     config = node_config(f"feverous-it-{uuid.uuid4().hex[:8]}", dims=384)
-    stopped = index_part(config, "1/2", None)  # embeds: slow enough to stop midway
+    stopped = index_part(config, "1/2", None, lease=SHORT_LEASE)  # embeds: slow to stop midway
     client = connect(config)
     try:
         wait_for_a_saved_chunk(client, config, "1", stopped)
@@ -499,13 +509,15 @@ def test_a_worker_stopped_in_its_open_time_scan_deletes_nothing_of_the_new_owner
     killed, stopped = HoldingProxy(config.url or "", chunk_in_flight), None
     try:
         with killed.running():
-            first = index_part(replace(config, url=killed.url), "1/2", sample_vectors)
+            first = index_part(replace(config, url=killed.url), "1/2", sample_vectors,
+                               lease=SHORT_LEASE)  # fmt: skip
             assert held(killed, first), f"no chunk was in flight: {first.communicate()}"
             first.kill()  # the chunk's documents are in, its progress is not
             first.wait()
         stopped = HoldingProxy(config.url or "", discard_scroll)
         with stopped.running():
-            resuming = index_part(replace(config, url=stopped.url), "1/2", sample_vectors)
+            resuming = index_part(replace(config, url=stopped.url), "1/2", sample_vectors,
+                                  lease=SHORT_LEASE)  # fmt: skip
             assert held(stopped, resuming), f"no discard: {resuming.communicate()}"
             # the hits wait in its socket while it is stopped
             owner, stderr = taken_over_while_stopped(config, resuming, sample_vectors,
