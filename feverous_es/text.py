@@ -4,8 +4,8 @@ Each splitting serves one stage and they differ on purpose (changing one moves t
 figures):
 
 * :func:`tokens` — lower-cased, accent-folded word and number tokens, ``1,000`` read as
-  ``1000``: the verdict's computed facts (:mod:`feverous_es.verdict.table_facts`,
-  :mod:`~feverous_es.verdict.sentence_facts`) and the premise's row choice;
+  ``1000``: the verdict's computed table facts (:mod:`feverous_es.verdict.table_facts`), the
+  share of a claim's words its evidence holds, and the premise's row choice;
 * :func:`words` — every ``\\w+`` run, case- and accent-folded: the table ranking's whole-cell
   matches (``"1986 - 87"`` → ``1986``, ``87``);
 * :class:`Terms` — the BM25 fields' analysis (stemmed, stop words out), for scoring a table the

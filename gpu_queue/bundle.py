@@ -48,7 +48,7 @@ from gpu_queue.spec import Job, Model
 
 MIB = 1 << 20
 # A call carries 64 MiB with the working tree (4.6 MiB without the models, which the calls leave
-# out); the 2026-11-27 lend carried 58 MiB calls. Weights go in half-call parts, so that the
+# out); the first lend carried 58 MiB calls. Weights go in half-call parts, so that the
 # bases, pairs and wheels pack into as few calls as their bytes need.
 SEND_PART_BYTES = 58 * MIB
 RETURN_PART_BYTES = 16 * MIB  # a file that comes back: at most 16 MiB

@@ -73,7 +73,6 @@ class QueueOptions:
     per_source: int = 6000
     # Each failure class's training claims read against the pipeline's evidence for them
     # (class_evidence.py): what a CPU retrain on the prepared pairs alone lacked
-    # (docs/log/verdict-2026-11.md).
     class_evidence: int = 150
     max_length: int = 192  # the reader's (what the shipped readers read)
     wheels: bool = option(

@@ -1,6 +1,6 @@
 """The queue's plan: each job's expected seconds on the GPU, and the calls of a lend in order.
 
-The rates are those the 2026-11-27 H200 lend measured (docs/gpu-training.md): the 110 M teacher
+The rates are those the first H200 lend measured (docs/gpu-training.md): the 110 M teacher
 trained at ~155 k tokens/s and the 22 M student at ~300 k in bf16, both scored ~3x faster than
 they trained; the machine started in ~30 s, and each call cost ~15 s of the lend (5 s carrying
 56 MiB, the rest the turn between calls). A token's training time is modelled as a fixed cost

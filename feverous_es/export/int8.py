@@ -8,7 +8,7 @@
 * ``mixed``: ``dynamic``, except the feed-forward output matmuls (post-GELU inputs: the widest
   range, the largest error), which are weight-only.
 
-Which recipe a model ships with is measured (bench/quantization.py, docs/log/verdict-2026-11.md).
+Which recipe a model ships with is measured (bench/quantization.py; docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "pages": "hybrid",
     "candidates": "papelo",
     # The packaged sentence ranker, fused with the retrieval order, on sentences only: chosen
-    # by held-out complete-evidence recall (docs/log/verdict-2026-11.md).
+    # by held-out complete-evidence recall (docs/decisions.md, Retrieval).
     "reranker": "sentence-ranker",
     "selector": "budget",
     "hop": "links",

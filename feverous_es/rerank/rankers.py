@@ -37,9 +37,8 @@ from feverous_es.runtime.files import PACKAGED_MODELS_DIR
 LOGIT_CACHE_SIZE = 10_000
 
 PACKAGED_SENTENCE_RANKER = PACKAGED_MODELS_DIR / "sentence-ranker"
-# Chosen on held-out FM2 and FEVEROUS-S claims through the whole pipeline
-# (docs/log/verdict-2026-11.md);
-# the ranker was trained on 128-token pairs.
+# Chosen on held-out FM2 and FEVEROUS-S claims through the whole pipeline (docs/decisions.md,
+# Retrieval); the ranker was trained on 128-token pairs.
 SENTENCE_RANKER_WEIGHT = 1.0
 SENTENCE_RANKER_MAX_LENGTH = 128
 

@@ -9,13 +9,11 @@ pages (TabFact page titles are rarely named by a claim), by the table score of
 :mod:`feverous_es.retrieve.table_scores`, read off light hits (:class:`CellHit`: thousands a
 claim); only the cells kept are fetched whole. An optional row step re-ranks the best tables by
 adding a small multiple of a cross-encoder's logit for (claim, the table's best row as plain
-text). It is off by default: on 1,000 TabFact dev claims it bought 0.5 / 0.7 / 0.7 points of
-gold-table Hits@1 / 5 / 10 for 186 ms a claim, more than the rest of the pipeline together
-(the `row-step` benchmark, docs/log/table-retrieval-2026-11.md). The tables then give cells
-best row first:
-the best table more, the next ones a few each, so the 25-cell budget holds several tables
-(Hits@5 needs them) and the best table's likely rows. `bench/retrieval.py` measures the whole
-stage.
+text). It is off by default: it bought under a point of gold-table Hits@k for more time a
+claim than the rest of the pipeline together (the `row-step` benchmark; docs/decisions.md,
+Retrieval). The tables then give cells best row first: the best table more, the next ones a
+few each, so the 25-cell budget holds several tables (Hits@5 needs them) and the best table's
+likely rows. `bench/retrieval.py` measures the whole stage.
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ from feverous_es.text import Terms
 
 # The first-round pool the sentence ranker chooses from: on held-out FM2 / FEVEROUS-S claims, 25
 # non-cells hold the gold sentences of more claims than 15, and the ranker finds them
-# (docs/log/verdict-2026-11.md; bench/sentence_ranker.py).
+# (docs/decisions.md, Retrieval; bench/sentence_ranker.py).
 NON_CELLS = 25
 
 

@@ -91,7 +91,7 @@ class HybridPageRetriever:
 
     A span naming a title weighs less than a name in full because claims name many side pages
     ("Alabama") whose sentences are rarely the evidence, and lower-case words ("village")
-    less than names. How the defaults were measured: docs/log/benchmark-notes.md, page retrieval.
+    less than names. How the defaults were measured: docs/decisions.md, Retrieval.
     """
 
     def __init__(

@@ -19,8 +19,7 @@ combines:
   relative to the best of the candidate tables: term frequency over the whole table and IDF
   over all tables, which no row and no candidate-pool statistic gives.
 
-What each part and setting was measured to add, and what was tried and left out, is in
-docs/log/table-retrieval.md.
+What each part was measured to add: docs/decisions.md, Retrieval.
 """
 
 from __future__ import annotations
@@ -85,7 +84,7 @@ class ClaimSpans:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TableWeights:
     """Weights of the table score's parts (:func:`table_parts`, see the module docstring), as
-    tuned on TabFact dev claims (docs/log/table-retrieval.md)."""
+    tuned on TabFact dev claims (docs/decisions.md, Retrieval)."""
 
     row: float = 1.0
     terms: float = 1.0

@@ -36,8 +36,7 @@ from feverous_es.runtime.tasks import TEXT_CLASSIFICATION, check_task
 DEFAULT_MAX_LENGTH = 512
 DEFAULT_BATCH_SIZE = 32
 # An int8 graph quantizes activations with one scale per batch: read alone, a pair scores the
-# same whatever else is scored with it. What batching would gain and fixed scales cost:
-# docs/log/benchmarks-2026-11.md.
+# same whatever else is scored with it (docs/decisions.md, Runtime).
 INT8_BATCH_SIZE = 1
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 

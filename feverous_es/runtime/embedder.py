@@ -7,11 +7,10 @@ scale per batch, so a text's vector would move with whatever shares its batch. O
 fp32 graph over its dequantized weights runs instead, and on a CUDA device the fp16 one; both
 are derived once from the shipped file into the model cache (:func:`ensure_cpu_model`,
 :func:`ensure_cuda_model`). A text's vector is then the same alone or in any batch, chunk, part
-or resume point (docs/design.md: same input, same output). Chosen side by side on this project's
-2-core CPU (AVX2, no VNNI; `python -m bench run embedder-graphs`, docs/log/2026-12.md): the
-fp32 graph in batches read side by side, one core each, embeds at 0.74-0.89x the int8 graph's
-rate in batches of 32 (two runs), faster than every other batch-independent way (fp32 on two
-threads, weight-only int8, and in a scratch run 8-bit MatMulNBits).
+or resume point (docs/design.md: same input, same output). Of the batch-independent ways
+measured side by side on an AVX2 CPU (fp32 on two threads, weight-only int8), the fp32 graph in
+batches read side by side, one core each, is the fastest (`python -m bench run
+embedder-graphs`; docs/decisions.md, Runtime).
 
 A full export from the pretrained weights (fp32, fp16 and int8; how the shipped file was made)
 is :mod:`feverous_es.export.embedder`, which needs torch: the runtime never starts it (no

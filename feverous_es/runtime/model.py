@@ -158,7 +158,7 @@ class OnnxModel:
         # A model read in many small batches (an int8 cross-encoder: one pair a run) runs them
         # side by side on the CPU, one core each, on one session of one thread: runs that small
         # share two threads badly. One session only: a second costs each process start what
-        # the runs gain (docs/log/benchmarks-2026-11.md, batches side by side).
+        # the runs gain (docs/decisions.md, Runtime).
         side_by_side = side_by_side and threads is None and BATCH_WORKERS.cores > 1
         self.session = open_session(pick, device=device, threads=1 if side_by_side else threads)
         self.provider: str = self.session.get_providers()[0]

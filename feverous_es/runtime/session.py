@@ -87,10 +87,10 @@ def open_session(
     if threads is not None:
         options.intra_op_num_threads = threads
     # The CPU arena keeps every block it grew for the largest batch shape seen, and a server
-    # must not grow: plain malloc gives memory back (docs/log/benchmarks-2026-11.md, server memory).
+    # must not grow: plain malloc gives memory back (docs/decisions.md, Runtime).
     options.enable_cpu_mem_arena = False
     # Pool threads that spin between runs take the CPU from the store searches and the other
-    # models (docs/log/benchmarks-2026-11.md, speed with the readers in).
+    # models (docs/decisions.md, Runtime).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if provider == CUDA_PROVIDER:
         session = _load(model_file(True), options, [CUDA_PROVIDER, CPU_PROVIDER])

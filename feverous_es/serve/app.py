@@ -129,7 +129,14 @@ def create_app(
     public_health = health if token is not None else without_paths(health)
     share = max_queue_per_client or max(1, max_queue // 4)
     app.state.service = Service(
-        pipeline, worker, metrics, readiness, token, request_timeout, public_health, log_claims,
+        pipeline,
+        worker,
+        metrics,
+        readiness,
+        token,
+        request_timeout,
+        public_health,
+        log_claims,
         QueueShares(share),
     )
     app.include_router(api)

@@ -2,7 +2,7 @@
 
 The line (logger ``feverous_es.serve.requests``, on standard error)::
 
-    {"time": "2026-11-26T19:02:11.532Z", "request_id": "9f1c…", "method": "POST",
+    {"time": "2027-01-15T19:02:11.532Z", "request_id": "9f1c…", "method": "POST",
      "route": "/v1/verify", "status": 200, "latency_ms": 412.7, "client": "127.0.0.1",
      "claim_chars": 54, "verdict": "SUPPORTS"}
 

@@ -2,7 +2,7 @@
 
 # The trainers of models the package does not ship, named here once (`train --help` lists
 # them): a user's plugin option reads what they write, or they were measured and not shipped
-# (the logs in docs/log/ say what each measured).
+# (docs/decisions.md says what each measured).
 UNSHIPPED = {
     "hop": "a next-hop generator for the `seq2seq` hop plugin; the default hop follows links",
 }

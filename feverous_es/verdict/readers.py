@@ -3,8 +3,8 @@
 A reader is one packaged model, or several whose label probabilities are averaged:
 
 * ``default``: three all-MiniLM-L6-v2 students (22 M each, int8) averaged: ``verdict``,
-  distilled on an H200 from the large model (2026-11-27); ``verdict-2``, distilled on an H200
-  (2026-11-28) from that teacher after two more epochs on the failure classes (a person's
+  distilled on an H200 from the large model; ``verdict-2``, distilled on an H200
+  from that teacher after two more epochs on the failure classes (a person's
   true profession, nationality and year and their changed twins, a page's simple facts);
   ``verdict-3``, ``verdict-2`` trained on this CPU with the failure classes' claims read
   against the evidence the pipeline retrieves for them, the replayed pairs distilled from the
@@ -40,10 +40,9 @@ READERS: dict[str, tuple[str, ...]] = {
 # The cascade's readers (first, then where it is unsure) and the default reader's top
 # probability under which the second reads a pair.
 CASCADES: dict[str, tuple[str, str]] = {AUTO_READER: (DEFAULT_READER, LARGE_READER)}
-# Chosen 2026-12-01 through the whole pipeline on the held-out FM2 dev claims
-# (`python -m bench run verdict`, docs/log/2026-12.md): 0.6, 0.7, 0.8 and 0.9 read within 0.2
-# point of each other, each clearing zero over the students alone (0.6: +2.7 [+0.7, +4.9]);
-# 0.6 sends the fewest pairs to the large reader.
+# Chosen through the whole pipeline on the held-out dev claims (`python -m bench run verdict`):
+# of the thresholds measured, 0.6 sends the fewest pairs to the large reader
+# (docs/decisions.md, Verdict).
 CASCADE_BELOW = 0.6
 
 

@@ -100,7 +100,7 @@ class ElasticConfig:
     publish_wait: float = 1800.0
     # Segments a shard of a finished build is merged to before it is published (0: no merge).
     # A build is never written again, and one segment is one HNSW graph and one term
-    # dictionary to search instead of dozens (docs/log/benchmark-notes.md).
+    # dictionary to search instead of dozens (docs/decisions.md, Index build).
     merge_segments: int = 1
     # Retrieval: num_candidates = clamp(num_candidates_factor * k, 100, 10000).
     num_candidates_factor: int = 4

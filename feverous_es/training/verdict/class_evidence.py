@@ -3,8 +3,8 @@
 A failure class's prepared pair (:mod:`~feverous_es.training.verdict.contrastive`, ``attributes``,
 ``relations``) reads its claim against the page's first two sentences and one donor's lead. The
 pipeline reads the same claim against what it *retrieves*: the page's sentences among other
-subjects' (docs/log/verdict-2026-11.md: a CPU retrain on the prepared pairs learned every
-class on its pairs, ≥ 0.92, and not through the pipeline). Here a sample of each class's
+subjects' (a CPU retrain on the prepared pairs alone learned every class on its pairs and not
+through the pipeline). Here a sample of each class's
 training claims is retrieved as ``verify`` retrieves it and read as the verdict reads it
 (:func:`~feverous_es.training.verdict.entailment_data.retrieved_pairs`: the routed premise, and the
 evidence without the page's lead sentences as NOT ENOUGH INFO), reported as

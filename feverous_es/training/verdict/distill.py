@@ -1,6 +1,6 @@
 """Distillation on this machine: a teacher's probabilities of the replayed training pairs, the
 soft targets a retrained default reader learns beside the gold labels so that a fix for one class
-costs no other (docs/log/verdict-2026-11.md).
+costs no other.
 
 The teacher is a torch model (the large reader's fetched weights are restored into one), read in
 fp32 (~10 pairs/s on 2 cores for the 110 M reader at 192 tokens), or an ONNX reader read as the

@@ -243,7 +243,7 @@ def write_pairs(path: Path, pairs: Sequence[Pair]) -> None:
 def read_pairs(path: Path) -> list[Pair]:
     with gzip.open(path, "rt", encoding="utf-8") as lines:
         records = [json.loads(line) for line in lines]
-    # a pair file written before 2026-12-05 names each pair's cross-fitting fold, since gone
+    # an older pair file names each pair's cross-fitting fold, since gone
     return [Pair(**{k: v for k, v in r.items() if k != "fold"}) for r in records]
 
 

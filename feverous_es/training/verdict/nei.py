@@ -71,7 +71,7 @@ class RunOptions(common.RunOptions):
     facts_hidden: bool = option(
         False,
         help="Half the claims also with only their gold sentences hidden (NEI). Off: the model "
-        "it made read the nei condition's claims worse than the shipped one (docs/log/2026-12.md).",
+        "it made read the nei condition's claims worse than the shipped one (docs/decisions.md).",
     )  # fmt: skip
 
     def check(self) -> None:
