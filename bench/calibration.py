@@ -41,8 +41,8 @@ def _logit(p: np.ndarray) -> np.ndarray:
 
 def recalibrated(supports: np.ndarray, options: dict[str, float]) -> np.ndarray:
     """The SUPPORTS shares as the verdict recalibrates them under ``options``
-    (:func:`feverous_es.verdict.classifier.platt`)."""
-    from feverous_es.verdict.classifier import platt
+    (:func:`feverous_es.verdict.calibration.platt`)."""
+    from feverous_es.verdict.calibration import platt
 
     return platt(supports, options["reader_scale"], options["reader_shift"])
 

@@ -113,7 +113,7 @@ def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int
 def features(result: Any) -> dict[str, Any]:
     """What a NEI rule may read of a claim's result (the module)."""
     from feverous_es.plugins.interfaces import Label
-    from feverous_es.verdict.classifier import (
+    from feverous_es.verdict.nei_call import (
         coverage,
         evidence_words,
         names_a_page,
@@ -168,7 +168,7 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
     return found
 
 
-# The verdict's NEI options (feverous_es.verdict.classifier.ClassifierOptions), each rule a
+# The verdict's NEI options (feverous_es.verdict.options.ClassifierOptions), each rule a
 # choice of the four; a threshold over 1: never (nei_covered_below: for every claim).
 NEI_ABOVE = (0.7, 0.8, 0.9, 0.93, 0.95, 0.96, 0.97, 0.98, 0.99, 1.1)
 NEI_UNNAMED_ABOVE = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 1.1)
@@ -223,7 +223,7 @@ class Readings:
         )
 
     def answers(self, options: Mapping[str, float]) -> np.ndarray:
-        """Each claim's answer under ``options``, as ``ClassifierVerdict._decide`` applies
+        """Each claim's answer under ``options``, as ``NeiRule.says_nei`` applies
         them: NEI when the evidence holds less than ``nei_covered_below`` of the claim's words
         and the NEI probability reaches the lowest threshold that holds for the claim:
         ``nei_above``; ``nei_unnamed_above`` where no evidence comes from a page the claim

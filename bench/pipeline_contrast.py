@@ -88,8 +88,8 @@ def pipeline_classes(
     reader on the prepared pairs. An earlier version is judged by its own commit's run, not here
     with flags that emulate it."""
     from feverous_es.plugins.registry import load
-    from feverous_es.verdict.classifier import ClassifierOptions
     from feverous_es.verdict.entailment import EntailmentModel
+    from feverous_es.verdict.options import ClassifierOptions
     from feverous_es.verify.pipeline import Pipeline
 
     claims = held_out_claims(

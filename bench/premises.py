@@ -69,9 +69,9 @@ def retrieved_items(context: Context, per_class: int) -> list[tuple[str, str, st
 def readings(reader: str | None, items: Sequence[tuple[str, str, str, list[Any]]]) -> list[Reading]:
     """Each claim read against its whole evidence and against each page's sentences alone."""
     from feverous_es.plugins.interfaces import Label
-    from feverous_es.verdict.classifier import page_premises
     from feverous_es.verdict.entailment import EntailmentModel
     from feverous_es.verdict.inputs import sentence_premise
+    from feverous_es.verdict.premises import page_premises
 
     model = EntailmentModel(reader, device="cpu")
     pairs, keys = [], []

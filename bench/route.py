@@ -79,7 +79,7 @@ def way(options: Mapping[str, float]) -> str | None:
 def answer(read: dict, options: Mapping[str, float]) -> str:
     """A claim's label under ``options`` (as the verdict's ``_unsure_tables``,
     ``_about_sentences`` and ``_about_tables`` decide)."""
-    from feverous_es.verdict.classifier import about_sentences, about_table
+    from feverous_es.verdict.routes import about_sentences, about_table
 
     if "share" in read:  # routed to a table
         if read["handed"] is None:  # no sentence in its evidence
@@ -223,8 +223,9 @@ def read_routes(
     sentences that ``handing`` decides by its evidence's table, the NEI model's probabilities
     on that table and its sentences, and that label."""
     from feverous_es.plugins.interfaces import Label, Query
-    from feverous_es.verdict.classifier import ClaimPremises, likelier_share
     from feverous_es.verdict.feature_model import first_table
+    from feverous_es.verdict.premises import ClaimPremises
+    from feverous_es.verdict.routes import likelier_share
 
     read = [
         {"source": source, "id": str(r["id"]), "gold": r["label"], "label": res.verdict.label.value}

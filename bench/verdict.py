@@ -60,7 +60,8 @@ from bench.data import MINI, REPO
 from bench.errors import BenchError
 from bench.paired import paired_difference
 from feverous_es.eval.samples import gold_element_ids, gold_ids
-from feverous_es.verdict.classifier import NEI_MODEL, ClassifierOptions
+from feverous_es.verdict.nei_call import NEI_MODEL
+from feverous_es.verdict.options import ClassifierOptions
 from feverous_es.verdict.readers import CASCADES, reader_dirs
 
 ANSWERS = REPO / "bench" / "answers"

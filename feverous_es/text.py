@@ -12,6 +12,8 @@ figures):
   way the index scored its cells;
 * :func:`number_strings` / :func:`numbers_in` / :func:`number_value` — numbers as written (the
   table ranking), as values in running text (math hints), and of one token (facts);
+* :func:`claim_spans` — every span of a few words as a title key: page retrieval's title
+  matches and the verdict's "which pages does the claim name";
 * :data:`STOPWORDS` (content words) and :data:`SPAN_STOPWORDS` (a title span made only of these
   names no page).
 """
@@ -22,6 +24,7 @@ import functools
 import re
 
 from feverous_es.accents import fold_accents
+from feverous_es.index.elements import title_keys
 from feverous_es.index.embedded.analysis import BM25Analyzer
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
@@ -83,6 +86,8 @@ _NAME_RUN = re.compile(
     r"\b[A-Z][\w'-]*(?:\s+(?:(?:of|de|the|von|van|da|del|la|le|and)\s+)?[A-Z][\w'-]*)*"
 )
 
+_EDGE_PUNCTUATION = " \t\"'\u201c\u201d\u2018\u2019.,;:!?()[]{}"
+_POSSESSIVE = re.compile("['\u2019]s$")
 # Spans made only of these never name the page a claim is about.
 SPAN_STOPWORDS = frozenset(
     [
@@ -164,6 +169,22 @@ def numbers_in(text: str) -> list[float]:
     """The numbers written in digits in running ``text`` (thousands separators and a leading
     minus read), in order."""
     return [float(m.group(0).replace(",", "")) for m in _NUMBER_IN_TEXT.finditer(text)]
+
+
+def claim_spans(claim: str, max_words: int = 10) -> dict[str, tuple[int, int]]:
+    """Every span of up to ``max_words`` words, as a title key -> (start, end) word range.
+    Punctuation inside a span is kept ("Russell County, Alabama"), at its edges dropped."""
+    words = claim.split()
+    spans: dict[str, tuple[int, int]] = {}
+    for start in range(len(words)):
+        for end in range(start + 1, min(start + max_words, len(words)) + 1):
+            text = _POSSESSIVE.sub("", " ".join(words[start:end]).strip(_EDGE_PUNCTUATION))
+            text = text.strip(_EDGE_PUNCTUATION)
+            if len(text) < 2 or all(w.lower() in SPAN_STOPWORDS for w in text.split()):
+                continue
+            for key in title_keys(text)[:1]:
+                spans.setdefault(key, (start, end))
+    return spans
 
 
 def subject_name(text: str) -> str:

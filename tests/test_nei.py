@@ -13,7 +13,7 @@ from feverous_es import Pipeline
 from feverous_es.cli import main
 from feverous_es.plugins.config import load_config
 from feverous_es.plugins.interfaces import Label
-from feverous_es.verdict.classifier import coverage, evidence_words, names_a_page, unknown_names
+from feverous_es.verdict.nei_call import coverage, evidence_words, names_a_page, unknown_names
 
 # A subject no page of the sample holds, in a claim the sample's pages otherwise touch.
 INVENTED = "Varnath Olmidge won bronze at Rio in 2016."

@@ -25,8 +25,9 @@ from feverous_es.plugins.interfaces import (
     evidence_tables,
 )
 from feverous_es.plugins.registry import available, load, register
-from feverous_es.retrieve.pages import Casing, claim_spans, match_titles
+from feverous_es.retrieve.pages import Casing, match_titles
 from feverous_es.retrieve.selection import BudgetSelector
+from feverous_es.text import claim_spans
 from feverous_es.verify.pipeline import Pipeline
 from tests.conftest import unregister
 

@@ -363,7 +363,7 @@ def test_the_default_reader_is_the_mean_of_its_students_read_at_once() -> None:
     """The students read the same pairs on threads of their own (a claim's few premises leave
     a core idle): their mean is what each reads alone, averaged."""
     from feverous_es.runtime.cross_encoder import CrossEncoder
-    from feverous_es.verdict.entailment import softmax
+    from feverous_es.verdict.model_files import softmax
 
     claims = ["Henri Schoeman is a triathlete.", "Henri Schoeman is a painter."]
     reader = EntailmentModel("default", device="cpu")

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from feverous_es.cli import main
 from feverous_es.index.backends import open_store
+from feverous_es.plugins.evidence_text import seq2seq_input
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.retrieve.evidence_text import seq2seq_input
 from feverous_es.retrieve.hops import Seq2SeqHop, parse_imagined
 from feverous_es.runtime.seq2seq import Seq2SeqModel
 from feverous_es.training.hop import data as hop_data

@@ -224,9 +224,9 @@ def test_exported_model_in_the_verdict_plugin_matches_torch(options: RunOptions)
     from feverous_es.index.backends import open_store
     from feverous_es.retrieve.evidence_tables import with_tables
     from feverous_es.verdict.classifier import ClassifierVerdict
-    from feverous_es.verdict.entailment import softmax
     from feverous_es.verdict.feature_model import evidence_table
     from feverous_es.verdict.inputs import table_premise
+    from feverous_es.verdict.model_files import softmax
 
     options.holdout = 0.0
     run_training(options)

@@ -11,10 +11,11 @@ import pytest
 
 from feverous_es.errors import ModelError
 from feverous_es.index.elements import Element, ElementType
+from feverous_es.plugins.evidence_text import seq2seq_input
 from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Query
-from feverous_es.retrieve.evidence_text import seq2seq_input
-from feverous_es.verdict.classifier import ClassifierVerdict, page_premises
+from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.inputs import premise, sentence_premise
+from feverous_es.verdict.premises import page_premises
 from tests.conftest import CLASSIFIER_LABELS as LABELS
 from tests.test_page import ARABINOSE, by_id
 

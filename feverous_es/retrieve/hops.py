@@ -21,8 +21,8 @@ from pathlib import Path
 
 from feverous_es.index.elements import TABLE_CELL_TYPES, TEXT_TYPES, title_keys
 from feverous_es.index.store import Filters
+from feverous_es.plugins.evidence_text import seq2seq_input
 from feverous_es.plugins.interfaces import Candidate, PluginContext, Query
-from feverous_es.retrieve.evidence_text import seq2seq_input
 from feverous_es.runtime.seq2seq import Seq2SeqModel
 
 _WORDS = re.compile(r"\w+")

@@ -9,17 +9,12 @@ the fuzzy side, the page vector the semantic one.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from feverous_es.index.elements import title_keys
 from feverous_es.index.store import PageHit, Store
 from feverous_es.plugins.interfaces import PluginContext, Query
-from feverous_es.text import SPAN_STOPWORDS
-
-_EDGE_PUNCTUATION = " \t\"'\u201c\u201d\u2018\u2019.,;:!?()[]{}"
-_POSSESSIVE = re.compile("['\u2019]s$")
+from feverous_es.text import SPAN_STOPWORDS, claim_spans
 
 
 class Casing(StrEnum):
@@ -37,22 +32,6 @@ class TitleMatch:
     span: str
     tokens: int  # length of the matching span, in words
     casing: Casing
-
-
-def claim_spans(claim: str, max_words: int = 10) -> dict[str, tuple[int, int]]:
-    """Every span of up to ``max_words`` words, as a title key -> (start, end) word range.
-    Punctuation inside a span is kept ("Russell County, Alabama"), at its edges dropped."""
-    words = claim.split()
-    spans: dict[str, tuple[int, int]] = {}
-    for start in range(len(words)):
-        for end in range(start + 1, min(start + max_words, len(words)) + 1):
-            text = _POSSESSIVE.sub("", " ".join(words[start:end]).strip(_EDGE_PUNCTUATION))
-            text = text.strip(_EDGE_PUNCTUATION)
-            if len(text) < 2 or all(w.lower() in SPAN_STOPWORDS for w in text.split()):
-                continue
-            for key in title_keys(text)[:1]:
-                spans.setdefault(key, (start, end))
-    return spans
 
 
 def match_titles(store: Store, claim: str, max_words: int = 10) -> list[TitleMatch]:

@@ -36,7 +36,8 @@ from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import ElementType
 from feverous_es.plugins.interfaces import Label
 from feverous_es.runtime.files import MANIFEST_FILE, read_json_object, write_manifest
-from feverous_es.verdict.entailment import GROUNDING_FILE, EntailmentModel
+from feverous_es.verdict.entailment import EntailmentModel
+from feverous_es.verdict.model_files import GROUNDING_FILE
 
 CHUNK = 16  # claims read per call: a progress step
 REPORT_FILE = "training.json"  # beside the settings: the reader they were chosen for

@@ -58,7 +58,7 @@ def check_model(model_dir: Path, role: str) -> None:
                 f"{model_dir} has {width} outputs; a ranker has one (a relevance logit)"
             )
         return
-    from feverous_es.verdict.entailment import read_labels
+    from feverous_es.verdict.model_files import read_labels
 
     labels = read_labels(model_dir)
     if width not in (None, len(labels)):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from feverous_es.index.elements import title_keys
-from feverous_es.retrieve.pages import claim_spans
+from feverous_es.text import claim_spans
 
 # Syllables of the invented names: pronounceable, and checked against the dump's titles.
 FIRST = ("Var", "Kel", "Osk", "Mir", "Tal", "Bren", "Dov", "Sel", "Quor", "Lun", "Zar", "Hev")

@@ -6,7 +6,7 @@
   sentences and list items) and :func:`table_premise` (one table: title, caption, header and the
   rows that share most words with the claim);
 * the evidence as one text, and the seq2seq hop's input (Malon 2021, §4), are
-  :mod:`feverous_es.retrieve.evidence_text`'s: the hop stage reads them below the verdict.
+  :mod:`feverous_es.plugins.evidence_text`'s: the hop stage reads them below the verdict.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from feverous_es.index.dump.linearize import untitled
 from feverous_es.index.elements import ElementType
+from feverous_es.plugins.evidence_text import evidence_text
 from feverous_es.plugins.interfaces import Candidate, ReadTable
-from feverous_es.retrieve.evidence_text import evidence_text
 from feverous_es.text import marked_words, tokens
 from feverous_es.verdict.math_hints import math_hints
 from feverous_es.verdict.table_facts import Table

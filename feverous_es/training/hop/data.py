@@ -14,7 +14,7 @@ from typing import Any
 from feverous_es.eval.claims import NOT_ENOUGH_INFO, REFUTES, ClaimRecord
 from feverous_es.index.element_ids import element_to_triple
 from feverous_es.index.elements import ElementType
-from feverous_es.retrieve.evidence_text import seq2seq_input
+from feverous_es.plugins.evidence_text import seq2seq_input
 from feverous_es.training import datasets
 from feverous_es.training.datasets import TrainingClaim, hash_unit
 from feverous_es.training.retrieved import Retrieved, record_candidate

@@ -10,7 +10,7 @@ resumable:
    looked up by id, titles NFD; ids the index lacks are kept apart) and the best non-gold
    candidates (possible distractors) are cached in ``<work>/retrieved.jsonl``.
 2. **Pairs** (:func:`build_pairs`, Papelo's recipe). The input is exactly what the plugin feeds
-   the model at run time, :func:`feverous_es.retrieve.evidence_text.seq2seq_input` of a partial
+   the model at run time, :func:`feverous_es.plugins.evidence_text.seq2seq_input` of a partial
    evidence set: ``missing: <pages of the evidence> [HYP] <claim> <evidence, each "[Title] …">``.
    The target is a label word and the missing evidence, ``supports [Title] text`` (``refutes …``;
    NOT ENOUGH INFO claims say ``supports``: a partial chain with no contradiction yet), or

@@ -25,7 +25,8 @@ from feverous_es.runtime.files import graph_files
 from feverous_es.training import datasets
 from feverous_es.training.verdict import entailment_data as data
 from feverous_es.training.verdict.options import GOLD_ONLY, TEACHER_FILE, TrainSettings
-from feverous_es.verdict.entailment import EntailmentModel, read_labels
+from feverous_es.verdict.entailment import EntailmentModel
+from feverous_es.verdict.model_files import read_labels
 from feverous_es.verdict.readers import reader_dirs
 
 CHUNK = 256  # pairs scored between two appends to the cache

@@ -134,9 +134,9 @@ def premises(options: RunOptions, progress: Progress) -> list[dict[str, Any]]:
     from feverous_es.plugins.config import load_config
     from feverous_es.plugins.interfaces import PluginContext
     from feverous_es.training.hidden_pages import HiddenPages
-    from feverous_es.verdict.classifier import page_premises
     from feverous_es.verdict.feature_model import evidence_table
     from feverous_es.verdict.inputs import sentence_premise
+    from feverous_es.verdict.premises import page_premises
     from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
 
     cache = options.work / PREMISES_FILE

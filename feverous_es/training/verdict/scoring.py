@@ -17,7 +17,7 @@ def probabilities(model_dir: Path, pairs: Sequence[data.Pair], settings: TrainSe
     """Label probabilities of ``pairs`` from the exported model, as the verdict plugin reads
     them (int8 ONNX on the CPU)."""
     from feverous_es.export.parity import onnx_logits
-    from feverous_es.verdict.entailment import softmax
+    from feverous_es.verdict.model_files import softmax
 
     if not pairs:
         return []

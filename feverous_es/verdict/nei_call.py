@@ -1,0 +1,133 @@
+"""The NOT ENOUGH INFO call: what retrieval found of a claim, and the rule that reads it.
+
+The call is made only where the evidence holds less than ``covered_below`` of the claim's words
+(where it holds them, it speaks of what the claim says and the reader's SUPPORTS or REFUTES
+stands); there a claim is NOT ENOUGH INFO when its NEI probability (the ``verdict-nei`` model's,
+read on the premises the reader reads) reaches a threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from feverous_es.index.elements import title_keys
+from feverous_es.plugins.interfaces import Candidate
+from feverous_es.runtime.files import PACKAGED_MODELS_DIR
+from feverous_es.text import STOPWORDS, claim_spans, marked_words, subject_name, tokens
+from feverous_es.verdict.entailment import EntailmentModel
+from feverous_es.verdict.premises import ClaimPremises
+
+NEI_MODEL = "verdict-nei"  # the package's model of the NOT ENOUGH INFO call, when installed
+
+
+@dataclass(frozen=True)
+class NeiRule:
+    """When a claim is NOT ENOUGH INFO (:class:`~feverous_es.verdict.options.ClassifierOptions`'
+    ``nei_above``, ``nei_unnamed_above``, ``nei_unknown_above``, ``nei_covered_below``)."""
+
+    above: float
+    unnamed_above: float
+    unknown_above: float
+    covered_below: float
+
+    @property
+    def on(self) -> bool:
+        """Whether any claim can be NOT ENOUGH INFO (a threshold of 1 or under)."""
+        return min(self.above, self.unnamed_above, self.unknown_above) <= 1.0
+
+    def says_nei(self, found: Found, unsure: float) -> bool:
+        """Whether a claim of which retrieval ``found`` this, with NEI probability ``unsure``,
+        is NOT ENOUGH INFO: its evidence holds less than ``covered_below`` of its words and
+        ``unsure`` reaches ``above`` (or, where no evidence comes from a page the claim names,
+        ``unnamed_above``; where the claim writes a name no evidence holds, ``unknown_above``)."""
+        threshold = self.above
+        if not found.named:
+            threshold = min(threshold, self.unnamed_above)
+        if found.unknown:
+            threshold = min(threshold, self.unknown_above)
+        return found.covered < self.covered_below and unsure >= threshold
+
+
+def nei_probability(premises: ClaimPremises, read: Sequence[float]) -> float:
+    """A claim's NOT ENOUGH INFO probability from the NEI model's readings of its premises: the
+    mean over a sentence claim's (the whole evidence, the named page alone), the lower of a table
+    claim's table and sentences (such a claim is NEI only when neither holds the answer)."""
+    return min(read) if premises.on_table else sum(read) / len(read)
+
+
+def nei_reader(option: str | None, device: str) -> EntailmentModel | None:
+    """The NEI call's model an option names; by default the package's ``verdict-nei`` when one
+    is installed; none (the reader's own probability) for ``""``."""
+    if option:
+        return EntailmentModel(option, device=device)
+    if option is None and (PACKAGED_MODELS_DIR / NEI_MODEL).is_dir():
+        return EntailmentModel(PACKAGED_MODELS_DIR / NEI_MODEL, device=device)
+    return None
+
+
+@dataclass(frozen=True)
+class Found:
+    """What retrieval found of a claim, as the NOT ENOUGH INFO call reads it: whether a piece
+    of evidence comes from a page the claim names, the share of the claim's words the
+    evidence holds, and the names the claim writes that no evidence holds."""
+
+    named: bool
+    covered: float
+    unknown: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, claim: str, evidence: Sequence[Candidate]) -> Found:
+        held = evidence_words(evidence)
+        return cls(names_a_page(claim, evidence), coverage(claim, held), unknown_names(claim, held))
+
+    def reason(self, unsure: float) -> str:
+        """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict: what
+        retrieval missed, and (``unsure``: the NEI probability) what the model read in it."""
+        said = [f"the evidence holds {self.covered:.0%} of the claim's words",
+                f"nothing in it bears on the claim (NOT ENOUGH INFO {unsure:.2f})"]  # fmt: skip
+        if not self.named:
+            said.insert(0, "no evidence comes from a page the claim names")
+        if self.unknown:
+            said.insert(0, "no evidence names " + ", ".join(self.unknown))
+        return "; ".join(said)
+
+
+def names_a_page(claim: str, evidence: Sequence[Candidate]) -> bool:
+    """Whether a piece of ``evidence`` comes from a page the claim names (a span of it is the
+    page's title, as page retrieval matches titles)."""
+    spans = claim_spans(claim)
+    pages = {candidate.element.page for candidate in evidence}
+    return any(key in spans for page in pages for key in title_keys(page))
+
+
+def evidence_words(evidence: Sequence[Candidate]) -> set[str]:
+    """The tokens of the evidence's texts and page titles."""
+    return {w for c in evidence for w in tokens(f"{c.element.page} {c.element.text}")}
+
+
+def coverage(claim: str, held: set[str]) -> float:
+    """The share of the claim's words (its tokens but stop words, numbers included) among
+    ``held`` (:func:`evidence_words`); 1 for a claim of stop words only."""
+    words = marked_words(claim)
+    if not words:
+        return 1.0
+    return len(words & held) / len(words)
+
+
+def unknown_names(claim: str, held: set[str]) -> tuple[str, ...]:
+    """The words of the claim's subject (:func:`~feverous_es.text.subject_name`, stop words
+    aside) that ``held`` (:func:`evidence_words`) lacks, as written: what no evidence names. A
+    word held in its plural or singular counts as held (a claim's "Olympic", the evidence's
+    "Olympics"). Only the subject: a claim's other names are often a demonym or a word the
+    evidence spells otherwise, where the subject is what retrieval looks for first."""
+
+    def is_held(word: str) -> bool:
+        return word in held or word + "s" in held or (word.endswith("s") and word[:-1] in held)
+
+    unknown: list[str] = []
+    for word in subject_name(claim).split():
+        words = {w for w in tokens(word) if len(w) > 1} - STOPWORDS  # "Austria's": not "s"
+        if not all(map(is_held, words)) and word not in unknown:
+            unknown.append(word)
+    return tuple(unknown)
