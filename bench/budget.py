@@ -2,7 +2,7 @@
 
 ``tests/data/cost-budget.json`` holds the counts (:mod:`feverous_es.runtime.costs`) of the
 default pipeline over the repo's sample index and the 50 official dev claims; the test
-``tests/test_cost_budget.py`` fails when a change counts more than the budget, so a model that
+``tests/bench/test_cost_budget.py`` fails when a change counts more than the budget, so a model that
 reads more pairs, a longer pair limit or a deeper store search cannot slow the pipeline down
 unnoticed. A change that must cost more records the new budget in the same commit
 (``python -m bench run cost-budget --option write=true``), where a reviewer sees it.

@@ -4,7 +4,7 @@ Builds the embedded index of the repo's sample dump (129 pages) in a temporary d
 verifies the 50 official dev claims (tests/data/feverous_dev_sample50.jsonl) one at a time with
 the default pipeline, and prints what each stage counted a claim: model runs, rows (pairs) and
 tokens, store calls and hits (feverous_es.runtime.costs). ``write`` makes these counts the
-budget that tests/test_cost_budget.py holds the pipeline to; a change that must cost more
+budget that tests/bench/test_cost_budget.py holds the pipeline to; a change that must cost more
 writes it in the same commit. A count already budgeted higher keeps its budget: the int8
 kernels differ between CPUs (AVX-512 VNNI or AVX2 only), so the same code reads a claim as
 unsure on one and sure on another, and a budget written on one must hold on both (to lower a

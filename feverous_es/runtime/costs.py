@@ -2,7 +2,7 @@
 store calls and the hits they return.
 
 Counts do not move with the machine's load, so a test can hold the pipeline to a recorded
-budget (``tests/test_cost_budget.py``) where a timed test could not: a change that makes a
+budget (``tests/bench/test_cost_budget.py``) where a timed test could not: a change that makes a
 claim read more pairs, longer pairs, or fetch more hits fails it. Timings stay in the bench
 records (``bench/pipeline.py``).
 

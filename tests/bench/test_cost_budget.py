@@ -13,7 +13,7 @@ from bench.budget import SLACK, claim_costs, over_budget
 from feverous_es.runtime.costs import METER, CountedStore
 from feverous_es.verify.pipeline import Pipeline
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 BUDGET = DATA / "cost-budget.json"
 
 

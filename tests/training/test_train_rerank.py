@@ -30,7 +30,7 @@ from feverous_es.training import common, retrieved
 from feverous_es.training.rerank import data as rerank_data
 from feverous_es.training.rerank import fit as tr
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # FEVEROUS-S claims of the sample (sentence gold) and TabFact claims of its tables, whose cell
 # gold the fixture picks out of the gold table (their files name only the table).
 SENTENCE_CLAIMS = (3385, 7966, 268, 6293, 493, 4329, 2116, 26836)

@@ -62,7 +62,7 @@ def _elastic_node(tmp: Path) -> Iterator[Store]:
     from feverous_es.index.elastic.builds import delete_prefix
     from feverous_es.index.elastic.store import ElasticStore
     from feverous_es.index.elastic.writer import ElasticWriter
-    from tests.test_elastic_integration import NODE_URL, node_config
+    from tests.index.test_elastic_integration import NODE_URL, node_config
 
     if not NODE_URL:
         pytest.skip("no Elasticsearch node: run `python scripts/es_test_node.py run -- pytest`")

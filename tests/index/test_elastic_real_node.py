@@ -1,5 +1,5 @@
 """What a real Elasticsearch 8.19 node refuses and the first stand-in accepted, each found by the
-live-node suite (tests/test_elastic_integration.py); the stand-in now refuses it too."""
+live-node suite (tests/index/test_elastic_integration.py); the stand-in now refuses it too."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from feverous_es.index.elastic.writer import ElasticWriter
 from feverous_es.index.elements import ElementType
 from feverous_es.index.store import Filters
 from tests.elastic_fake import MINIMAL, FakeCluster, Index, Request
-from tests.test_elastic_build import DIM, make_chunk
+from tests.index.test_elastic_build import DIM, make_chunk
 
 CONFIG = ElasticConfig(url="http://fake:9200", dims=DIM)
 

@@ -12,7 +12,7 @@ from feverous_es.index.dump.wiki import WikiDB
 from feverous_es.training.verdict import contrastive
 from feverous_es.training.verdict.entailment_data import Split
 
-SAMPLE_DB = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"
+SAMPLE_DB = Path(__file__).resolve().parents[2] / "sample" / "wiki.db"
 
 
 def pairs_by_page(seed: int = 13) -> dict[str, list]:

@@ -29,9 +29,7 @@ from feverous_es.retrieve.pages import Casing, match_titles
 from feverous_es.retrieve.selection import BudgetSelector
 from feverous_es.text import claim_spans
 from feverous_es.verify.pipeline import Pipeline
-from tests.conftest import unregister
-
-from .conftest import REPO
+from tests.conftest import REPO, unregister
 
 
 def element(local: str, kind: ElementType, page: str = "P") -> Element:

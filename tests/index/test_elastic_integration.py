@@ -166,7 +166,7 @@ def test_build_publishes_through_the_aliases(built: ElasticConfig) -> None:
 
 def test_every_hybrid_mode_and_batch_search(built: ElasticConfig) -> None:
     """What only Elasticsearch has: the hybrid modes and batched searches (the rest of the
-    search contract is tests/test_store_contract.py, run on this node too)."""
+    search contract is tests/index/test_store_contract.py, run on this node too)."""
     store = ElasticStore(built)
     try:
         [target] = store.get_elements(["Mars_sentence_0"])
@@ -656,7 +656,7 @@ def not_elasticsearch() -> Iterator[str]:
 @pytest.fixture
 def stopped_node(config: ElasticConfig) -> ElasticConfig:
     """The test node's credentials at a port nothing listens on any more, as a stopped node
-    leaves it (a node killed under a server: tests/test_serve_node_loss.py)."""
+    leaves it (a node killed under a server: tests/serve/test_serve_node_loss.py)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

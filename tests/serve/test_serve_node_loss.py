@@ -26,7 +26,7 @@ from feverous_es.index.elastic.client import connect
 from feverous_es.index.elastic.config import load_config
 from tests.conftest import REPO
 from tests.es_nodes import ScriptNode
-from tests.test_elastic_integration import NODE_URL, cli_env, feverous_es
+from tests.index.test_elastic_integration import NODE_URL, cli_env, feverous_es
 
 pytestmark = pytest.mark.skipif(
     not NODE_URL, reason="no Elasticsearch node: run `python scripts/es_test_node.py run -- pytest`"

@@ -32,7 +32,7 @@ from gpu_queue.command import QueueOptions, build_jobs
 from gpu_queue.intake import ROLES, intake
 from gpu_queue.spec import Job, Model
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 PART_BYTES = 2 * MIB  # the tiny model's 2 MB of fp16 weights go in parts, as MiniLM's 45 MB do
 # This CPU's pace, shared with other tests: the budgets leave the dry run's epochs whole.

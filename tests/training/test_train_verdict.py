@@ -374,7 +374,7 @@ def test_distilling_on_this_machine_replays_the_pairs_with_the_teachers_probabil
     run_training(options)  # a 3-way model to teach the next one
     teacher = shutil.copytree(options.work / FULL_MODEL / TRAINED_DIR, tmp_path / "teacher")
     shutil.rmtree(options.work / FULL_MODEL)
-    options.mix.contrastive = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"
+    options.mix.contrastive = Path(__file__).resolve().parents[2] / "sample" / "wiki.db"
     options.mix.relations = True
     options.distill = Distillation(teacher=teacher, alpha=0.7, temperature=2.0)
     report = run_training(options)
@@ -424,7 +424,7 @@ def test_failure_class_claims_are_also_read_against_the_pipelines_evidence(
     from feverous_es.training.verdict.class_evidence import RETRIEVED
     from feverous_es.training.verdict.options import CLASS_EVIDENCE_FILE
 
-    options.mix.contrastive = Path(__file__).resolve().parents[1] / "sample" / "wiki.db"
+    options.mix.contrastive = Path(__file__).resolve().parents[2] / "sample" / "wiki.db"
     options.mix.class_evidence = 2
     pairs = build_pairs(options)
     read = [p for p in pairs if p.source.endswith(RETRIEVED)]

@@ -12,7 +12,7 @@ from bench import side_by_side
 from bench.context import Context
 from bench.errors import BenchError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _worktrees() -> str:

@@ -1,7 +1,7 @@
 """A build's leases against the fake cluster: a holder cut off from its lease fences itself, a
 lease write whose answer was lost is still the holder's, and publishing bounds its wait and
 moves no alias back to an older build (the live node's test stops a real worker:
-tests/test_elastic_integration.py)."""
+tests/index/test_elastic_integration.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from feverous_es.index.elastic.leases import Lease, LeaseLost
 from feverous_es.index.elastic.loader import bulk_load, chunk_actions, swap_aliases
 from feverous_es.index.elastic.writer import ElasticWriter
 from tests.elastic_fake import FakeCluster, Index, Request
-from tests.test_elastic_build import CONFIG as BUILD_CONFIG
-from tests.test_elastic_build import DIM, V1, make_chunk
-from tests.test_elastic_real_node import CONFIG
+from tests.index.test_elastic_build import CONFIG as BUILD_CONFIG
+from tests.index.test_elastic_build import DIM, V1, make_chunk
+from tests.index.test_elastic_real_node import CONFIG
 
 PROGRESS = "progress"
 

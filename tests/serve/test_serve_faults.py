@@ -261,7 +261,7 @@ def test_compose_serves_with_a_token_and_the_host_check() -> None:
 
     import yaml
 
-    compose = yaml.safe_load((Path(__file__).parents[1] / "docker/compose.yaml").read_text())
+    compose = yaml.safe_load((Path(__file__).parents[2] / "docker/compose.yaml").read_text())
     serve = compose["services"]["serve"]
     assert serve["environment"]["FEVEROUS_ES_SERVE_TOKEN"].startswith(
         "${FEVEROUS_ES_SERVE_TOKEN:?"  # compose refuses to start without one

@@ -17,7 +17,7 @@ from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.inputs import premise, sentence_premise
 from feverous_es.verdict.premises import page_premises
 from tests.conftest import CLASSIFIER_LABELS as LABELS
-from tests.test_page import ARABINOSE, by_id
+from tests.index.test_page import ARABINOSE, by_id
 
 
 def evidence(*texts: str) -> list[Candidate]:

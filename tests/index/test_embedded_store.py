@@ -35,7 +35,7 @@ from feverous_es.index.search import search
 from feverous_es.index.store import Chunk, Filters, HybridWeights
 
 DIM = 16
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def token(element_id: str) -> str:

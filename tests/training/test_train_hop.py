@@ -34,7 +34,7 @@ from feverous_es.training.retrieved import (
     record_candidate,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Sample claims whose gold spans two or three pages, and one-page ones.
 MULTI_PAGE = (24089, 1490, 27681, 36620, 3387, 1916, 14702, 1426, 3850)
 ONE_PAGE = (3385, 7966, 268, 6293, 493, 2116)

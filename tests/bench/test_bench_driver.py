@@ -26,7 +26,7 @@ def measured_share(context: Context, *, share: float, index_too: bool = False) -
     return {**found, **({"index": context.place("index").name} if index_too else {})}
 
 
-PROBE = "tests.test_bench_driver:measured_share"
+PROBE = "tests.bench.test_bench_driver:measured_share"
 
 
 def _driver_says(*args: str) -> subprocess.CompletedProcess[str]:
@@ -227,7 +227,8 @@ def test_a_place_or_option_the_run_lacks_is_one_line() -> None:
     unknown = run.Condition(name="q", area="Verdict", about="", run=PROBE, options={"shar": 1.0})
     with pytest.raises(run.BenchError, match=r"p needs --index \(the mini index\)"):
         run.run(needs_index, Context("p"), keep=False)
-    with pytest.raises(run.BenchError, match=r"q: tests\.test_bench_driver:measured_share .*shar"):
+    probe = re.escape(PROBE)
+    with pytest.raises(run.BenchError, match=rf"q: {probe} .*shar"):
         run.run(unknown, Context("q"), keep=False)
 
 

@@ -39,7 +39,7 @@ from feverous_es.runtime.extras import MISSING_EXTRA_EXIT
 from feverous_es.runtime.files import VERIFIED_FILE
 from feverous_es.runtime.session import OPTIMIZED_DIR
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # Real FEVEROUS-style texts: Wikipedia sentences and linearized list items and table rows.
 SENTENCES = [
