@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.calibration import AS_READ, lean, relabelled
+from bench.calibration import lean, relabelled
 from bench.context import Context
 from bench.data import MINI, REPO
 from bench.paired import paired_difference
@@ -352,9 +352,9 @@ def nei_rules(
     # nei_above 1.0 (the others off) turns no claim into NEI but has the NEI model read, and
     # nei_covered_below over 1 every claim (the rules' own gates are applied to the readings
     # below); the reader's answers as read: the recalibration is chosen below (calibration.py)
-    never = {"nei_above": 1.0, "nei_unnamed_above": 1.1, "nei_unknown_above": 1.1}
+    never = {"nei_above": 1.0, "nei_unknown_above": 1.1}
     config = load_config(None).with_stage_options(
-        "verdict", **never, nei_covered_below=1.1, **AS_READ, **chosen_model
+        "verdict", **never, nei_covered_below=1.1, reader_scale=1.0, **chosen_model
     )
     pipeline = Pipeline(config, PluginContext(view, LazyEmbedder("auto"), "auto"))
     try:

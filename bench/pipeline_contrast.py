@@ -87,6 +87,7 @@ def pipeline_classes(
     } }``), all on the evidence the shipped pipeline retrieved; beside each reader, the same
     reader on the prepared pairs. An earlier version is judged by its own commit's run, not here
     with flags that emulate it."""
+    from bench.verdict_variants import verdict_plugin
     from feverous_es.plugins.registry import load
     from feverous_es.verdict.entailment import EntailmentModel
     from feverous_es.verdict.options import ClassifierOptions
@@ -103,7 +104,7 @@ def pipeline_classes(
     options.update({name: {"model": shipped, **rule} for name, rule in (rules or {}).items()})
     with Pipeline.open(context.place("index")) as pipeline:
         verdicts = {
-            name: load("verdict", "classifier", pipeline.context, option)
+            name: load("verdict", verdict_plugin(option), pipeline.context, option)
             for name, option in options.items()
         }
         started = time.perf_counter()
@@ -164,13 +165,14 @@ def _verify(
 def _reader_share(verdict: Any, said: Any) -> float | None:
     """The reader's SUPPORTS share of SUPPORTS + REFUTES as read (its recalibration undone),
     where the reader decided the claim (routed to sentences, not NOT ENOUGH INFO); else None."""
+    from bench.verdict_variants import shift_of
     from feverous_es.plugins.interfaces import Label
 
     if said.table is not None or said.label is Label.NOT_ENOUGH_INFO:
         return None
     s, r = (said.probabilities[label] for label in (Label.SUPPORTS, Label.REFUTES))
-    options = verdict.options
-    share = as_read(np.array([s / (s + r)]), options.reader_scale, options.reader_shift)[0]
+    scale = verdict.options.reader_scale
+    share = as_read(np.array([s / (s + r)]), scale, shift_of(verdict))[0]
     return round(float(share), 4)
 
 

@@ -1,7 +1,8 @@
 """The route that reads best, chosen on every held-out dev claim of the three files (TabFact's
 3,796 too: its first claims are harder than the rest), both ways: a claim the router sends to a
 table, read by the reader on its sentences instead where the table's feature model is unsure
-(the verdict's ``table_unsure_below``) or where the NEI model reads the sentences as bearing on
+(``table_unsure_below``: a rule measured here, not in the product, which every share of it
+cost TabFact) or where the NEI model reads the sentences as bearing on
 the claim more than the table (``table_sentences_margin``); a claim the router sends to its
 sentences, decided by its evidence's table where the NEI model reads that table as bearing on
 it more than the sentences (``sentences_table_margin``; only where the NEI call is made).
@@ -10,7 +11,7 @@ it more than the sentences (``sentences_table_margin``; only where the NEI call 
 
 Each held-out claim goes once through the whole pipeline with each route deciding the claims it
 is given (every option off). Each SUPPORTS / REFUTES claim is then read again on the same
-evidence by the verdict with every claim handed over (``table_unsure_below`` over 1: a
+evidence by the verdict with every claim handed over (``table_sentences_margin`` under -1: a
 table-routed claim's sentences' reading, where its evidence holds any; ``sentences_table_margin``
 under -1: a sentence-routed claim's table's, where its NEI call is made and its evidence holds a
 table), and the NEI model reads its table and its sentences, as the verdict's NEI call does. A
@@ -40,12 +41,14 @@ FILES = ("fm2_dev", "feverous_s_dev", "tabfact_dev")
 SHARES = (0.55, 0.6, 0.65, 0.7, 0.8, 0.9)
 MARGINS = (-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3, 0.5)
 TABLE_MARGINS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9)
-# Every option off: each route decides the claims it is given.
+# Every option off: each route decides the claims it is given (the verdict's options).
 AS_ROUTED = {
-    "table_unsure_below": 0.0,
     "table_sentences_margin": 1.1,
     "sentences_table_margin": 1.1,
 }
+# A rule: the verdict's options, and the share of the table feature model's likelier label
+# under which a table-routed claim goes to its sentences (measured here only).
+NO_RULE = {**AS_ROUTED, "table_unsure_below": 0.0}
 # Each way a rule hands claims over, and the files it must cost nothing: those whose claims the
 # route it takes them from reads right by design.
 WAYS = {
@@ -58,27 +61,25 @@ SEED = 29
 
 def rules() -> dict[str, dict[str, float]]:
     """Every rule scored, by name: the verdict options it sets."""
-    named = {"as routed": AS_ROUTED}
-    named |= {f"unsure below {s:.2f}": {**AS_ROUTED, "table_unsure_below": s} for s in SHARES}
-    named |= {f"sentences by {m:+.2f}": {**AS_ROUTED, "table_sentences_margin": m} for m in MARGINS}
-    named["every table-routed claim"] = {**AS_ROUTED, "table_unsure_below": 1.1}
-    named |= {
-        f"table by {m:.2f}": {**AS_ROUTED, "sentences_table_margin": m} for m in TABLE_MARGINS
-    }
-    named["every sentence claim with a table"] = {**AS_ROUTED, "sentences_table_margin": -1.1}
+    named = {"as routed": NO_RULE}
+    named |= {f"unsure below {s:.2f}": {**NO_RULE, "table_unsure_below": s} for s in SHARES}
+    named |= {f"sentences by {m:+.2f}": {**NO_RULE, "table_sentences_margin": m} for m in MARGINS}
+    named["every table-routed claim"] = {**NO_RULE, "table_unsure_below": 1.1}
+    named |= {f"table by {m:.2f}": {**NO_RULE, "sentences_table_margin": m} for m in TABLE_MARGINS}
+    named["every sentence claim with a table"] = {**NO_RULE, "sentences_table_margin": -1.1}
     return named
 
 
 def way(options: Mapping[str, float]) -> str | None:
     """Which way a rule hands claims over (None: it hands none)."""
     return next(
-        (w for w, names in WAYS.items() if any(options[n] != AS_ROUTED[n] for n in names)), None
+        (w for w, names in WAYS.items() if any(options[n] != NO_RULE[n] for n in names)), None
     )
 
 
 def answer(read: dict, options: Mapping[str, float]) -> str:
-    """A claim's label under ``options`` (as the verdict's ``_unsure_tables``,
-    ``_about_sentences`` and ``_about_tables`` decide)."""
+    """A claim's label under ``options`` (as the verdict's hand-overs decide, and the share
+    rule measured here)."""
     from feverous_es.verdict.routes import about_sentences, about_table
 
     if "share" in read:  # routed to a table
@@ -93,6 +94,11 @@ def answer(read: dict, options: Mapping[str, float]) -> str:
     return read["label"]
 
 
+def likelier_share(row: np.ndarray) -> float:
+    """The share of a table feature model's likelier label in its SUPPORTS + REFUTES."""
+    return float(np.max(row) / max(row.sum(), 1e-9))
+
+
 def answers(read: Sequence[dict], options: Mapping[str, float]) -> np.ndarray:
     """Each claim's label under ``options``."""
     return np.array([answer(r, options) for r in read])
@@ -103,7 +109,7 @@ def scored(read: Sequence[dict]) -> dict[str, Any]:
     routed, and how many claims it answers otherwise."""
     gold = np.array([r["gold"] for r in read])
     files = np.array([r["source"] for r in read])
-    as_routed = answers(read, AS_ROUTED)
+    as_routed = answers(read, NO_RULE)
     base = as_routed == gold
     figures: dict[str, Any] = {}
     for name, options in rules().items():
@@ -159,7 +165,7 @@ def chosen(read: Sequence[dict]) -> dict[str, Any]:
             )
         two_fold[handing] = folds
         picks[handing] = adopted(every, handing)
-    options = dict(AS_ROUTED)
+    options = dict(NO_RULE)
     for handing, pick in picks.items():
         options |= {n: every[pick]["options"][n] for n in WAYS[handing]}
     return {"rules": every, "two_fold": two_fold, "chosen": picks, "options": options}
@@ -181,8 +187,11 @@ def route_choice(
     trainings = [training_report(d) for d in [*read_dirs(reader), *model_dirs(models)[1:]]]
     config = load_config(None).with_stage_options("verdict", **AS_ROUTED)
     pipeline = Pipeline.open(context.place("index"), config=config)
+    # margins under -1: every table-routed claim with sentences read on them, every gated
+    # sentence-routed one on its table
     every_one = {
-        **config.stage_options("verdict"), "table_unsure_below": 1.1, "sentences_table_margin": -1.1
+        **config.stage_options("verdict"), "table_sentences_margin": -1.1,
+        "sentences_table_margin": -1.1,
     }  # fmt: skip
     handing = load("verdict", "classifier", pipeline.context, every_one)
     read: list[dict] = []
@@ -225,7 +234,6 @@ def read_routes(
     from feverous_es.plugins.interfaces import Label, Query
     from feverous_es.verdict.feature_model import first_table
     from feverous_es.verdict.premises import ClaimPremises
-    from feverous_es.verdict.routes import likelier_share
 
     read = [
         {"source": source, "id": str(r["id"]), "gold": r["label"], "label": res.verdict.label.value}

@@ -59,6 +59,7 @@ from bench.context import Context
 from bench.data import MINI, REPO
 from bench.errors import BenchError
 from bench.paired import paired_difference
+from bench.verdict_variants import verdict_plugin
 from feverous_es.eval.samples import gold_element_ids, gold_ids
 from feverous_es.verdict.nei_call import NEI_MODEL
 from feverous_es.verdict.options import ClassifierOptions
@@ -432,7 +433,7 @@ def run_files(setup: Setup, files: dict[str, list[str]]) -> dict:
     }  # fmt: skip
     for name, models, reader, extra in setup.baselines:
         verdicts[name] = load(
-            "verdict", "classifier", context, {**reader_options(models, reader), **extra}
+            "verdict", verdict_plugin(extra), context, {**reader_options(models, reader), **extra}
         )
     # nei_above 1.0: the probe reads the NEI probability on every route as the verdict under
     # test does (a threshold over 1 skips it where no feature model needs the entailment model).

@@ -70,10 +70,10 @@ class ClassifierVerdict:
         self.nei_reader = nei_reader(chosen.nei_model, context.device)
         if self.nei_reader is not None and NEI not in self.nei_reader.labels:
             raise ModelError(f"the NEI model {self.nei_reader.model_dir} has no NOT ENOUGH INFO")
-        self.nei_rule = NeiRule(chosen.nei_above, chosen.nei_unnamed_above,
-                                chosen.nei_unknown_above, chosen.nei_covered_below)  # fmt: skip
+        self.nei_rule = NeiRule(chosen.nei_above, chosen.nei_unknown_above,
+                                chosen.nei_covered_below)  # fmt: skip
         self.handovers = Handovers(chosen, self.nei_reader, self.tables)
-        self.calibration = Calibration(chosen.reader_scale, chosen.reader_shift)
+        self.calibration = Calibration(chosen.reader_scale)
 
     def predict(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[Verdict]:
         if not batch:
@@ -107,7 +107,7 @@ class ClassifierVerdict:
             for i, (table, route) in enumerate(zip(tables, routes, strict=True))
             if route is not None and table is not None
         }
-        handing = self.handovers.to_sentences(table_rows, premises, nei_read)
+        handing = self.handovers.to_sentences(premises, nei_read)
         handed = self._handed_to_sentences(batch, tables, handing, premises, sentence_rows)
         # sentence-routed claims the NEI model reads as about their evidence's table
         shown: list[Table | None] = [

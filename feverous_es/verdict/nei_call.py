@@ -24,29 +24,27 @@ NEI_MODEL = "verdict-nei"  # the package's model of the NOT ENOUGH INFO call, wh
 @dataclass(frozen=True)
 class NeiRule:
     """When a claim is NOT ENOUGH INFO (:class:`~feverous_es.verdict.options.ClassifierOptions`'
-    ``nei_above``, ``nei_unnamed_above``, ``nei_unknown_above``, ``nei_covered_below``)."""
+    ``nei_above``, ``nei_unknown_above``, ``nei_covered_below``)."""
 
     above: float
-    unnamed_above: float
     unknown_above: float
     covered_below: float
 
     @property
     def on(self) -> bool:
         """Whether any claim can be NOT ENOUGH INFO (a threshold of 1 or under)."""
-        return min(self.above, self.unnamed_above, self.unknown_above) <= 1.0
+        return min(self.above, self.unknown_above) <= 1.0
+
+    def threshold(self, found: Found) -> float:
+        """The NEI probability a claim of which retrieval ``found`` this must reach: ``above``,
+        or ``unknown_above`` where the claim writes a name no evidence holds."""
+        return min(self.above, self.unknown_above) if found.unknown else self.above
 
     def says_nei(self, found: Found, unsure: float) -> bool:
         """Whether a claim of which retrieval ``found`` this, with NEI probability ``unsure``,
         is NOT ENOUGH INFO: its evidence holds less than ``covered_below`` of its words and
-        ``unsure`` reaches ``above`` (or, where no evidence comes from a page the claim names,
-        ``unnamed_above``; where the claim writes a name no evidence holds, ``unknown_above``)."""
-        threshold = self.above
-        if not found.named:
-            threshold = min(threshold, self.unnamed_above)
-        if found.unknown:
-            threshold = min(threshold, self.unknown_above)
-        return found.covered < self.covered_below and unsure >= threshold
+        ``unsure`` reaches its :meth:`threshold`."""
+        return found.covered < self.covered_below and unsure >= self.threshold(found)
 
 
 def nei_probability(premises: ClaimPremises, read: Sequence[float]) -> float:

@@ -44,10 +44,6 @@ class ClassifierOptions:
     need NEI (gold pages or sentences hidden, table hidden, invented subjects) beside the
     held-out dev claims, among those costing FM2, FEVEROUS-S and its balanced subset at most a
     point and TabFact nothing."""
-    nei_unnamed_above: float = 1.1
-    """For a claim whose evidence comes from no page it names (its subject is not in the index,
-    or retrieval did not find it): the NEI probability at or above which the verdict is NEI
-    (over 1: never; ``nei_above`` holds for it too). The ``nei`` condition chose none."""
     nei_unknown_above: float = 0.9
     """For a claim whose subject's name (:func:`~feverous_es.text.subject_name`) no evidence
     text or page title holds (an entity the index may not hold): the NEI probability at or
@@ -55,15 +51,9 @@ class ClassifierOptions:
     is the one applied). Chosen with ``nei_above`` by the ``nei`` condition."""
     nei_covered_below: float = 0.9
     """The NOT ENOUGH INFO call is made only for a claim whose evidence holds less than this
-    share of its words (:func:`coverage`: its tokens but stop words, numbers included); over
-    1: for any claim. Where the evidence holds the claim's words it speaks of what the claim
-    says, and the reader's SUPPORTS or REFUTES stands."""
-    table_unsure_below: float = 0.0
-    """A claim routed to a table whose feature model's likelier label has less than this share
-    of SUPPORTS + REFUTES is decided by the reader on the claim's sentences instead (when its
-    evidence holds any; FM2's gold evidence is always sentences, and the router sends some of
-    its claims to a table); 0: the table route always decides. The ``route`` condition
-    (bench/route.py) found no share that does not cost TabFact: 0."""
+    share of its words (:func:`~feverous_es.verdict.nei_call.coverage`: its tokens but stop
+    words, numbers included); over 1: for any claim. Where the evidence holds the claim's words
+    it speaks of what the claim says, and the reader's SUPPORTS or REFUTES stands."""
     table_sentences_margin: float = 0.0
     """A claim routed to a table is decided by the reader on its sentences (when its evidence
     holds any) where the NEI model reads them as bearing on it more than the table: its NOT
@@ -86,16 +76,11 @@ class ClassifierOptions:
     nothing."""
     reader_scale: float = 0.4317
     """The reader's answer recalibrated where it decides (a claim routed to sentences): its
-    SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p) +
-    ``reader_shift``) (Platt scaling), so SUPPORTS needs p above sigmoid(-shift / scale), not 0.5.
-    1 and 0: as read. Fitted by the ``nei`` condition (bench/calibration.py) on the held-out
-    SUPPORTS / REFUTES claims the reader decides: the scale alone ships, as fitted when it
-    shipped (it moves no decision; the probability a user reads is calibrated: docs/decisions.md,
-    Verdict)."""
-    reader_shift: float = 0.0
-    """See ``reader_scale``: the shift moves decisions (against the reader's lean to SUPPORTS);
-    the ``nei`` condition ships it only where its out-of-fold paired difference clears zero,
-    which it did not (bench/results/nei.json, ``lean``)."""
+    SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p))
+    (Platt scaling without a shift: it moves no decision, only the probability a user reads);
+    1: as read. Fitted by the ``nei`` condition (bench/calibration.py) on the held-out SUPPORTS /
+    REFUTES claims the reader decides, as fitted when it shipped. A shift, which would move
+    decisions, did not pay (docs/decisions.md, Verdict)."""
     cascade_below: float = CASCADE_BELOW
     """With the ``auto`` reader: the default reader's top probability under which the large
     one reads the pair again (:data:`~feverous_es.verdict.readers.CASCADE_BELOW` says what

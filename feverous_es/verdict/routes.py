@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from feverous_es.plugins.interfaces import Candidate, Label, Query
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.feature_model import FeatureClassifier, first_table
@@ -51,21 +49,15 @@ class Handovers:
         )
 
     def to_sentences(
-        self,
-        table_rows: Mapping[int, np.ndarray],
-        premises: Mapping[int, ClaimPremises],
-        nei_read: Mapping[int, Sequence[float]],
+        self, premises: Mapping[int, ClaimPremises], nei_read: Mapping[int, Sequence[float]]
     ) -> set[int]:
-        """The table-routed claims their sentences decide: the feature model's likelier label
-        under ``table_unsure_below`` of SUPPORTS + REFUTES (its ``table_rows``), or the NEI
-        model's NOT ENOUGH INFO probability on the sentences below that on the table by more
-        than ``table_sentences_margin``."""
-        below = self.options.table_unsure_below
-        unsure = {i for i, row in table_rows.items() if likelier_share(row) < below}
+        """The table-routed claims their sentences decide: the NEI model's NOT ENOUGH INFO
+        probability on the sentences below that on the table by more than
+        ``table_sentences_margin`` (under -1: every one whose evidence holds sentences)."""
         if not self.weighs_routes:
-            return unsure
+            return set()
         margin = self.options.table_sentences_margin
-        return unsure | {
+        return {
             i for i, read in nei_read.items()
             if premises[i].on_table and premises[i].sentences and about_sentences(read, margin)
         }  # fmt: skip
@@ -102,12 +94,6 @@ class Handovers:
             i: table for (i, table), p in zip(candidates.items(), on_table.tolist(), strict=True)
             if about_table([p, nei_read[i][0]], margin)
         }  # fmt: skip
-
-
-def likelier_share(row: np.ndarray) -> float:
-    """The share of a table feature model's likelier label in its SUPPORTS + REFUTES
-    (``table_unsure_below`` hands a claim to its sentences under it)."""
-    return float(np.max(row) / max(row.sum(), 1e-9))
 
 
 def about_sentences(nei_read: Sequence[float], margin: float) -> bool:

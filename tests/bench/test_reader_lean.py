@@ -1,6 +1,7 @@
 """The reader's lean corrected: the verdict recalibrates the reader's SUPPORTS share where the
-reader decides (``reader_scale``, ``reader_shift``), and bench/calibration.py chooses them on
-held-out claims, shipping the decision's shift only where it clears zero out of fold."""
+reader decides (``reader_scale``; a shift, ``reader_shift``, in the bench's variant), and
+bench/calibration.py chooses them on held-out claims, shipping the decision's shift only where
+it clears zero out of fold."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.calibration import AS_READ, CUTS, as_read, cut_name, cut_table, lean, recalibrated
+from bench.verdict_variants import SHIFTED
 from feverous_es import Pipeline
 from feverous_es.plugins.config import load_config
 from feverous_es.plugins.interfaces import Label
@@ -25,7 +27,8 @@ def test_the_shift_moves_the_decision_and_the_scale_only_the_probability(
         "scaled": {"reader_scale": 0.5, "reader_shift": 0.0},
         "shifted": {"reader_scale": 1.0, "reader_shift": -20.0},
     }.items():
-        config = load_config(None).with_stage_options("verdict", **options)
+        config = load_config(None).with_plugins(verdict=SHIFTED)  # the bench's variant
+        config = config.with_stage_options("verdict", **options)
         with Pipeline.open(sample_index, config=config) as pipeline:
             said[name] = pipeline.verify(TRUE).verdict
     read, scaled, shifted = said["as read"], said["scaled"], said["shifted"]

@@ -234,6 +234,18 @@ def _read_as_told(verdicts, sentences: str, nei_on: dict[str, float]) -> None:
         verdict.nei_reader.probabilities = nei_read
 
 
+def _weighed_off_weighed(weighing, off, batch, sentences: str, nei_on: dict[str, float],
+                         then_table: float):  # fmt: skip
+    """The verdicts of ``weighing`` and ``off`` on ``batch`` read as :func:`_read_as_told`
+    says, then of ``weighing`` again with the NEI model's reading of the table ``then_table``."""
+    _read_as_told((weighing, off), sentences, nei_on)
+    [weighed] = weighing.predict(batch)
+    [option_off] = off.predict(batch)
+    nei_on["table"] = then_table
+    [weighed_again] = weighing.predict(batch)
+    return weighed, option_off, weighed_again
+
+
 def _sentences_refute(sentences: str):
     """An entailment model's reading: the premise ``sentences`` refutes; any other supports."""
 
@@ -246,31 +258,6 @@ def _sentences_refute(sentences: str):
 
 # The NOT ENOUGH INFO call off and the reader's answer as read: what routes the claim is left.
 NEI_OFF = {"nei_above": 1.1, "nei_unknown_above": 1.1, "reader_scale": 1.0}
-
-
-def test_a_table_claim_the_route_is_unsure_of_is_read_on_its_sentences(
-    trained, sample_index
-) -> None:
-    """``table_unsure_below`` over 1 hands every table-routed claim whose evidence holds
-    sentences to the reader on those sentences: its verdict is the reader's answer there, and
-    it shows no table; at 0 the table route decides and shows its table."""
-    out, _ = trained
-    store = open_store("embedded", sample_index)
-    try:
-        context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        options = {**NEI_OFF, "table_model": str(out), "table_sentences_margin": 1.1}
-        handed = ClassifierVerdict(context, **options, table_unsure_below=1.1)
-        kept = ClassifierVerdict(context, **options, table_unsure_below=0.0)
-        batch, sentences = _table_claim_beside_a_sentence(store)
-        handed.entailment = _sentences_refute(sentences)  # type: ignore[method-assign]
-        [by_sentences] = handed.predict(batch)
-        [by_table] = kept.predict(batch)
-    finally:
-        store.close()
-    assert by_sentences.table is None
-    assert by_sentences.label is Label.REFUTES
-    assert by_sentences.probabilities[Label.SUPPORTS] == pytest.approx(0.2)
-    assert by_table.table is not None
 
 
 def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index) -> None:
@@ -290,11 +277,10 @@ def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index
         )
         batch, sentences = _table_claim_beside_a_sentence(store)
         nei_on = {"table": 0.9, "sentences": 0.2}
-        _read_as_told((weighing, off), sentences, nei_on)
-        [about_sentences] = weighing.predict(batch)
-        [option_off] = off.predict(batch)
-        nei_on["table"] = 0.25  # the sentences bear on it by less than the margin
-        [about_table] = weighing.predict(batch)
+        # then the sentences bear on it by less than the margin
+        about_sentences, option_off, about_table = _weighed_off_weighed(
+            weighing, off, batch, sentences, nei_on, then_table=0.25
+        )
     finally:
         store.close()
     assert about_sentences.table is None and about_sentences.label is Label.REFUTES
@@ -324,11 +310,10 @@ def test_a_sentence_claim_about_its_table_is_decided_by_it(trained, sample_index
         batch = [(Query(claim, np.zeros(0)), evidence)]
         sentences = sentence_premise([Candidate(sentence, 1.0)])
         nei_on = {"table": 0.1, "sentences": 0.85}
-        _read_as_told((weighing, off), sentences, nei_on)
-        [about_table] = weighing.predict(batch)
-        [option_off] = off.predict(batch)
-        nei_on["table"] = 0.5  # the table bears on it by less than the margin
-        [about_sentences] = weighing.predict(batch)
+        # then the table bears on it by less than the margin
+        about_table, option_off, about_sentences = _weighed_off_weighed(
+            weighing, off, batch, sentences, nei_on, then_table=0.5
+        )
         features = claim_features(claim, first_table(evidence))[None, :]
         table_row = weighing.tables.probabilities(features)[0]
     finally:
