@@ -44,12 +44,12 @@ def test_an_invented_subject_names_no_page_of_the_dump(sample_index: Path) -> No
 
 def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> None:
     """FEVEROUS-S's labels leak through evidence counts: its balanced subset is scored as a
-    view of its own, and a rule that costs it over a point is not chosen, however it reads the
-    rest."""
+    view of its own, and a rule that costs its claims with their evidence found over a point is
+    not chosen, however it reads the rest."""
     from bench.nei import BALANCED, NEI, Claim, chosen_rule, rule_name, scored
 
     def reading(label: str, nei: float) -> dict:
-        return {"label": label, "nei": nei, "named": True, "covered": 0.5}
+        return {"label": label, "nei": nei, "covered": 0.5, "complete": True}
 
     claims = [Claim("as is", "feverous_s_dev", str(i), "c", "SUPPORTS", balanced=i < 4)
               for i in range(200)]  # fmt: skip
@@ -59,9 +59,35 @@ def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> 
     read = [reading("SUPPORTS", 0.99 if i < 2 else 0.1) for i in range(200)]
     read += [reading("REFUTES", 0.99) for _ in range(40)]
     figures = scored(claims, read, range(len(claims)))
-    default = figures[rule_name(1.1, 1.1, 1.1, 1.1)]
-    assert default["by_kind"][BALANCED] == {"claims": 4, "accuracy": 1.0, "nei_rate": 0.0}
-    costly = figures[rule_name(0.9, 1.1, 1.1, 1.1)]
-    assert costly["by_kind"]["as is / feverous_s_dev"]["accuracy"] == 0.99
+    default = figures[rule_name(1.1, 1.1, 1.1)]
+    assert default["by_kind"][BALANCED]["accuracy"] == 1.0
+    assert default["by_kind"][BALANCED]["nei_rate"] == 0.0
+    costly = figures[rule_name(0.9, 1.1, 1.1)]
+    assert costly["by_kind"]["as is / feverous_s_dev"]["complete_accuracy"] == 0.99
     assert costly["by_kind"][BALANCED]["accuracy"] == 0.5
     assert figures[chosen_rule(figures)]["by_kind"][BALANCED]["accuracy"] == 1.0
+
+
+def test_nei_where_the_evidence_is_incomplete_costs_nothing_the_official_score_counts() -> None:
+    """The official score gives a claim whose whole gold evidence was not retrieved nothing
+    whatever its label: a rule that says NOT ENOUGH INFO on such claims keeps the FEVEROUS
+    score and the accuracy on the claims with their evidence found, and is chosen for the NEI
+    it gets right, though it costs the as-is claims' label accuracy over a point."""
+    from bench.nei import NEI, Claim, chosen_rule, rule_name, scored
+
+    claims = [Claim("as is", "fm2_dev", str(i), "c", "SUPPORTS") for i in range(100)]
+    claims += [Claim("pages hidden", "fm2_dev", str(i), "c", NEI) for i in range(100, 120)]
+    # 10 claims with incomplete evidence, read right by guessing and unsure (NEI 0.95)
+    read = [{"label": "SUPPORTS", "nei": 0.95 if i < 10 else 0.1, "covered": 0.5,
+             "complete": i >= 10} for i in range(100)]  # fmt: skip
+    read += [{"label": "REFUTES", "nei": 0.95, "covered": 0.5} for _ in range(20)]
+    figures = scored(claims, read, range(len(claims)))
+    default, calling = figures[rule_name(1.1, 1.1, 1.1)], figures[rule_name(0.9, 1.1, 1.1)]
+    as_is = "as is / fm2_dev"
+    assert default["by_kind"][as_is]["feverous_score"] == 0.9  # right and evidence complete
+    assert calling["by_kind"][as_is]["feverous_score"] == 0.9
+    assert calling["by_kind"][as_is]["accuracy"] == 0.9  # ten guesses now NEI
+    assert calling["by_kind"][as_is]["complete_accuracy"] == 1.0
+    assert calling["by_kind"][as_is]["answered"] == 0.9
+    assert calling["by_kind"]["pages hidden / fm2_dev"]["nei_rate"] == 1.0
+    assert figures[chosen_rule(figures)]["accuracy"] > default["accuracy"]
