@@ -576,7 +576,11 @@ writer.close()
 
 def run_writer(path: Path, crash_in: str = "", chunks: str = "CHUNKS") -> subprocess.Popen[str]:
     script = CRASH_SCRIPT.format(
-        repo=str(REPO), tests=str(REPO / "tests"), path=str(path), crash_in=crash_in, chunks=chunks
+        repo=str(REPO),
+        tests=str(Path(__file__).parent),
+        path=str(path),
+        crash_in=crash_in,
+        chunks=chunks,
     )
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
 
