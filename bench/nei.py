@@ -14,8 +14,12 @@ The claims, each kind apart in the figures:
   verified with those sentences hidden (their subject's page found without the fact): NEI;
 * ``table hidden``: TabFact held-out claims with their gold table's page hidden: NEI;
 * ``invented``: FM2 and FEVEROUS-S held-out claims whose subject (the span that names the gold
-  page) is replaced by a name no page of the dump holds (:func:`invented_names`, each checked
-  against the index's titles): NEI.
+  page) is replaced by a name no page of the dump holds, of a person, an organisation, a
+  place, a river or an event, as written, lowercased or after role words
+  (:mod:`bench.nei_claims`: built apart from what trains the NEI model): NEI;
+* ``controls``: FM2 and FEVEROUS-S held-out SUPPORTS / REFUTES claims with their subject
+  misspelled, or lowercased whole (:func:`~bench.nei_claims.controls`): their evidence is in
+  the index and their label stands; a rule that calls them NEI decides by the claim's form.
 
 Each claim goes once through the whole pipeline, the verdict reading the reader's NEI
 probability on every route (``nei_above`` 1.0, which turns no claim into NEI), and keeps what a
@@ -52,6 +56,7 @@ import numpy as np
 from bench.calibration import lean, relabelled
 from bench.context import Context
 from bench.data import MINI, REPO
+from bench.nei_claims import FORMS, controls, invented_forms, unseen_names
 from bench.paired import paired_difference
 from bench.verdict import (
     balanced,
@@ -63,7 +68,6 @@ from bench.verdict import (
 )
 from feverous_es.eval.samples import gold_pages, gold_sentences, gold_sets
 from feverous_es.training.hidden_pages import NOTHING, Hidden, HiddenPages
-from feverous_es.training.invented import invented_names, with_subject
 
 NEI = "NOT ENOUGH INFO"
 BALANCED = "as is, balanced / feverous_s_dev"  # a view of the as-is FEVEROUS-S claims
@@ -88,7 +92,7 @@ class Claim:
 def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int) -> list[Claim]:
     """The held-out claims as they are, and ``per_file`` of each file for each NEI kind."""
     rng = random.Random(seed)
-    names = invented_names(store, seed)
+    names = unseen_names(store, seed)
     claims: list[Claim] = []
     for source, some in lines.items():
         records = [json.loads(line) for line in some]
@@ -106,13 +110,21 @@ def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int
             for r, ids in chooser.sample(facts, min(per_file, len(facts))):
                 claims.append(Claim("facts hidden", source, str(r["id"]), r["claim"], NEI,
                                     Hidden(elements=ids)))  # fmt: skip
-            invented = 0
+            invented = checked = 0
             for r in records:
                 titles = sorted(gold_pages(r))
-                changed = with_subject(r["claim"], titles[0], next(names)) if titles else None
-                if changed and invented < per_file:
-                    claims.append(Claim("invented", source, str(r["id"]), changed, NEI))
-                    invented += 1
+                if not titles:
+                    continue
+                if invented < per_file:
+                    kind, name = next(names)
+                    form = FORMS[invented % len(FORMS)]
+                    if changed := invented_forms(r["claim"], titles[0], kind, name, form):
+                        claims.append(Claim("invented", source, str(r["id"]), changed, NEI))
+                        invented += 1
+                if checked < per_file and r["label"] != NEI:
+                    for text in controls(r["claim"], titles[0]).values():
+                        claims.append(Claim("controls", source, str(r["id"]), text, r["label"]))
+                        checked += 1
     return claims
 
 
@@ -353,13 +365,18 @@ TABFACT_COST = 0.005
 def chosen_rule(figures: dict[str, Any]) -> str:
     """The rule with the best three-way accuracy on all claims among those that cost the
     claims whose whole gold evidence was retrieved at most :data:`COMPLETE_COST` in each file
-    (NEI there costs the FEVEROUS score) and TabFact's claims at most :data:`TABFACT_COST`.
+    (NEI there costs the FEVEROUS score), the decidable controls as much, and TabFact's claims
+    at most :data:`TABFACT_COST`.
     Where the evidence is incomplete the official score gives a claim nothing whatever its
     label: NOT ENOUGH INFO there is the honest answer, not a cost."""
 
     def affordable(name: str) -> bool:
         by_kind, default = figures[name]["by_kind"], figures[DEFAULT_RULE]["by_kind"]
         for kind, f in by_kind.items():
+            if kind.startswith("controls"):  # decidable: NEI there is the claim's form
+                if f["accuracy"] < default[kind]["accuracy"] - COMPLETE_COST:
+                    return False
+                continue
             if not kind.startswith("as is"):
                 continue
             if "tabfact" in kind:

@@ -9,7 +9,6 @@ from feverous_es.index.backends import open_store
 from feverous_es.plugins.config import load_config
 from feverous_es.plugins.interfaces import PluginContext
 from feverous_es.training.hidden_pages import Hidden, HiddenPages
-from feverous_es.training.invented import invented_names, with_subject
 from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
 
 CLAIM = "Gold medalist Henri Schoeman won bronze at Rio in 2016."
@@ -31,15 +30,47 @@ def test_a_hidden_page_is_never_retrieved_and_others_still_are(sample_index: Pat
     assert "Henri Schoeman" not in pages and result.evidence  # other pages still answer
 
 
-def test_an_invented_subject_names_no_page_of_the_dump(sample_index: Path) -> None:
+def test_the_conditions_invented_subjects_name_no_page_and_share_nothing_with_training(
+    sample_index: Path,
+) -> None:
+    """The condition's invented names match no title of the index, word by word, and use no
+    piece of the names the NEI model was trained on; a claim about one names it wherever it
+    named the page, in each form."""
+    from bench import nei_claims
+    from feverous_es.training import invented
+
     store = open_store("embedded", sample_index)
-    names = invented_names(store, seed=0)
-    name = next(names)
-    assert name != next(names)
-    changed = with_subject("Henri Schoeman's bronze at Rio was a first.", "Henri Schoeman", name)
-    assert changed == f"{name}'s bronze at Rio was a first."
-    assert with_subject("A claim about nobody.", "Henri Schoeman", name) is None
-    assert not store.match_titles([name.casefold(), *(w.casefold() for w in name.split())])
+    names = nei_claims.unseen_names(store, seed=0)
+    made = [next(names) for _ in range(10)]
+    assert {kind for kind, _ in made} == set(nei_claims.KINDS)
+    for _, name in made:
+        assert not store.match_titles([name.casefold(), *(w.casefold() for w in name.split())])
+        trained_pieces = (*invented.FIRST, *invented.SECOND, *invented.LAST)
+        assert not any(piece.lower() in name.lower() for piece in trained_pieces)
+    claim = "Henri Schoeman's bronze at Rio was a first for Henri Schoeman."
+    said = {form: nei_claims.invented_forms(claim, "Henri Schoeman", "person", "Wyg Dhru", form)
+            for form in nei_claims.FORMS}  # fmt: skip
+    assert said["as written"] == "Wyg Dhru's bronze at Rio was a first for Wyg Dhru."
+    assert said["lowercase"] == "wyg dhru's bronze at rio was a first for wyg dhru."
+    assert said["role words"].endswith(
+        "Wyg Dhru's bronze at Rio was a first for "
+        f"{said['role words'].split(' Wyg')[0].lower()} Wyg Dhru."
+    )
+    assert nei_claims.invented_forms("A claim about nobody.", "Henri Schoeman", "person",
+                                     "Wyg Dhru", "as written") is None  # fmt: skip
+
+
+def test_a_control_keeps_the_claims_facts_and_changes_its_form() -> None:
+    from bench.nei_claims import controls
+
+    made = controls("Gold medalist Henri Schoeman won bronze at Rio in 2016.", "Henri Schoeman")
+    assert made == {
+        "lowercase": "gold medalist henri schoeman won bronze at rio in 2016.",
+        "misspelled": "Gold medalist Henri Shcoeman won bronze at Rio in 2016.",
+    }
+    assert controls("Nothing here names it.", "Henri Schoeman") == {
+        "lowercase": "nothing here names it."
+    }
 
 
 def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> None:
