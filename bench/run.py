@@ -310,10 +310,8 @@ def figure_problems(conditions: dict[str, Condition], experiments: dict[str, str
     """Records no declaration names (and declarations without one), and kept records that do
     not hold their condition's figures."""
     found = list(unrecorded(conditions, experiments))
-    for condition in conditions.values():
-        path = RESULTS / f"{condition.name}.json"
-        if path.is_file():
-            found += problems(condition, read_record(path))
+    for condition, kept in kept_records(conditions):
+        found += problems(condition, kept)
     return found
 
 
@@ -350,6 +348,7 @@ def records_without_data(conditions: dict[str, Condition]) -> Iterator[str]:
 
 
 def kept_records(conditions: dict[str, Condition]) -> Iterator[tuple[Condition, dict[str, Any]]]:
+    """Each condition that has a kept record, with the record."""
     for condition in conditions.values():
         path = RESULTS / f"{condition.name}.json"
         if path.is_file():

@@ -86,8 +86,7 @@ class ClassifierVerdict:
         # what retrieval found, read only where a NEI rule is on (off: no work a claim)
         found = [Found.of(query.text, ev) if self._may_call_nei else None for query, ev in batch]
         # the NEI model reads only the claims the call may be made for (the gate first)
-        below = self.options.nei_covered_below
-        gated = [i for i, f in enumerate(found) if f and f.covered < below]
+        gated = [i for i, f in enumerate(found) if f and self.nei_rule.gates(f)]
         gated = gated if self.nei_reader is not None else []
         # the table-routed claims whose sentences may decide them instead
         weighs = self.handovers.weighs_routes

@@ -35,6 +35,11 @@ class NeiRule:
         """Whether any claim can be NOT ENOUGH INFO (a threshold of 1 or under)."""
         return min(self.above, self.unknown_above) <= 1.0
 
+    def gates(self, found: Found) -> bool:
+        """Whether the call may be made for a claim of which retrieval ``found`` this: its
+        evidence holds less than ``covered_below`` of the claim's words."""
+        return found.covered < self.covered_below
+
     def threshold(self, found: Found) -> float:
         """The NEI probability a claim of which retrieval ``found`` this must reach: ``above``,
         or ``unknown_above`` where the claim writes a name no evidence holds."""
@@ -42,9 +47,9 @@ class NeiRule:
 
     def says_nei(self, found: Found, unsure: float) -> bool:
         """Whether a claim of which retrieval ``found`` this, with NEI probability ``unsure``,
-        is NOT ENOUGH INFO: its evidence holds less than ``covered_below`` of its words and
-        ``unsure`` reaches its :meth:`threshold`."""
-        return found.covered < self.covered_below and unsure >= self.threshold(found)
+        is NOT ENOUGH INFO: the call :meth:`gates` it and ``unsure`` reaches its
+        :meth:`threshold`."""
+        return self.gates(found) and unsure >= self.threshold(found)
 
 
 def nei_probability(premises: ClaimPremises, read: Sequence[float]) -> float:
