@@ -131,7 +131,7 @@ def nei_claims(lines: dict[str, list[str]], store: Any, per_file: int, seed: int
 def features(result: Any) -> dict[str, Any]:
     """What a NEI rule may read of a claim's result (the module)."""
     from feverous_es.plugins.interfaces import Label
-    from feverous_es.verdict.nei_call import coverage, evidence_words, unknown_names
+    from feverous_es.verdict.nei_call import coverage, evidence_words
 
     held = evidence_words(result.evidence)
     probabilities = result.verdict.probabilities
@@ -142,7 +142,6 @@ def features(result: Any) -> dict[str, Any]:
         "nei": round(float(probabilities.get(Label.NOT_ENOUGH_INFO, 0.0)), 4),
         "route": "table" if result.verdict.table is not None else "sentence",
         "covered": round(coverage(result.claim, held), 4),
-        "unknown": list(unknown_names(result.claim, held)),
         "page_score": round(result.pages[0].score, 4) if result.pages else 0.0,
         "evidence_score": round(max((c.score for c in result.evidence), default=0.0), 4),
         "evidence": len(result.evidence),
@@ -195,33 +194,25 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
 # The verdict's NEI options (feverous_es.verdict.options.ClassifierOptions), each rule a
 # choice of the three; a threshold over 1: never (nei_covered_below: for every claim).
 NEI_ABOVE = (0.7, 0.8, 0.9, 0.93, 0.95, 0.96, 0.97, 0.98, 0.99, 1.1)
-NEI_UNKNOWN_ABOVE = (0.0, 0.3, 0.5, 0.7, 0.9, 1.1)
 NEI_COVERED_BELOW = (0.5, 0.6, 0.7, 0.8, 0.9, 1.1)
 KEPT_RULES = 10  # the record keeps the default, the chosen and this many most accurate rules
 
 
-def rule_name(above: float, unknown: float, covered: float) -> str:
+def rule_name(above: float, covered: float) -> str:
     """A rule's name in the record (no dots: a figure's key is a dotted path)."""
-    return (f"nei_above {above:.0%}, nei_unknown_above {unknown:.0%}, "
-            f"nei_covered_below {covered:.0%}")  # fmt: skip
+    return f"nei_above {above:.0%}, nei_covered_below {covered:.0%}"
 
 
-DEFAULT_RULE = rule_name(1.1, 1.1, 1.1)  # never NEI: the default until this chose one
+DEFAULT_RULE = rule_name(1.1, 1.1)  # never NEI: the default until this chose one
 
 
 def rules() -> dict[str, dict[str, float]]:
     """Every choice of the verdict's NEI options, by name (each a distinct rule)."""
     found: dict[str, dict[str, float]] = {}
-    for above, unknown, covered in itertools.product(
-        NEI_ABOVE, NEI_UNKNOWN_ABOVE, NEI_COVERED_BELOW
-    ):
-        if unknown >= above and unknown <= 1.0:
-            continue  # the same rule as that threshold over 1
-        if min(above, unknown) > 1.0 and covered <= 1.0:
+    for above, covered in itertools.product(NEI_ABOVE, NEI_COVERED_BELOW):
+        if above > 1.0 and covered <= 1.0:
             continue  # never NEI whatever the gate: the default's rule
-        found[rule_name(above, unknown, covered)] = {
-            "nei_above": above, "nei_unknown_above": unknown, "nei_covered_below": covered,
-        }  # fmt: skip
+        found[rule_name(above, covered)] = {"nei_above": above, "nei_covered_below": covered}
     return found
 
 
@@ -231,7 +222,6 @@ class Readings:
 
     label: np.ndarray
     nei: np.ndarray
-    unknown: np.ndarray
     covered: np.ndarray
     complete: np.ndarray  # the claim's whole gold evidence retrieved (as is claims only)
 
@@ -240,7 +230,6 @@ class Readings:
         return cls(
             np.array([f["label"] for f in read]),
             np.array([f["nei"] for f in read], dtype=float),
-            np.array([bool(f.get("unknown")) for f in read], dtype=bool),
             np.array([f["covered"] for f in read], dtype=float),
             np.array([bool(f.get("complete")) for f in read], dtype=bool),
         )
@@ -248,14 +237,8 @@ class Readings:
     def answers(self, options: Mapping[str, float]) -> np.ndarray:
         """Each claim's answer under ``options``, as ``NeiRule.says_nei`` applies them: NEI
         when the evidence holds less than ``nei_covered_below`` of the claim's words and the
-        NEI probability reaches ``nei_above`` (``nei_unknown_above`` where the claim writes a
-        name no evidence holds, when lower)."""
-        threshold = np.where(
-            self.unknown,
-            min(options["nei_above"], options["nei_unknown_above"]),
-            options["nei_above"],
-        )
-        nei = (self.covered < options["nei_covered_below"]) & (self.nei >= threshold)
+        NEI probability reaches ``nei_above``."""
+        nei = (self.covered < options["nei_covered_below"]) & (self.nei >= options["nei_above"])
         return np.where(nei, NEI, self.label)
 
 
@@ -421,7 +404,7 @@ def nei_rules(
     # nei_above 1.0 (the others off) turns no claim into NEI but has the NEI model read, and
     # nei_covered_below over 1 every claim (the rules' own gates are applied to the readings
     # below); the reader's answers as read: the recalibration is chosen below (calibration.py)
-    never = {"nei_above": 1.0, "nei_unknown_above": 1.1}
+    never = {"nei_above": 1.0}
     config = load_config(None).with_stage_options(
         "verdict", **never, nei_covered_below=1.1, reader_scale=1.0, **chosen_model
     )

@@ -82,10 +82,6 @@ _NUMBER_IN_TEXT = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.
 _NUMBER_STRING = re.compile(r"^[-+]?\d[\d,.:]*%?$")
 _WORD = re.compile(r"\w+")
 # A run of capitalised words, the small words of names allowed inside ("Bank of England").
-_NAME_RUN = re.compile(
-    r"\b[A-Z][\w'-]*(?:\s+(?:(?:of|de|the|von|van|da|del|la|le|and)\s+)?[A-Z][\w'-]*)*"
-)
-
 _EDGE_PUNCTUATION = " \t\"'\u201c\u201d\u2018\u2019.,;:!?()[]{}"
 _POSSESSIVE = re.compile("['\u2019]s$")
 # Spans made only of these never name the page a claim is about.
@@ -185,15 +181,6 @@ def claim_spans(claim: str, max_words: int = 10) -> dict[str, tuple[int, int]]:
             for key in title_keys(text)[:1]:
                 spans.setdefault(key, (start, end))
     return spans
-
-
-def subject_name(text: str) -> str:
-    """The first name ``text`` writes (its subject, mostly): its first run of capitalised words
-    that is not all stop words (a sentence's "In" or "The" alone names nothing); "" for none."""
-    for run in _NAME_RUN.finditer(text):
-        if set(tokens(run.group(0))) - STOPWORDS:
-            return run.group(0)
-    return ""
 
 
 def number_strings(text: str) -> set[str]:

@@ -70,8 +70,7 @@ class ClassifierVerdict:
         self.nei_reader = nei_reader(chosen.nei_model, context.device)
         if self.nei_reader is not None and NEI not in self.nei_reader.labels:
             raise ModelError(f"the NEI model {self.nei_reader.model_dir} has no NOT ENOUGH INFO")
-        self.nei_rule = NeiRule(chosen.nei_above, chosen.nei_unknown_above,
-                                chosen.nei_covered_below)  # fmt: skip
+        self.nei_rule = NeiRule(chosen.nei_above, chosen.nei_covered_below)
         self.handovers = Handovers(chosen, self.nei_reader, self.tables)
         self.calibration = Calibration(chosen.reader_scale)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from feverous_es.index.elements import title_keys
 from feverous_es.plugins.interfaces import Candidate
 from feverous_es.runtime.files import PACKAGED_MODELS_DIR
-from feverous_es.text import STOPWORDS, claim_spans, marked_words, subject_name, tokens
+from feverous_es.text import claim_spans, marked_words, tokens
 from feverous_es.verdict.entailment import EntailmentModel
 from feverous_es.verdict.premises import ClaimPremises
 
@@ -24,32 +24,26 @@ NEI_MODEL = "verdict-nei"  # the package's model of the NOT ENOUGH INFO call, wh
 @dataclass(frozen=True)
 class NeiRule:
     """When a claim is NOT ENOUGH INFO (:class:`~feverous_es.verdict.options.ClassifierOptions`'
-    ``nei_above``, ``nei_unknown_above``, ``nei_covered_below``)."""
+    ``nei_above`` and ``nei_covered_below``): decided by the evidence, never by the claim's form."""
 
     above: float
-    unknown_above: float
     covered_below: float
 
     @property
     def on(self) -> bool:
         """Whether any claim can be NOT ENOUGH INFO (a threshold of 1 or under)."""
-        return min(self.above, self.unknown_above) <= 1.0
+        return self.above <= 1.0
 
     def gates(self, found: Found) -> bool:
         """Whether the call may be made for a claim of which retrieval ``found`` this: its
         evidence holds less than ``covered_below`` of the claim's words."""
         return found.covered < self.covered_below
 
-    def threshold(self, found: Found) -> float:
-        """The NEI probability a claim of which retrieval ``found`` this must reach: ``above``,
-        or ``unknown_above`` where the claim writes a name no evidence holds."""
-        return min(self.above, self.unknown_above) if found.unknown else self.above
-
     def says_nei(self, found: Found, unsure: float) -> bool:
-        """Whether a claim of which retrieval ``found`` this, with NEI probability ``unsure``,
-        is NOT ENOUGH INFO: the call :meth:`gates` it and ``unsure`` reaches its
-        :meth:`threshold`."""
-        return self.gates(found) and unsure >= self.threshold(found)
+        """Whether a claim of which retrieval ``found`` this, with NEI probability ``unsure``
+        (the NEI model's reading of the premises the verdict read), is NOT ENOUGH INFO: the
+        call :meth:`gates` it and ``unsure`` reaches ``above``."""
+        return self.gates(found) and unsure >= self.above
 
 
 def nei_probability(premises: ClaimPremises, read: Sequence[float]) -> float:
@@ -72,17 +66,15 @@ def nei_reader(option: str | None, device: str) -> EntailmentModel | None:
 @dataclass(frozen=True)
 class Found:
     """What retrieval found of a claim, as the NOT ENOUGH INFO call reads it: whether a piece
-    of evidence comes from a page the claim names, the share of the claim's words the
-    evidence holds, and the names the claim writes that no evidence holds."""
+    of evidence comes from a page the claim names, and the share of the claim's words the
+    evidence holds."""
 
     named: bool
     covered: float
-    unknown: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, claim: str, evidence: Sequence[Candidate]) -> Found:
-        held = evidence_words(evidence)
-        return cls(names_a_page(claim, evidence), coverage(claim, held), unknown_names(claim, held))
+        return cls(names_a_page(claim, evidence), coverage(claim, evidence_words(evidence)))
 
     def reason(self, unsure: float) -> str:
         """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict: what
@@ -91,8 +83,6 @@ class Found:
                 f"nothing in it bears on the claim (NOT ENOUGH INFO {unsure:.2f})"]  # fmt: skip
         if not self.named:
             said.insert(0, "no evidence comes from a page the claim names")
-        if self.unknown:
-            said.insert(0, "no evidence names " + ", ".join(self.unknown))
         return "; ".join(said)
 
 
@@ -116,21 +106,3 @@ def coverage(claim: str, held: set[str]) -> float:
     if not words:
         return 1.0
     return len(words & held) / len(words)
-
-
-def unknown_names(claim: str, held: set[str]) -> tuple[str, ...]:
-    """The words of the claim's subject (:func:`~feverous_es.text.subject_name`, stop words
-    aside) that ``held`` (:func:`evidence_words`) lacks, as written: what no evidence names. A
-    word held in its plural or singular counts as held (a claim's "Olympic", the evidence's
-    "Olympics"). Only the subject: a claim's other names are often a demonym or a word the
-    evidence spells otherwise, where the subject is what retrieval looks for first."""
-
-    def is_held(word: str) -> bool:
-        return word in held or word + "s" in held or (word.endswith("s") and word[:-1] in held)
-
-    unknown: list[str] = []
-    for word in subject_name(claim).split():
-        words = {w for w in tokens(word) if len(w) > 1} - STOPWORDS  # "Austria's": not "s"
-        if not all(map(is_held, words)) and word not in unknown:
-            unknown.append(word)
-    return tuple(unknown)

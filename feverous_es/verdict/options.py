@@ -39,16 +39,11 @@ class ClassifierOptions:
     nei_above: float = 0.98
     """The NOT ENOUGH INFO probability (``nei_model``'s) at or above which the verdict is NEI,
     where ``nei_covered_below`` lets the call be made (over 1: never). Chosen with
-    ``nei_unknown_above`` and ``nei_covered_below`` by ``python -m bench run nei``
+    ``nei_covered_below`` by ``python -m bench run nei``
     (docs/decisions.md, Verdict): the most accurate rule on the claims that
     need NEI (gold pages or sentences hidden, table hidden, invented subjects) beside the
     held-out dev claims, among those costing FM2, FEVEROUS-S and its balanced subset at most a
     point and TabFact nothing."""
-    nei_unknown_above: float = 0.9
-    """For a claim whose subject's name (:func:`~feverous_es.text.subject_name`) no evidence
-    text or page title holds (an entity the index may not hold): the NEI probability at or
-    above which the verdict is NEI (over 1: never; the lowest threshold that holds for a claim
-    is the one applied). Chosen with ``nei_above`` by the ``nei`` condition."""
     nei_covered_below: float = 0.9
     """The NOT ENOUGH INFO call is made only for a claim whose evidence holds less than this
     share of its words (:func:`~feverous_es.verdict.nei_call.coverage`: its tokens but stop

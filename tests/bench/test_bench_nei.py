@@ -90,10 +90,10 @@ def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> 
     read = [reading("SUPPORTS", 0.99 if i < 2 else 0.1) for i in range(200)]
     read += [reading("REFUTES", 0.99) for _ in range(40)]
     figures = scored(claims, read, range(len(claims)))
-    default = figures[rule_name(1.1, 1.1, 1.1)]
+    default = figures[rule_name(1.1, 1.1)]
     assert default["by_kind"][BALANCED]["accuracy"] == 1.0
     assert default["by_kind"][BALANCED]["nei_rate"] == 0.0
-    costly = figures[rule_name(0.9, 1.1, 1.1)]
+    costly = figures[rule_name(0.9, 1.1)]
     assert costly["by_kind"]["as is / feverous_s_dev"]["complete_accuracy"] == 0.99
     assert costly["by_kind"][BALANCED]["accuracy"] == 0.5
     assert figures[chosen_rule(figures)]["by_kind"][BALANCED]["accuracy"] == 1.0
@@ -113,7 +113,7 @@ def test_nei_where_the_evidence_is_incomplete_costs_nothing_the_official_score_c
              "complete": i >= 10} for i in range(100)]  # fmt: skip
     read += [{"label": "REFUTES", "nei": 0.95, "covered": 0.5} for _ in range(20)]
     figures = scored(claims, read, range(len(claims)))
-    default, calling = figures[rule_name(1.1, 1.1, 1.1)], figures[rule_name(0.9, 1.1, 1.1)]
+    default, calling = figures[rule_name(1.1, 1.1)], figures[rule_name(0.9, 1.1)]
     as_is = "as is / fm2_dev"
     assert default["by_kind"][as_is]["feverous_score"] == 0.9  # right and evidence complete
     assert calling["by_kind"][as_is]["feverous_score"] == 0.9

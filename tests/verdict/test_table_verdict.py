@@ -257,7 +257,7 @@ def _sentences_refute(sentences: str):
 
 
 # The NOT ENOUGH INFO call off and the reader's answer as read: what routes the claim is left.
-NEI_OFF = {"nei_above": 1.1, "nei_unknown_above": 1.1, "reader_scale": 1.0}
+NEI_OFF = {"nei_above": 1.1, "reader_scale": 1.0}
 
 
 def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index) -> None:
@@ -298,7 +298,7 @@ def test_a_sentence_claim_about_its_table_is_decided_by_it(trained, sample_index
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
         # every claim's NEI call made, never NEI: what routes the claim is left
-        options = {"table_model": str(out), "nei_covered_below": 1.1, "nei_unknown_above": 1.1,
+        options = {"table_model": str(out), "nei_covered_below": 1.1,
                    "reader_scale": 1.0}  # fmt: skip
         weighing = ClassifierVerdict(context, **options, sentences_table_margin=0.5)
         off = ClassifierVerdict(context, **options, sentences_table_margin=1.1)
