@@ -32,12 +32,12 @@ per kind and file its NEI rate, three-way label accuracy, the share it answers a
 there (selective prediction), and for the claims as they are the official FEVEROUS score and
 the accuracy on the claims whose whole gold evidence was retrieved; its paired difference from
 the default (no NEI call) with the 95 % interval, on the SUPPORTS / REFUTES claims alone and
-on all of them. The rule is chosen by :func:`chosen_rule` on all claims and two-fold: the claims
-at even positions of the claim order choose and the odd ones report, then the other way. The
-record keeps the default, the chosen and the most accurate rules (:data:`KEPT_RULES`), and the
-chosen rule with NEI also called where no evidence sentence read alone decides the claim
-(:func:`sentence_rows`: a signal no verdict option reads; it measures what such a call would
-cost).
+on all of them. A rule reads two signals under its gate: the NEI model's probability, and the
+lowest NEI probability of the evidence sentences each read alone (no one sentence decides the
+claim), that one at a floor of the NEI model's probability. The rule is chosen by
+:func:`chosen_rule` on all claims and two-fold: the claims at even positions of the claim order
+choose and the odd ones report, then the other way. The record keeps the default, the chosen
+and the most accurate rules (:data:`KEPT_RULES`).
 """
 
 from __future__ import annotations
@@ -192,27 +192,40 @@ def read_claims(pipeline: Any, view: HiddenPages, claims: list[Claim], batch: in
 
 
 # The verdict's NEI options (feverous_es.verdict.options.ClassifierOptions), each rule a
-# choice of the three; a threshold over 1: never (nei_covered_below: for every claim).
+# choice of them; a threshold over 1: never (nei_covered_below: for every claim). The
+# sentences-alone signal, with its floor on the NEI probability, is the candidate option
+# ``nei_sentences_above`` / ``nei_sentences_floor``.
 NEI_ABOVE = (0.7, 0.8, 0.9, 0.93, 0.95, 0.96, 0.97, 0.98, 0.99, 1.1)
 NEI_COVERED_BELOW = (0.5, 0.6, 0.7, 0.8, 0.9, 1.1)
+SENTENCES_ABOVE = (0.8, 0.9, 0.95, 0.98, 1.1)
+SENTENCES_FLOOR = (0.0, 0.3, 0.5, 0.7, 0.8)
 KEPT_RULES = 10  # the record keeps the default, the chosen and this many most accurate rules
+NEVER = 1.1
 
 
-def rule_name(above: float, covered: float) -> str:
+def rule_name(above: float, covered: float, sentences: float = NEVER, floor: float = 0.0) -> str:
     """A rule's name in the record (no dots: a figure's key is a dotted path)."""
-    return f"nei_above {above:.0%}, nei_covered_below {covered:.0%}"
+    name = f"nei_above {above:.0%}, nei_covered_below {covered:.0%}"
+    if sentences <= 1.0:
+        name += f", nei_sentences_above {sentences:.0%}, nei_sentences_floor {floor:.0%}"
+    return name
 
 
-DEFAULT_RULE = rule_name(1.1, 1.1)  # never NEI: the default until this chose one
+DEFAULT_RULE = rule_name(NEVER, NEVER)  # never NEI: the default until this chose one
 
 
 def rules() -> dict[str, dict[str, float]]:
     """Every choice of the verdict's NEI options, by name (each a distinct rule)."""
     found: dict[str, dict[str, float]] = {}
-    for above, covered in itertools.product(NEI_ABOVE, NEI_COVERED_BELOW):
-        if above > 1.0 and covered <= 1.0:
-            continue  # never NEI whatever the gate: the default's rule
-        found[rule_name(above, covered)] = {"nei_above": above, "nei_covered_below": covered}
+    grid = itertools.product(NEI_ABOVE, NEI_COVERED_BELOW, SENTENCES_ABOVE, SENTENCES_FLOOR)
+    for above, covered, sentences, floor in grid:
+        never = above > 1.0 and sentences > 1.0
+        if (never and covered <= 1.0) or (sentences > 1.0 and floor > 0.0):
+            continue  # the same answers as a rule already listed
+        found[rule_name(above, covered, sentences, floor)] = {
+            "nei_above": above, "nei_covered_below": covered,
+            "nei_sentences_above": sentences, "nei_sentences_floor": floor,
+        }  # fmt: skip
     return found
 
 
@@ -222,6 +235,7 @@ class Readings:
 
     label: np.ndarray
     nei: np.ndarray
+    alone: np.ndarray  # the lowest NEI probability of the evidence sentences read alone
     covered: np.ndarray
     complete: np.ndarray  # the claim's whole gold evidence retrieved (as is claims only)
 
@@ -230,16 +244,21 @@ class Readings:
         return cls(
             np.array([f["label"] for f in read]),
             np.array([f["nei"] for f in read], dtype=float),
+            np.array([f["sentences_nei"] for f in read], dtype=float),
             np.array([f["covered"] for f in read], dtype=float),
             np.array([bool(f.get("complete")) for f in read], dtype=bool),
         )
 
     def answers(self, options: Mapping[str, float]) -> np.ndarray:
-        """Each claim's answer under ``options``, as ``NeiRule.says_nei`` applies them: NEI
-        when the evidence holds less than ``nei_covered_below`` of the claim's words and the
-        NEI probability reaches ``nei_above``."""
-        nei = (self.covered < options["nei_covered_below"]) & (self.nei >= options["nei_above"])
-        return np.where(nei, NEI, self.label)
+        """Each claim's answer under ``options``: NEI when the evidence holds less than
+        ``nei_covered_below`` of the claim's words and the NEI probability reaches
+        ``nei_above``, or every evidence sentence read alone leaves NEI at
+        ``nei_sentences_above`` with the NEI probability at ``nei_sentences_floor``."""
+        alone = (self.alone >= options.get("nei_sentences_above", NEVER)) & (
+            self.nei >= options.get("nei_sentences_floor", 0.0)
+        )
+        called = (self.nei >= options["nei_above"]) | alone
+        return np.where((self.covered < options["nei_covered_below"]) & called, NEI, self.label)
 
 
 def scored(claims: list[Claim], read: list[dict], chosen: Sequence[int]) -> dict[str, Any]:
@@ -314,29 +333,6 @@ def judged(
 
 def _share(right: np.ndarray) -> float | None:
     return round(float(right.mean()), 4) if right.size else None
-
-
-# Thresholds of the sentences-alone signal, each with a floor on the NEI model's probability.
-SENTENCES_NEI = (0.8, 0.9, 0.95)
-NEI_FLOOR = (0.0, 0.5, 0.8)
-
-
-def sentence_rows(claims: list[Claim], read: list[dict], chosen: Mapping[str, float]) -> dict:
-    """The chosen rule, and NEI also where (under its gate) every evidence sentence read alone
-    leaves NEI at ``SENTENCES_NEI`` or more and the NEI probability is at the floor: each
-    against the chosen rule alone, per kind."""
-    gold, views = np.array([c.label for c in claims]), kind_views(claims)
-    readings = Readings.of(read)
-    base = readings.answers(chosen)
-    alone = np.array([f["sentences_nei"] for f in read], dtype=float)
-    gate = readings.covered < chosen["nei_covered_below"]
-    rows = {}
-    for above, floor in itertools.product(SENTENCES_NEI, NEI_FLOOR):
-        said = np.where(gate & (alone >= above) & (readings.nei >= floor), NEI, base)
-        name = f"sentences alone {above:.0%}, NEI probability {floor:.0%}"
-        rows[name] = {"above": above, "floor": floor,
-                      **judged(said, gold, views, base == gold, readings.complete)}  # fmt: skip
-    return rows
 
 
 # What a rule may cost where NOT ENOUGH INFO is wrong: accuracy on the claims whose whole gold
@@ -435,7 +431,6 @@ def nei_rules(
         "rules": {name: every[name] for name in dict.fromkeys([DEFAULT_RULE, chosen, *best])},
         "default": every[DEFAULT_RULE],
         "chosen": {"rule": chosen, **every[chosen]},
-        "sentences_alone": sentence_rows(claims, read, every[chosen]["options"]),
         "two_fold": two_fold,
     }
     report(figures)
@@ -472,13 +467,6 @@ def report(figures: dict[str, Any]) -> None:
               f"[{sure['low']:+.1%}, {sure['high']:+.1%}]")  # fmt: skip
         for kind, k in f["by_kind"].items():
             print(f"  {kind:32} {k['accuracy']:6.1%}  NEI {k['nei_rate']:6.1%}")
-    print("\nthe chosen rule, and NEI where no evidence sentence read alone decides:")
-    for name, f in figures["sentences_alone"].items():
-        sure = f["paired_sure"]
-        print(f"  {name}: SUPPORTS/REFUTES {sure['difference']:+.1%} [{sure['low']:+.1%}, "
-              f"{sure['high']:+.1%}]; " + ", ".join(f"{kind} NEI {k['nei_rate']:.0%}"
-                                                    for kind, k in f["by_kind"].items()
-                                                    if not kind.startswith("as is")))  # fmt: skip
     print(f"\nchosen: {figures['chosen']['rule']}")
     for fold in figures["two_fold"]:
         print(f"  chosen on half {fold['chosen_on_half']}: {fold['rule']}, the other half "

@@ -80,7 +80,8 @@ def test_feverous_s_balanced_subset_is_a_view_the_chosen_rule_may_not_cost() -> 
     from bench.nei import BALANCED, NEI, Claim, chosen_rule, rule_name, scored
 
     def reading(label: str, nei: float) -> dict:
-        return {"label": label, "nei": nei, "covered": 0.5, "complete": True}
+        return {"label": label, "nei": nei, "sentences_nei": 0.0, "covered": 0.5,
+                "complete": True}  # fmt: skip
 
     claims = [Claim("as is", "feverous_s_dev", str(i), "c", "SUPPORTS", balanced=i < 4)
               for i in range(200)]  # fmt: skip
@@ -109,9 +110,10 @@ def test_nei_where_the_evidence_is_incomplete_costs_nothing_the_official_score_c
     claims = [Claim("as is", "fm2_dev", str(i), "c", "SUPPORTS") for i in range(100)]
     claims += [Claim("pages hidden", "fm2_dev", str(i), "c", NEI) for i in range(100, 120)]
     # 10 claims with incomplete evidence, read right by guessing and unsure (NEI 0.95)
-    read = [{"label": "SUPPORTS", "nei": 0.95 if i < 10 else 0.1, "covered": 0.5,
-             "complete": i >= 10} for i in range(100)]  # fmt: skip
-    read += [{"label": "REFUTES", "nei": 0.95, "covered": 0.5} for _ in range(20)]
+    read = [{"label": "SUPPORTS", "nei": 0.95 if i < 10 else 0.1, "sentences_nei": 0.0,
+             "covered": 0.5, "complete": i >= 10} for i in range(100)]  # fmt: skip
+    read += [{"label": "REFUTES", "nei": 0.95, "sentences_nei": 0.0, "covered": 0.5}
+             for _ in range(20)]  # fmt: skip
     figures = scored(claims, read, range(len(claims)))
     default, calling = figures[rule_name(1.1, 1.1)], figures[rule_name(0.9, 1.1)]
     as_is = "as is / fm2_dev"
@@ -122,3 +124,19 @@ def test_nei_where_the_evidence_is_incomplete_costs_nothing_the_official_score_c
     assert calling["by_kind"][as_is]["answered"] == 0.9
     assert calling["by_kind"]["pages hidden / fm2_dev"]["nei_rate"] == 1.0
     assert figures[chosen_rule(figures)]["accuracy"] > default["accuracy"]
+
+
+def test_the_sentences_alone_signal_calls_nei_at_its_floor() -> None:
+    """A claim whose evidence sentences each read alone leave NOT ENOUGH INFO is NEI under a
+    rule that reads that signal, when the NEI model's probability is at the rule's floor; the
+    gate on the claim's words covered holds for it too."""
+    from bench.nei import NEI, Readings, rule_name, rules
+
+    read = [{"label": "SUPPORTS", "nei": 0.6, "sentences_nei": 0.99, "covered": c}
+            for c in (0.5, 0.95)]  # fmt: skip
+    readings = Readings.of(read)
+    every = rules()
+    assert list(readings.answers(every[rule_name(0.9, 1.1)])) == ["SUPPORTS", "SUPPORTS"]
+    assert list(readings.answers(every[rule_name(1.1, 1.1, 0.98, 0.5)])) == [NEI, NEI]
+    assert list(readings.answers(every[rule_name(1.1, 1.1, 0.98, 0.7)])) == ["SUPPORTS"] * 2
+    assert list(readings.answers(every[rule_name(1.1, 0.9, 0.98, 0.5)])) == [NEI, "SUPPORTS"]
