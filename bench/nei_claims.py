@@ -42,15 +42,16 @@ def unseen_word(rng: random.Random) -> str:
 
 
 def unseen_names(store: Any, seed: int) -> Iterator[tuple[str, str]]:
-    """(kind, name) of no page of ``store``, the kinds in turn: the name and each of its words
-    match no title."""
+    """(kind, name) of no page of ``store``, the kinds in turn: the name and each of its made
+    words match no title (its kind's words, "River" or "Holdings", may)."""
     rng = random.Random(f"nei claims {seed}")
     kinds = list(KINDS)
     n = 0
     while True:
         kind = kinds[n % len(kinds)]
-        name = KINDS[kind].format(unseen_word(rng), unseen_word(rng))
-        keys = [k for part in (name, *name.split()) for k in title_keys(part)]
+        words = (unseen_word(rng), unseen_word(rng))
+        name = KINDS[kind].format(*words)
+        keys = [k for part in (name, *words) for k in title_keys(part)]
         if not store.match_titles(keys):
             n += 1
             yield kind, name
