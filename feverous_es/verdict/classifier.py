@@ -10,7 +10,8 @@ The built-in ``classifier`` composes four stages, each in a module of its own:
    (:mod:`~feverous_es.verdict.premises`); the NEI model may hand a claim to the other route
    (:mod:`~feverous_es.verdict.routes`);
 3. **NOT ENOUGH INFO** (:mod:`~feverous_es.verdict.nei_call`): the NEI model's call, on the same
-   premises, where the evidence holds too few of the claim's words;
+   premises, and the reader's on each evidence sentence alone, where the evidence holds too few
+   of the claim's words;
 4. **calibration** (:mod:`~feverous_es.verdict.calibration`): the reader's SUPPORTS share
    recalibrated where it decides.
 
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from feverous_es.errors import ModelError, PluginError
+from feverous_es.index.elements import ElementType
 from feverous_es.plugins.interfaces import (
     Candidate,
     Label,
@@ -70,7 +72,8 @@ class ClassifierVerdict:
         self.nei_reader = nei_reader(chosen.nei_model, context.device)
         if self.nei_reader is not None and NEI not in self.nei_reader.labels:
             raise ModelError(f"the NEI model {self.nei_reader.model_dir} has no NOT ENOUGH INFO")
-        self.nei_rule = NeiRule(chosen.nei_above, chosen.nei_covered_below)
+        self.nei_rule = NeiRule(chosen.nei_above, chosen.nei_covered_below,
+                                chosen.nei_sentences_above, chosen.nei_sentences_floor)  # fmt: skip
         self.handovers = Handovers(chosen, self.nei_reader, self.tables)
         self.calibration = Calibration(chosen.reader_scale)
 
@@ -100,6 +103,9 @@ class ClassifierVerdict:
         entailment, sentence_rows = self._read_premises(claims, premises, reads)
         nei_read = self._read_nei(claims, premises, sorted({*gated, *weighed}))
         said_nei = {i: nei_probability(premises[i], nei_read[i]) for i in gated}
+        undecided = [i for i in gated if self.nei_rule.reads_sentences(said_nei[i])]
+        alone = self._sentences_alone([batch[i] for i in undecided])
+        sentences_nei = dict(zip(undecided, alone, strict=True))
         table_rows = {
             i: route.probabilities(table_claim_features(claims[i], table)[None, :])[0]
             for i, (table, route) in enumerate(zip(tables, routes, strict=True))
@@ -125,11 +131,11 @@ class ClassifierVerdict:
                 unsure = self._reader_nei(rows)
             if i in table_rows and i not in handed:  # a table decides
                 assert self.tables is not None
-                verdicts.append(self._decide(self.tables.labels, table_rows[i], unsure, found[i]))
-                continue
-            row = handed[i] if i in handed else entailment[i]
-            row = self.calibration.apply(self.labels, row)
-            verdicts.append(self._decide(self.labels, row, unsure, found[i]))
+                labels, row = self.tables.labels, table_rows[i]
+            else:
+                labels, row = self.labels, handed[i] if i in handed else entailment[i]
+                row = self.calibration.apply(self.labels, row)
+            verdicts.append(self._decide(labels, row, unsure, found[i], sentences_nei.get(i)))
         return [
             replace(v, read=read, table=table)
             for v, (read, table) in zip(verdicts, map(self._read, batch, shown), strict=True)
@@ -207,6 +213,19 @@ class ClassifierVerdict:
             by_claim.setdefault(i, []).append(p)
         return by_claim
 
+    def _sentences_alone(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[float]:
+        """Each claim's lowest NOT ENOUGH INFO probability over its evidence sentences, each
+        read alone by the reader (high: no one sentence decides it; 1 with no sentence)."""
+        pairs = [(n, query.text, sentence_premise([c]))
+                 for n, (query, evidence) in enumerate(batch) for c in evidence
+                 if c.element.type is ElementType.SENTENCE]  # fmt: skip
+        lowest = [1.0] * len(batch)
+        if pairs:
+            rows = self.entailment([claim for _, claim, _ in pairs], [p for *_, p in pairs])
+            for (n, *_), said in zip(pairs, rows[:, self.labels.index(NEI)].tolist(), strict=True):
+                lowest[n] = min(lowest[n], said)
+        return lowest
+
     def _reader_nei(self, nei_rows: Sequence[np.ndarray]) -> float | None:
         """The reader's NOT ENOUGH INFO probability over the premises it read: the lowest."""
         if not nei_rows or NEI not in self.labels:
@@ -268,10 +287,12 @@ class ClassifierVerdict:
         row: np.ndarray,
         unsure: float | None,
         found: Found | None,
+        alone: float | None = None,
     ) -> Verdict:
         """A claim's verdict from its route's probabilities ``row`` (over ``labels``: the
         reader's, or a feature model's), its NOT ENOUGH INFO probability ``unsure``
-        (:meth:`_read_nei`, else the reader's) and what retrieval ``found``: SUPPORTS or
+        (:meth:`_read_nei`, else the reader's), what retrieval ``found`` and ``alone``
+        (:meth:`_sentences_alone`, where the rule read it): SUPPORTS or
         REFUTES, whichever is likelier, unless the NEI rule says NOT ENOUGH INFO. The verdict's
         ``probability`` is its label's entry among the probabilities a user reads (the
         route's, with that NEI probability)."""
@@ -282,8 +303,8 @@ class ClassifierVerdict:
         probabilities = dict(zip(labels, map(float, row), strict=True))
         if unsure is not None:
             probabilities[NEI] = unsure
-            if found is not None and self.nei_rule.says_nei(found, unsure):  # a NEI rule is on
-                label, why = NEI, found.reason(unsure)
+            if found is not None and self.nei_rule.says_nei(found, unsure, alone):  # a rule is on
+                label, why = NEI, found.reason(unsure, alone)
         return Verdict(label, probabilities.get(label, p), probabilities, why=why)
 
 

@@ -3,7 +3,10 @@
 The call is made only where the evidence holds less than ``covered_below`` of the claim's words
 (where it holds them, it speaks of what the claim says and the reader's SUPPORTS or REFUTES
 stands); there a claim is NOT ENOUGH INFO when its NEI probability (the ``verdict-nei`` model's,
-read on the premises the reader reads) reaches a threshold.
+read on the premises the reader reads) reaches a threshold, or where no one evidence sentence
+decides it: each read alone by the reader leaves NOT ENOUGH INFO likely, the NEI probability at a
+floor (a sufficiency reading: the verdict's evidence holds nothing that entails or contradicts
+the claim).
 """
 
 from __future__ import annotations
@@ -24,26 +27,39 @@ NEI_MODEL = "verdict-nei"  # the package's model of the NOT ENOUGH INFO call, wh
 @dataclass(frozen=True)
 class NeiRule:
     """When a claim is NOT ENOUGH INFO (:class:`~feverous_es.verdict.options.ClassifierOptions`'
-    ``nei_above`` and ``nei_covered_below``): decided by the evidence, never by the claim's form."""
+    ``nei_above``, ``nei_covered_below``, ``nei_sentences_above``, ``nei_sentences_floor``):
+    decided by the evidence, never by the claim's form."""
 
     above: float
     covered_below: float
+    sentences_above: float
+    sentences_floor: float
 
     @property
     def on(self) -> bool:
         """Whether any claim can be NOT ENOUGH INFO (a threshold of 1 or under)."""
-        return self.above <= 1.0
+        return min(self.above, self.sentences_above) <= 1.0
 
     def gates(self, found: Found) -> bool:
         """Whether the call may be made for a claim of which retrieval ``found`` this: its
         evidence holds less than ``covered_below`` of the claim's words."""
         return found.covered < self.covered_below
 
-    def says_nei(self, found: Found, unsure: float) -> bool:
-        """Whether a claim of which retrieval ``found`` this, with NEI probability ``unsure``
-        (the NEI model's reading of the premises the verdict read), is NOT ENOUGH INFO: the
-        call :meth:`gates` it and ``unsure`` reaches ``above``."""
-        return self.gates(found) and unsure >= self.above
+    def reads_sentences(self, unsure: float) -> bool:
+        """Whether a gated claim of NEI probability ``unsure`` needs its evidence sentences
+        read alone: the probability alone does not call it, and it is at the floor."""
+        return self.sentences_above <= 1.0 and self.sentences_floor <= unsure < self.above
+
+    def says_nei(self, found: Found, unsure: float, alone: float | None = None) -> bool:
+        """Whether a claim of which retrieval ``found`` this is NOT ENOUGH INFO: the call
+        :meth:`gates` it, and its NEI probability ``unsure`` (the NEI model's reading of the
+        premises the verdict read) reaches ``above``, or ``alone`` (the lowest NEI probability
+        of its evidence sentences each read alone: no one sentence decides it) reaches
+        ``sentences_above`` with ``unsure`` at ``sentences_floor``."""
+        if not self.gates(found):
+            return False
+        undecided = alone is not None and alone >= self.sentences_above
+        return unsure >= self.above or (undecided and unsure >= self.sentences_floor)
 
 
 def nei_probability(premises: ClaimPremises, read: Sequence[float]) -> float:
@@ -76,11 +92,15 @@ class Found:
     def of(cls, claim: str, evidence: Sequence[Candidate]) -> Found:
         return cls(names_a_page(claim, evidence), coverage(claim, evidence_words(evidence)))
 
-    def reason(self, unsure: float) -> str:
+    def reason(self, unsure: float, alone: float | None = None) -> str:
         """Why a claim is NOT ENOUGH INFO, for the person who reads the verdict: what
-        retrieval missed, and (``unsure``: the NEI probability) what the model read in it."""
+        retrieval missed, and (``unsure``: the NEI probability; ``alone``: its evidence
+        sentences' each read alone, where they decided) what the models read in it."""
         said = [f"the evidence holds {self.covered:.0%} of the claim's words",
                 f"nothing in it bears on the claim (NOT ENOUGH INFO {unsure:.2f})"]  # fmt: skip
+        if alone is not None:
+            said[1] = (f"no evidence sentence read alone decides the claim (NOT ENOUGH INFO "
+                       f"{alone:.2f} at least; {unsure:.2f} on the whole evidence)")  # fmt: skip
         if not self.named:
             said.insert(0, "no evidence comes from a page the claim names")
         return "; ".join(said)

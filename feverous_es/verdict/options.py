@@ -49,6 +49,14 @@ class ClassifierOptions:
     share of its words (:func:`~feverous_es.verdict.nei_call.coverage`: its tokens but stop
     words, numbers included); over 1: for any claim. Where the evidence holds the claim's words
     it speaks of what the claim says, and the reader's SUPPORTS or REFUTES stands."""
+    nei_sentences_above: float = 1.1
+    """A claim the call gates is also NOT ENOUGH INFO where no one evidence sentence decides it:
+    each read alone by the reader, the lowest NOT ENOUGH INFO probability reaches this (1 with
+    no sentence), and its NEI probability is at ``nei_sentences_floor``. Chosen with
+    ``nei_above`` (the same condition and record)."""
+    nei_sentences_floor: float = 0.5
+    """The NEI probability a claim needs for ``nei_sentences_above`` to call it NOT ENOUGH INFO
+    (chosen with it)."""
     table_sentences_margin: float = 0.0
     """A claim routed to a table is decided by the reader on its sentences (when its evidence
     holds any) where the NEI model reads them as bearing on it more than the table: its NOT

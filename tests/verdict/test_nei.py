@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -66,3 +67,25 @@ def test_the_options_decide_nei_as_documented(sample_index: Path) -> None:
     )
     assert "no evidence comes from a page" not in said[1.01].why  # the claim's page was found
     assert said[0.8].label is Label.SUPPORTS and said[0.8].why == ""
+
+
+def test_a_claim_no_evidence_sentence_decides_is_nei_at_the_floor(sample_index: Path) -> None:
+    """Read alone, the true claim's gold sentence decides it; no sentence decides a fact the
+    subject's page does not state, nor a claim about a subject no page holds. The NEI model's
+    probability on the whole evidence must reach the floor too."""
+    unstated = "Henri Schoeman was born in a lighthouse in 1950."
+    said: dict[float, dict[str, Any]] = {}
+    for floor in (0.0, 0.5):
+        config = load_config(None).with_stage_options(
+            "verdict", nei_above=1.1, nei_covered_below=1.01, nei_sentences_above=0.5,
+            nei_sentences_floor=floor,
+        )  # fmt: skip
+        with Pipeline.open(sample_index, config=config) as pipeline:
+            said[floor] = {c: pipeline.verify(c).verdict for c in (TRUE, INVENTED, unstated)}
+    assert said[0.0][TRUE].label is Label.SUPPORTS
+    assert said[0.0][INVENTED].label is Label.NOT_ENOUGH_INFO
+    assert said[0.0][unstated].label is Label.NOT_ENOUGH_INFO
+    assert "no evidence sentence read alone decides the claim" in said[0.0][unstated].why
+    # the NEI model reads the whole evidence as deciding the unstated fact: under the floor
+    assert said[0.5][unstated].label is not Label.NOT_ENOUGH_INFO
+    assert said[0.5][INVENTED].label is Label.NOT_ENOUGH_INFO
