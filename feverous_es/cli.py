@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,8 @@ from rich.table import Table
 
 from feverous_es import __version__
 from feverous_es.console import console, fail, print_json, progress_bars, user_errors
-from feverous_es.eval.cli import score_command
-from feverous_es.export.cli import export_command
 from feverous_es.index.backends import STORES, open_store, open_writer
 from feverous_es.index.dump.wiki import WHOLE, Part
-from feverous_es.index.elastic.cli import es_group
 from feverous_es.index.search import MODES
 from feverous_es.params import (
     COUNT,
@@ -32,7 +30,6 @@ from feverous_es.params import (
     out_option,
 )
 from feverous_es.serve.cli import ServeOptions, run_server, serve_options
-from feverous_es.training.cli import train_group
 from feverous_es.verdict.readers import READERS
 
 DEFAULT_INDEX = "feverous-index"
@@ -67,8 +64,34 @@ READER_OPTION = click.option(
 )  # fmt: skip
 
 
+# The commands of other modules, by name: imported when one is run (or help lists them), so
+# that `verify` and `search` start without importing training and export code.
+LAZY_COMMANDS = {
+    "es": "feverous_es.index.elastic.cli:es_group",
+    "train": "feverous_es.training.cli:train_group",
+    "export": "feverous_es.export.cli:export_command",
+    "score": "feverous_es.eval.cli:score_command",
+}
+
+
+class LazyGroup(click.Group):
+    """A group that holds :data:`LAZY_COMMANDS` beside its own commands."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            module, _, name = LAZY_COMMANDS[cmd_name].partition(":")
+            return getattr(importlib.import_module(module), name)
+        return super().get_command(ctx, cmd_name)
+
+
 # Every option's default shows in --help (click leaves out None and an off flag's).
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
 @click.version_option(__version__, prog_name="feverous-es")
 def main() -> None:
     """Fact verification over Wikipedia (FEVEROUS): index a dump, then search it.
@@ -589,10 +612,6 @@ def plugins_command(as_json: bool) -> None:
         for name, origin in sorted(names.items()):
             table.add_row(stage, name, origin, "yes" if DEFAULT_PLUGINS[stage] == name else "")
     Console().print(table)
-
-
-for command in (es_group, train_group, export_command, score_command):
-    main.add_command(command)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,11 @@ def options_of(command: click.Command) -> set[str]:
     return {name for p in command.params for name in (*p.opts, *p.secondary_opts)} | {"--help"}
 
 
+def subcommand(group: click.Group, name: str) -> click.Command | None:
+    """``group``'s command ``name``, one it imports on first use included."""
+    return group.get_command(click.Context(group), name)
+
+
 def check_cli(code: str, root: click.Command = main, start: str = "feverous-es ") -> list[str]:
     """What in ``code``'s `feverous-es …` (or ``start`` …, ``root``'s) the click tree does not
     accept."""
@@ -60,8 +65,8 @@ def check_cli(code: str, root: click.Command = main, start: str = "feverous-es "
     problems = []
     for word in words(code, start):
         choices = word.split("|")  # `train verdict|rerank …`: each a command
-        if isinstance(command, click.Group) and all(c in command.commands for c in choices):
-            command = command.commands[choices[0]]
+        if isinstance(command, click.Group) and all(subcommand(command, c) for c in choices):
+            command = subcommand(command, choices[0])
         elif word.startswith("--"):
             name = word.split("=", 1)[0]
             if name not in options_of(command):
