@@ -47,7 +47,7 @@ from feverous_es.verdict.nei_call import NEI_MODEL, Found, NeiRule, nei_probabil
 from feverous_es.verdict.options import ClassifierOptions
 from feverous_es.verdict.premises import ClaimPremises
 from feverous_es.verdict.readers import packaged_source_dir
-from feverous_es.verdict.routes import Handovers
+from feverous_es.verdict.routes import TABLE_HANDOVER_BELOW, Handovers
 from feverous_es.verdict.table_facts import Table
 from feverous_es.verdict.table_facts import claim_features as table_claim_features
 
@@ -90,6 +90,9 @@ class ClassifierVerdict:
         # the NEI model reads only the claims the call may be made for (the gate first)
         gated = [i for i, f in enumerate(found) if f and self.nei_rule.gates(f)]
         gated = gated if self.nei_reader is not None else []
+        # the sentence-routed claims the NEI model may hand to their evidence's table
+        few = [i for i, f in enumerate(found) if f and f.covered < TABLE_HANDOVER_BELOW]
+        to_table = few if self.nei_reader is not None else []
         # the table-routed claims whose sentences may decide them instead
         weighs = self.handovers.weighs_routes
         weighed = [i for i, t in enumerate(tables) if t is not None and weighs]
@@ -97,11 +100,11 @@ class ClassifierVerdict:
         pages = self.options.page_premises
         premises = {
             i: ClaimPremises.of(batch[i][0].text, batch[i][1], tables[i], pages)
-            for i in sorted({*reads, *gated, *weighed})
+            for i in sorted({*reads, *gated, *weighed, *to_table})
         }
         claims = [query.text for query, _ in batch]
         entailment, sentence_rows = self._read_premises(claims, premises, reads)
-        nei_read = self._read_nei(claims, premises, sorted({*gated, *weighed}))
+        nei_read = self._read_nei(claims, premises, sorted({*gated, *weighed, *to_table}))
         said_nei = {i: nei_probability(premises[i], nei_read[i]) for i in gated}
         undecided = [i for i in gated if self.nei_rule.reads_sentences(said_nei[i])]
         alone = self._sentences_alone([batch[i] for i in undecided])
@@ -117,7 +120,7 @@ class ClassifierVerdict:
         shown: list[Table | None] = [
             None if i in handed else table for i, table in enumerate(tables)
         ]
-        for i, table in self.handovers.to_tables(batch, nei_read, gated, tables).items():
+        for i, table in self.handovers.to_tables(batch, nei_read, to_table, tables).items():
             assert self.tables is not None  # weighs_tables: a feature model reads them
             shown[i] = table
             features = table_claim_features(claims[i], table)[None, :]

@@ -36,25 +36,26 @@ class ClassifierOptions:
     ``verdict-nei`` when installed (a student trained to say NEI where the retrieved evidence
     does not bear on the claim: its gold pages hidden, its subject invented), ``""`` or none
     installed: the reader's own. Its labels must hold NOT ENOUGH INFO."""
-    nei_above: float = 0.98
+    nei_above: float = 0.9
     """The NOT ENOUGH INFO probability (``nei_model``'s) at or above which the verdict is NEI,
     where ``nei_covered_below`` lets the call be made (over 1: never). Chosen with
-    ``nei_covered_below`` by ``python -m bench run nei``
-    (docs/decisions.md, Verdict): the most accurate rule on the claims that
-    need NEI (gold pages or sentences hidden, table hidden, invented subjects) beside the
-    held-out dev claims, among those costing FM2, FEVEROUS-S and its balanced subset at most a
-    point and TabFact nothing."""
-    nei_covered_below: float = 0.9
+    ``nei_covered_below`` and the ``nei_sentences_`` pair by ``python -m bench run nei``
+    (docs/decisions.md, Verdict): the most accurate rule on the claims that need NEI (gold
+    pages or sentences hidden, table hidden, invented subjects) beside the held-out dev claims
+    and decidable controls, among those costing the claims whose whole gold evidence was
+    retrieved at most a point in FM2, FEVEROUS-S and its balanced subset, the controls a
+    point and TabFact half a point."""
+    nei_covered_below: float = 0.5
     """The NOT ENOUGH INFO call is made only for a claim whose evidence holds less than this
     share of its words (:func:`~feverous_es.verdict.nei_call.coverage`: its tokens but stop
     words, numbers included); over 1: for any claim. Where the evidence holds the claim's words
     it speaks of what the claim says, and the reader's SUPPORTS or REFUTES stands."""
-    nei_sentences_above: float = 1.1
+    nei_sentences_above: float = 0.8
     """A claim the call gates is also NOT ENOUGH INFO where no one evidence sentence decides it:
     each read alone by the reader, the lowest NOT ENOUGH INFO probability reaches this (1 with
     no sentence), and its NEI probability is at ``nei_sentences_floor``. Chosen with
     ``nei_above`` (the same condition and record)."""
-    nei_sentences_floor: float = 0.5
+    nei_sentences_floor: float = 0.8
     """The NEI probability a claim needs for ``nei_sentences_above`` to call it NOT ENOUGH INFO
     (chosen with it)."""
     table_sentences_margin: float = 0.0
@@ -66,8 +67,9 @@ class ClassifierOptions:
     the table route decides; needs the NEI model (``nei_model``). Chosen by ``python -m bench
     run route`` on every held-out claim of the three files (docs/decisions.md, Verdict)."""
     sentences_table_margin: float = 0.6
-    """A claim routed to its sentences whose NOT ENOUGH INFO call is made (its evidence holds
-    less than ``nei_covered_below`` of its words) is decided by the table feature model on the
+    """A claim routed to its sentences whose evidence holds less than
+    :data:`~feverous_es.verdict.routes.TABLE_HANDOVER_BELOW` of its words is decided by the
+    table feature model on the
     evidence's first table where the NEI model reads that table as bearing on it more than the
     sentences: its NOT ENOUGH INFO probability on the table below that on the sentences by more
     than this margin. The router sends a claim to its sentences when one holds as many of its

@@ -20,6 +20,12 @@ from feverous_es.verdict.options import ClassifierOptions
 from feverous_es.verdict.premises import ClaimPremises
 from feverous_es.verdict.table_facts import Table
 
+# A sentence-routed claim may be handed to its evidence's table only where its evidence holds
+# less than this share of its words: the NOT ENOUGH INFO call's gate under which the route
+# condition chose ``sentences_table_margin`` (docs/decisions.md, Verdict), kept when that gate
+# moved.
+TABLE_HANDOVER_BELOW = 0.9
+
 
 class Handovers:
     """The hand-overs ``options`` turn on, read by the ``nei`` model (none: no hand-over) for
@@ -69,7 +75,8 @@ class Handovers:
         gated: Sequence[int],
         tables: Sequence[Table | None],
     ) -> dict[int, Table]:
-        """The sentence-routed claims of ``gated`` the NEI model reads as about their
+        """The sentence-routed claims of ``gated`` (under :data:`TABLE_HANDOVER_BELOW`) the NEI
+        model reads as about their
         evidence's first table, with that table: its NOT ENOUGH INFO probability on the table
         below that on the sentences (``nei_read``'s first) by more than
         ``sentences_table_margin``. Only a claim whose sentences read above the margin can be,

@@ -22,6 +22,7 @@ from feverous_es.plugins.interfaces import Candidate, Label, PluginContext, Quer
 from feverous_es.retrieve.evidence_tables import with_tables
 from feverous_es.training.datasets import TrainingClaim
 from feverous_es.training.features import command, data, fit
+from feverous_es.verdict import classifier as classifier_module
 from feverous_es.verdict.classifier import ClassifierVerdict
 from feverous_es.verdict.feature_model import (
     DEFAULT_MODEL,
@@ -287,7 +288,9 @@ def test_a_table_claim_about_its_sentences_is_read_on_them(trained, sample_index
     assert option_off.table is not None and about_table.table is not None
 
 
-def test_a_sentence_claim_about_its_table_is_decided_by_it(trained, sample_index) -> None:
+def test_a_sentence_claim_about_its_table_is_decided_by_it(
+    trained, sample_index, monkeypatch
+) -> None:
     """``sentences_table_margin``: a claim routed to its sentences, its NOT ENOUGH INFO call
     made, whose evidence's table the NEI model reads as bearing on it more than the sentences
     (the table's NOT ENOUGH INFO probability below theirs by more than the margin) is decided by
@@ -297,9 +300,11 @@ def test_a_sentence_claim_about_its_table_is_decided_by_it(trained, sample_index
     store = open_store("embedded", sample_index)
     try:
         context = PluginContext(store, None, "cpu")  # type: ignore[arg-type]
-        # every claim's NEI call made, never NEI: what routes the claim is left
+        # every claim's NEI call made and its table weighed, never NEI: what routes the
+        # claim is left
+        monkeypatch.setattr(classifier_module, "TABLE_HANDOVER_BELOW", 1.1)
         options = {"table_model": str(out), "nei_covered_below": 1.1,
-                   "reader_scale": 1.0}  # fmt: skip
+                   "nei_sentences_above": 1.1, "reader_scale": 1.0}  # fmt: skip
         weighing = ClassifierVerdict(context, **options, sentences_table_margin=0.5)
         off = ClassifierVerdict(context, **options, sentences_table_margin=1.1)
         _, cells = _table_claim_and_cells(store)
