@@ -35,12 +35,11 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bench.context import Context
 from bench.data import MINI, REPO
-from bench.verdict import file_limit, held_out_lines, model_dirs, read_dirs, training_report
+from bench.verdict import file_limit, held_out_lines, shipped_trainings
 from feverous_es.eval.samples import gold_sets, gold_table, has_gold_table
 from feverous_es.eval.scoring import truncate
 from feverous_es.index.element_ids import element_to_triple
@@ -76,8 +75,9 @@ class Reached:
         read = {c.element.id: c for c in [*retrieval.ranked, *retrieval.evidence]}
         pages = {hit.page.title for hit in retrieval.pages}
         pages |= {c.element.page for c in read.values()}
-        kept = set(truncate([element_to_triple(i) for i in evidence]))
-        scored = frozenset(i for i in evidence if element_to_triple(i) in kept)
+        triples = {i: element_to_triple(i) for i in evidence}
+        kept = set(truncate(list(triples.values())))
+        scored = frozenset(i for i, triple in triples.items() if triple in kept)
 
         def tables(ids: Iterable[str]) -> frozenset[TableKey]:
             elements = (read[i].element for i in ids)
@@ -122,43 +122,42 @@ def claim_stage(reached: Reached, sets: Sequence[set[str]]) -> str:
     return min((reached.stage(s) for s in sets), key=STAGES.index)
 
 
-def breakdown(stages: Sequence[str], partial: Sequence[bool], found: Sequence[bool]) -> dict:
-    """The claims' shares at each stage of ``stages`` (one a claim), the share of those not
-    complete whose evidence holds some of a gold set (``partial``), and the share whose gold
-    pages were all retrieved (``found``)."""
+def breakdown(
+    stages: Sequence[str], found: Sequence[bool], partial: Sequence[bool] | None = None
+) -> dict[str, Any]:
+    """The claims' shares at each stage of ``stages`` (one a claim), the share whose gold pages
+    were all retrieved (``found``), and, given ``partial``, the share of the claims not
+    complete whose evidence holds some of a gold set."""
     counts, n = Counter(stages), len(stages)
-    lost = [p for p, stage in zip(partial, stages, strict=True) if stage != "complete"]
-    return {
+    figures: dict[str, Any] = {
         "claims": n,
         "stages": {stage: round(counts[stage] / n, 4) for stage in STAGES},
         "counts": {stage: counts[stage] for stage in STAGES},
-        "partial": round(sum(lost) / len(lost), 4) if lost else None,
         "page_recall": round(sum(found) / n, 4),
     }
+    if partial is not None:
+        lost = [p for p, stage in zip(partial, stages, strict=True) if stage != "complete"]
+        figures["partial"] = round(sum(lost) / len(lost), 4) if lost else None
+    return figures
 
 
 def sentence_claims(reached: Sequence[Reached], records: Sequence[dict]) -> dict[str, Any]:
     """:func:`breakdown` of claims with gold evidence sets (FM2, FEVEROUS-S)."""
     sets = [gold_sets(r) for r in records]
+    pairs = list(zip(reached, sets, strict=True))
     return breakdown(
-        [claim_stage(r, s) for r, s in zip(reached, sets, strict=True)],
-        [any(g & set(r.evidence) for g in s) for r, s in zip(reached, sets, strict=True)],
-        [any({element_to_triple(i)[0] for i in g} <= r.pages for g in s)
-         for r, s in zip(reached, sets, strict=True)],
-    )  # fmt: skip
+        [claim_stage(r, s) for r, s in pairs],
+        [any({element_to_triple(i)[0] for i in g} <= r.pages for g in s) for r, s in pairs],
+        [any(g & set(r.evidence) for g in s) for r, s in pairs],
+    )
 
 
 def table_claims(reached: Sequence[Reached], records: Sequence[dict]) -> dict[str, Any]:
     """:func:`breakdown` of claims with a gold table (TabFact), and the share whose evidence
     names the gold table first (``table_first``: the table the verdict reads)."""
-    tables = [gold_table(r) for r in records]
-    figures = breakdown(
-        [r.table_stage(t) for r, t in zip(reached, tables, strict=True)],
-        [False] * len(records),  # a table has no set to hold part of
-        [t[0] in r.pages for r, t in zip(reached, tables, strict=True)],
-    )
-    del figures["partial"]
-    first = sum(r.first_table == t for r, t in zip(reached, tables, strict=True))
+    pairs = list(zip(reached, [gold_table(r) for r in records], strict=True))
+    figures = breakdown([r.table_stage(t) for r, t in pairs], [t[0] in r.pages for r, t in pairs])
+    first = sum(r.first_table == t for r, t in pairs)
     return {**figures, "table_first": round(first / len(records), 4)}
 
 
@@ -176,10 +175,7 @@ def evidence_loss(
     from feverous_es.plugins.interfaces import PluginContext
     from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
 
-    models = REPO / "feverous_es" / "models"
-    reader = load_config(None).stage_options("verdict").get("model") or "auto"
-    dirs = [*read_dirs(reader), *model_dirs(models)[1:], models / "sentence-ranker"]
-    trainings = [training_report(Path(d)) for d in dirs]
+    trainings = shipped_trainings(REPO / "feverous_es" / "models" / "sentence-ranker")
     store = open_store("embedded", context.place("index"))
     pipeline = Pipeline(load_config(None), PluginContext(store, LazyEmbedder("auto"), "auto"))
     figures: dict[str, Any] = {}

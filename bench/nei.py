@@ -55,17 +55,10 @@ import numpy as np
 
 from bench.calibration import lean, relabelled
 from bench.context import Context
-from bench.data import MINI, REPO
+from bench.data import MINI
 from bench.nei_claims import FORMS, controls, invented_forms, unseen_names
 from bench.paired import paired_difference
-from bench.verdict import (
-    balanced,
-    file_limit,
-    held_out_lines,
-    model_dirs,
-    read_dirs,
-    training_report,
-)
+from bench.verdict import balanced, file_limit, held_out_lines, shipped_trainings
 from feverous_es.eval.samples import gold_pages, gold_sentences, gold_sets
 from feverous_es.training.hidden_pages import NOTHING, Hidden, HiddenPages
 
@@ -150,14 +143,9 @@ def features(result: Any) -> dict[str, Any]:
 
 def sentences_alone(pipeline: Any, result: Any) -> float:
     """The lowest NOT ENOUGH INFO probability of the claim's evidence sentences, each read
-    alone by the reader (``score_evidence``, the service's per-sentence marks): high when no
-    one sentence decides the claim; 1 with no sentence."""
-    from feverous_es.index.elements import ElementType
-    from feverous_es.plugins.interfaces import Label
-
-    sentences = [c for c in result.evidence if c.element.type is ElementType.SENTENCE]
-    marks = pipeline.verdict.score_evidence(result.claim, sentences)
-    return round(min((m[Label.NOT_ENOUGH_INFO] for m in marks), default=1.0), 4)
+    alone by the reader, as the verdict's ``nei_sentences_above`` reads it: high when no one
+    sentence decides the claim; 1 with no sentence."""
+    return round(pipeline.verdict.sentences_alone([(result.claim, result.evidence)])[0], 4)
 
 
 def evidence_complete(gold: Sequence[frozenset[str]], result: Any) -> bool:
@@ -388,9 +376,7 @@ def nei_rules(
     from feverous_es.runtime.costs import CountedStore
     from feverous_es.verify.pipeline import LazyEmbedder, Pipeline
 
-    models = REPO / "feverous_es" / "models"
-    reader = load_config(None).stage_options("verdict").get("model") or "auto"
-    trainings = [training_report(d) for d in [*read_dirs(reader), *model_dirs(models)[1:]]]
+    trainings = shipped_trainings()
     lines = {
         stem: held_out_lines(trainings, MINI / f"{stem}.jsonl", file_limit(per_file, stem))
         for stem in (*SENTENCE_FILES, "tabfact_dev")

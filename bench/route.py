@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from bench.context import Context
-from bench.data import MINI, REPO
+from bench.data import MINI
 from bench.paired import paired_difference
-from bench.verdict import file_limit, held_out_lines, model_dirs, read_dirs, training_report
+from bench.verdict import file_limit, held_out_lines, shipped_trainings
 
 FILES = ("fm2_dev", "feverous_s_dev", "tabfact_dev")
 SHARES = (0.55, 0.6, 0.65, 0.7, 0.8, 0.9)
@@ -182,9 +182,7 @@ def route_choice(
     from feverous_es.plugins.registry import load
     from feverous_es.verify.pipeline import Pipeline
 
-    models = REPO / "feverous_es" / "models"
-    reader = load_config(None).stage_options("verdict").get("model") or "auto"
-    trainings = [training_report(d) for d in [*read_dirs(reader), *model_dirs(models)[1:]]]
+    trainings = shipped_trainings()
     config = load_config(None).with_stage_options("verdict", **AS_ROUTED)
     pipeline = Pipeline.open(context.place("index"), config=config)
     # margins under -1: every table-routed claim with sentences read on them, every gated

@@ -82,6 +82,17 @@ def training_report(model: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def shipped_trainings(*more: Path) -> list[dict]:
+    """The training reports of the package's default verdict (every model its reader reads,
+    the feature models and the NEI model beside it) and of the models ``more``: the claims a
+    condition on held-out claims must leave out."""
+    from feverous_es.plugins.config import load_config
+
+    models = REPO / "feverous_es" / "models"
+    reader = load_config(None).stage_options("verdict").get("model") or "auto"
+    return [training_report(d) for d in [*read_dirs(reader), *model_dirs(models)[1:], *more]]
+
+
 def held_out_ids(training: dict, claim_file: Path) -> set[str]:
     """The ids of ``claim_file``'s claims that the model's training kept out (all of them when
     the training did not read the file)."""

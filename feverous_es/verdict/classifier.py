@@ -107,7 +107,7 @@ class ClassifierVerdict:
         nei_read = self._read_nei(claims, premises, sorted({*gated, *weighed, *to_table}))
         said_nei = {i: nei_probability(premises[i], nei_read[i]) for i in gated}
         undecided = [i for i in gated if self.nei_rule.reads_sentences(said_nei[i])]
-        alone = self._sentences_alone([batch[i] for i in undecided])
+        alone = self.sentences_alone([(claims[i], batch[i][1]) for i in undecided])
         sentences_nei = dict(zip(undecided, alone, strict=True))
         table_rows = {
             i: route.probabilities(table_claim_features(claims[i], table)[None, :])[0]
@@ -216,11 +216,12 @@ class ClassifierVerdict:
             by_claim.setdefault(i, []).append(p)
         return by_claim
 
-    def _sentences_alone(self, batch: Sequence[tuple[Query, Sequence[Candidate]]]) -> list[float]:
-        """Each claim's lowest NOT ENOUGH INFO probability over its evidence sentences, each
-        read alone by the reader (high: no one sentence decides it; 1 with no sentence)."""
-        pairs = [(n, query.text, sentence_premise([c]))
-                 for n, (query, evidence) in enumerate(batch) for c in evidence
+    def sentences_alone(self, batch: Sequence[tuple[str, Sequence[Candidate]]]) -> list[float]:
+        """For each (claim, evidence), the lowest NOT ENOUGH INFO probability over the evidence
+        sentences, each read alone by the reader (high: no one sentence decides the claim; 1
+        with no sentence): what ``nei_sentences_above`` reads, in one reader pass."""
+        pairs = [(n, claim, sentence_premise([c]))
+                 for n, (claim, evidence) in enumerate(batch) for c in evidence
                  if c.element.type is ElementType.SENTENCE]  # fmt: skip
         lowest = [1.0] * len(batch)
         if pairs:
@@ -295,7 +296,7 @@ class ClassifierVerdict:
         """A claim's verdict from its route's probabilities ``row`` (over ``labels``: the
         reader's, or a feature model's), its NOT ENOUGH INFO probability ``unsure``
         (:meth:`_read_nei`, else the reader's), what retrieval ``found`` and ``alone``
-        (:meth:`_sentences_alone`, where the rule read it): SUPPORTS or
+        (:meth:`sentences_alone`, where the rule read it): SUPPORTS or
         REFUTES, whichever is likelier, unless the NEI rule says NOT ENOUGH INFO. The verdict's
         ``probability`` is its label's entry among the probabilities a user reads (the
         route's, with that NEI probability)."""

@@ -68,17 +68,15 @@ class ClassifierOptions:
     run route`` on every held-out claim of the three files (docs/decisions.md, Verdict)."""
     sentences_table_margin: float = 0.6
     """A claim routed to its sentences whose evidence holds less than
-    :data:`~feverous_es.verdict.routes.TABLE_HANDOVER_BELOW` of its words is decided by the
-    table feature model on the
-    evidence's first table where the NEI model reads that table as bearing on it more than the
-    sentences: its NOT ENOUGH INFO probability on the table below that on the sentences by more
-    than this margin. The router sends a claim to its sentences when one holds as many of its
-    words as the table; a TabFact claim's words are often in a sentence while what it says
-    (a count, a comparison) is only in the table. Over 1: the sentences decide; needs the NEI
+    :data:`~feverous_es.verdict.routes.TABLE_HANDOVER_BELOW` of its words is decided by the table
+    feature model on the evidence's first table where the NEI model reads that table as bearing on
+    it more than the sentences: its NOT ENOUGH INFO probability on the table below that on the
+    sentences by more than this margin. The router sends a claim to its sentences when one holds as
+    many of its words as the table; a TabFact claim's words are often in a sentence while what it
+    says (a count, a comparison) is only in the table. Over 1: the sentences decide; needs the NEI
     model and a table feature model. Chosen by ``python -m bench run route`` with
-    ``table_sentences_margin`` (docs/decisions.md, Verdict): the most accurate margin whose
-    paired difference on all held-out claims clears zero and that costs FM2 and FEVEROUS-S
-    nothing."""
+    ``table_sentences_margin`` (docs/decisions.md, Verdict): the most accurate margin whose paired
+    difference on all held-out claims clears zero and that costs FM2 and FEVEROUS-S nothing."""
     reader_scale: float = 0.4317
     """The reader's answer recalibrated where it decides (a claim routed to sentences): its
     SUPPORTS share of SUPPORTS + REFUTES, p, becomes sigmoid(``reader_scale`` · logit(p))
