@@ -10,7 +10,8 @@ pipeline's page and candidate stages). For each held-out claim with gold sentenc
 by side per claim file: complete-evidence recall at 5 (every gold sentence among the first 5
 sentences) in retrieval order, by the model alone, and fused as the ``cross-encoder`` reranker
 fuses them with ``retrieval_weight`` w (z(logit) + w * z(retrieval score)), and the model's
-milliseconds per claim.
+milliseconds per claim. Each of ``against`` fused is paired with MODEL fused at the same weight:
+the difference in complete-evidence recall per claim file, with its 95 % bootstrap interval.
 
 With ``pipeline`` (over the driver's ``--index``, the index the pools came from), the same
 held-out claims (the first ``per_file`` of each file) also go through the whole retrieval
@@ -37,6 +38,7 @@ import numpy as np
 
 from bench.context import Context
 from bench.errors import BenchError
+from bench.paired import paired_difference
 from feverous_es.index.backends import open_store
 from feverous_es.index.elements import ElementType
 from feverous_es.plugins.config import PipelineConfig
@@ -68,12 +70,40 @@ def held_out_lists(pools_file: Path, seed: int, holdout: float) -> list[HeldOut]
     return lists
 
 
-def recall_at_k(lists: list[HeldOut], scores: list[np.ndarray]) -> dict[str, float]:
+def hits_at_k(lists: list[HeldOut], scores: list[np.ndarray]) -> dict[str, list[bool]]:
+    """Per claim file, whether each claim's gold sentences are all among the first ``K``."""
     found: dict[str, list[bool]] = {}
     for (source, _, gold, sentences), score in zip(lists, scores, strict=True):
         top = {sentences[i]["id"] for i in np.argsort(-score, kind="stable")[:K]}
         found.setdefault(source, []).append(gold <= top)
-    return {source: round(float(np.mean(hits)), 4) for source, hits in found.items()}
+    return found
+
+
+def recall_at_k(lists: list[HeldOut], scores: list[np.ndarray]) -> dict[str, float]:
+    return {
+        source: round(float(np.mean(hits)), 4) for source, hits in hits_at_k(lists, scores).items()
+    }
+
+
+def paired_against(
+    lists: list[HeldOut],
+    orders: dict[str, list[np.ndarray]],
+    names: dict[Path, str],
+    others: Sequence[Path],
+    weights: Sequence[float],
+) -> dict[str, dict[str, dict]]:
+    """Each of ``others`` fused against MODEL fused, at each weight: the paired difference in
+    complete-evidence recall at ``K`` per claim file (the claims both held out)."""
+    paired: dict[str, dict[str, dict]] = {}
+    for other, w in itertools.product(others, weights):
+        fused = f"fused, retrieval_weight {w:g}"
+        mine = hits_at_k(lists, orders[f"{names[other]}{fused}"])
+        theirs = hits_at_k(lists, orders[fused])
+        paired[f"{names[other]}{fused} - MODEL {fused}"] = {
+            source: paired_difference(np.array(mine[source]), np.array(theirs[source]))
+            for source in mine
+        }
+    return paired
 
 
 def first_per_file(lists: list[HeldOut], n: int | None) -> list[HeldOut]:
@@ -143,8 +173,9 @@ def sentence_ranker(
     if not lists:
         raise BenchError(f"{pools_file} holds no held-out claim with gold sentences")
     models = [ranker, *others]
-    # Each model by its directory and its parent's, with `against` (one model: no prefix).
-    names = {m: f"{m.parent.name}/{m.name}: " if others else "" for m in models}
+    # MODEL unprefixed (its figures keep their keys), each of `against` by its directory and
+    # its parent's.
+    names = {ranker: "", **{m: f"{m.parent.name}/{m.name}: " for m in others}}
     retrieval = [np.array([s["score"] for s in sentences]) for *_, sentences in lists]
     orders: dict[str, list[np.ndarray]] = {"retrieval order": retrieval}
     model_ms: dict[str, float] = {}
@@ -163,17 +194,28 @@ def sentence_ranker(
             ]
     figures: dict[str, Any] = {
         "claims": dict(Counter(source for source, *_ in lists)),
+        "paired": paired_against(lists, orders, names, others, weights),
         "sentences_per_claim": round(float(np.mean([len(x[3]) for x in lists])), 1),
-        "model_ms_per_claim": model_ms if others else model_ms[""],
+        "model_ms_per_claim": model_ms.pop(""),
+        "against_ms_per_claim": model_ms,
         "recall_at_5": {name: recall_at_k(lists, scores) for name, scores in orders.items()},
     }
     print(
         f"{sum(figures['claims'].values())} held-out claims {figures['claims']}, "
         f"{figures['sentences_per_claim']} sentences a claim, model ms a claim "
-        f"{model_ms}; complete-evidence recall at {K}:"
+        f"{figures['model_ms_per_claim']}"
+        + (f" (against: {model_ms})" if model_ms else "")
+        + f"; complete-evidence recall at {K}:"
     )
     for name, recall in figures["recall_at_5"].items():
         print(f"  {name:32s} " + "  ".join(f"{s} {v:.3f}" for s, v in recall.items()))
+    for name, by_file in figures["paired"].items():
+        print(f"  {name} (95 % interval):")
+        for source, d in by_file.items():
+            print(
+                f"    {source:16s} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+                f"  only it {d['only_this']}, only MODEL {d['only_baseline']}"
+            )
     if pipeline:
         index = context.place("index")
         claims = first_per_file(lists, per_file)
