@@ -9,7 +9,9 @@
   exit (imports, model loading and all hops included); p50 / p95 over real dev claims, and the
   import of the command line alone (the floor of any command).
 * warm: through the Python API, `Pipeline.open`, a first claim (lazy model loads), then one
-  `verify` per claim: p50 / p95 of the whole call and of each stage.
+  `verify` per claim: p50 / p95 of the whole call and of each stage, and of the tokens each
+  model reads a claim (the work behind the times: the budget a cheaper model or a shorter pool
+  is chosen against).
 * predict: `predict` over real dev claims in one process, batched; claims/s and where the time
   goes per stage (seconds per claim).
 * with `readers`: the warm profile again per verdict reader (`default`, `large`, a model or
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bench.context import Context
@@ -55,6 +57,23 @@ def quantiles(seconds: list[float]) -> dict[str, float]:
     """p50 / p95 in seconds (p95 is the largest value of fewer than 20)."""
     p95 = statistics.quantiles(seconds, n=20)[18] if len(seconds) >= 20 else max(seconds)
     return {"p50_s": statistics.median(seconds), "p95_s": p95}
+
+
+def model_tokens(costs: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Tokens each model has read so far, over all stages (costs' ``<model> tokens``)."""
+    tokens: dict[str, int] = defaultdict(int)
+    for counts in costs.values():
+        for name, n in counts.items():
+            if name.endswith(" tokens"):
+                tokens[name.removesuffix(" tokens")] += n
+    return dict(tokens)
+
+
+def token_quantiles(per_claim: list[int], claims: int) -> dict[str, float]:
+    """p50 / p95 of a model's tokens a claim, over all ``claims`` (claims before its first run
+    read none)."""
+    q = quantiles([0] * (claims - len(per_claim)) + per_claim)
+    return {"p50": q["p50_s"], "p95": q["p95_s"]}
 
 
 def timed_run(command: list[str]) -> float:
@@ -102,19 +121,27 @@ def warm_profile(
         for name, some in claims.items():
             total: list[float] = []
             stages: dict[str, list[float]] = defaultdict(list)
+            tokens: dict[str, list[int]] = defaultdict(list)
             pipeline.costs.clear()
             for claim in some:
                 pipeline.seconds.clear()
+                before = model_tokens(pipeline.costs)
                 started = time.perf_counter()
                 pipeline.verify(claim["claim"])
                 total.append(time.perf_counter() - started)
                 for stage, seconds in pipeline.seconds.items():
                     stages[stage].append(seconds)
+                after = model_tokens(pipeline.costs)
+                for model in after:  # a model this claim did not run read 0 tokens
+                    tokens[model].append(after[model] - before.get(model, 0))
             everything += total
             files[name] = {
                 "claims": len(total),
                 **quantiles(total),
                 "stages": {stage: quantiles(seconds) for stage, seconds in stages.items()},
+                "model_tokens": {
+                    model: token_quantiles(n, len(some)) for model, n in tokens.items()
+                },
                 # What each stage counted a claim (feverous_es.runtime.costs): the work behind
                 # the times, which does not move with the machine's load.
                 "costs_per_claim": {
@@ -226,6 +253,8 @@ def profile(
                     f"    {stage:12s} p50 {q['p50_s'] * 1000:8.1f} ms  "
                     f"p95 {q['p95_s'] * 1000:8.1f} ms  {read}"
                 )
+            for model, q in result["model_tokens"].items():
+                print(f"    {model:24s} tokens a claim: p50 {q['p50']:7.0f}  p95 {q['p95']:7.0f}")
     if readers:
         claims = dev_claims(warm_claims or 50, seed + 2)
         figures["warm_by_reader"] = by_reader = {}
