@@ -123,9 +123,9 @@ def warm_profile(
             stages: dict[str, list[float]] = defaultdict(list)
             tokens: dict[str, list[int]] = defaultdict(list)
             pipeline.costs.clear()
+            before: dict[str, int] = {}  # each model's tokens before the claim: the costs grow
             for claim in some:
                 pipeline.seconds.clear()
-                before = model_tokens(pipeline.costs)
                 started = time.perf_counter()
                 pipeline.verify(claim["claim"])
                 total.append(time.perf_counter() - started)
@@ -134,6 +134,7 @@ def warm_profile(
                 after = model_tokens(pipeline.costs)
                 for model in after:  # a model this claim did not run read 0 tokens
                     tokens[model].append(after[model] - before.get(model, 0))
+                before = after
             everything += total
             files[name] = {
                 "claims": len(total),

@@ -79,26 +79,24 @@ def hits_at_k(lists: list[HeldOut], scores: list[np.ndarray]) -> dict[str, list[
     return found
 
 
-def recall_at_k(lists: list[HeldOut], scores: list[np.ndarray]) -> dict[str, float]:
-    return {
-        source: round(float(np.mean(hits)), 4) for source, hits in hits_at_k(lists, scores).items()
-    }
+def recall_at_k(hits: dict[str, list[bool]]) -> dict[str, float]:
+    """Per claim file, the share of :func:`hits_at_k`'s claims complete at ``K``."""
+    return {source: round(float(np.mean(found)), 4) for source, found in hits.items()}
 
 
 def paired_against(
-    lists: list[HeldOut],
-    orders: dict[str, list[np.ndarray]],
+    hits: dict[str, dict[str, list[bool]]],
     names: dict[Path, str],
     others: Sequence[Path],
     weights: Sequence[float],
 ) -> dict[str, dict[str, dict]]:
     """Each of ``others`` fused against MODEL fused, at each weight: the paired difference in
-    complete-evidence recall at ``K`` per claim file (the claims both held out)."""
+    complete-evidence recall at ``K`` per claim file (the claims both held out); ``hits``:
+    each order's :func:`hits_at_k`, by its name."""
     paired: dict[str, dict[str, dict]] = {}
     for other, w in itertools.product(others, weights):
         fused = f"fused, retrieval_weight {w:g}"
-        mine = hits_at_k(lists, orders[f"{names[other]}{fused}"])
-        theirs = hits_at_k(lists, orders[fused])
+        mine, theirs = hits[f"{names[other]}{fused}"], hits[fused]
         paired[f"{names[other]}{fused} - MODEL {fused}"] = {
             source: paired_difference(np.array(mine[source]), np.array(theirs[source]))
             for source in mine
@@ -192,13 +190,14 @@ def sentence_ranker(
             orders[f"{names[model_dir]}fused, retrieval_weight {w:g}"] = [
                 fused_scores(m, r, [0] * len(m), w) for m, r in zip(logits, retrieval, strict=True)
             ]
+    hits = {name: hits_at_k(lists, scores) for name, scores in orders.items()}
     figures: dict[str, Any] = {
         "claims": dict(Counter(source for source, *_ in lists)),
-        "paired": paired_against(lists, orders, names, others, weights),
+        "paired": paired_against(hits, names, others, weights),
         "sentences_per_claim": round(float(np.mean([len(x[3]) for x in lists])), 1),
         "model_ms_per_claim": model_ms.pop(""),
         "against_ms_per_claim": model_ms,
-        "recall_at_5": {name: recall_at_k(lists, scores) for name, scores in orders.items()},
+        "recall_at_5": {name: recall_at_k(found) for name, found in hits.items()},
     }
     print(
         f"{sum(figures['claims'].values())} held-out claims {figures['claims']}, "

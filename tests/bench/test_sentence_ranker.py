@@ -13,7 +13,7 @@ def test_hits_at_k_needs_every_gold_sentence_in_the_first_five() -> None:
     lists = [_claim("fm2", {"s0", "s7"}), _claim("fm2", {"s1"})]
     scores = [np.arange(8.0)[::-1], np.arange(8.0)[::-1]]  # s0 first … s7 last
     assert hits_at_k(lists, scores) == {"fm2": [False, True]}
-    assert recall_at_k(lists, scores) == {"fm2": 0.5}
+    assert recall_at_k(hits_at_k(lists, scores)) == {"fm2": 0.5}
 
 
 def test_paired_against_counts_the_claims_only_one_ranker_gets() -> None:
@@ -26,7 +26,8 @@ def test_paired_against_counts_the_claims_only_one_ranker_gets() -> None:
         "fused, retrieval_weight 1": [high_first] * 4,
         "candidate: fused, retrieval_weight 1": [low_first] * 3 + [high_first],
     }
-    paired = paired_against(lists, orders, names, [candidate], [1.0])
+    hits = {name: hits_at_k(lists, scores) for name, scores in orders.items()}
+    paired = paired_against(hits, names, [candidate], [1.0])
     ((name, by_file),) = paired.items()
     assert name == "candidate: fused, retrieval_weight 1 - MODEL fused, retrieval_weight 1"
     assert by_file["fm2"]["difference"] == 0.75
